@@ -1,0 +1,153 @@
+//! The events a session emits while it runs (SPEC §4.2), and the sink they go through.
+//!
+//! Every headend turns these into its own wire format; the store persists them for replay.
+//! The session never blocks on a consumer that went away: a closed sink drops events.
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use super::result::{AccountingEntry, FinalReport, RunSummary};
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RunStarted {
+    pub run_id: String,
+    pub agent: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TurnStarted {
+    pub turn: u32,
+    pub attempt: u32,
+    pub is_retry: bool,
+    pub is_final_turn: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forced_final_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TextDelta {
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Progress {
+    pub kind: String,
+    pub agent: String,
+    pub call_path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ToolStarted {
+    pub call_id: String,
+    pub tool: String,
+    pub server: String,
+    pub arguments: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ToolFinished {
+    pub call_id: String,
+    pub tool: String,
+    pub server: String,
+    pub status: String,
+    pub latency_ms: u64,
+    pub chars_in: usize,
+    pub chars_out: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ErrorEvent {
+    pub code: String,
+    pub message: String,
+}
+
+/// One event of a run, in the order the session produced it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    RunStarted(RunStarted),
+    TurnStarted(TurnStarted),
+    Output(TextDelta),
+    Thinking(TextDelta),
+    Progress(Progress),
+    ToolStarted(ToolStarted),
+    ToolFinished(ToolFinished),
+    Accounting(AccountingEntry),
+    FinalReport(FinalReport),
+    RunFinished(RunSummary),
+    Error(ErrorEvent),
+}
+
+impl AgentEvent {
+    /// The SSE `event:` name of SPEC §4.2.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::RunStarted(_) => "run.started",
+            Self::TurnStarted(_) => "turn.started",
+            Self::Output(_) => "output",
+            Self::Thinking(_) => "thinking",
+            Self::Progress(_) => "progress",
+            Self::ToolStarted(_) => "tool.started",
+            Self::ToolFinished(_) => "tool.finished",
+            Self::Accounting(_) => "accounting",
+            Self::FinalReport(_) => "final_report",
+            Self::RunFinished(_) => "run.finished",
+            Self::Error(_) => "error",
+        }
+    }
+
+    /// The event's `data` as JSON.
+    pub fn data(&self) -> serde_json::Value {
+        let value = match self {
+            Self::RunStarted(d) => serde_json::to_value(d),
+            Self::TurnStarted(d) => serde_json::to_value(d),
+            Self::Output(d) | Self::Thinking(d) => serde_json::to_value(d),
+            Self::Progress(d) => serde_json::to_value(d),
+            Self::ToolStarted(d) => serde_json::to_value(d),
+            Self::ToolFinished(d) => serde_json::to_value(d),
+            Self::Accounting(d) => serde_json::to_value(d),
+            Self::FinalReport(d) => serde_json::to_value(d),
+            Self::RunFinished(d) => serde_json::to_value(d),
+            Self::Error(d) => serde_json::to_value(d),
+        };
+        // These types hold only strings, numbers and JSON values: serialization cannot fail.
+        value.unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Where a session sends its events. Cloneable; a sink with no receiver discards.
+#[derive(Debug, Clone, Default)]
+pub struct EventSink {
+    sender: Option<mpsc::Sender<AgentEvent>>,
+}
+
+impl EventSink {
+    /// A sink and the receiver of its events; `capacity` bounds memory per run.
+    pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<AgentEvent>) {
+        let (sender, receiver) = mpsc::channel(capacity);
+        (
+            Self {
+                sender: Some(sender),
+            },
+            receiver,
+        )
+    }
+
+    /// A sink that discards everything (the result still carries it all).
+    pub fn discard() -> Self {
+        Self { sender: None }
+    }
+
+    pub async fn emit(&self, event: AgentEvent) {
+        if let Some(sender) = &self.sender {
+            // A closed receiver means nobody listens any more; the result still has everything.
+            let _ = sender.send(event).await;
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! The agent session: one run of one agent, turn by turn, against the provider targets.
+//!
+//! A session performs no I/O of its own (seeds/004): events go out through an [`EventSink`] and
+//! everything is also returned in the [`AgentResult`]. Every headend (HTTP APIs, CLI) builds a
+//! [`SessionRequest`], runs [`Session::run`] in a task, and translates the events.
+
+pub mod events;
+pub mod result;
+mod session;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use events::{AgentEvent, EventSink};
+pub use result::{AgentResult, ExitReason, FinalReport, ReportStatus, RunStatus};
+pub use session::Session;
+
+use crate::config::AgentSpec;
+use crate::llm::{ChatMessage, Provider};
+
+/// Per-request overrides of the agent's sampling settings (OpenAI `temperature`, …).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SamplingOverrides {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub max_output_tokens: Option<u32>,
+}
+
+/// Everything needed to run one session.
+#[derive(Debug, Clone)]
+pub struct SessionRequest {
+    pub run_id: String,
+    pub agent: Arc<AgentSpec>,
+    /// The user's task for this run.
+    pub prompt: String,
+    /// Earlier messages of the conversation (no system prompt: the agent supplies it).
+    pub history: Vec<ChatMessage>,
+    pub overrides: SamplingOverrides,
+    pub conversation_id: Option<String>,
+}
+
+/// The providers a session may call, by configured provider name.
+#[derive(Clone, Default)]
+pub struct ProviderSet {
+    providers: HashMap<String, Arc<dyn Provider>>,
+}
+
+impl ProviderSet {
+    pub fn insert(&mut self, name: impl Into<String>, provider: Arc<dyn Provider>) {
+        self.providers.insert(name.into(), provider);
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Provider>> {
+        self.providers.get(name).cloned()
+    }
+}
+
+impl std::fmt::Debug for ProviderSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.providers.keys()).finish()
+    }
+}

@@ -1,0 +1,316 @@
+//! What a session returns (SPEC §5, contract §2 and §4–6): `AgentResult`, the final report,
+//! accounting entries in the contract's record format, and the exit reasons of SPEC §4.2.
+
+use serde::{Deserialize, Serialize};
+
+use crate::llm::{ChatMessage, Usage};
+
+/// Why a run ended (SPEC §4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitReason {
+    FinalAnswer,
+    TextFallback,
+    Cached,
+    MaxTurns,
+    ContextLimit,
+    UserStop,
+    EmptyInput,
+    Cancelled,
+    AuthFailure,
+    QuotaExceeded,
+    RateLimited,
+    LlmError,
+    NoLlmResponse,
+    ConfigError,
+    InternalError,
+}
+
+impl ExitReason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::FinalAnswer => "final_answer",
+            Self::TextFallback => "text_fallback",
+            Self::Cached => "cached",
+            Self::MaxTurns => "max_turns",
+            Self::ContextLimit => "context_limit",
+            Self::UserStop => "user_stop",
+            Self::EmptyInput => "empty_input",
+            Self::Cancelled => "cancelled",
+            Self::AuthFailure => "auth_failure",
+            Self::QuotaExceeded => "quota_exceeded",
+            Self::RateLimited => "rate_limited",
+            Self::LlmError => "llm_error",
+            Self::NoLlmResponse => "no_llm_response",
+            Self::ConfigError => "config_error",
+            Self::InternalError => "internal_error",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(text.to_string())).ok()
+    }
+}
+
+/// Whether the report came from the model (`success`) or was made up by agentd (`failure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReportStatus {
+    Success,
+    Failure,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FinalReport {
+    pub status: ReportStatus,
+    pub format: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_json: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+    /// Unix milliseconds when the report was captured.
+    pub ts: i64,
+}
+
+/// Token counts in the contract's accounting field names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenCounts {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl From<Usage> for TokenCounts {
+    fn from(u: Usage) -> Self {
+        Self {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cached_tokens: u.cached_tokens,
+            total_tokens: u.total(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryStatus {
+    Ok,
+    Failed,
+}
+
+/// One LLM attempt (contract §4): emitted after every attempt, failures included.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LlmAccounting {
+    pub timestamp: i64,
+    pub status: EntryStatus,
+    /// Milliseconds.
+    pub latency: u64,
+    pub provider: String,
+    pub model: String,
+    pub tokens: TokenCounts,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txn_id: Option<String>,
+}
+
+/// One tool execution (contract §4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolAccounting {
+    pub timestamp: i64,
+    pub status: EntryStatus,
+    pub latency: u64,
+    pub mcp_server: String,
+    pub command: String,
+    pub characters_in: usize,
+    pub characters_out: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txn_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum AccountingEntry {
+    Llm(LlmAccounting),
+    Tool(ToolAccounting),
+}
+
+/// Usage totals in the snake_case shape of `run.finished` and `AgentResult`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageTotals {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl UsageTotals {
+    /// Sums the LLM entries of an accounting list.
+    pub fn from_accounting(entries: &[AccountingEntry]) -> Self {
+        let mut totals = Self::default();
+        for entry in entries {
+            if let AccountingEntry::Llm(llm) = entry {
+                totals.input_tokens += llm.tokens.input_tokens;
+                totals.output_tokens += llm.tokens.output_tokens;
+                totals.cached_tokens += llm.tokens.cached_tokens;
+                totals.total_tokens += llm.tokens.total_tokens;
+            }
+        }
+        totals
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The `run.finished` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub status: RunStatus,
+    pub success: bool,
+    pub exit_reason: ExitReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub usage: UsageTotals,
+    pub cost_usd: f64,
+    pub turns: u32,
+    pub duration_ms: u64,
+}
+
+/// Everything a session did (SPEC §5); returned even when the run failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentResult {
+    pub run_id: String,
+    pub success: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub exit_reason: ExitReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_report: Option<FinalReport>,
+    pub conversation: Vec<ChatMessage>,
+    pub accounting: Vec<AccountingEntry>,
+    pub usage: UsageTotals,
+    pub cost_usd: f64,
+    pub turns: u32,
+    pub duration_ms: u64,
+}
+
+impl AgentResult {
+    pub fn status(&self) -> RunStatus {
+        match (self.success, self.exit_reason) {
+            (_, ExitReason::Cancelled) => RunStatus::Cancelled,
+            (true, _) => RunStatus::Completed,
+            (false, _) => RunStatus::Failed,
+        }
+    }
+
+    pub fn summary(&self) -> RunSummary {
+        RunSummary {
+            status: self.status(),
+            success: self.success,
+            exit_reason: self.exit_reason,
+            error: self.error.clone(),
+            usage: self.usage,
+            cost_usd: self.cost_usd,
+            turns: self.turns,
+            duration_ms: self.duration_ms,
+        }
+    }
+
+    /// The answer text: `content_json` as JSON text for json reports, else `content`.
+    pub fn answer_text(&self) -> String {
+        match &self.final_report {
+            Some(FinalReport {
+                content_json: Some(json),
+                ..
+            }) => json.to_string(),
+            Some(FinalReport {
+                content: Some(text),
+                ..
+            }) => text.clone(),
+            _ => String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accounting_entries_use_contract_field_names() {
+        let entry = AccountingEntry::Llm(LlmAccounting {
+            timestamp: 1,
+            status: EntryStatus::Ok,
+            latency: 5,
+            provider: "p".into(),
+            model: "m".into(),
+            tokens: TokenCounts {
+                input_tokens: 3,
+                output_tokens: 2,
+                cached_tokens: 0,
+                total_tokens: 5,
+            },
+            cost_usd: None,
+            stop_reason: Some("stop".into()),
+            error: None,
+            agent_id: None,
+            txn_id: None,
+        });
+        let json = serde_json::to_value(&entry).expect("json");
+        assert_eq!(json["type"], "llm");
+        assert_eq!(json["tokens"]["inputTokens"], 3);
+        assert_eq!(json["tokens"]["totalTokens"], 5);
+        assert_eq!(json["stopReason"], "stop");
+        assert!(json.get("error").is_none());
+    }
+
+    #[test]
+    fn exit_reasons_round_trip_as_snake_case() {
+        assert_eq!(
+            serde_json::to_value(ExitReason::MaxTurns).expect("json"),
+            "max_turns"
+        );
+        assert_eq!(
+            ExitReason::parse("auth_failure"),
+            Some(ExitReason::AuthFailure)
+        );
+        assert_eq!(ExitReason::parse("nope"), None);
+        assert_eq!(ExitReason::NoLlmResponse.as_str(), "no_llm_response");
+    }
+}

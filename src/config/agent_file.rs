@@ -1,0 +1,230 @@
+//! `.ai` agent files: optional shebang, YAML frontmatter between `---` lines, then the system
+//! prompt. Unknown frontmatter keys are rejected with the key named (SPEC §3).
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::duration::HumanDuration;
+
+/// The frontmatter keys of SPEC §3, exactly; anything else is an error.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentFrontmatter {
+    pub description: Option<String>,
+    pub usage: Option<String>,
+    pub tool_name: Option<String>,
+    /// `provider/model` targets, tried in order on retries.
+    pub models: Option<OneOrMany>,
+    pub tools: Option<OneOrMany>,
+    pub agents: Option<OneOrMany>,
+    pub input: Option<IoSpec>,
+    pub output: Option<IoSpec>,
+    pub max_turns: Option<u32>,
+    pub max_tool_calls_per_turn: Option<u32>,
+    pub max_retries: Option<u32>,
+    pub llm_timeout: Option<HumanDuration>,
+    pub tool_timeout: Option<HumanDuration>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u32>,
+    pub max_output_tokens: Option<u32>,
+    pub repeat_penalty: Option<f64>,
+    pub tool_response_max_bytes: Option<u64>,
+    pub reasoning: Option<Value>,
+    pub reasoning_tokens: Option<Value>,
+    pub cache: Option<Value>,
+    pub context_window: Option<u64>,
+    pub finalization: Option<Finalization>,
+    pub transport: Option<Transport>,
+    pub user_scoped: Option<bool>,
+}
+
+/// A YAML value that may be written as one string or a list of strings.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            Self::One(s) => vec![s.clone()],
+            Self::Many(v) => v.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IoSpec {
+    pub format: Option<String>,
+    pub schema: Option<Value>,
+}
+
+/// How a session ends (SPEC §3).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Finalization {
+    /// The contract: only the final report (tool call or XML FINAL tag) ends the session.
+    #[default]
+    Report,
+    /// The first assistant message without tool calls is the answer.
+    Text,
+}
+
+/// How tools and the final report travel (contract §11).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+pub enum Transport {
+    #[default]
+    #[serde(rename = "xml-final")]
+    XmlFinal,
+    #[serde(rename = "native")]
+    Native,
+    #[serde(rename = "xml")]
+    Xml,
+}
+
+/// A parsed `.ai` file.
+#[derive(Debug, Clone)]
+pub struct AgentFile {
+    pub frontmatter: AgentFrontmatter,
+    /// The body after the frontmatter: the system prompt.
+    pub prompt: String,
+    /// The frontmatter text as written, part of the agent's cache hash.
+    pub frontmatter_text: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct AgentFileError {
+    pub path: String,
+    pub message: String,
+}
+
+pub fn read_agent_file(path: &Path) -> Result<AgentFile, AgentFileError> {
+    let text = std::fs::read_to_string(path).map_err(|e| AgentFileError {
+        path: path.display().to_string(),
+        message: format!("cannot read: {e}"),
+    })?;
+    parse_agent_file(&text).map_err(|message| AgentFileError {
+        path: path.display().to_string(),
+        message,
+    })
+}
+
+/// Splits and parses an agent file's text.
+pub fn parse_agent_file(text: &str) -> Result<AgentFile, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let text = match text.strip_prefix("#!") {
+        Some(rest) => rest.split_once('\n').map_or("", |(_, after)| after),
+        None => text,
+    };
+    let Some(after_open) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    else {
+        return Ok(AgentFile {
+            frontmatter: AgentFrontmatter::default(),
+            prompt: text.trim().to_string(),
+            frontmatter_text: String::new(),
+        });
+    };
+    let (yaml, body) = split_at_closing_fence(after_open)
+        .ok_or("frontmatter starts with --- but has no closing --- line")?;
+    let frontmatter: AgentFrontmatter = if yaml.trim().is_empty() {
+        AgentFrontmatter::default()
+    } else {
+        serde_yaml_ng::from_str(yaml).map_err(|e| format!("frontmatter: {e}"))?
+    };
+    Ok(AgentFile {
+        frontmatter,
+        prompt: body.trim().to_string(),
+        frontmatter_text: yaml.to_string(),
+    })
+}
+
+fn split_at_closing_fence(text: &str) -> Option<(&str, &str)> {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            return Some((&text[..offset], &text[offset + line.len()..]));
+        }
+        offset += line.len();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_frontmatter_and_prompt() {
+        let file = parse_agent_file(
+            "#!/usr/bin/env agentd\n---\ndescription: Helps\nmodels: [llm/gpt-4o-mini, other/m]\nmaxTurns: 4\nllmTimeout: 30s\nfinalization: text\ntransport: native\n---\nYou are helpful.\n",
+        )
+        .expect("parses");
+        assert_eq!(file.frontmatter.description.as_deref(), Some("Helps"));
+        assert_eq!(
+            file.frontmatter.models.map(|m| m.to_vec()),
+            Some(vec!["llm/gpt-4o-mini".into(), "other/m".into()])
+        );
+        assert_eq!(file.frontmatter.max_turns, Some(4));
+        assert_eq!(
+            file.frontmatter.llm_timeout,
+            Some(HumanDuration(std::time::Duration::from_secs(30)))
+        );
+        assert_eq!(file.frontmatter.finalization, Some(Finalization::Text));
+        assert_eq!(file.frontmatter.transport, Some(Transport::Native));
+        assert_eq!(file.prompt, "You are helpful.");
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = parse_agent_file("---\nmaxTurnz: 3\n---\nhi").unwrap_err();
+        assert!(err.contains("unknown field `maxTurnz`"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_and_bad_enum_are_errors() {
+        assert!(
+            parse_agent_file("---\nmaxTurns: many\n---\nhi")
+                .unwrap_err()
+                .contains("maxTurns")
+        );
+        assert!(
+            parse_agent_file("---\nfinalization: sometimes\n---\nhi")
+                .unwrap_err()
+                .contains("sometimes")
+        );
+    }
+
+    #[test]
+    fn file_without_frontmatter_is_all_prompt() {
+        let file = parse_agent_file("Just a prompt.\n").expect("parses");
+        assert_eq!(file.prompt, "Just a prompt.");
+        assert_eq!(file.frontmatter, AgentFrontmatter::default());
+    }
+
+    #[test]
+    fn unclosed_frontmatter_is_an_error() {
+        assert!(
+            parse_agent_file("---\ndescription: x\nno end")
+                .unwrap_err()
+                .contains("closing")
+        );
+    }
+
+    #[test]
+    fn single_model_string_is_accepted() {
+        let file = parse_agent_file("---\nmodels: llm/m\n---\np").expect("parses");
+        assert_eq!(
+            file.frontmatter.models.map(|m| m.to_vec()),
+            Some(vec!["llm/m".into()])
+        );
+    }
+}

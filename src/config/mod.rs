@@ -1,0 +1,341 @@
+//! Configuration: the layered JSON config (contract §7, SPEC §2), per-layer `.ai-agent.env`,
+//! `${VAR}` expansion, `.ai` agent files and the registry of agents they define.
+//!
+//! Everything here is pure loading and validation: no network, no LLM, no store. A config error
+//! always names the file, the key path and what is wrong.
+
+pub mod agent_file;
+pub mod duration;
+pub mod env_file;
+pub mod expand;
+pub mod layers;
+pub mod registry;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use secrecy::SecretString;
+use serde::Deserialize;
+use serde_json::Value;
+
+use duration::HumanDuration;
+pub use registry::{AgentRegistry, AgentSpec, Target};
+
+/// The whole configuration after merging every layer.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// MCP servers; connected by the tools layer.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub rest_tools: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub queues: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub defaults: Defaults,
+    #[serde(default)]
+    pub pricing: Option<Value>,
+    #[serde(default)]
+    pub cache: Option<Value>,
+    #[serde(default)]
+    pub telemetry: Option<Value>,
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub auth: AuthConfig,
+    #[serde(default)]
+    pub store: StoreConfig,
+    /// Directories holding `.ai` files; relative entries are resolved against the directory of
+    /// the config file that named them.
+    #[serde(default)]
+    pub agents: Vec<PathBuf>,
+}
+
+/// The LLM dialect a provider speaks.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderKind {
+    Openai,
+    OpenaiCompatible,
+    Anthropic,
+    Google,
+    Ollama,
+    Openrouter,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderConfig {
+    #[serde(rename = "type")]
+    pub kind: ProviderKind,
+    pub api_key: Option<SecretString>,
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Stream responses over SSE (default) or request one JSON body.
+    pub stream: Option<bool>,
+    /// Request `stream_options.include_usage` (default true; some servers reject it).
+    pub include_usage: Option<bool>,
+    pub context_window: Option<u64>,
+    pub context_window_buffer_tokens: Option<u64>,
+    pub tokenizer: Option<String>,
+    pub reasoning: Option<Value>,
+    pub tool_choice: Option<String>,
+    pub cache_strategy: Option<String>,
+    pub custom: Option<Value>,
+    #[serde(default)]
+    pub models: BTreeMap<String, Value>,
+}
+
+/// Settings agents inherit when their frontmatter is silent.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Defaults {
+    /// `provider/model` targets for agents that name none.
+    pub models: Option<Vec<String>>,
+    pub max_turns: Option<u32>,
+    pub max_tool_calls_per_turn: Option<u32>,
+    pub max_retries: Option<u32>,
+    pub llm_timeout: Option<HumanDuration>,
+    pub tool_timeout: Option<HumanDuration>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u32>,
+    pub max_output_tokens: Option<u32>,
+    pub repeat_penalty: Option<f64>,
+    pub tool_response_max_bytes: Option<u64>,
+    pub context_window: Option<u64>,
+    pub context_window_buffer_tokens: Option<u64>,
+    pub reasoning: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDisconnect {
+    #[default]
+    Cancel,
+    Continue,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub listen: String,
+    pub max_concurrent_sessions: usize,
+    pub max_queued_sessions: usize,
+    pub request_body_limit_bytes: usize,
+    pub on_disconnect: OnDisconnect,
+    pub keep_alive_seconds: u64,
+    pub drain_seconds: u64,
+    pub cors_origins: Vec<String>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            max_concurrent_sessions: 64,
+            max_queued_sessions: 256,
+            request_body_limit_bytes: 4 * 1024 * 1024,
+            on_disconnect: OnDisconnect::Cancel,
+            keep_alive_seconds: 15,
+            drain_seconds: 30,
+            cors_origins: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuthConfig {
+    #[serde(default)]
+    pub keys: Vec<ApiKeyConfig>,
+    #[serde(default)]
+    pub disabled: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApiKeyConfig {
+    pub key: SecretString,
+    #[serde(default)]
+    pub admin: bool,
+    pub user_id: Option<String>,
+    pub agents: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `sqlite://PATH` (default, created on first start) or `postgres://…`.
+    pub url: String,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            url: "sqlite://agentd.db".into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    Layer(#[from] layers::LayerError),
+    #[error("{file}: at {path}: {message}")]
+    Invalid {
+        file: String,
+        path: String,
+        message: String,
+    },
+    #[error(transparent)]
+    Agent(#[from] registry::RegistryError),
+}
+
+/// Where to look for configuration layers.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// `--config F`, the highest layer; must exist when given.
+    pub explicit: Option<PathBuf>,
+    /// Directory of the agent file being run (`agentd run path/x.ai`).
+    pub prompt_dir: Option<PathBuf>,
+}
+
+/// The merged configuration and the files it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    pub config: Config,
+    /// The layer files that were found, highest priority first.
+    pub files: Vec<PathBuf>,
+}
+
+/// Loads every layer of contract §7, validates each, and merges them.
+pub fn load(options: &LoadOptions) -> Result<LoadedConfig, ConfigError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let binary_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let sources = layers::standard_sources(
+        options.explicit.as_deref(),
+        options.prompt_dir.as_deref(),
+        &cwd,
+        binary_dir.as_deref(),
+        home.as_deref(),
+    );
+    let process_env = |name: &str| std::env::var(name).ok();
+    let mut loaded = layers::load_layers(&sources, &process_env)?;
+    for layer in &mut loaded {
+        let file = layer.source.path.display().to_string();
+        parse_config(layer.value.clone(), &file)?;
+        if let Some(dir) = layer.source.path.parent() {
+            resolve_agent_dirs(&mut layer.value, dir);
+        }
+    }
+    let files = loaded.iter().map(|l| l.source.path.clone()).collect();
+    let config = parse_config(layers::merge_layers(&loaded), "merged configuration")?;
+    Ok(LoadedConfig { config, files })
+}
+
+/// Deserializes a (merged or single-layer) config value, naming the key path of any error.
+pub fn parse_config(value: Value, file: &str) -> Result<Config, ConfigError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        ConfigError::Invalid {
+            file: file.to_string(),
+            path,
+            message: e.into_inner().to_string(),
+        }
+    })
+}
+
+/// Rewrites relative `agents` entries to be relative to the layer file's directory.
+fn resolve_agent_dirs(layer: &mut Value, layer_dir: &Path) {
+    let Some(entries) = layer.get_mut("agents").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for entry in entries {
+        if let Some(text) = entry.as_str() {
+            let path = Path::new(text);
+            if path.is_relative() {
+                *entry = Value::String(layer_dir.join(path).display().to_string());
+            }
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The listen address, or a config error naming `server.listen`.
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.listen.parse().map_err(|e| ConfigError::Invalid {
+            file: "configuration".into(),
+            path: "server.listen".into(),
+            message: format!(
+                "{:?} is not an address like 127.0.0.1:8080 ({e})",
+                self.listen
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_key_names_its_path() {
+        let err = parse_config(json!({"server": {"listn": "x"}}), "a.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("a.json: at server.listn: unknown field `listn`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn wrong_type_names_its_path() {
+        let err = parse_config(
+            json!({"providers": {"p": {"type": "openai", "stream": "yes"}}}),
+            "a.json",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("providers.p.stream"), "{err}");
+    }
+
+    #[test]
+    fn defaults_apply_when_sections_are_missing() {
+        let config = parse_config(json!({}), "x").expect("valid");
+        assert_eq!(config.server.listen, "127.0.0.1:8080");
+        assert_eq!(config.server.max_concurrent_sessions, 64);
+        assert_eq!(config.store.url, "sqlite://agentd.db");
+        assert_eq!(config.server.on_disconnect, OnDisconnect::Cancel);
+    }
+
+    #[test]
+    fn relative_agent_dirs_resolve_against_the_layer() {
+        let mut layer = json!({"agents": ["agents", "/abs/dir"]});
+        resolve_agent_dirs(&mut layer, Path::new("/etc/conf"));
+        assert_eq!(layer["agents"], json!(["/etc/conf/agents", "/abs/dir"]));
+    }
+
+    #[test]
+    fn bad_listen_address_is_named() {
+        let config = parse_config(json!({"server": {"listen": "nowhere"}}), "x").expect("valid");
+        assert!(
+            config
+                .server
+                .listen_addr()
+                .unwrap_err()
+                .to_string()
+                .contains("server.listen")
+        );
+    }
+}

@@ -1,0 +1,406 @@
+//! The agents a server offers: `.ai` files discovered in the configured `agents` directories,
+//! each resolved against the config (models → provider targets, defaults → limits) and checked
+//! so that a bad agent is a start-up error, not a failure on the first request.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::Config;
+use super::agent_file::{AgentFile, AgentFileError, Finalization, Transport, read_agent_file};
+
+/// One `provider/model` pair an agent may call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub provider: String,
+    pub model: String,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.provider, self.model)
+    }
+}
+
+/// Limits of one session, after frontmatter → config defaults → built-in resolution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionLimits {
+    pub max_turns: u32,
+    /// Total attempts per turn, the first included.
+    pub max_retries: u32,
+    pub max_tool_calls_per_turn: u32,
+    /// Inactivity timeout of an LLM call, reset by every streamed chunk.
+    pub llm_timeout: Duration,
+    pub tool_timeout: Duration,
+    pub tool_response_max_bytes: u64,
+}
+
+/// Sampling settings as configured; `None` means not sent.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sampling {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u32>,
+    pub repeat_penalty: Option<f64>,
+    pub max_output_tokens: Option<u32>,
+}
+
+/// An agent ready to run.
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    /// `toolName`, else the file stem; the `model` clients ask for.
+    pub name: String,
+    pub path: Option<PathBuf>,
+    pub description: String,
+    pub system_prompt: String,
+    pub targets: Vec<Target>,
+    pub limits: SessionLimits,
+    pub sampling: Sampling,
+    pub finalization: Finalization,
+    pub transport: Transport,
+    /// Expected output format (`markdown` unless the frontmatter says otherwise).
+    pub output_format: String,
+    pub output_schema: Option<Value>,
+    pub tools: Vec<String>,
+    pub user_scoped: bool,
+    /// Hash of prompt, frontmatter and model selection: part of response-cache keys.
+    pub hash: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("agents directory {dir}: {detail}")]
+    Directory { dir: String, detail: String },
+    #[error(transparent)]
+    File(#[from] AgentFileError),
+    #[error("agent name {name:?} is defined twice: {first} and {second}")]
+    Duplicate {
+        name: String,
+        first: String,
+        second: String,
+    },
+    #[error("{file}: models: {model:?} must be written provider/model")]
+    BadModel { file: String, model: String },
+    #[error(
+        "{file}: models: {model:?} names provider {provider:?}, which is not in the config's providers"
+    )]
+    UnknownProvider {
+        file: String,
+        model: String,
+        provider: String,
+    },
+    #[error(
+        "{file}: no models: set `models` in the frontmatter or `defaults.models` in the config"
+    )]
+    NoModels { file: String },
+}
+
+const DEFAULT_MAX_TURNS: u32 = 10;
+const DEFAULT_MAX_RETRIES: u32 = 3;
+const DEFAULT_MAX_TOOL_CALLS_PER_TURN: u32 = 10;
+const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(120);
+const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+const DEFAULT_TOOL_RESPONSE_MAX_BYTES: u64 = 12 * 1024;
+
+/// All agents by name.
+#[derive(Debug, Clone, Default)]
+pub struct AgentRegistry {
+    agents: BTreeMap<String, Arc<AgentSpec>>,
+}
+
+impl AgentRegistry {
+    /// Reads every `.ai` file in the config's `agents` directories (sorted, not recursive).
+    pub fn load(config: &Config) -> Result<Self, RegistryError> {
+        let mut registry = Self::default();
+        for dir in &config.agents {
+            for path in agent_files_in(dir)? {
+                registry.insert(resolve_agent(&path, read_agent_file(&path)?, config)?)?;
+            }
+        }
+        Ok(registry)
+    }
+
+    /// Adds one agent file (e.g. the one `agentd run path.ai` names).
+    pub fn add_file(
+        &mut self,
+        path: &Path,
+        config: &Config,
+    ) -> Result<Arc<AgentSpec>, RegistryError> {
+        let spec = resolve_agent(path, read_agent_file(path)?, config)?;
+        let name = spec.name.clone();
+        self.insert(spec)?;
+        self.get(&name).ok_or_else(|| RegistryError::Directory {
+            dir: path.display().to_string(),
+            detail: "agent vanished".into(),
+        })
+    }
+
+    pub fn insert(&mut self, spec: AgentSpec) -> Result<(), RegistryError> {
+        if let Some(existing) = self.agents.get(&spec.name) {
+            return Err(RegistryError::Duplicate {
+                name: spec.name.clone(),
+                first: display_path(existing.path.as_deref()),
+                second: display_path(spec.path.as_deref()),
+            });
+        }
+        self.agents.insert(spec.name.clone(), Arc::new(spec));
+        Ok(())
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<AgentSpec>> {
+        self.agents.get(name).cloned()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<AgentSpec>> {
+        self.agents.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.agents.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.agents.is_empty()
+    }
+}
+
+fn display_path(path: Option<&Path>) -> String {
+    path.map_or_else(|| "(built in)".to_string(), |p| p.display().to_string())
+}
+
+fn agent_files_in(dir: &Path) -> Result<Vec<PathBuf>, RegistryError> {
+    let unreadable = |e: std::io::Error| RegistryError::Directory {
+        dir: dir.display().to_string(),
+        detail: e.to_string(),
+    };
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(unreadable)? {
+        let path = entry.map_err(unreadable)?.path();
+        if path.is_file()
+            && path
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("ai"))
+        {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Resolves an agent file against the config: frontmatter, then `defaults`, then built-ins.
+pub fn resolve_agent(
+    path: &Path,
+    file: AgentFile,
+    config: &Config,
+) -> Result<AgentSpec, RegistryError> {
+    let file_label = path.display().to_string();
+    let fm = &file.frontmatter;
+    let defaults = &config.defaults;
+    let name = fm
+        .tool_name
+        .clone()
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+    let model_names = fm
+        .models
+        .as_ref()
+        .map(|m| m.to_vec())
+        .or_else(|| defaults.models.clone())
+        .unwrap_or_default();
+    if model_names.is_empty() {
+        return Err(RegistryError::NoModels { file: file_label });
+    }
+    let targets = model_names
+        .iter()
+        .map(|m| parse_target(m, &file_label, config))
+        .collect::<Result<Vec<_>, _>>()?;
+    let limits = SessionLimits {
+        max_turns: fm
+            .max_turns
+            .or(defaults.max_turns)
+            .unwrap_or(DEFAULT_MAX_TURNS)
+            .max(1),
+        max_retries: fm
+            .max_retries
+            .or(defaults.max_retries)
+            .unwrap_or(DEFAULT_MAX_RETRIES)
+            .max(1),
+        max_tool_calls_per_turn: fm
+            .max_tool_calls_per_turn
+            .or(defaults.max_tool_calls_per_turn)
+            .unwrap_or(DEFAULT_MAX_TOOL_CALLS_PER_TURN),
+        llm_timeout: fm
+            .llm_timeout
+            .or(defaults.llm_timeout)
+            .map_or(DEFAULT_LLM_TIMEOUT, |d| d.0),
+        tool_timeout: fm
+            .tool_timeout
+            .or(defaults.tool_timeout)
+            .map_or(DEFAULT_TOOL_TIMEOUT, |d| d.0),
+        tool_response_max_bytes: fm
+            .tool_response_max_bytes
+            .or(defaults.tool_response_max_bytes)
+            .unwrap_or(DEFAULT_TOOL_RESPONSE_MAX_BYTES),
+    };
+    let sampling = Sampling {
+        temperature: fm.temperature.or(defaults.temperature),
+        top_p: fm.top_p.or(defaults.top_p),
+        top_k: fm.top_k.or(defaults.top_k),
+        repeat_penalty: fm.repeat_penalty.or(defaults.repeat_penalty),
+        max_output_tokens: fm.max_output_tokens.or(defaults.max_output_tokens),
+    };
+    let output = fm.output.as_ref();
+    let hash = agent_hash(&file, &targets);
+    Ok(AgentSpec {
+        name,
+        path: Some(path.to_path_buf()),
+        description: fm.description.clone().unwrap_or_default(),
+        system_prompt: file.prompt.clone(),
+        targets,
+        limits,
+        sampling,
+        finalization: fm.finalization.unwrap_or_default(),
+        transport: fm.transport.unwrap_or_default(),
+        output_format: output
+            .and_then(|o| o.format.clone())
+            .unwrap_or_else(|| "markdown".into()),
+        output_schema: output.and_then(|o| o.schema.clone()),
+        tools: fm.tools.as_ref().map(|t| t.to_vec()).unwrap_or_default(),
+        user_scoped: fm.user_scoped.unwrap_or(false),
+        hash,
+    })
+}
+
+fn parse_target(model: &str, file: &str, config: &Config) -> Result<Target, RegistryError> {
+    let (provider, model_id) = model
+        .split_once('/')
+        .filter(|(p, m)| !p.is_empty() && !m.is_empty())
+        .ok_or_else(|| RegistryError::BadModel {
+            file: file.to_string(),
+            model: model.to_string(),
+        })?;
+    if !config.providers.contains_key(provider) {
+        return Err(RegistryError::UnknownProvider {
+            file: file.to_string(),
+            model: model.to_string(),
+            provider: provider.to_string(),
+        });
+    }
+    Ok(Target {
+        provider: provider.to_string(),
+        model: model_id.to_string(),
+    })
+}
+
+fn agent_hash(file: &AgentFile, targets: &[Target]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(file.prompt.as_bytes());
+    hasher.update([0]);
+    hasher.update(file.frontmatter_text.as_bytes());
+    for target in targets {
+        hasher.update([0]);
+        hasher.update(target.to_string().as_bytes());
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::agent_file::parse_agent_file;
+    use crate::config::parse_config;
+    use serde_json::json;
+
+    fn config() -> Config {
+        parse_config(
+            json!({"providers": {"llm": {"type": "openai-compatible"}}, "defaults": {"models": ["llm/base"], "maxTurns": 7}}),
+            "test",
+        )
+        .expect("config")
+    }
+
+    fn resolve(text: &str) -> Result<AgentSpec, RegistryError> {
+        resolve_agent(
+            Path::new("/agents/helper.ai"),
+            parse_agent_file(text).expect("file"),
+            &config(),
+        )
+    }
+
+    #[test]
+    fn frontmatter_beats_defaults_beats_builtins() {
+        let spec = resolve("---\nmaxRetries: 5\n---\nprompt").expect("spec");
+        assert_eq!(spec.name, "helper");
+        assert_eq!(
+            spec.targets,
+            vec![Target {
+                provider: "llm".into(),
+                model: "base".into()
+            }]
+        );
+        assert_eq!(spec.limits.max_retries, 5);
+        assert_eq!(spec.limits.max_turns, 7);
+        assert_eq!(
+            spec.limits.max_tool_calls_per_turn,
+            DEFAULT_MAX_TOOL_CALLS_PER_TURN
+        );
+    }
+
+    #[test]
+    fn tool_name_names_the_agent() {
+        assert_eq!(
+            resolve("---\ntoolName: chat\n---\np").expect("spec").name,
+            "chat"
+        );
+    }
+
+    #[test]
+    fn unknown_provider_and_bad_model_are_named() {
+        let err = resolve("---\nmodels: [nope/m]\n---\np")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"nope\"") && err.contains("/agents/helper.ai"),
+            "{err}"
+        );
+        assert!(
+            resolve("---\nmodels: [justamodel]\n---\np")
+                .unwrap_err()
+                .to_string()
+                .contains("provider/model")
+        );
+    }
+
+    #[test]
+    fn duplicate_names_are_rejected() {
+        let mut registry = AgentRegistry::default();
+        registry.insert(resolve("p").expect("spec")).expect("first");
+        assert!(matches!(
+            registry.insert(resolve("p").expect("spec")),
+            Err(RegistryError::Duplicate { .. })
+        ));
+    }
+
+    #[test]
+    fn hash_changes_with_prompt_and_models() {
+        let a = resolve("---\nmodels: llm/a\n---\np").expect("spec").hash;
+        let b = resolve("---\nmodels: llm/b\n---\np").expect("spec").hash;
+        let c = resolve("---\nmodels: llm/a\n---\nq").expect("spec").hash;
+        assert_ne!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(a, resolve("---\nmodels: llm/a\n---\np").expect("spec").hash);
+    }
+}

@@ -1,0 +1,151 @@
+//! The one error type at the HTTP edge (SPEC §4): `{"error": {"message", "type", "code", "param"}}`
+//! with the matching status, and the JSON body extractor whose rejections use that format.
+//! Internal details never reach the client; they are logged instead.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// SPEC §4 code: `invalid_request`, `not_found`, `unknown_model`, …
+    pub code: &'static str,
+    pub message: String,
+    pub param: Option<String>,
+    pub retry_after_secs: Option<u64>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            param: None,
+            retry_after_secs: None,
+        }
+    }
+
+    pub fn with_param(mut self, param: impl Into<String>) -> Self {
+        self.param = Some(param.into());
+        self
+    }
+
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub fn unknown_model(model: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "unknown_model",
+            format!(
+                "The model `{model}` does not exist: models are agent names, see GET /v1/models"
+            ),
+        )
+        .with_param("model")
+    }
+
+    pub fn payload_too_large(limit: Option<usize>) -> Self {
+        let message = match limit {
+            Some(limit) => format!("The request body is larger than the limit of {limit} bytes"),
+            None => "The request body is too large".to_string(),
+        };
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+    }
+
+    pub fn upstream(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_GATEWAY, "upstream_error", message)
+    }
+
+    pub fn internal() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "Internal error; the server log has the details",
+        )
+    }
+
+    /// The OpenAI-style error family for `type`, so SDKs map errors to their exception classes.
+    fn error_type(&self) -> &'static str {
+        match self.status.as_u16() {
+            400 | 404 | 413 => "invalid_request_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            429 => "rate_limit_error",
+            _ => "server_error",
+        }
+    }
+
+    /// The JSON body; also used as an SSE error frame once a stream has started.
+    pub fn body(&self) -> serde_json::Value {
+        json!({"error": {"message": self.message, "type": self.error_type(), "code": self.code, "param": self.param}})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, axum::Json(self.body())).into_response();
+        if let Some(secs) = self.retry_after_secs {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+/// A JSON request body parsed with the error path named (`messages[0].role: …`); accepts a
+/// missing `Content-Type` because curl users forget it.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::payload_too_large(None)
+                } else {
+                    ApiError::invalid_request(format!(
+                        "Could not read the request body: {rejection}"
+                    ))
+                }
+            })?;
+        if bytes.is_empty() {
+            return Err(ApiError::invalid_request(
+                "The request body is empty; send a JSON object",
+            ));
+        }
+        let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
+        serde_path_to_error::deserialize(&mut deserializer)
+            .map(ApiJson)
+            .map_err(|error| {
+                let path = error.path().to_string();
+                let inner = error.into_inner();
+                let message = if inner.is_syntax() || inner.is_eof() {
+                    format!("The request body is not valid JSON: {inner}")
+                } else if path == "." {
+                    format!("Invalid request: {inner}")
+                } else {
+                    format!("Invalid request at `{path}`: {inner}")
+                };
+                let error = ApiError::invalid_request(message);
+                if path == "." {
+                    error
+                } else {
+                    error.with_param(path)
+                }
+            })
+    }
+}

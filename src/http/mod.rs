@@ -1,0 +1,100 @@
+//! The HTTP server: one router for every API family (SPEC §4), the middleware that measures
+//! each request by route template, and `serve` with graceful shutdown. Handlers only translate
+//! between wire formats and [`SessionRequest`](crate::agent::SessionRequest)s.
+
+pub mod error;
+mod openai;
+mod ops;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+
+use crate::runtime::Runtime;
+use error::ApiError;
+
+/// The whole application; tests serve it on port 0.
+pub fn app(runtime: Arc<Runtime>) -> Router {
+    let body_limit = runtime.config.server.request_body_limit_bytes;
+    Router::new()
+        .route("/health", get(ops::health))
+        .route("/ready", get(ops::ready))
+        .route("/metrics", get(ops::metrics))
+        .route("/v1/models", get(openai::list_models))
+        .route("/v1/chat/completions", post(openai::chat_completions))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(runtime.clone(), measure))
+        .layer(middleware::from_fn(move |request, next| {
+            limit_body(request, next, body_limit)
+        }))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(runtime)
+}
+
+/// Serves until `shutdown` resolves, then stops accepting and lets open requests finish.
+pub async fn serve(
+    listener: TcpListener,
+    runtime: Arc<Runtime>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let token = runtime.shutdown.clone();
+    axum::serve(listener, app(runtime))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            token.cancel();
+        })
+        .await
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("No such route; see SPEC §4 for the API")
+}
+
+async fn method_not_allowed() -> ApiError {
+    let mut error = ApiError::invalid_request("Method not allowed on this route");
+    error.status = axum::http::StatusCode::METHOD_NOT_ALLOWED;
+    error
+}
+
+/// Rejects a declared `Content-Length` over the limit before reading the body (413).
+async fn limit_body(request: Request, next: Next, limit: usize) -> Response {
+    use axum::response::IntoResponse;
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return ApiError::payload_too_large(Some(limit)).into_response();
+    }
+    next.run(request).await
+}
+
+/// Counts and times every request by route template (never the raw path).
+async fn measure(State(runtime): State<Arc<Runtime>>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let method = request.method().as_str().to_string();
+    let response = next.run(request).await;
+    let metrics = &runtime.metrics;
+    metrics
+        .http_requests_total
+        .with_label_values(&[&route, &method, response.status().as_str()])
+        .inc();
+    metrics
+        .http_request_duration_seconds
+        .with_label_values(&[&route, &method])
+        .observe(started.elapsed().as_secs_f64());
+    response
+}

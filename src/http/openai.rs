@@ -1,0 +1,427 @@
+//! OpenAI compatibility (SPEC §4.1): `GET /v1/models` lists agents as models and
+//! `POST /v1/chat/completions` runs the agent named by `model`, streaming
+//! `chat.completion.chunk` frames or answering with one `chat.completion`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::HeaderValue;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tracing::warn;
+
+use super::error::{ApiError, ApiJson};
+use crate::agent::events::AgentEvent;
+use crate::agent::result::{RunSummary, UsageTotals};
+use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingOverrides, SessionRequest};
+use crate::llm::{ChatMessage, Role, ToolCall};
+use crate::runtime::{RunHandle, Runtime};
+use crate::telemetry::GaugeGuard;
+
+#[derive(Debug, Deserialize)]
+pub struct ChatCompletionRequest {
+    pub model: String,
+    pub messages: Vec<WireMessage>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub max_completion_tokens: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct WireMessage {
+    pub role: String,
+    #[serde(default)]
+    pub content: Option<WireContent>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<WireToolCall>>,
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum WireContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ContentPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct WireToolCall {
+    pub id: String,
+    pub function: WireFunction,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct WireFunction {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+}
+
+pub async fn list_models(State(runtime): State<Arc<Runtime>>) -> impl IntoResponse {
+    let data: Vec<Value> = runtime
+        .agents
+        .iter()
+        .map(|agent| json!({"id": agent.name, "object": "model", "created": runtime.started_at, "owned_by": "agentd"}))
+        .collect();
+    axum::Json(json!({"object": "list", "data": data}))
+}
+
+pub async fn chat_completions(
+    State(runtime): State<Arc<Runtime>>,
+    ApiJson(body): ApiJson<ChatCompletionRequest>,
+) -> Result<Response, ApiError> {
+    let agent = runtime
+        .agents
+        .get(&body.model)
+        .ok_or_else(|| ApiError::unknown_model(&body.model))?;
+    let (history, prompt) = split_messages(&body.messages)?;
+    let run_id = uuid::Uuid::now_v7().to_string();
+    let request = SessionRequest {
+        run_id: run_id.clone(),
+        agent,
+        prompt,
+        history,
+        overrides: SamplingOverrides {
+            temperature: body.temperature,
+            top_p: body.top_p,
+            max_output_tokens: body.max_completion_tokens.or(body.max_tokens),
+        },
+        conversation_id: None,
+    };
+    let reply = Completion {
+        id: format!("chatcmpl-{run_id}"),
+        model: body.model.clone(),
+        created: chrono::Utc::now().timestamp(),
+        include_usage: body
+            .stream_options
+            .as_ref()
+            .is_some_and(|o| o.include_usage),
+    };
+    let handle = runtime.spawn_run(request, None);
+    let mut response = if body.stream.unwrap_or(false) {
+        let keep_alive = Duration::from_secs(runtime.config.server.keep_alive_seconds.max(1));
+        let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
+        let mut response = Sse::new(stream_chunks(handle, reply, guard))
+            .keep_alive(KeepAlive::new().interval(keep_alive).text("ping"))
+            .into_response();
+        response
+            .headers_mut()
+            .insert("x-accel-buffering", HeaderValue::from_static("no"));
+        response
+    } else {
+        complete(handle, reply).await?
+    };
+    if let Ok(value) = HeaderValue::from_str(&run_id) {
+        response.headers_mut().insert("x-agentd-run-id", value);
+    }
+    Ok(response)
+}
+
+/// Splits OpenAI `messages` into history and the final user prompt.
+fn split_messages(messages: &[WireMessage]) -> Result<(Vec<ChatMessage>, String), ApiError> {
+    let Some((last, earlier)) = messages.split_last() else {
+        return Err(
+            ApiError::invalid_request("`messages` must not be empty").with_param("messages")
+        );
+    };
+    let last_index = earlier.len();
+    let prompt = match (last.role.as_str(), text_of(last, last_index)?) {
+        ("user", Some(text)) if !text.trim().is_empty() => text,
+        _ => {
+            return Err(ApiError::invalid_request(
+                "The last message must be a user message with text content",
+            )
+            .with_param(format!("messages[{last_index}]")));
+        }
+    };
+    let history = earlier
+        .iter()
+        .enumerate()
+        .map(|(i, m)| to_chat_message(m, i))
+        .collect::<Result<_, _>>()?;
+    Ok((history, prompt))
+}
+
+fn to_chat_message(message: &WireMessage, index: usize) -> Result<ChatMessage, ApiError> {
+    let role = match message.role.as_str() {
+        "system" | "developer" => Role::System,
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "tool" => Role::Tool,
+        other => {
+            return Err(ApiError::invalid_request(format!(
+                "Unknown role {other:?}: use system, developer, user, assistant or tool"
+            ))
+            .with_param(format!("messages[{index}].role")));
+        }
+    };
+    let tool_calls = message
+        .tool_calls
+        .iter()
+        .flatten()
+        .map(|c| ToolCall {
+            id: c.id.clone(),
+            name: c.function.name.clone(),
+            arguments: c.function.arguments.clone(),
+        })
+        .collect();
+    if role == Role::Tool && message.tool_call_id.is_none() {
+        return Err(
+            ApiError::invalid_request("A tool message needs `tool_call_id`")
+                .with_param(format!("messages[{index}].tool_call_id")),
+        );
+    }
+    Ok(ChatMessage {
+        role,
+        content: text_of(message, index)?,
+        tool_calls,
+        tool_call_id: message.tool_call_id.clone(),
+        reasoning: None,
+    })
+}
+
+fn text_of(message: &WireMessage, index: usize) -> Result<Option<String>, ApiError> {
+    match &message.content {
+        None => Ok(None),
+        Some(WireContent::Text(text)) => Ok(Some(text.clone())),
+        Some(WireContent::Parts(parts)) => {
+            let mut text = String::new();
+            for (part_index, part) in parts.iter().enumerate() {
+                match (part.kind.as_str(), &part.text) {
+                    ("text", Some(t)) => {
+                        if !text.is_empty() {
+                            text.push('\n');
+                        }
+                        text.push_str(t);
+                    }
+                    (kind, _) => {
+                        return Err(ApiError::invalid_request(format!(
+                            "Content part type {kind:?} is not supported; send text"
+                        ))
+                        .with_param(format!("messages[{index}].content[{part_index}]")));
+                    }
+                }
+            }
+            Ok(Some(text))
+        }
+    }
+}
+
+/// Identity of one completion response.
+struct Completion {
+    id: String,
+    model: String,
+    created: i64,
+    include_usage: bool,
+}
+
+impl Completion {
+    fn chunk(&self, delta: Value, finish_reason: Option<&str>) -> Event {
+        let chunk = json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        });
+        Event::default().data(chunk.to_string())
+    }
+
+    fn usage_chunk(&self, usage: &UsageTotals) -> Event {
+        let chunk = json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "choices": [], "usage": wire_usage(usage),
+        });
+        Event::default().data(chunk.to_string())
+    }
+}
+
+fn wire_usage(usage: &UsageTotals) -> Value {
+    json!({
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+    })
+}
+
+/// `stop` for an answer, `length` for a synthetic failure report (turns or context exhausted).
+fn finish_reason(summary: &RunSummary) -> Option<&'static str> {
+    match summary.exit_reason {
+        ExitReason::MaxTurns | ExitReason::ContextLimit => Some("length"),
+        _ if summary.success => Some("stop"),
+        _ => None,
+    }
+}
+
+/// The client-facing error for a run that ended without an answer.
+fn run_failure(exit_reason: ExitReason, error: Option<&str>) -> ApiError {
+    let detail = error.unwrap_or("no details");
+    match exit_reason {
+        ExitReason::EmptyInput => {
+            ApiError::invalid_request("The prompt is empty").with_param("messages")
+        }
+        ExitReason::AuthFailure
+        | ExitReason::QuotaExceeded
+        | ExitReason::RateLimited
+        | ExitReason::LlmError
+        | ExitReason::NoLlmResponse => {
+            ApiError::upstream(format!("The model provider failed: {detail}"))
+        }
+        ExitReason::Cancelled => {
+            let mut error = ApiError::upstream("The run was cancelled");
+            error.status = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+            error.code = "overloaded";
+            error
+        }
+        _ => {
+            warn!(exit_reason = exit_reason.as_str(), detail, "run failed");
+            ApiError::internal()
+        }
+    }
+}
+
+fn stream_chunks(
+    handle: RunHandle,
+    reply: Completion,
+    active: GaugeGuard,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let RunHandle {
+        mut events, cancel, ..
+    } = handle;
+    async_stream::stream! {
+        // Dropping the stream (the client went away) cancels the run.
+        let _cancel_on_drop = cancel.drop_guard();
+        let _active = active;
+        yield Ok(reply.chunk(json!({"role": "assistant", "content": ""}), None));
+        let mut streamed_text = false;
+        let mut failure_report: Option<String> = None;
+        while let Some(event) = events.recv().await {
+            match event {
+                AgentEvent::Output(delta) => {
+                    streamed_text = true;
+                    yield Ok(reply.chunk(json!({"content": delta.text}), None));
+                }
+                AgentEvent::Thinking(delta) => yield Ok(reply.chunk(json!({"reasoning_content": delta.text}), None)),
+                AgentEvent::FinalReport(report) if report.status == ReportStatus::Failure => failure_report = report.content,
+                AgentEvent::RunFinished(summary) => {
+                    match finish_reason(&summary) {
+                        Some(reason) => {
+                            if let Some(text) = failure_report.take().filter(|_| !streamed_text) {
+                                yield Ok(reply.chunk(json!({"content": text}), None));
+                            }
+                            yield Ok(reply.chunk(json!({}), Some(reason)));
+                        }
+                        None => yield Ok(Event::default().data(run_failure(summary.exit_reason, summary.error.as_deref()).body().to_string())),
+                    }
+                    if reply.include_usage {
+                        yield Ok(reply.usage_chunk(&summary.usage));
+                    }
+                    yield Ok(Event::default().data("[DONE]"));
+                    return;
+                }
+                _ => {}
+            }
+        }
+        // The run task ended without a final event: report it rather than dropping the connection.
+        yield Ok(Event::default().data(ApiError::internal().body().to_string()));
+        yield Ok(Event::default().data("[DONE]"));
+    }
+}
+
+async fn complete(handle: RunHandle, reply: Completion) -> Result<Response, ApiError> {
+    let RunHandle {
+        events,
+        cancel,
+        result,
+        ..
+    } = handle;
+    // Nobody reads the events of a non-streaming run; the result carries everything.
+    drop(events);
+    let _cancel_on_drop = cancel.drop_guard();
+    let result: AgentResult = result.await.map_err(|_| ApiError::internal())?;
+    let summary = result.summary();
+    let Some(reason) = finish_reason(&summary) else {
+        return Err(run_failure(result.exit_reason, result.error.as_deref()));
+    };
+    let body = json!({
+        "id": reply.id, "object": "chat.completion", "created": reply.created, "model": reply.model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.answer_text()}, "finish_reason": reason}],
+        "usage": wire_usage(&result.usage),
+    });
+    Ok(axum::Json(body).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(body: Value) -> Vec<WireMessage> {
+        serde_json::from_value(body).expect("messages")
+    }
+
+    #[test]
+    fn history_and_prompt_are_split() {
+        let messages = parse(json!([
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": [{"type": "text", "text": "what"}, {"type": "text", "text": "now?"}]},
+        ]));
+        let (history, prompt) = split_messages(&messages).expect("valid");
+        assert_eq!(prompt, "what\nnow?");
+        assert_eq!(
+            history.iter().map(|m| m.role).collect::<Vec<_>>(),
+            vec![Role::System, Role::User, Role::Assistant]
+        );
+    }
+
+    #[test]
+    fn bad_messages_name_the_offending_index() {
+        assert_eq!(
+            split_messages(&[]).unwrap_err().param.as_deref(),
+            Some("messages")
+        );
+        let last_not_user =
+            parse(json!([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]));
+        assert_eq!(
+            split_messages(&last_not_user).unwrap_err().param.as_deref(),
+            Some("messages[1]")
+        );
+        let bad_role =
+            parse(json!([{"role": "wizard", "content": "a"}, {"role": "user", "content": "b"}]));
+        assert_eq!(
+            split_messages(&bad_role).unwrap_err().param.as_deref(),
+            Some("messages[0].role")
+        );
+        let image = parse(json!([{"role": "user", "content": [{"type": "image_url"}]}]));
+        assert_eq!(
+            split_messages(&image).unwrap_err().param.as_deref(),
+            Some("messages[0].content[0]")
+        );
+        let blank = parse(json!([{"role": "user", "content": "   "}]));
+        assert!(split_messages(&blank).is_err());
+    }
+}

@@ -1,0 +1,28 @@
+//! agentd runs LLM agents and serves them over HTTP.
+//!
+//! # Module map
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`config`] | layered JSON config, `.ai-agent.env`, `${VAR}` expansion, `.ai` agent files, the agent registry |
+//! | [`agent`] | the session loop: turns, retries, provider cycling, final report, events, `AgentResult` |
+//! | [`llm`] | the `Provider` trait and the vendor adapters (OpenAI-compatible first), SSE decoding |
+//! | [`tools`] | the `ToolProvider` trait and the registry of tools a session may call |
+//! | [`store`] | the `Store` trait with SQLite and PostgreSQL backends; migrations |
+//! | [`http`] | the router, one file per API family, errors at the edge, SSE |
+//! | [`telemetry`] | Prometheus metrics and log setup |
+//! | [`runtime`] | the composition root: config → providers, store, metrics; spawns sessions |
+//! | [`cli`] | the `agentd` command line; `main.rs` only calls [`cli::main`] |
+//!
+//! A request flows `http` → [`agent::SessionRequest`] → [`agent::Session::run`] → [`llm::Provider`],
+//! and the session's [`agent::AgentEvent`]s flow back to the headend that started it.
+
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod http;
+pub mod llm;
+pub mod runtime;
+pub mod store;
+pub mod telemetry;
+pub mod tools;

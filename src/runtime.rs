@@ -1,0 +1,229 @@
+//! The composition root: turns a loaded [`Config`] into live parts (providers, agents, store,
+//! metrics) and spawns sessions as tasks. Every headend (HTTP, CLI) starts runs through
+//! [`Runtime::spawn_run`], so runs are recorded and measured the same way everywhere.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info_span, warn};
+
+use crate::agent::result::AccountingEntry;
+use crate::agent::{AgentEvent, AgentResult, EventSink, ProviderSet, Session, SessionRequest};
+use crate::config::{AgentRegistry, Config, ProviderConfig, ProviderKind};
+use crate::llm::openai::{OpenAiProvider, OpenAiSettings};
+use crate::store::{NewRun, Store, StoreError};
+use crate::telemetry::{Metrics, MetricsError};
+
+/// Events buffered per run before the session waits for a slow consumer.
+const RUN_EVENT_BUFFER: usize = 256;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("providers.{provider}: {detail}")]
+    Provider { provider: String, detail: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+}
+
+/// Everything a running server (or one CLI run) shares.
+pub struct Runtime {
+    pub config: Config,
+    pub agents: AgentRegistry,
+    pub providers: ProviderSet,
+    pub store: Arc<dyn Store>,
+    pub metrics: Metrics,
+    /// Cancelled at shutdown; every run's token is a child of it.
+    pub shutdown: CancellationToken,
+    /// Unix seconds when this runtime started (the `created` of `/v1/models`).
+    pub started_at: i64,
+}
+
+/// A run in progress: its events, a way to cancel it, and its result when it ends.
+pub struct RunHandle {
+    pub run_id: String,
+    pub events: mpsc::Receiver<AgentEvent>,
+    pub cancel: CancellationToken,
+    pub result: oneshot::Receiver<AgentResult>,
+}
+
+impl Runtime {
+    /// Builds providers and opens (and migrates) the store.
+    pub async fn start(config: Config, agents: AgentRegistry) -> Result<Arc<Self>, RuntimeError> {
+        let providers = build_providers(&config)?;
+        let store = crate::store::open(&config.store.url).await?;
+        Ok(Arc::new(Self {
+            config,
+            agents,
+            providers,
+            store,
+            metrics: Metrics::new()?,
+            shutdown: CancellationToken::new(),
+            started_at: chrono::Utc::now().timestamp(),
+        }))
+    }
+
+    /// Starts a session task. The run is recorded in the store before it starts and after it
+    /// ends, even when nobody listens to its events any more.
+    pub fn spawn_run(
+        self: &Arc<Self>,
+        request: SessionRequest,
+        user_id: Option<String>,
+    ) -> RunHandle {
+        let (sink, events) = EventSink::channel(RUN_EVENT_BUFFER);
+        let cancel = self.shutdown.child_token();
+        let (result_tx, result) = oneshot::channel();
+        let run_id = request.run_id.clone();
+        let runtime = Arc::clone(self);
+        let session_cancel = cancel.clone();
+        let span = info_span!("session", ai.agent.id = %request.agent.name, ai.session.txn_id = %request.run_id);
+        tokio::spawn(
+            async move {
+                let result = runtime
+                    .run_recorded(request, user_id, sink, session_cancel)
+                    .await;
+                let _ = result_tx.send(result);
+            }
+            .instrument(span),
+        );
+        RunHandle {
+            run_id,
+            events,
+            cancel,
+            result,
+        }
+    }
+
+    async fn run_recorded(
+        &self,
+        request: SessionRequest,
+        user_id: Option<String>,
+        sink: EventSink,
+        cancel: CancellationToken,
+    ) -> AgentResult {
+        let agent = request.agent.name.clone();
+        let new_run = NewRun {
+            id: request.run_id.clone(),
+            agent: agent.clone(),
+            user_id,
+            conversation_id: request.conversation_id.clone(),
+            created_at: chrono::Utc::now(),
+        };
+        if let Err(error) = self.store.insert_run(&new_run).await {
+            warn!(%error, run_id = %new_run.id, "could not record the run start");
+        }
+        self.metrics.sessions_active.inc();
+        let result = Session::new(self.providers.clone(), sink, cancel)
+            .run(request)
+            .await;
+        self.metrics.sessions_active.dec();
+        self.record_metrics(&agent, &result);
+        if let Err(error) = self
+            .store
+            .finish_run(&result.run_id, &(&result).into())
+            .await
+        {
+            warn!(%error, run_id = %result.run_id, "could not record the run end");
+        }
+        result
+    }
+
+    fn record_metrics(&self, agent: &str, result: &AgentResult) {
+        let m = &self.metrics;
+        m.sessions_total
+            .with_label_values(&[agent, result.exit_reason.as_str()])
+            .inc();
+        for entry in &result.accounting {
+            let AccountingEntry::Llm(llm) = entry else {
+                continue;
+            };
+            let labels = [agent, llm.provider.as_str(), llm.model.as_str()];
+            let status = if llm.error.is_some() { "failed" } else { "ok" };
+            m.llm_requests_total
+                .with_label_values(&[agent, &llm.provider, &llm.model, status])
+                .inc();
+            m.llm_latency_ms
+                .with_label_values(&labels)
+                .observe(llm.latency as f64);
+            m.llm_prompt_tokens_total
+                .with_label_values(&labels)
+                .inc_by(llm.tokens.input_tokens);
+            m.llm_completion_tokens_total
+                .with_label_values(&labels)
+                .inc_by(llm.tokens.output_tokens);
+            if llm.error.is_some() {
+                m.llm_errors_total.with_label_values(&labels).inc();
+            }
+        }
+    }
+}
+
+/// One provider object per configured provider; fails on a type this build cannot speak.
+pub fn build_providers(config: &Config) -> Result<ProviderSet, RuntimeError> {
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build()
+        .map_err(|e| RuntimeError::Provider {
+            provider: "*".into(),
+            detail: format!("HTTP client: {e}"),
+        })?;
+    let mut providers = ProviderSet::default();
+    for (name, provider) in &config.providers {
+        let settings = openai_settings(name, provider)?;
+        let built =
+            OpenAiProvider::new(client.clone(), settings).map_err(|e| RuntimeError::Provider {
+                provider: name.clone(),
+                detail: e.to_string(),
+            })?;
+        providers.insert(name.clone(), Arc::new(built));
+    }
+    Ok(providers)
+}
+
+fn openai_settings(name: &str, provider: &ProviderConfig) -> Result<OpenAiSettings, RuntimeError> {
+    let default_base = match provider.kind {
+        ProviderKind::Openai => "https://api.openai.com/v1",
+        ProviderKind::Openrouter => "https://openrouter.ai/api/v1",
+        ProviderKind::Ollama => "http://127.0.0.1:11434/v1",
+        ProviderKind::OpenaiCompatible => "",
+        ProviderKind::Anthropic | ProviderKind::Google => {
+            return Err(RuntimeError::Provider {
+                provider: name.to_string(),
+                detail: "type anthropic/google is not available in this build yet; use openai-compatible".into(),
+            });
+        }
+    };
+    let base_url = provider
+        .base_url
+        .clone()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| default_base.to_string());
+    if base_url.is_empty() {
+        return Err(RuntimeError::Provider {
+            provider: name.to_string(),
+            detail: "baseUrl is required for openai-compatible".into(),
+        });
+    }
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        return Err(RuntimeError::Provider {
+            provider: name.to_string(),
+            detail: format!("baseUrl {base_url:?} must start with http:// or https://"),
+        });
+    }
+    Ok(OpenAiSettings {
+        base_url,
+        api_key: provider.api_key.clone(),
+        extra_headers: provider
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        include_usage: provider.include_usage.unwrap_or(true),
+        stream: provider.stream.unwrap_or(true),
+    })
+}

@@ -1,0 +1,180 @@
+//! Telemetry: the Prometheus registry with every metric handle agentd updates, and the
+//! tracing subscriber setup. Metric label values are bounded: route templates, configured
+//! agent, provider and model names, status codes; never user ids or raw paths.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+
+/// Every metric handle, registered in one registry (not the process-global default).
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    pub http_requests_total: IntCounterVec,
+    pub http_request_duration_seconds: HistogramVec,
+    pub sessions_active: IntGauge,
+    pub sessions_total: IntCounterVec,
+    pub sse_streams_active: IntGauge,
+    pub llm_requests_total: IntCounterVec,
+    pub llm_latency_ms: HistogramVec,
+    pub llm_prompt_tokens_total: IntCounterVec,
+    pub llm_completion_tokens_total: IntCounterVec,
+    pub llm_errors_total: IntCounterVec,
+    pub llm_retries_total: IntCounterVec,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("metrics registry: {0}")]
+pub struct MetricsError(#[from] prometheus::Error);
+
+impl Metrics {
+    pub fn new() -> Result<Self, MetricsError> {
+        let registry = Registry::new();
+        let counter =
+            |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec, MetricsError> {
+                let metric = IntCounterVec::new(Opts::new(name, help), labels)?;
+                registry.register(Box::new(metric.clone()))?;
+                Ok(metric)
+            };
+        let histogram = |name: &str,
+                         help: &str,
+                         labels: &[&str],
+                         buckets: Vec<f64>|
+         -> Result<HistogramVec, MetricsError> {
+            let metric =
+                HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)?;
+            registry.register(Box::new(metric.clone()))?;
+            Ok(metric)
+        };
+        let gauge = |name: &str, help: &str| -> Result<IntGauge, MetricsError> {
+            let metric = IntGauge::new(name, help)?;
+            registry.register(Box::new(metric.clone()))?;
+            Ok(metric)
+        };
+        let llm = &["agent", "provider", "model"];
+        Ok(Self {
+            http_requests_total: counter(
+                "agentd_http_requests_total",
+                "HTTP requests by route template, method and status.",
+                &["route", "method", "status"],
+            )?,
+            http_request_duration_seconds: histogram(
+                "agentd_http_request_duration_seconds",
+                "Time to produce the HTTP response head, by route template and method.",
+                &["route", "method"],
+                vec![
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                    10.0, 30.0, 60.0, 120.0,
+                ],
+            )?,
+            sessions_active: gauge("agentd_sessions_active", "Sessions running now.")?,
+            sessions_total: counter(
+                "agentd_sessions_total",
+                "Finished sessions by agent and exit reason.",
+                &["agent", "exit_reason"],
+            )?,
+            sse_streams_active: gauge("agentd_sse_streams_active", "SSE responses open now.")?,
+            llm_requests_total: counter(
+                "ai_agent_llm_requests_total",
+                "LLM attempts by agent, provider, model and status.",
+                &["agent", "provider", "model", "status"],
+            )?,
+            llm_latency_ms: histogram(
+                "ai_agent_llm_latency_ms",
+                "LLM attempt latency in milliseconds.",
+                llm,
+                vec![
+                    50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0, 60000.0,
+                    120000.0,
+                ],
+            )?,
+            llm_prompt_tokens_total: counter(
+                "ai_agent_llm_prompt_tokens_total",
+                "Prompt tokens reported by providers.",
+                llm,
+            )?,
+            llm_completion_tokens_total: counter(
+                "ai_agent_llm_completion_tokens_total",
+                "Completion tokens reported by providers.",
+                llm,
+            )?,
+            llm_errors_total: counter("ai_agent_llm_errors_total", "Failed LLM attempts.", llm)?,
+            llm_retries_total: counter(
+                "ai_agent_llm_retries_total",
+                "LLM attempts after the first within a turn.",
+                llm,
+            )?,
+            registry,
+        })
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        // Encoding into a Vec cannot fail for well-formed families.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buffer);
+        String::from_utf8(buffer).unwrap_or_default()
+    }
+}
+
+/// Log line format (`telemetry.logFormat`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Installs the global tracing subscriber; `RUST_LOG` overrides the default `info` filter.
+/// Logs go to stderr so stdout stays clean for `agentd run`.
+pub fn init_logging(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A subscriber may already be installed (tests); that is fine.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Holds a gauge up by one for as long as it lives (open streams, running sessions).
+pub struct GaugeGuard(prometheus::IntGauge);
+
+impl GaugeGuard {
+    pub fn new(gauge: prometheus::IntGauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_renders_registered_metrics() {
+        let metrics = Metrics::new().expect("metrics");
+        metrics
+            .http_requests_total
+            .with_label_values(&["/health", "GET", "200"])
+            .inc();
+        metrics.sessions_active.set(2);
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                r#"agentd_http_requests_total{method="GET",route="/health",status="200"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains("agentd_sessions_active 2"));
+    }
+}

@@ -1,0 +1,115 @@
+//! Tools the model may call, behind one [`ToolProvider`] trait so the session sees a single
+//! [`ToolRegistry`]: MCP servers (rmcp), REST tools, internal tools and sub-agents each become a
+//! provider. Tool names are `{namespace}__{tool}`. This module never talks to an LLM.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::llm::ToolDefinition;
+
+/// What a tool call produced; `Failed` goes back to the model as `(tool failed: <reason>)`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutcome {
+    Ok(String),
+    Failed(String),
+}
+
+/// A source of tools (one MCP server, the REST tools, the internal tools, …).
+#[async_trait]
+pub trait ToolProvider: Send + Sync {
+    /// The namespace before `__` in every tool name this provider owns.
+    fn namespace(&self) -> &str;
+    /// Tool definitions with fully qualified names.
+    async fn list_tools(&self) -> Vec<ToolDefinition>;
+    /// Runs one tool (`name` without the namespace) within `timeout`.
+    async fn call(&self, name: &str, arguments: Value, timeout: Duration) -> ToolOutcome;
+}
+
+/// All tools a session may use, routed by namespace.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    providers: BTreeMap<String, Arc<dyn ToolProvider>>,
+}
+
+impl ToolRegistry {
+    pub fn add(&mut self, provider: Arc<dyn ToolProvider>) {
+        self.providers
+            .insert(provider.namespace().to_string(), provider);
+    }
+
+    pub async fn definitions(&self) -> Vec<ToolDefinition> {
+        let mut all = Vec::new();
+        for provider in self.providers.values() {
+            all.extend(provider.list_tools().await);
+        }
+        all
+    }
+
+    /// Routes `namespace__tool` to its provider; an unknown name is a failure the model sees.
+    pub async fn call(
+        &self,
+        qualified_name: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> ToolOutcome {
+        let Some((namespace, tool)) = qualified_name.split_once("__") else {
+            return ToolOutcome::Failed(format!(
+                "unknown tool {qualified_name:?}: names are namespace__tool"
+            ));
+        };
+        match self.providers.get(namespace) {
+            Some(provider) => provider.call(tool, arguments, timeout).await,
+            None => ToolOutcome::Failed(format!("unknown tool {qualified_name:?}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Echo;
+
+    #[async_trait]
+    impl ToolProvider for Echo {
+        fn namespace(&self) -> &str {
+            "echo"
+        }
+        async fn list_tools(&self) -> Vec<ToolDefinition> {
+            vec![ToolDefinition {
+                name: "echo__say".into(),
+                description: "echoes".into(),
+                parameters: serde_json::json!({"type": "object"}),
+            }]
+        }
+        async fn call(&self, name: &str, arguments: Value, _timeout: Duration) -> ToolOutcome {
+            ToolOutcome::Ok(format!("{name}:{arguments}"))
+        }
+    }
+
+    #[tokio::test]
+    async fn routes_by_namespace_and_rejects_unknown_tools() {
+        let mut registry = ToolRegistry::default();
+        registry.add(Arc::new(Echo));
+        assert_eq!(registry.definitions().await.len(), 1);
+        let timeout = Duration::from_secs(1);
+        assert_eq!(
+            registry
+                .call("echo__say", serde_json::json!(1), timeout)
+                .await,
+            ToolOutcome::Ok("say:1".into())
+        );
+        assert!(matches!(
+            registry.call("nope__say", Value::Null, timeout).await,
+            ToolOutcome::Failed(_)
+        ));
+        assert!(matches!(
+            registry.call("plain", Value::Null, timeout).await,
+            ToolOutcome::Failed(_)
+        ));
+    }
+}
