@@ -133,19 +133,17 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             .map_err(|error| {
                 let path = error.path().to_string();
                 let inner = error.into_inner();
-                let message = if inner.is_syntax() || inner.is_eof() {
-                    format!("The request body is not valid JSON: {inner}")
-                } else if path == "." {
-                    format!("Invalid request: {inner}")
-                } else {
-                    format!("Invalid request at `{path}`: {inner}")
-                };
-                let error = ApiError::invalid_request(message);
-                if path == "." {
-                    error
-                } else {
-                    error.with_param(path)
+                if inner.is_syntax() || inner.is_eof() {
+                    // A syntax error has no meaningful path (serde reports "?").
+                    return ApiError::invalid_request(format!(
+                        "The request body is not valid JSON: {inner}"
+                    ));
                 }
+                if path == "." {
+                    return ApiError::invalid_request(format!("Invalid request: {inner}"));
+                }
+                ApiError::invalid_request(format!("Invalid request at `{path}`: {inner}"))
+                    .with_param(path)
             })
     }
 }

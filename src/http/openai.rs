@@ -134,7 +134,9 @@ pub async fn chat_completions(
             .insert("x-accel-buffering", HeaderValue::from_static("no"));
         response
     } else {
-        complete(handle, reply).await?
+        complete(handle, reply)
+            .await
+            .unwrap_or_else(IntoResponse::into_response)
     };
     if let Ok(value) = HeaderValue::from_str(&run_id) {
         response.headers_mut().insert("x-agentd-run-id", value);

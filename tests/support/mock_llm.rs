@@ -295,11 +295,29 @@ fn split_arguments(arguments: &str) -> Vec<String> {
     split_n(arguments, 3)
 }
 
-#[derive(Default)]
 struct MockState {
     queue: VecDeque<Reply>,
     requests: Vec<Value>,
     headers: Vec<HashMap<String, String>>,
+    /// Answered when the queue is empty.
+    default_reply: Reply,
+    /// Keep request bodies and headers (off for load runs, where they would pile up).
+    record: bool,
+    /// Requests answered so far.
+    answered: usize,
+}
+
+impl Default for MockState {
+    fn default() -> Self {
+        Self {
+            queue: VecDeque::new(),
+            requests: Vec::new(),
+            headers: Vec::new(),
+            default_reply: Reply::text("mock answer"),
+            record: true,
+            answered: 0,
+        }
+    }
 }
 
 type Shared = Arc<Mutex<MockState>>;
@@ -319,14 +337,24 @@ impl MockLlm {
     /// Binds 127.0.0.1:0, serves `POST /v1/chat/completions` and
     /// `GET /v1/models` (one model, `"mock-model"`).
     pub async fn start() -> MockLlm {
-        let state = Shared::default();
+        Self::start_with("127.0.0.1:0", Reply::text("mock answer"), true).await
+    }
+
+    /// Binds `address`, answers `default_reply` whenever the queue is empty, and records
+    /// requests only when `record` is set (the benchmark's upstream runs without).
+    pub async fn start_with(address: &str, default_reply: Reply, record: bool) -> MockLlm {
+        let state = Shared::new(Mutex::new(MockState {
+            default_reply,
+            record,
+            ..MockState::default()
+        }));
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
             .route("/v1/models", get(models))
             .with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        let listener = tokio::net::TcpListener::bind(address)
             .await
-            .expect("mock LLM: bind 127.0.0.1:0");
+            .expect("mock LLM: bind its address");
         let addr = listener.local_addr().expect("mock LLM: listener address");
         let server = tokio::spawn(async move {
             axum::serve(listener, app)
@@ -404,15 +432,20 @@ async fn chat_completions(
     let parsed = serde_json::from_slice::<Value>(&body);
     let (number, reply, request) = {
         let mut st = lock(&state);
-        st.headers.push(header_map(&headers));
+        if st.record {
+            st.headers.push(header_map(&headers));
+        }
         match parsed {
             Ok(request) => {
-                st.requests.push(request.clone());
-                let reply = st
-                    .queue
-                    .pop_front()
-                    .unwrap_or_else(|| Reply::text("mock answer"));
-                (st.requests.len(), reply, request)
+                if st.record {
+                    st.requests.push(request.clone());
+                }
+                st.answered += 1;
+                let reply = match st.queue.pop_front() {
+                    Some(reply) => reply,
+                    None => st.default_reply.clone(),
+                };
+                (st.answered, reply, request)
             }
             Err(err) => {
                 st.requests

@@ -1,0 +1,396 @@
+//! `POST /v1/chat/completions`: the exact OpenAI wire format, streaming and not, the history
+//! and overrides that reach the upstream, errors before and after a stream starts, and
+//! cancellation when the client goes away.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::support::mock_llm::Reply;
+use crate::support::{json_frames, spawn_app, sse_data};
+
+fn ask(content: &str) -> Value {
+    json!({"model": "chat", "messages": [{"role": "user", "content": content}]})
+}
+
+#[tokio::test]
+async fn non_streaming_answer_has_the_openai_shape() {
+    let app = spawn_app().await;
+    app.llm
+        .push(Reply::text("Hello there").with_usage(12, 3, 2));
+    let response = app.post_json("/v1/chat/completions", &ask("hi")).await;
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().contains_key("x-agentd-run-id"));
+    let body: Value = response.json().await.expect("json");
+    assert!(body["id"].as_str().expect("id").starts_with("chatcmpl-"));
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["model"], "chat");
+    assert_eq!(
+        body["choices"][0]["message"],
+        json!({"role": "assistant", "content": "Hello there"})
+    );
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+    assert_eq!(
+        body["usage"],
+        json!({"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15, "prompt_tokens_details": {"cached_tokens": 2}})
+    );
+}
+
+#[tokio::test]
+async fn the_upstream_gets_the_agent_prompt_history_and_model() {
+    let app = spawn_app().await;
+    let body = json!({
+        "model": "chat",
+        "messages": [
+            {"role": "system", "content": "Answer in French."},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "salut"},
+            {"role": "user", "content": "how are you?"},
+        ],
+        "temperature": 0.2, "top_p": 0.9, "max_tokens": 50,
+    });
+    assert_eq!(
+        app.post_json("/v1/chat/completions", &body).await.status(),
+        200
+    );
+    let sent = &app.llm.requests()[0];
+    assert_eq!(sent["model"], "upstream-model");
+    assert_eq!(
+        sent["messages"],
+        json!([
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "system", "content": "Answer in French."},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "salut"},
+            {"role": "user", "content": "how are you?"},
+        ])
+    );
+    assert_eq!(sent["temperature"], 0.2);
+    assert_eq!(sent["top_p"], 0.9);
+    assert_eq!(sent["max_tokens"], 50);
+    assert_eq!(sent["stream"], true);
+    assert_eq!(sent["stream_options"], json!({"include_usage": true}));
+    assert!(
+        sent.get("tools").is_none(),
+        "no tool list is sent when the agent has no tools"
+    );
+    assert_eq!(
+        app.llm.request_headers()[0]["authorization"],
+        "Bearer test-key"
+    );
+}
+
+#[tokio::test]
+async fn streaming_sends_the_exact_chunk_sequence() {
+    let app = spawn_app().await;
+    app.llm.push(
+        Reply::text("Hello brave world")
+            .with_reasoning("Let me think")
+            .with_usage(9, 4, 0),
+    );
+    let body = json!({"model": "chat", "stream": true, "stream_options": {"include_usage": true},
+        "messages": [{"role": "user", "content": "hi"}]});
+    let response = app.post_json("/v1/chat/completions", &body).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    assert_eq!(response.headers()["x-accel-buffering"], "no");
+    let data = sse_data(response).await;
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    let frames = json_frames(&data);
+    let id = frames[0]["id"].as_str().expect("id").to_string();
+    for frame in &frames {
+        assert_eq!(frame["object"], "chat.completion.chunk");
+        assert_eq!(frame["id"], id.as_str());
+        assert_eq!(frame["model"], "chat");
+    }
+    let deltas: Vec<Value> = frames
+        .iter()
+        .filter_map(|f| f["choices"].get(0).map(|c| c["delta"].clone()))
+        .collect();
+    assert_eq!(deltas[0], json!({"role": "assistant", "content": ""}));
+    let reasoning: String = deltas
+        .iter()
+        .filter_map(|d| d["reasoning_content"].as_str())
+        .collect();
+    let content: String = deltas
+        .iter()
+        .filter_map(|d| d["content"].as_str())
+        .collect();
+    assert_eq!(reasoning, "Let me think");
+    assert_eq!(content, "Hello brave world");
+    let first_content = deltas
+        .iter()
+        .position(|d| d["content"].as_str().is_some_and(|c| !c.is_empty()))
+        .expect("content");
+    let last_reasoning = deltas
+        .iter()
+        .rposition(|d| d.get("reasoning_content").is_some())
+        .expect("reasoning");
+    assert!(
+        last_reasoning < first_content,
+        "thinking streams before the answer"
+    );
+    let finish = &frames[frames.len() - 2];
+    assert_eq!(
+        finish["choices"][0],
+        json!({"index": 0, "delta": {}, "finish_reason": "stop"})
+    );
+    for frame in &frames[..frames.len() - 2] {
+        assert_eq!(frame["choices"][0]["finish_reason"], Value::Null);
+    }
+    let usage = &frames[frames.len() - 1];
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["prompt_tokens"], 9);
+    assert_eq!(usage["usage"]["completion_tokens"], 4);
+    assert_eq!(usage["usage"]["total_tokens"], 13);
+}
+
+#[tokio::test]
+async fn streaming_without_include_usage_has_no_usage_chunk() {
+    let app = spawn_app().await;
+    app.llm.push(Reply::text("one two three"));
+    let body =
+        json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+    let data = sse_data(app.post_json("/v1/chat/completions", &body).await).await;
+    let frames = json_frames(&data);
+    assert!(
+        frames.iter().all(|f| f.get("usage").is_none()),
+        "{frames:?}"
+    );
+    assert_eq!(
+        frames.last().expect("finish")["choices"][0]["finish_reason"],
+        "stop"
+    );
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+}
+
+async fn assert_error(response: reqwest::Response, status: u16, code: &str, param: Option<&str>) {
+    assert_eq!(response.status(), status);
+    let body: Value = response.json().await.expect("error body is JSON");
+    let error = &body["error"];
+    assert_eq!(error["code"], code, "{body}");
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    assert!(error["type"].is_string(), "{body}");
+    assert_eq!(error["param"].as_str(), param, "{body}");
+}
+
+#[tokio::test]
+async fn bad_requests_get_the_spec_error_format() {
+    let app = spawn_app().await;
+    let url = app.url("/v1/chat/completions");
+    let bad_json = app
+        .client
+        .post(&url)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .expect("sent");
+    assert_error(bad_json, 400, "invalid_request", None).await;
+    let empty_body = app.client.post(&url).send().await.expect("sent");
+    assert_error(empty_body, 400, "invalid_request", None).await;
+    let missing_model = app
+        .post_json("/v1/chat/completions", &json!({"messages": []}))
+        .await;
+    assert_error(missing_model, 400, "invalid_request", None).await;
+    let unknown = app
+        .post_json(
+            "/v1/chat/completions",
+            &json!({"model": "nope", "messages": [{"role": "user", "content": "x"}]}),
+        )
+        .await;
+    assert_error(unknown, 404, "unknown_model", Some("model")).await;
+    let empty = app
+        .post_json(
+            "/v1/chat/completions",
+            &json!({"model": "chat", "messages": []}),
+        )
+        .await;
+    assert_error(empty, 400, "invalid_request", Some("messages")).await;
+    let wrong_type = app
+        .post_json(
+            "/v1/chat/completions",
+            &json!({"model": "chat", "messages": [{"role": 5}]}),
+        )
+        .await;
+    assert_error(wrong_type, 400, "invalid_request", Some("messages[0].role")).await;
+    assert_eq!(
+        app.llm.request_count(),
+        0,
+        "no bad request reaches the upstream"
+    );
+}
+
+#[tokio::test]
+async fn bodies_at_the_limit_pass_and_past_it_get_413() {
+    let limit = 2048;
+    let app =
+        crate::support::spawn_app_with(|c| c["server"] = json!({"requestBodyLimitBytes": limit}))
+            .await;
+    let at_limit = padded_request(limit);
+    assert_eq!(at_limit.len(), limit);
+    let ok = app
+        .client
+        .post(app.url("/v1/chat/completions"))
+        .body(at_limit)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(ok.status(), 200);
+    let over = app
+        .client
+        .post(app.url("/v1/chat/completions"))
+        .body(padded_request(limit + 1))
+        .send()
+        .await
+        .expect("sent");
+    assert_error(over, 413, "payload_too_large", None).await;
+}
+
+/// A valid request of exactly `size` bytes.
+fn padded_request(size: usize) -> String {
+    let skeleton =
+        json!({"model": "chat", "messages": [{"role": "user", "content": ""}]}).to_string();
+    let filler = "x".repeat(size - skeleton.len());
+    json!({"model": "chat", "messages": [{"role": "user", "content": filler}]}).to_string()
+}
+
+#[tokio::test]
+async fn upstream_failures_become_502_after_every_attempt() {
+    let app = spawn_app().await;
+    for _ in 0..3 {
+        app.llm.push(Reply::status(
+            500,
+            json!({"error": {"message": "upstream exploded"}}),
+        ));
+    }
+    let response = app.post_json("/v1/chat/completions", &ask("hi")).await;
+    assert_eq!(response.status(), 502);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "upstream_error");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("upstream exploded")
+    );
+    assert_eq!(
+        app.llm.request_count(),
+        3,
+        "maxRetries (3) attempts, no more"
+    );
+}
+
+#[tokio::test]
+async fn upstream_auth_failure_is_not_retried() {
+    let app = spawn_app().await;
+    app.llm
+        .push(Reply::status(401, json!({"error": {"message": "bad key"}})));
+    let response = app.post_json("/v1/chat/completions", &ask("hi")).await;
+    assert_eq!(response.status(), 502);
+    assert_eq!(app.llm.request_count(), 1);
+}
+
+#[tokio::test]
+async fn a_failed_attempt_moves_to_the_next_target() {
+    let app = spawn_app().await;
+    app.llm
+        .push(Reply::status(503, json!({"error": {"message": "busy"}})));
+    app.llm.push(Reply::text("from the second target"));
+    let body = json!({"model": "fallback", "messages": [{"role": "user", "content": "hi"}]});
+    let response: Value = app
+        .post_json("/v1/chat/completions", &body)
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        response["choices"][0]["message"]["content"],
+        "from the second target"
+    );
+    let models: Vec<Value> = app
+        .llm
+        .requests()
+        .iter()
+        .map(|r| r["model"].clone())
+        .collect();
+    assert_eq!(models, vec![json!("first"), json!("second")]);
+}
+
+#[tokio::test]
+async fn an_error_after_the_stream_started_is_an_error_frame() {
+    let app = spawn_app().await;
+    for _ in 0..3 {
+        app.llm
+            .push(Reply::status(500, json!({"error": {"message": "down"}})));
+    }
+    let body =
+        json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+    let response = app.post_json("/v1/chat/completions", &body).await;
+    assert_eq!(
+        response.status(),
+        200,
+        "the stream starts before the upstream answers"
+    );
+    let data = sse_data(response).await;
+    let frames = json_frames(&data);
+    assert_eq!(frames[0]["choices"][0]["delta"]["role"], "assistant");
+    let error = frames
+        .iter()
+        .find(|f| f.get("error").is_some())
+        .expect("an error frame");
+    assert_eq!(error["error"]["code"], "upstream_error");
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+}
+
+#[tokio::test]
+async fn a_cut_upstream_stream_is_retried() {
+    let app = spawn_app().await;
+    app.llm.push(Reply::cut_after(2));
+    app.llm.push(Reply::text("complete answer"));
+    let response: Value = app
+        .post_json("/v1/chat/completions", &ask("hi"))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        response["choices"][0]["message"]["content"],
+        "complete answer"
+    );
+    assert_eq!(app.llm.request_count(), 2);
+}
+
+#[tokio::test]
+async fn client_disconnect_cancels_the_run() {
+    let app = spawn_app().await;
+    app.llm.push(
+        Reply::text("a b c d e f g h i j k l m n o p q r s t")
+            .with_chunk_gap(Duration::from_millis(100)),
+    );
+    let body =
+        json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+    let response = app.post_json("/v1/chat/completions", &body).await;
+    let run_id = response.headers()["x-agentd-run-id"]
+        .to_str()
+        .expect("run id")
+        .to_string();
+    let mut stream = response.bytes_stream();
+    let _first = stream.next().await.expect("first chunk");
+    drop(stream);
+    let mut status = String::new();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Some(run) = app.runtime.store.get_run(&run_id).await.expect("store") {
+            status = run.status;
+            if status != "running" {
+                break;
+            }
+        }
+    }
+    assert_eq!(status, "cancelled");
+}

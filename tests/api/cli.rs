@@ -1,0 +1,207 @@
+//! The `agentd` binary: `check`, `agents`, `run` and `serve`'s refusals, with their exit codes
+//! (0 ok, 1 session failure, 4 bad config). Each test runs in its own directory and HOME so no
+//! configuration layer leaks in.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::CHAT_AGENT;
+use crate::support::mock_llm::{MockLlm, Reply};
+
+struct Output {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+async fn agentd(dir: &Path, args: &[&str]) -> Output {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .expect("agentd runs");
+    Output {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// A directory with `agentd.json`, an `agents/` folder holding `chat.ai`, and the given config.
+fn project(config: &Value) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::create_dir(dir.path().join("agents")).expect("agents");
+    std::fs::write(dir.path().join("agents/chat.ai"), CHAT_AGENT).expect("agent");
+    std::fs::write(dir.path().join("agentd.json"), config.to_string()).expect("config");
+    dir
+}
+
+fn config_for(base_url: &str) -> Value {
+    json!({"providers": {"llm": {"type": "openai-compatible", "baseUrl": base_url}}, "agents": ["agents"]})
+}
+
+#[tokio::test]
+async fn check_accepts_a_valid_project() {
+    let dir = project(&config_for("http://127.0.0.1:9/v1"));
+    let out = agentd(dir.path(), &["check", "--config", "agentd.json"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("1 agent(s)"), "{}", out.stdout);
+}
+
+#[tokio::test]
+async fn check_names_the_file_and_key_of_a_config_error() {
+    let mut config = config_for("http://x/v1");
+    config["server"] = json!({"listn": "127.0.0.1:1"});
+    let dir = project(&config);
+    let out = agentd(dir.path(), &["check", "--config", "agentd.json"]).await;
+    assert_eq!(out.code, 4);
+    assert!(
+        out.stderr.contains("agentd.json") && out.stderr.contains("server.listn"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn check_names_a_missing_variable_with_its_layer_and_key() {
+    let config = json!({"providers": {"llm": {"type": "openai-compatible", "baseUrl": "${AGENTD_TEST_SURELY_UNSET_VAR}"}}});
+    let dir = project(&config);
+    let out = agentd(dir.path(), &["check", "--config", "agentd.json"]).await;
+    assert_eq!(out.code, 4);
+    for needle in [
+        "AGENTD_TEST_SURELY_UNSET_VAR",
+        "providers.llm.baseUrl",
+        "agentd.json",
+    ] {
+        assert!(
+            out.stderr.contains(needle),
+            "missing {needle}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[tokio::test]
+async fn layer_env_file_supplies_variables() {
+    let config = json!({"providers": {"llm": {"type": "openai-compatible", "baseUrl": "${LLM_URL}"}}, "agents": ["agents"]});
+    let dir = project(&config);
+    std::fs::write(
+        dir.path().join(".ai-agent.env"),
+        "export LLM_URL=\"http://127.0.0.1:9/v1\"\n",
+    )
+    .expect("env");
+    let out = agentd(dir.path(), &["check", "--config", "agentd.json"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn check_names_an_unknown_frontmatter_key() {
+    let dir = project(&config_for("http://x/v1"));
+    std::fs::write(
+        dir.path().join("agents/bad.ai"),
+        "---\nmaxTurnz: 3\n---\nprompt",
+    )
+    .expect("agent");
+    let out = agentd(dir.path(), &["check", "--config", "agentd.json"]).await;
+    assert_eq!(out.code, 4);
+    assert!(
+        out.stderr.contains("bad.ai") && out.stderr.contains("maxTurnz"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn a_missing_explicit_config_is_an_error() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = agentd(dir.path(), &["check", "--config", "nowhere.json"]).await;
+    assert_eq!(out.code, 4);
+    assert!(out.stderr.contains("nowhere.json"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn the_working_directory_layer_is_read() {
+    let dir = project(&config_for("http://127.0.0.1:9/v1"));
+    std::fs::rename(
+        dir.path().join("agentd.json"),
+        dir.path().join(".ai-agent.json"),
+    )
+    .expect("rename");
+    let out = agentd(dir.path(), &["agents"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .starts_with("chat\tA helpful chat agent\tmodels=llm/upstream-model"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[tokio::test]
+async fn run_prints_the_answer_and_exits_zero() {
+    let llm = MockLlm::start().await;
+    llm.push(Reply::text("forty-two"));
+    let dir = project(&config_for(&llm.base_url()));
+    let out = agentd(
+        dir.path(),
+        &[
+            "run",
+            "chat",
+            "What is the answer?",
+            "--config",
+            "agentd.json",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "forty-two\n");
+    assert_eq!(
+        llm.requests()[0]["messages"][1]["content"],
+        "What is the answer?"
+    );
+    assert!(
+        !dir.path().join("agentd.db").exists(),
+        "a CLI run keeps nothing unless --database is given"
+    );
+}
+
+#[tokio::test]
+async fn run_json_prints_the_agent_result_and_failures_exit_one() {
+    let llm = MockLlm::start().await;
+    llm.push(Reply::status(401, json!({"error": {"message": "bad key"}})));
+    let dir = project(&config_for(&llm.base_url()));
+    let out = agentd(
+        dir.path(),
+        &[
+            "run",
+            "agents/chat.ai",
+            "hi",
+            "--config",
+            "agentd.json",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).expect("AgentResult JSON");
+    assert_eq!(result["success"], false);
+    assert_eq!(result["exit_reason"], "auth_failure");
+    assert_eq!(result["accounting"][0]["type"], "llm");
+    assert_eq!(result["accounting"][0]["status"], "failed");
+}
+
+#[tokio::test]
+async fn serve_refuses_a_public_address_without_keys() {
+    let dir = project(&config_for("http://x/v1"));
+    let out = agentd(
+        dir.path(),
+        &["serve", "--config", "agentd.json", "--listen", "0.0.0.0:0"],
+    )
+    .await;
+    assert_eq!(out.code, 4);
+    assert!(out.stderr.contains("auth.keys"), "{}", out.stderr);
+}

@@ -1,0 +1,116 @@
+//! Shared test support: the scripted mock LLM upstream and `spawn_app()`, which serves the
+//! real agentd app on 127.0.0.1:0 with a temporary SQLite store against that mock.
+
+pub mod mock_llm;
+
+use std::sync::Arc;
+
+use agentd::config::{AgentRegistry, parse_config};
+use agentd::runtime::Runtime;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use mock_llm::MockLlm;
+
+/// The agents every test app has.
+pub const CHAT_AGENT: &str = "---\ndescription: A helpful chat agent\nmodels: llm/upstream-model\nfinalization: text\n---\nYou are a helpful assistant.\n";
+pub const TWO_TARGET_AGENT: &str = "---\ndescription: Tries two targets\nmodels: [llm/first, llm/second]\nmaxRetries: 3\nfinalization: text\n---\nYou answer briefly.\n";
+
+pub struct TestApp {
+    /// `http://127.0.0.1:PORT`
+    pub address: String,
+    pub client: reqwest::Client,
+    pub llm: MockLlm,
+    pub runtime: Arc<Runtime>,
+    /// Holds the store file and agent files for the life of the test.
+    _dir: tempfile::TempDir,
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// Like [`spawn_app`], letting the test adjust the config JSON first.
+pub async fn spawn_app_with(adjust: impl FnOnce(&mut Value)) -> TestApp {
+    let llm = MockLlm::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let agents_dir = dir.path().join("agents");
+    std::fs::create_dir(&agents_dir).expect("agents dir");
+    std::fs::write(agents_dir.join("chat.ai"), CHAT_AGENT).expect("chat agent");
+    std::fs::write(agents_dir.join("fallback.ai"), TWO_TARGET_AGENT).expect("fallback agent");
+    let mut config = json!({
+        "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url(), "apiKey": "test-key"}},
+        "store": {"url": format!("sqlite://{}", dir.path().join("agentd.db").display())},
+        "agents": [agents_dir.display().to_string()],
+    });
+    adjust(&mut config);
+    let config = parse_config(config, "test config").expect("test config is valid");
+    let registry = AgentRegistry::load(&config).expect("agents load");
+    let runtime = Runtime::start(config, registry)
+        .await
+        .expect("runtime starts");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = format!("http://{}", listener.local_addr().expect("address"));
+    let served = runtime.clone();
+    tokio::spawn(async move {
+        let _ = agentd::http::serve(listener, served, std::future::pending()).await;
+    });
+    TestApp {
+        address,
+        client: reqwest::Client::new(),
+        llm,
+        runtime,
+        _dir: dir,
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> reqwest::Response {
+        self.client
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request sent")
+    }
+}
+
+/// Reads a whole SSE body and returns the `data:` payload of every event, in order.
+pub async fn sse_data(response: reqwest::Response) -> Vec<String> {
+    let mut body = String::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        body.push_str(&String::from_utf8_lossy(&chunk.expect("body chunk")));
+    }
+    body.split("\n\n")
+        .filter_map(|frame| {
+            let data: Vec<&str> = frame
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:")))
+                .collect();
+            (!data.is_empty()).then(|| data.join("\n"))
+        })
+        .collect()
+}
+
+/// Parses every data payload except `[DONE]` as JSON.
+pub fn json_frames(data: &[String]) -> Vec<Value> {
+    data.iter()
+        .filter(|d| d.as_str() != "[DONE]")
+        .map(|d| serde_json::from_str(d).expect("frame is JSON"))
+        .collect()
+}
