@@ -1,5 +1,5 @@
-//! SQL text shared by both backends (`$N` placeholders work on SQLite and PostgreSQL alike) and
-//! the row type both decode into.
+//! SQL text shared by both backends (`$N` placeholders work on SQLite and PostgreSQL alike), the
+//! row type both decode into, and the `Store` methods they share word for word.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -62,3 +62,65 @@ impl From<RunRow> for RunRecord {
         }
     }
 }
+
+/// Implements [`Store`](super::Store) for a backend struct with a `pool` field. The statements and
+/// bindings are identical on both backends; only the pool type and the DDL differ.
+macro_rules! shared_store_impl {
+    ($store:ty) => {
+        #[async_trait::async_trait]
+        impl super::Store for $store {
+            async fn ping(&self) -> Result<(), super::StoreError> {
+                sqlx::query("SELECT 1").execute(&self.pool).await?;
+                Ok(())
+            }
+
+            async fn insert_run(&self, run: &super::NewRun) -> Result<(), super::StoreError> {
+                sqlx::query(super::sql::INSERT_RUN)
+                    .bind(&run.id)
+                    .bind(&run.agent)
+                    .bind(&run.user_id)
+                    .bind(&run.conversation_id)
+                    .bind(run.created_at)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn finish_run(
+                &self,
+                run_id: &str,
+                outcome: &super::RunOutcome,
+            ) -> Result<(), super::StoreError> {
+                sqlx::query(super::sql::FINISH_RUN)
+                    .bind(run_id)
+                    .bind(outcome.status)
+                    .bind(outcome.exit_reason)
+                    .bind(outcome.success)
+                    .bind(&outcome.error)
+                    .bind(outcome.final_report.as_ref().map(sqlx::types::Json))
+                    .bind(outcome.input_tokens)
+                    .bind(outcome.output_tokens)
+                    .bind(outcome.cached_tokens)
+                    .bind(outcome.cost_usd)
+                    .bind(outcome.turns)
+                    .bind(outcome.finished_at)
+                    .bind(outcome.duration_ms)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn get_run(
+                &self,
+                run_id: &str,
+            ) -> Result<Option<super::RunRecord>, super::StoreError> {
+                let row = sqlx::query_as::<_, super::sql::RunRow>(super::sql::SELECT_RUN)
+                    .bind(run_id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                Ok(row.map(Into::into))
+            }
+        }
+    };
+}
+pub(super) use shared_store_impl;

@@ -4,13 +4,11 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::types::Json;
 
-use super::{NewRun, RunOutcome, RunRecord, Store, StoreError};
+use super::StoreError;
 
 pub struct SqliteStore {
     pool: SqlitePool,
@@ -38,50 +36,4 @@ impl SqliteStore {
     }
 }
 
-#[async_trait]
-impl Store for SqliteStore {
-    async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
-    }
-
-    async fn insert_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        sqlx::query(super::sql::INSERT_RUN)
-            .bind(&run.id)
-            .bind(&run.agent)
-            .bind(&run.user_id)
-            .bind(&run.conversation_id)
-            .bind(run.created_at)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn finish_run(&self, run_id: &str, outcome: &RunOutcome) -> Result<(), StoreError> {
-        sqlx::query(super::sql::FINISH_RUN)
-            .bind(run_id)
-            .bind(outcome.status)
-            .bind(outcome.exit_reason)
-            .bind(outcome.success)
-            .bind(&outcome.error)
-            .bind(outcome.final_report.as_ref().map(Json))
-            .bind(outcome.input_tokens)
-            .bind(outcome.output_tokens)
-            .bind(outcome.cached_tokens)
-            .bind(outcome.cost_usd)
-            .bind(outcome.turns)
-            .bind(outcome.finished_at)
-            .bind(outcome.duration_ms)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        let row = sqlx::query_as::<_, super::sql::RunRow>(super::sql::SELECT_RUN)
-            .bind(run_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(Into::into))
-    }
-}
+super::sql::shared_store_impl!(SqliteStore);
