@@ -10,11 +10,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info_span, warn};
 
 use crate::agent::result::AccountingEntry;
-use crate::agent::{AgentEvent, AgentResult, EventSink, ProviderSet, Session, SessionRequest};
+use crate::agent::{
+    AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, Session, SessionRequest,
+};
 use crate::config::{AgentRegistry, Config, ProviderConfig, ProviderKind};
 use crate::llm::openai::{OpenAiProvider, OpenAiSettings};
 use crate::store::{NewRun, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
+use crate::tools::ToolRegistry;
 
 /// Events buffered per run before the session waits for a slow consumer.
 const RUN_EVENT_BUFFER: usize = 256;
@@ -34,6 +37,8 @@ pub struct Runtime {
     pub config: Config,
     pub agents: AgentRegistry,
     pub providers: ProviderSet,
+    /// Tools sessions may call (MCP servers, REST tools).
+    pub tools: ToolRegistry,
     pub store: Arc<dyn Store>,
     pub metrics: Metrics,
     /// Cancelled at shutdown; every run's token is a child of it.
@@ -46,7 +51,8 @@ pub struct Runtime {
 pub struct RunHandle {
     pub run_id: String,
     pub events: mpsc::Receiver<AgentEvent>,
-    pub cancel: CancellationToken,
+    /// `stop` asks for a graceful final turn, `abort` ends the run now.
+    pub control: RunControl,
     pub result: oneshot::Receiver<AgentResult>,
 }
 
@@ -59,6 +65,7 @@ impl Runtime {
             config,
             agents,
             providers,
+            tools: ToolRegistry::default(),
             store,
             metrics: Metrics::new()?,
             shutdown: CancellationToken::new(),
@@ -74,16 +81,16 @@ impl Runtime {
         user_id: Option<String>,
     ) -> RunHandle {
         let (sink, events) = EventSink::channel(RUN_EVENT_BUFFER);
-        let cancel = self.shutdown.child_token();
+        let control = RunControl::child_of(&self.shutdown);
         let (result_tx, result) = oneshot::channel();
         let run_id = request.run_id.clone();
         let runtime = Arc::clone(self);
-        let session_cancel = cancel.clone();
+        let session_control = control.clone();
         let span = info_span!("session", ai.agent.id = %request.agent.name, ai.session.txn_id = %request.run_id);
         tokio::spawn(
             async move {
                 let result = runtime
-                    .run_recorded(request, user_id, sink, session_cancel)
+                    .run_recorded(request, user_id, sink, session_control)
                     .await;
                 let _ = result_tx.send(result);
             }
@@ -92,7 +99,7 @@ impl Runtime {
         RunHandle {
             run_id,
             events,
-            cancel,
+            control,
             result,
         }
     }
@@ -102,7 +109,7 @@ impl Runtime {
         request: SessionRequest,
         user_id: Option<String>,
         sink: EventSink,
-        cancel: CancellationToken,
+        control: RunControl,
     ) -> AgentResult {
         let agent = request.agent.name.clone();
         let new_run = NewRun {
@@ -116,7 +123,7 @@ impl Runtime {
             warn!(%error, run_id = %new_run.id, "could not record the run start");
         }
         self.metrics.sessions_active.inc();
-        let result = Session::new(self.providers.clone(), sink, cancel)
+        let result = Session::new(self.providers.clone(), self.tools.clone(), sink, control)
             .run(request)
             .await;
         self.metrics.sessions_active.dec();

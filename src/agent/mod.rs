@@ -4,16 +4,21 @@
 //! everything is also returned in the [`AgentResult`]. Every headend (HTTP APIs, CLI) builds a
 //! [`SessionRequest`], runs [`Session::run`] in a task, and translates the events.
 
+mod ending;
 pub mod events;
+pub mod final_report;
+mod llm_call;
 pub mod result;
 mod session;
+pub mod tool_args;
+mod tool_phase;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use events::{AgentEvent, EventSink};
 pub use result::{AgentResult, ExitReason, FinalReport, ReportStatus, RunStatus};
-pub use session::Session;
+pub use session::{EMPTY_RESPONSE_NOTICE, RunControl, Session};
 
 use crate::config::AgentSpec;
 use crate::llm::{ChatMessage, Provider};
@@ -37,6 +42,10 @@ pub struct SessionRequest {
     pub history: Vec<ChatMessage>,
     pub overrides: SamplingOverrides,
     pub conversation_id: Option<String>,
+    /// Output format for this run (`markdown`, `text`, `json`, …); the agent's when `None`.
+    pub format: Option<String>,
+    /// JSON schema of the `json` output for this run; the agent's when `None`.
+    pub schema: Option<serde_json::Value>,
 }
 
 /// The providers a session may call, by configured provider name.

@@ -1,67 +1,144 @@
-//! The turn loop: attempts cycle through the agent's targets, deltas stream out as events,
-//! accounting is recorded per attempt, and the run always ends with an [`AgentResult`].
+//! The turn loop (contract §1–§3, §5): turns never exceed `maxTurns`; each turn makes up to
+//! `maxRetries` attempts cycling through the agent's targets; rate limits wait, fatal errors end
+//! the run; the final turn offers only the final report. Always returns an [`AgentResult`].
 
+use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
+use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
+use tracing::error;
 
+use super::ending::{Ending, Transcript, assemble};
 use super::events::{AgentEvent, EventSink, RunStarted, TextDelta, TurnStarted};
-use super::result::{
-    AccountingEntry, AgentResult, EntryStatus, ExitReason, FinalReport, LlmAccounting,
-    ReportStatus, TokenCounts, UsageTotals,
+use super::final_report::{
+    FINAL_REPORT_TOOL, FinalReportSpec, final_report_description, final_report_parameters,
 };
+use super::llm_call::AttemptOutcome;
+use super::result::{AgentResult, ExitReason, ReportStatus};
+use super::tool_phase::Handled;
 use super::{ProviderSet, SessionRequest};
 use crate::config::Target;
 use crate::config::agent_file::Finalization;
-use crate::llm::{
-    ChatMessage, LlmDelta, LlmError, LlmRequest, LlmResponse, ResponseAssembler, Role,
-    SamplingParams,
-};
+use crate::llm::{ChatMessage, LlmError, ToolDefinition};
+use crate::tools::ToolRegistry;
 
-/// The contract's ephemeral notice after an empty response (never stored in the conversation).
-const EMPTY_RESPONSE_NOTICE: &str = "System notice: plain text responses without tool calls are ignored. Use final_report to provide your answer.";
-/// Fallback backoff when a rate limit gives no Retry-After: 1 s doubling to 60 s.
+/// The contract's ephemeral notice after an empty (or, in report mode, plain-text) response.
+pub const EMPTY_RESPONSE_NOTICE: &str = "System notice: plain text responses without tool calls are ignored. Use final_report to provide your answer.";
+/// The same notice for `finalization: text` agents, which have no final-report tool.
+pub const EMPTY_TEXT_RESPONSE_NOTICE: &str =
+    "System notice: the previous response was empty. Answer the user's request now.";
+/// Appended (never stored) to every request of a final turn.
+pub const FINAL_TURN_REPORT_NOTICE: &str = "System notice: this is the final turn. Call agent__final_report now with your answer, \
+     using the information you already have; no other tools are available.";
+pub const FINAL_TURN_TEXT_NOTICE: &str = "System notice: this is the final turn. Answer the user now in plain text; no tools are available.";
+/// Longest wait after a cycle in which every target was rate-limited.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
-/// One run of one agent. Cheap to build; all state lives in `run`.
-pub struct Session {
-    providers: ProviderSet,
-    events: EventSink,
-    cancel: CancellationToken,
+/// How a headend stops a run: `stop` asks for a graceful final turn, `abort` ends it now.
+#[derive(Debug, Clone, Default)]
+pub struct RunControl {
+    pub stop: CancellationToken,
+    pub abort: CancellationToken,
 }
 
-/// How one attempt ended.
-enum AttemptOutcome {
-    Answer(LlmResponse),
-    Empty,
-    Failed(LlmError),
-    Cancelled,
+impl RunControl {
+    /// Tokens that also fire when `parent` (e.g. server shutdown) is cancelled.
+    pub fn child_of(parent: &CancellationToken) -> Self {
+        Self {
+            stop: parent.child_token(),
+            abort: parent.child_token(),
+        }
+    }
+}
+
+/// Why a turn before the last was made the final one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ForcedFinal {
+    UserStop,
+    RetryExhaustion,
+}
+
+impl ForcedFinal {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::UserStop => "user_stop",
+            Self::RetryExhaustion => "retry_exhaustion",
+        }
+    }
+}
+
+/// One run of one agent. Cheap to build; all state lives in [`Run`].
+pub struct Session {
+    pub(super) providers: ProviderSet,
+    pub(super) tools: ToolRegistry,
+    pub(super) events: EventSink,
+    pub(super) control: RunControl,
 }
 
 /// The state of a run in progress.
-struct RunState {
-    request: SessionRequest,
-    started: Instant,
-    conversation: Vec<ChatMessage>,
-    accounting: Vec<AccountingEntry>,
-    turns: u32,
+pub(super) struct Run {
+    pub request: SessionRequest,
+    pub transcript: Transcript,
+    /// Shrinks when a failing final report collapses the remaining turns.
+    pub max_turns: u32,
+    pub forced_final: Option<ForcedFinal>,
+    /// The final-report tool and its validator (`finalization: report` only).
+    pub report: Option<(FinalReportSpec, ToolDefinition)>,
+    pub format: String,
+}
+
+impl Run {
+    pub fn streams_text(&self) -> bool {
+        self.request.agent.finalization == Finalization::Text
+    }
+
+    fn target_for(&self, attempt: u32) -> Target {
+        let targets = &self.request.agent.targets;
+        let index = (attempt as usize - 1) % targets.len().max(1);
+        targets.get(index).cloned().unwrap_or(Target {
+            provider: String::new(),
+            model: String::new(),
+        })
+    }
+
+    /// The exit reason of an answer: a requested stop wins over the natural reason.
+    pub fn answer_reason(&self, natural: ExitReason) -> ExitReason {
+        if self.forced_final == Some(ForcedFinal::UserStop) {
+            ExitReason::UserStop
+        } else {
+            natural
+        }
+    }
+}
+
+enum TurnEnd {
+    Next,
+    End(Ending),
+    /// Every attempt failed at the provider.
+    ProviderFailure(LlmError),
+    /// Every attempt answered, but never usably (empty, or plain text when a report is needed).
+    NoUsableResponse,
 }
 
 impl Session {
-    pub fn new(providers: ProviderSet, events: EventSink, cancel: CancellationToken) -> Self {
+    pub fn new(
+        providers: ProviderSet,
+        tools: ToolRegistry,
+        events: EventSink,
+        control: RunControl,
+    ) -> Self {
         Self {
             providers,
+            tools,
             events,
-            cancel,
+            control,
         }
     }
 
-    /// Runs the session to its end. Never panics on input and always returns a result.
+    /// Runs the session to its end. Never panics, whatever the tools or providers do.
     pub async fn run(&self, request: SessionRequest) -> AgentResult {
-        let mut conversation = vec![ChatMessage::system(request.agent.system_prompt.clone())];
-        conversation.extend(request.history.iter().cloned());
-        conversation.push(ChatMessage::user(request.prompt.clone()));
+        let started = Instant::now();
         self.events
             .emit(AgentEvent::RunStarted(RunStarted {
                 run_id: request.run_id.clone(),
@@ -70,15 +147,24 @@ impl Session {
                 created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             }))
             .await;
-        let mut state = RunState {
-            request,
-            started: Instant::now(),
-            conversation,
-            accounting: Vec::new(),
-            turns: 0,
+        let mut run = new_run(request);
+        let ending = match AssertUnwindSafe(self.drive(&mut run)).catch_unwind().await {
+            Ok(ending) => ending,
+            Err(_) => {
+                error!(run_id = %run.request.run_id, "the session panicked");
+                Ending::failure(
+                    ExitReason::InternalError,
+                    "internal error: the session crashed",
+                )
+            }
         };
-        let result = self.drive(&mut state).await;
-        let result = state.finish(result);
+        self.publish_answer(&run, &ending).await;
+        let result = assemble(
+            &run.request,
+            started,
+            std::mem::replace(&mut run.transcript, empty_transcript()),
+            ending,
+        );
         if let Some(report) = &result.final_report {
             self.events
                 .emit(AgentEvent::FinalReport(report.clone()))
@@ -90,161 +176,263 @@ impl Session {
         result
     }
 
-    /// The turn loop; returns how the run ended.
-    async fn drive(&self, state: &mut RunState) -> Ending {
-        if state.request.prompt.trim().is_empty() {
+    /// In report mode the answer was not streamed as it was generated: send it as output now.
+    async fn publish_answer(&self, run: &Run, ending: &Ending) {
+        if run.streams_text() {
+            return;
+        }
+        let Some(report) = ending
+            .report
+            .as_ref()
+            .filter(|r| r.status == ReportStatus::Success)
+        else {
+            return;
+        };
+        let text = match (&report.content_json, &report.content) {
+            (Some(json), _) => json.to_string(),
+            (None, Some(text)) => text.clone(),
+            (None, None) => return,
+        };
+        self.events
+            .emit(AgentEvent::Output(TextDelta { text }))
+            .await;
+    }
+
+    async fn drive(&self, run: &mut Run) -> Ending {
+        if run.request.prompt.trim().is_empty() {
             return Ending::failure(ExitReason::EmptyInput, "the prompt is empty");
         }
-        if state.request.agent.finalization == Finalization::Report {
-            return Ending::failure(
-                ExitReason::ConfigError,
-                "finalization: report needs the final-report tool, which this build does not have yet; use finalization: text",
-            );
+        if run.request.agent.finalization == Finalization::Report {
+            match FinalReportSpec::new(
+                &run.format,
+                run.request
+                    .schema
+                    .as_ref()
+                    .or(run.request.agent.output_schema.as_ref()),
+            ) {
+                Ok(spec) => run.report = Some((spec, final_report_tool(run))),
+                Err(error) => {
+                    return Ending::failure(
+                        ExitReason::ConfigError,
+                        format!("the output schema is invalid: {error}"),
+                    );
+                }
+            }
         }
-        let limits = state.request.agent.limits.clone();
-        let mut last_failure: Option<LlmError> = None;
-        for turn in 1..=limits.max_turns {
-            state.turns = turn;
-            let mut ephemeral: Option<ChatMessage> = None;
-            let mut rate_limited_in_cycle: Vec<Option<Duration>> = Vec::new();
-            for attempt in 1..=limits.max_retries {
-                let target = state.target_for(attempt);
-                self.events
-                    .emit(AgentEvent::TurnStarted(TurnStarted {
-                        turn,
-                        attempt,
-                        is_retry: attempt > 1,
-                        is_final_turn: turn == limits.max_turns,
-                        forced_final_reason: None,
-                    }))
-                    .await;
-                match self.attempt(state, &target, ephemeral.take()).await {
-                    AttemptOutcome::Cancelled => {
-                        return Ending::failure(ExitReason::Cancelled, "the run was cancelled");
+        let mut turn = 0;
+        while turn < run.max_turns {
+            turn += 1;
+            run.transcript.turns = turn;
+            if self.control.abort.is_cancelled() {
+                return cancelled();
+            }
+            if self.control.stop.is_cancelled() && run.forced_final.is_none() {
+                run.forced_final = Some(ForcedFinal::UserStop);
+            }
+            if run.forced_final.is_some() {
+                run.max_turns = turn;
+            }
+            let is_final = turn == run.max_turns;
+            match self.run_turn(run, turn, is_final).await {
+                TurnEnd::Next => {}
+                TurnEnd::End(ending) => return ending,
+                TurnEnd::ProviderFailure(error) => return exhausted(&error),
+                TurnEnd::NoUsableResponse if !is_final => {
+                    run.forced_final = Some(ForcedFinal::RetryExhaustion)
+                }
+                TurnEnd::NoUsableResponse => break,
+            }
+        }
+        let (reason, message) = match run.forced_final {
+            Some(ForcedFinal::UserStop) => (
+                ExitReason::UserStop,
+                "the run was stopped before the agent produced an answer",
+            ),
+            _ => (
+                ExitReason::MaxTurns,
+                "the agent used all its turns without producing a final answer",
+            ),
+        };
+        Ending::synthetic_failure(reason, &run.format, "max_turns_exhausted", message)
+    }
+
+    async fn run_turn(&self, run: &mut Run, turn: u32, is_final: bool) -> TurnEnd {
+        let max_retries = run.request.agent.limits.max_retries;
+        let tools = self.offered_tools(run, is_final).await;
+        let mut retry_notice: Option<&'static str> = None;
+        let mut rate_limited: Vec<Option<Duration>> = Vec::new();
+        let mut provider_error: Option<LlmError> = None;
+        for attempt in 1..=max_retries {
+            let target = run.target_for(attempt);
+            self.events
+                .emit(AgentEvent::TurnStarted(TurnStarted {
+                    turn,
+                    attempt,
+                    is_retry: attempt > 1,
+                    is_final_turn: is_final,
+                    forced_final_reason: run.forced_final.map(|f| f.as_str().to_string()),
+                }))
+                .await;
+            let ephemeral = ephemeral_messages(run, retry_notice.take(), is_final);
+            match self.call_llm(run, &target, tools.clone(), ephemeral).await {
+                AttemptOutcome::Aborted => return TurnEnd::End(cancelled()),
+                AttemptOutcome::Failed(error) if error.is_fatal() => {
+                    return TurnEnd::End(fatal(&error));
+                }
+                AttemptOutcome::Failed(error) => {
+                    match &error {
+                        LlmError::RateLimit { retry_after, .. } => rate_limited.push(*retry_after),
+                        _ => rate_limited.clear(),
                     }
-                    AttemptOutcome::Answer(response) => {
-                        if let Some(ending) = state.accept(response) {
-                            return ending;
+                    provider_error = Some(error);
+                    let targets = run.request.agent.targets.len().max(1);
+                    if rate_limited.len() >= targets && attempt < max_retries {
+                        let wait = longest_wait(&rate_limited, attempt);
+                        rate_limited.clear();
+                        if self.sleep_unless_aborted(wait).await {
+                            return TurnEnd::End(cancelled());
                         }
-                        last_failure = None;
-                        break;
                     }
-                    AttemptOutcome::Empty => {
-                        ephemeral = Some(ChatMessage::user(EMPTY_RESPONSE_NOTICE));
-                        last_failure = Some(LlmError::InvalidResponse(
-                            "the model returned an empty response".into(),
-                        ));
-                    }
-                    AttemptOutcome::Failed(error) if error.is_fatal() => {
-                        return Ending::from_fatal(&error);
-                    }
-                    AttemptOutcome::Failed(error) => {
-                        if let LlmError::RateLimit { retry_after, .. } = &error {
-                            rate_limited_in_cycle.push(*retry_after);
-                        } else {
-                            rate_limited_in_cycle.clear();
-                        }
-                        last_failure = Some(error);
-                        let targets = state.request.agent.targets.len().max(1);
-                        if rate_limited_in_cycle.len() >= targets && attempt < limits.max_retries {
-                            let wait = longest_wait(&rate_limited_in_cycle, attempt);
-                            rate_limited_in_cycle.clear();
-                            if self.sleep_or_cancel(wait).await {
-                                return Ending::failure(
-                                    ExitReason::Cancelled,
-                                    "the run was cancelled",
-                                );
-                            }
+                }
+                AttemptOutcome::Empty => {
+                    retry_notice = Some(empty_notice(run));
+                    provider_error = None;
+                    rate_limited.clear();
+                }
+                AttemptOutcome::Answer(response) => {
+                    match self.handle_response(run, turn, is_final, response).await {
+                        Handled::Next => return TurnEnd::Next,
+                        Handled::End(ending) => return TurnEnd::End(ending),
+                        Handled::Retry(notice) => {
+                            retry_notice = Some(notice);
+                            provider_error = None;
+                            rate_limited.clear();
                         }
                     }
                 }
             }
-            if let Some(error) = last_failure.take() {
-                return Ending::from_exhausted(&error);
-            }
         }
-        Ending::max_turns(&state.request.agent.output_format)
-    }
-
-    /// One LLM call, streamed out as events, recorded in accounting.
-    async fn attempt(
-        &self,
-        state: &mut RunState,
-        target: &Target,
-        ephemeral: Option<ChatMessage>,
-    ) -> AttemptOutcome {
-        let mut messages = state.conversation.clone();
-        messages.extend(ephemeral);
-        let request = LlmRequest {
-            model: target.model.clone(),
-            messages,
-            tools: Vec::new(),
-            sampling: state.sampling(),
-            timeout: state.request.agent.limits.llm_timeout,
-        };
-        let started = Instant::now();
-        let outcome = match self.providers.get(&target.provider) {
-            None => Err(LlmError::Model(format!(
-                "provider {:?} is not configured",
-                target.provider
-            ))),
-            Some(provider) => tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => return AttemptOutcome::Cancelled,
-                outcome = self.stream_response(provider.as_ref(), request) => outcome,
-            },
-        };
-        let entry = match &outcome {
-            Ok(response) => state.record_llm(target, started, Some(response), Ok(())),
-            Err(error) => state.record_llm(target, started, None, Err(error)),
-        };
-        self.events.emit(AgentEvent::Accounting(entry)).await;
-        match outcome {
-            Ok(response) if is_empty(&response) => AttemptOutcome::Empty,
-            Ok(response) => AttemptOutcome::Answer(response),
-            Err(error) => AttemptOutcome::Failed(error),
+        match provider_error {
+            Some(error) => TurnEnd::ProviderFailure(error),
+            None => TurnEnd::NoUsableResponse,
         }
     }
 
-    async fn stream_response(
-        &self,
-        provider: &dyn crate::llm::Provider,
-        request: LlmRequest,
-    ) -> Result<LlmResponse, LlmError> {
-        let mut stream = provider.stream(request).await?;
-        let mut assembler = ResponseAssembler::default();
-        while let Some(delta) = stream.next().await {
-            let delta = delta?;
-            match &delta {
-                LlmDelta::Text(text) => {
-                    self.events
-                        .emit(AgentEvent::Output(TextDelta { text: text.clone() }))
-                        .await
-                }
-                LlmDelta::Reasoning(text) => {
-                    self.events
-                        .emit(AgentEvent::Thinking(TextDelta { text: text.clone() }))
-                        .await
-                }
-                _ => {}
-            }
-            assembler.push(&delta);
+    /// The tools offered this turn: only the final report (or nothing, in text mode) at the end.
+    async fn offered_tools(&self, run: &Run, is_final: bool) -> Vec<ToolDefinition> {
+        let mut tools = if is_final {
+            Vec::new()
+        } else {
+            self.tools.definitions().await
+        };
+        if let Some((_, definition)) = &run.report {
+            tools.push(definition.clone());
         }
-        Ok(assembler.finish())
+        tools
     }
 
-    /// Sleeps unless cancelled first; returns true when cancelled.
-    async fn sleep_or_cancel(&self, wait: Duration) -> bool {
+    /// Sleeps unless aborted first; returns true when aborted.
+    async fn sleep_unless_aborted(&self, wait: Duration) -> bool {
         tokio::select! {
-            _ = self.cancel.cancelled() => true,
+            _ = self.control.abort.cancelled() => true,
             _ = tokio::time::sleep(wait) => false,
         }
     }
 }
 
-/// The rate-limit wait after a cycle in which every target was limited: the longest
-/// suggestion, else exponential backoff from 1 s, never above 60 s.
-fn longest_wait(suggestions: &[Option<Duration>], attempt: u32) -> Duration {
+fn new_run(request: SessionRequest) -> Run {
+    let mut conversation = vec![ChatMessage::system(request.agent.system_prompt.clone())];
+    conversation.extend(request.history.iter().cloned());
+    conversation.push(ChatMessage::user(request.prompt.clone()));
+    let format = request
+        .format
+        .clone()
+        .unwrap_or_else(|| request.agent.output_format.clone());
+    Run {
+        max_turns: request.agent.limits.max_turns.max(1),
+        request,
+        transcript: Transcript {
+            conversation,
+            accounting: Vec::new(),
+            turns: 0,
+        },
+        forced_final: None,
+        report: None,
+        format,
+    }
+}
+
+fn empty_transcript() -> Transcript {
+    Transcript {
+        conversation: Vec::new(),
+        accounting: Vec::new(),
+        turns: 0,
+    }
+}
+
+fn final_report_tool(run: &Run) -> ToolDefinition {
+    let schema = run
+        .request
+        .schema
+        .as_ref()
+        .or(run.request.agent.output_schema.as_ref());
+    ToolDefinition {
+        name: FINAL_REPORT_TOOL.to_string(),
+        description: final_report_description(&run.format),
+        parameters: final_report_parameters(&run.format, schema),
+    }
+}
+
+fn empty_notice(run: &Run) -> &'static str {
+    if run.streams_text() {
+        EMPTY_TEXT_RESPONSE_NOTICE
+    } else {
+        EMPTY_RESPONSE_NOTICE
+    }
+}
+
+/// Messages added to one attempt only, never to the conversation.
+fn ephemeral_messages(
+    run: &Run,
+    retry_notice: Option<&'static str>,
+    is_final: bool,
+) -> Vec<ChatMessage> {
+    let mut messages: Vec<ChatMessage> = retry_notice.into_iter().map(ChatMessage::user).collect();
+    if is_final {
+        let notice = if run.streams_text() {
+            FINAL_TURN_TEXT_NOTICE
+        } else {
+            FINAL_TURN_REPORT_NOTICE
+        };
+        messages.push(ChatMessage::user(notice));
+    }
+    messages
+}
+
+fn cancelled() -> Ending {
+    Ending::failure(ExitReason::Cancelled, "the run was cancelled")
+}
+
+fn fatal(error: &LlmError) -> Ending {
+    let reason = match error {
+        LlmError::QuotaExceeded(_) => ExitReason::QuotaExceeded,
+        _ => ExitReason::AuthFailure,
+    };
+    Ending::failure(reason, error.to_string())
+}
+
+fn exhausted(error: &LlmError) -> Ending {
+    let reason = match error {
+        LlmError::RateLimit { .. } => ExitReason::RateLimited,
+        LlmError::InvalidResponse(_) => ExitReason::NoLlmResponse,
+        _ => ExitReason::LlmError,
+    };
+    Ending::failure(reason, format!("every attempt failed; last error: {error}"))
+}
+
+/// The wait after a cycle in which every target was rate-limited: the longest suggestion,
+/// else exponential backoff from 1 s, clamped to 1 s … 60 s.
+pub(super) fn longest_wait(suggestions: &[Option<Duration>], attempt: u32) -> Duration {
     let fallback = Duration::from_secs(1u64 << attempt.saturating_sub(1).min(6));
     suggestions
         .iter()
@@ -254,196 +442,18 @@ fn longest_wait(suggestions: &[Option<Duration>], attempt: u32) -> Duration {
         .clamp(Duration::from_secs(1), MAX_BACKOFF)
 }
 
-fn is_empty(response: &LlmResponse) -> bool {
-    response.text.trim().is_empty()
-        && response.reasoning.trim().is_empty()
-        && response.tool_calls.is_empty()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// How a run ended, before the result is assembled.
-struct Ending {
-    exit_reason: ExitReason,
-    success: bool,
-    error: Option<String>,
-    report: Option<(ReportStatus, String, serde_json::Value)>,
-    answer: Option<String>,
-}
-
-impl Ending {
-    fn failure(exit_reason: ExitReason, error: impl Into<String>) -> Self {
-        Self {
-            exit_reason,
-            success: false,
-            error: Some(error.into()),
-            report: None,
-            answer: None,
-        }
-    }
-
-    fn answer(text: String) -> Self {
-        Self {
-            exit_reason: ExitReason::FinalAnswer,
-            success: true,
-            error: None,
-            report: None,
-            answer: Some(text),
-        }
-    }
-
-    fn from_fatal(error: &LlmError) -> Self {
-        let reason = match error {
-            LlmError::QuotaExceeded(_) => ExitReason::QuotaExceeded,
-            _ => ExitReason::AuthFailure,
-        };
-        Self::failure(reason, error.to_string())
-    }
-
-    fn from_exhausted(error: &LlmError) -> Self {
-        let reason = match error {
-            LlmError::RateLimit { .. } => ExitReason::RateLimited,
-            LlmError::InvalidResponse(_) => ExitReason::NoLlmResponse,
-            _ => ExitReason::LlmError,
-        };
-        Self::failure(reason, format!("every attempt failed; last error: {error}"))
-    }
-
-    fn max_turns(format: &str) -> Self {
-        let mut ending = Self::failure(
-            ExitReason::MaxTurns,
-            "the maximum number of turns was reached without a final answer",
-        );
-        ending.report = Some((
-            ReportStatus::Failure,
-            format.to_string(),
-            serde_json::json!({"reason": "max_turns_exhausted"}),
-        ));
-        ending
-    }
-}
-
-impl RunState {
-    fn target_for(&self, attempt: u32) -> Target {
-        let targets = &self.request.agent.targets;
-        let index = (attempt as usize - 1) % targets.len().max(1);
-        targets.get(index).cloned().unwrap_or(Target {
-            provider: String::new(),
-            model: String::new(),
-        })
-    }
-
-    fn sampling(&self) -> SamplingParams {
-        let agent = &self.request.agent.sampling;
-        let overrides = &self.request.overrides;
-        SamplingParams {
-            temperature: overrides.temperature.or(agent.temperature),
-            top_p: overrides.top_p.or(agent.top_p),
-            top_k: agent.top_k,
-            repeat_penalty: agent.repeat_penalty,
-            max_output_tokens: overrides.max_output_tokens.or(agent.max_output_tokens),
-        }
-    }
-
-    /// Adds a successful response to the conversation; returns the ending if it is the answer.
-    fn accept(&mut self, response: LlmResponse) -> Option<Ending> {
-        let reasoning = Some(response.reasoning.clone()).filter(|r| !r.is_empty());
-        let mut message = ChatMessage {
-            role: Role::Assistant,
-            content: Some(response.text.clone()).filter(|t| !t.is_empty()),
-            tool_calls: response.tool_calls.clone(),
-            tool_call_id: None,
-            reasoning,
-        };
-        if response.tool_calls.is_empty() && !response.text.trim().is_empty() {
-            self.conversation.push(message);
-            return Some(Ending::answer(response.text));
-        }
-        // No tools are offered yet: every requested call fails, and the model is told so.
-        let failures: Vec<ChatMessage> = response
-            .tool_calls
-            .iter()
-            .map(|call| ChatMessage {
-                role: Role::Tool,
-                content: Some(format!("(tool failed: unknown tool {:?})", call.name)),
-                tool_calls: Vec::new(),
-                tool_call_id: Some(call.id.clone()),
-                reasoning: None,
-            })
-            .collect();
-        if message.content.is_none() && message.tool_calls.is_empty() && message.reasoning.is_none()
-        {
-            return None;
-        }
-        message.tool_calls = response.tool_calls;
-        self.conversation.push(message);
-        self.conversation.extend(failures);
-        None
-    }
-
-    fn record_llm(
-        &mut self,
-        target: &Target,
-        started: Instant,
-        response: Option<&LlmResponse>,
-        outcome: Result<(), &LlmError>,
-    ) -> AccountingEntry {
-        let usage = response.and_then(|r| r.usage).unwrap_or_default();
-        let entry = AccountingEntry::Llm(LlmAccounting {
-            timestamp: chrono::Utc::now().timestamp_millis(),
-            status: if outcome.is_ok() {
-                EntryStatus::Ok
-            } else {
-                EntryStatus::Failed
-            },
-            latency: started.elapsed().as_millis() as u64,
-            provider: target.provider.clone(),
-            model: target.model.clone(),
-            tokens: TokenCounts::from(usage),
-            cost_usd: None,
-            stop_reason: response
-                .and_then(|r| r.stop_reason.as_ref())
-                .map(|s| s.as_str().to_string()),
-            error: outcome.err().map(ToString::to_string),
-            agent_id: Some(self.request.agent.name.clone()),
-            txn_id: Some(self.request.run_id.clone()),
-        });
-        self.accounting.push(entry.clone());
-        entry
-    }
-
-    fn finish(self, ending: Ending) -> AgentResult {
-        let now = chrono::Utc::now().timestamp_millis();
-        let format = self.request.agent.output_format.clone();
-        let final_report = match (&ending.answer, &ending.report) {
-            (Some(answer), _) => Some(FinalReport {
-                status: ReportStatus::Success,
-                format,
-                content: Some(answer.clone()),
-                content_json: None,
-                metadata: None,
-                ts: now,
-            }),
-            (None, Some((status, format, metadata))) => Some(FinalReport {
-                status: *status,
-                format: format.clone(),
-                content: ending.error.clone(),
-                content_json: None,
-                metadata: Some(metadata.clone()),
-                ts: now,
-            }),
-            (None, None) => None,
-        };
-        AgentResult {
-            run_id: self.request.run_id,
-            success: ending.success,
-            error: ending.error,
-            exit_reason: ending.exit_reason,
-            final_report,
-            usage: UsageTotals::from_accounting(&self.accounting),
-            conversation: self.conversation,
-            accounting: self.accounting,
-            cost_usd: 0.0,
-            turns: self.turns,
-            duration_ms: self.started.elapsed().as_millis() as u64,
-        }
+    #[test]
+    fn rate_limit_wait_is_the_longest_suggestion_clamped() {
+        let s = Duration::from_secs;
+        assert_eq!(longest_wait(&[Some(s(2)), Some(s(5))], 1), s(5));
+        assert_eq!(longest_wait(&[None], 1), s(1));
+        assert_eq!(longest_wait(&[None], 3), s(4));
+        assert_eq!(longest_wait(&[None], 30), s(60));
+        assert_eq!(longest_wait(&[Some(s(600))], 1), s(60));
+        assert_eq!(longest_wait(&[Some(Duration::from_millis(10))], 1), s(1));
     }
 }

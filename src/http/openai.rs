@@ -112,6 +112,8 @@ pub async fn chat_completions(
             max_output_tokens: body.max_completion_tokens.or(body.max_tokens),
         },
         conversation_id: None,
+        format: None,
+        schema: None,
     };
     let reply = Completion {
         id: format!("chatcmpl-{run_id}"),
@@ -311,11 +313,13 @@ fn stream_chunks(
     active: GaugeGuard,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let RunHandle {
-        mut events, cancel, ..
+        mut events,
+        control,
+        ..
     } = handle;
     async_stream::stream! {
         // Dropping the stream (the client went away) cancels the run.
-        let _cancel_on_drop = cancel.drop_guard();
+        let _cancel_on_drop = control.abort.drop_guard();
         let _active = active;
         yield Ok(reply.chunk(json!({"role": "assistant", "content": ""}), None));
         let mut streamed_text = false;
@@ -356,13 +360,13 @@ fn stream_chunks(
 async fn complete(handle: RunHandle, reply: Completion) -> Result<Response, ApiError> {
     let RunHandle {
         events,
-        cancel,
+        control,
         result,
         ..
     } = handle;
     // Nobody reads the events of a non-streaming run; the result carries everything.
     drop(events);
-    let _cancel_on_drop = cancel.drop_guard();
+    let _cancel_on_drop = control.abort.drop_guard();
     let result: AgentResult = result.await.map_err(|_| ApiError::internal())?;
     let summary = result.summary();
     let Some(reason) = finish_reason(&summary) else {

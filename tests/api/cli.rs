@@ -205,3 +205,143 @@ async fn serve_refuses_a_public_address_without_keys() {
     assert_eq!(out.code, 4);
     assert!(out.stderr.contains("auth.keys"), "{}", out.stderr);
 }
+
+const REPORT_AGENT: &str = "---\ndescription: Answers through the final report\nmodels: llm/upstream-model\n---\nYou report.\n";
+
+fn final_report_call(arguments: Value) -> Reply {
+    Reply::tool_calls(vec![crate::support::mock_llm::ToolCall::new(
+        "call_1",
+        "agent__final_report",
+        arguments.to_string(),
+    )])
+}
+
+#[tokio::test]
+async fn run_ends_through_the_final_report_and_keeps_thinking_on_stderr() {
+    let llm = MockLlm::start().await;
+    llm.push(
+        final_report_call(json!({"report_format": "markdown", "report_content": "# Report"}))
+            .with_reasoning("pondering deeply"),
+    );
+    let dir = project(&config_for(&llm.base_url()));
+    std::fs::write(dir.path().join("agents/report.ai"), REPORT_AGENT).expect("agent");
+    let out = agentd(
+        dir.path(),
+        &["run", "report", "write it", "--config", "agentd.json"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "# Report\n");
+    assert!(out.stderr.contains("pondering deeply"), "{}", out.stderr);
+    let tools = llm.requests()[0]["tools"]
+        .as_array()
+        .expect("tools offered")
+        .clone();
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["function"]["name"] == "agent__final_report")
+    );
+}
+
+#[tokio::test]
+async fn run_with_format_and_schema_validates_the_json_report() {
+    let llm = MockLlm::start().await;
+    llm.push(final_report_call(
+        json!({"report_format": "json", "content_json": {"answer": 42}}),
+    ));
+    let dir = project(&config_for(&llm.base_url()));
+    std::fs::write(dir.path().join("agents/report.ai"), REPORT_AGENT).expect("agent");
+    let schema =
+        r#"{"type":"object","required":["answer"],"properties":{"answer":{"type":"integer"}}}"#;
+    let out = agentd(
+        dir.path(),
+        &[
+            "run",
+            "report",
+            "q",
+            "--config",
+            "agentd.json",
+            "--format",
+            "json",
+            "--schema",
+            schema,
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).expect("AgentResult");
+    assert_eq!(
+        result["final_report"]["content_json"],
+        json!({"answer": 42})
+    );
+    assert_eq!(result["final_report"]["format"], "json");
+    let offered =
+        &llm.requests()[0]["tools"][0]["function"]["parameters"]["properties"]["content_json"];
+    assert_eq!(
+        offered["required"],
+        json!(["answer"]),
+        "the tool schema carries the requested schema"
+    );
+}
+
+#[tokio::test]
+async fn run_exit_codes_name_each_failure_category() {
+    let dir = project(&config_for("http://127.0.0.1:9/v1"));
+    let run_chat = |extra: &'static [&'static str]| {
+        let mut args = vec!["run", "chat", "hi", "--config", "agentd.json"];
+        args.extend_from_slice(extra);
+        let dir = dir.path().to_path_buf();
+        async move { agentd(&dir, &args).await }
+    };
+    let cases: [(&[&str], i32, &str); 5] = [
+        (&["--no-such-flag"], 4, "a bad argument"),
+        (&["--models", "nope/x"], 4, "an unknown provider"),
+        (
+            &["--format", "json", "--schema", r#"{"type": 12}"#],
+            5,
+            "a schema that does not compile",
+        ),
+        (
+            &["--database", "sqlite:///no/such/dir/x.db"],
+            3,
+            "a store that cannot start",
+        ),
+        (&["--schema", "{not json"], 4, "a --schema that is not JSON"),
+    ];
+    for (extra, code, what) in cases {
+        let out = run_chat(extra).await;
+        assert_eq!(out.code, code, "{what}: {}", out.stderr);
+    }
+    let unknown = agentd(
+        dir.path(),
+        &["run", "nobody", "hi", "--config", "agentd.json"],
+    )
+    .await;
+    assert_eq!(unknown.code, 4, "unknown agent: {}", unknown.stderr);
+    let missing_prompt_file = agentd(
+        dir.path(),
+        &["run", "chat", "@nowhere.txt", "--config", "agentd.json"],
+    )
+    .await;
+    assert_eq!(
+        missing_prompt_file.code, 4,
+        "{}",
+        missing_prompt_file.stderr
+    );
+}
+
+#[tokio::test]
+async fn run_reads_the_prompt_from_a_file() {
+    let llm = MockLlm::start().await;
+    let dir = project(&config_for(&llm.base_url()));
+    std::fs::write(dir.path().join("task.txt"), "from a file").expect("prompt");
+    let out = agentd(
+        dir.path(),
+        &["run", "chat", "@task.txt", "--config", "agentd.json"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(llm.requests()[0]["messages"][1]["content"], "from a file");
+}

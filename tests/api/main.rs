@@ -7,4 +7,5 @@ mod support;
 mod chat_completions;
 mod cli;
 mod operations;
+mod session;
 mod store;

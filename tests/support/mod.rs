@@ -2,6 +2,7 @@
 //! real agentd app on 127.0.0.1:0 with a temporary SQLite store against that mock.
 
 pub mod mock_llm;
+pub mod scripted;
 
 use std::sync::Arc;
 

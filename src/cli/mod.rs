@@ -1,23 +1,24 @@
 //! The `agentd` command line (SPEC §1): parses arguments, loads configuration and calls into
 //! the library. Exit codes follow the contract: 0 success, 1 session failure, 3 store or
-//! initialisation failure, 4 bad arguments or configuration.
+//! initialisation failure, 4 bad arguments or configuration, 5 schema validation failure.
 
-use std::io::{IsTerminal, Read, Write};
+mod run;
+
+use std::io::Write;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
-use crate::agent::{AgentEvent, SamplingOverrides, SessionRequest};
-use crate::config::{self, AgentRegistry, AgentSpec, Config, LoadOptions, Target};
+use crate::config::{self, AgentRegistry, Config, LoadOptions};
 use crate::runtime::Runtime;
 use crate::telemetry::{LogFormat, init_logging};
 
 const EXIT_SESSION_FAILED: u8 = 1;
 const EXIT_INIT_FAILED: u8 = 3;
 const EXIT_BAD_CONFIG: u8 = 4;
+const EXIT_SCHEMA_INVALID: u8 = 5;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -47,27 +48,7 @@ enum Command {
         database: Option<String>,
     },
     /// Run one session in the terminal: the answer on stdout, progress on stderr.
-    Run {
-        /// A path to an `.ai` file or the name of a configured agent.
-        agent: String,
-        /// The task; `-` reads stdin, `@file` reads a file.
-        prompt: String,
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Comma-separated provider/model targets replacing the agent's.
-        #[arg(long, value_delimiter = ',')]
-        models: Vec<String>,
-        #[arg(long)]
-        max_turns: Option<u32>,
-        #[arg(long)]
-        max_retries: Option<u32>,
-        /// Print the whole AgentResult as JSON.
-        #[arg(long)]
-        json: bool,
-        /// Store URL to record the run in (default: nothing is kept).
-        #[arg(long)]
-        database: Option<String>,
-    },
+    Run(run::RunArgs),
     /// List the configured agents.
     Agents {
         #[arg(long)]
@@ -88,7 +69,7 @@ enum Command {
 }
 
 /// A failure with the exit code it maps to.
-struct Failure {
+pub(crate) struct Failure {
     code: u8,
     message: String,
 }
@@ -103,6 +84,12 @@ impl Failure {
     fn init(error: impl std::fmt::Display) -> Self {
         Self {
             code: EXIT_INIT_FAILED,
+            message: error.to_string(),
+        }
+    }
+    fn schema(error: impl std::fmt::Display) -> Self {
+        Self {
+            code: EXIT_SCHEMA_INVALID,
             message: error.to_string(),
         }
     }
@@ -149,25 +136,7 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
             listen,
             database,
         } => serve(config, agents, listen, database).await,
-        Command::Run {
-            agent,
-            prompt,
-            config,
-            models,
-            max_turns,
-            max_retries,
-            json,
-            database,
-        } => {
-            let options = RunOptions {
-                models,
-                max_turns,
-                max_retries,
-                json,
-                database,
-            };
-            run(&agent, &prompt, config, options).await
-        }
+        Command::Run(args) => run::run(args).await,
         Command::Agents { config } => list_agents(config),
         Command::Check { config } => check(config),
         Command::Migrate { config, database } => migrate(config, database).await,
@@ -247,160 +216,6 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = interrupt.await;
-}
-
-struct RunOptions {
-    models: Vec<String>,
-    max_turns: Option<u32>,
-    max_retries: Option<u32>,
-    json: bool,
-    database: Option<String>,
-}
-
-async fn run(
-    agent: &str,
-    prompt: &str,
-    config: Option<PathBuf>,
-    options: RunOptions,
-) -> Result<u8, Failure> {
-    let agent_path = Path::new(agent);
-    let is_file = agent_path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("ai"))
-        || agent_path.is_file();
-    let prompt_dir = is_file
-        .then(|| agent_path.parent().map(Path::to_path_buf))
-        .flatten();
-    let mut config = load_config(config, prompt_dir)?;
-    config.store.url = options
-        .database
-        .clone()
-        .unwrap_or_else(|| "sqlite::memory:".into());
-    let mut registry = if is_file {
-        AgentRegistry::default()
-    } else {
-        AgentRegistry::load(&config).map_err(Failure::config)?
-    };
-    let spec = if is_file {
-        registry
-            .add_file(agent_path, &config)
-            .map_err(Failure::config)?
-    } else {
-        registry.get(agent).ok_or_else(|| {
-            Failure::config(format!(
-                "no agent named {agent:?}; `agentd agents` lists them"
-            ))
-        })?
-    };
-    let spec = Arc::new(apply_run_overrides(&spec, &options, &config)?);
-    let prompt = read_prompt(prompt)?;
-    let runtime = Runtime::start(config, registry)
-        .await
-        .map_err(Failure::init)?;
-    let request = SessionRequest {
-        run_id: uuid::Uuid::now_v7().to_string(),
-        agent: spec,
-        prompt,
-        history: Vec::new(),
-        overrides: SamplingOverrides::default(),
-        conversation_id: None,
-    };
-    let mut handle = runtime.spawn_run(request, None);
-    let show_progress = !options.json;
-    let stderr_is_tty = std::io::stderr().is_terminal();
-    while let Some(event) = handle.events.recv().await {
-        if show_progress {
-            print_progress(&event, stderr_is_tty);
-        }
-    }
-    let result = handle
-        .result
-        .await
-        .map_err(|_| Failure::init("the session task ended unexpectedly"))?;
-    let mut stdout = std::io::stdout().lock();
-    let written = if options.json {
-        serde_json::to_string_pretty(&result)
-            .map_err(Failure::init)
-            .and_then(|text| writeln!(stdout, "{text}").map_err(Failure::init))
-    } else {
-        writeln!(stdout, "{}", result.answer_text()).map_err(Failure::init)
-    };
-    written?;
-    if !result.success && !options.json {
-        eprintln!(
-            "agentd: run failed ({}): {}",
-            result.exit_reason.as_str(),
-            result.error.as_deref().unwrap_or("no details")
-        );
-    }
-    Ok(if result.success {
-        0
-    } else {
-        EXIT_SESSION_FAILED
-    })
-}
-
-fn apply_run_overrides(
-    spec: &AgentSpec,
-    options: &RunOptions,
-    config: &Config,
-) -> Result<AgentSpec, Failure> {
-    let mut spec = spec.clone();
-    if let Some(turns) = options.max_turns {
-        spec.limits.max_turns = turns.max(1);
-    }
-    if let Some(retries) = options.max_retries {
-        spec.limits.max_retries = retries.max(1);
-    }
-    if !options.models.is_empty() {
-        spec.targets = options
-            .models
-            .iter()
-            .map(|m| {
-                let (provider, model) = m.split_once('/').ok_or_else(|| {
-                    Failure::config(format!("--models {m:?}: write provider/model"))
-                })?;
-                if !config.providers.contains_key(provider) {
-                    return Err(Failure::config(format!(
-                        "--models {m:?}: no provider {provider:?} in the config"
-                    )));
-                }
-                Ok(Target {
-                    provider: provider.into(),
-                    model: model.into(),
-                })
-            })
-            .collect::<Result<_, _>>()?;
-    }
-    Ok(spec)
-}
-
-fn read_prompt(prompt: &str) -> Result<String, Failure> {
-    if prompt == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| Failure::config(format!("cannot read the prompt from stdin: {e}")))?;
-        return Ok(text);
-    }
-    match prompt.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|e| Failure::config(format!("cannot read the prompt file {path}: {e}"))),
-        None => Ok(prompt.to_string()),
-    }
-}
-
-fn print_progress(event: &AgentEvent, tty: bool) {
-    let mut stderr = std::io::stderr().lock();
-    let _ = match event {
-        AgentEvent::Thinking(delta) if tty => write!(stderr, "\x1b[90m{}\x1b[0m", delta.text),
-        AgentEvent::Thinking(delta) => write!(stderr, "{}", delta.text),
-        AgentEvent::TurnStarted(turn) if turn.is_retry => {
-            writeln!(stderr, "[turn {} attempt {}]", turn.turn, turn.attempt)
-        }
-        AgentEvent::Error(error) => writeln!(stderr, "[error {}] {}", error.code, error.message),
-        _ => Ok(()),
-    };
 }
 
 fn list_agents(config: Option<PathBuf>) -> Result<u8, Failure> {

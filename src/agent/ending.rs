@@ -1,0 +1,110 @@
+//! How a run ends and how its [`AgentResult`] is assembled: the final report's status comes from
+//! its source (model → `success`, agentd's synthetic report → `failure`), never from the model.
+
+use std::time::Instant;
+
+use super::SessionRequest;
+use super::result::{
+    AccountingEntry, AgentResult, ExitReason, FinalReport, ReportStatus, UsageTotals,
+};
+use crate::llm::ChatMessage;
+
+/// The outcome of the turn loop, before the result is assembled.
+#[derive(Debug, Clone)]
+pub(super) struct Ending {
+    pub exit_reason: ExitReason,
+    pub success: bool,
+    pub error: Option<String>,
+    pub report: Option<FinalReport>,
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+impl Ending {
+    /// A run that ended without any report (fatal error, cancellation, bad input).
+    pub fn failure(exit_reason: ExitReason, error: impl Into<String>) -> Self {
+        Self {
+            exit_reason,
+            success: false,
+            error: Some(error.into()),
+            report: None,
+        }
+    }
+
+    /// The model's own answer: a final report (tool or text) with `status: success`.
+    pub fn answer(
+        exit_reason: ExitReason,
+        format: &str,
+        content: Option<String>,
+        content_json: Option<serde_json::Value>,
+        metadata: Option<serde_json::Value>,
+    ) -> Self {
+        let report = FinalReport {
+            status: ReportStatus::Success,
+            format: format.to_string(),
+            content,
+            content_json,
+            metadata,
+            ts: now_ms(),
+        };
+        Self {
+            exit_reason,
+            success: true,
+            error: None,
+            report: Some(report),
+        }
+    }
+
+    /// agentd's synthetic failure report (turns exhausted, context overflow, stop without answer).
+    pub fn synthetic_failure(
+        exit_reason: ExitReason,
+        format: &str,
+        reason: &str,
+        message: &str,
+    ) -> Self {
+        let report = FinalReport {
+            status: ReportStatus::Failure,
+            format: format.to_string(),
+            content: Some(message.to_string()),
+            content_json: None,
+            metadata: Some(serde_json::json!({ "reason": reason })),
+            ts: now_ms(),
+        };
+        Self {
+            exit_reason,
+            success: false,
+            error: Some(message.to_string()),
+            report: Some(report),
+        }
+    }
+}
+
+/// Everything accumulated while the run was going.
+pub(super) struct Transcript {
+    pub conversation: Vec<ChatMessage>,
+    pub accounting: Vec<AccountingEntry>,
+    pub turns: u32,
+}
+
+pub(super) fn assemble(
+    request: &SessionRequest,
+    started: Instant,
+    transcript: Transcript,
+    ending: Ending,
+) -> AgentResult {
+    AgentResult {
+        run_id: request.run_id.clone(),
+        success: ending.success,
+        error: ending.error,
+        exit_reason: ending.exit_reason,
+        final_report: ending.report,
+        usage: UsageTotals::from_accounting(&transcript.accounting),
+        conversation: transcript.conversation,
+        accounting: transcript.accounting,
+        cost_usd: 0.0,
+        turns: transcript.turns,
+        duration_ms: started.elapsed().as_millis() as u64,
+    }
+}

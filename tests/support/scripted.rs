@@ -1,0 +1,255 @@
+//! In-process test doubles for the session library: a scripted [`Provider`] (no network, so
+//! tests can run on tokio's paused clock) and a [`ToolProvider`] with well-behaved and
+//! misbehaving tools. Both record what they were asked.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use agentd::agent::{
+    AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, SamplingOverrides, Session,
+    SessionRequest,
+};
+use agentd::config::{AgentSpec, parse_config, registry::resolve_agent};
+use agentd::llm::{
+    DeltaStream, LlmDelta, LlmError, LlmRequest, Provider, StopReason, ToolDefinition, Usage,
+};
+use agentd::tools::{ToolOutcome, ToolProvider, ToolRegistry};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+/// One scripted reply.
+#[derive(Debug, Clone)]
+pub enum Step {
+    Deltas(Vec<LlmDelta>),
+    Fail(LlmError),
+    /// Never answers (for abort tests).
+    Hang,
+}
+
+pub fn text(content: &str) -> Step {
+    Step::Deltas(vec![
+        LlmDelta::Text(content.into()),
+        usage(10, 5),
+        LlmDelta::Stop(StopReason::Stop),
+    ])
+}
+
+pub fn reasoning_only(thought: &str) -> Step {
+    Step::Deltas(vec![
+        LlmDelta::Reasoning(thought.into()),
+        usage(10, 5),
+        LlmDelta::Stop(StopReason::Stop),
+    ])
+}
+
+pub fn empty() -> Step {
+    Step::Deltas(vec![usage(10, 0), LlmDelta::Stop(StopReason::Stop)])
+}
+
+/// Tool calls as `(id, name, raw arguments)`.
+pub fn calls(calls: &[(&str, &str, &str)]) -> Step {
+    let mut deltas: Vec<LlmDelta> = calls
+        .iter()
+        .enumerate()
+        .map(
+            |(index, (id, name, arguments))| LlmDelta::ToolCallFragment {
+                index,
+                id: Some((*id).into()),
+                name: Some((*name).into()),
+                arguments: (*arguments).into(),
+            },
+        )
+        .collect();
+    deltas.push(usage(20, 8));
+    deltas.push(LlmDelta::Stop(StopReason::ToolCalls));
+    Step::Deltas(deltas)
+}
+
+pub fn final_report(format: &str, content: &str) -> Step {
+    let arguments = json!({"report_format": format, "report_content": content}).to_string();
+    calls(&[("final", "agent__final_report", &arguments)])
+}
+
+fn usage(input: u64, output: u64) -> LlmDelta {
+    LlmDelta::Usage(Usage {
+        input_tokens: input,
+        output_tokens: output,
+        cached_tokens: 0,
+    })
+}
+
+/// A provider answering from a script; an exhausted script is an `InvalidResponse` error.
+#[derive(Default)]
+pub struct ScriptedLlm {
+    script: Mutex<VecDeque<Step>>,
+    requests: Mutex<Vec<LlmRequest>>,
+}
+
+impl ScriptedLlm {
+    pub fn new(steps: Vec<Step>) -> Arc<Self> {
+        Arc::new(Self {
+            script: Mutex::new(steps.into()),
+            requests: Mutex::default(),
+        })
+    }
+
+    pub fn requests(&self) -> Vec<LlmRequest> {
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The upstream model of every request, in order.
+    pub fn models(&self) -> Vec<String> {
+        self.requests().iter().map(|r| r.model.clone()).collect()
+    }
+}
+
+#[async_trait]
+impl Provider for ScriptedLlm {
+    async fn stream(&self, request: LlmRequest) -> Result<DeltaStream, LlmError> {
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request);
+        let step = self
+            .script
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front();
+        match step {
+            Some(Step::Deltas(deltas)) => Ok(Box::pin(futures_util::stream::iter(
+                deltas.into_iter().map(Ok),
+            ))),
+            Some(Step::Fail(error)) => Err(error),
+            Some(Step::Hang) => {
+                std::future::pending::<()>().await;
+                Err(LlmError::Timeout("unreachable".into()))
+            }
+            None => Err(LlmError::InvalidResponse(
+                "the test script is exhausted".into(),
+            )),
+        }
+    }
+}
+
+/// Tools `test__echo`, `test__slow` (sleeps `ms`), `test__fail` and `test__panic`.
+#[derive(Default)]
+pub struct TestTools {
+    calls: Mutex<Vec<(String, Value)>>,
+}
+
+impl TestTools {
+    pub fn calls(&self) -> Vec<(String, Value)> {
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[async_trait]
+impl ToolProvider for TestTools {
+    fn namespace(&self) -> &str {
+        "test"
+    }
+
+    async fn list_tools(&self) -> Vec<ToolDefinition> {
+        ["echo", "slow", "fail", "panic"]
+            .iter()
+            .map(|name| ToolDefinition {
+                name: format!("test__{name}"),
+                description: format!("test tool {name}"),
+                parameters: json!({"type": "object"}),
+            })
+            .collect()
+    }
+
+    async fn call(&self, name: &str, arguments: Value, _timeout: Duration) -> ToolOutcome {
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((name.to_string(), arguments.clone()));
+        match name {
+            "echo" => ToolOutcome::Ok(format!("echo: {arguments}")),
+            "slow" => {
+                let ms = arguments["ms"].as_u64().unwrap_or(60_000);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                ToolOutcome::Ok("slow done".into())
+            }
+            "fail" => ToolOutcome::Failed("it broke".into()),
+            "panic" => panic!("test tool panicked on purpose"),
+            other => ToolOutcome::Failed(format!("no tool {other}")),
+        }
+    }
+}
+
+/// Builds an agent from frontmatter lines; providers `a` and `b` exist.
+pub fn agent(frontmatter: &str) -> Arc<AgentSpec> {
+    let config = parse_config(
+        json!({"providers": {"a": {"type": "openai-compatible", "baseUrl": "http://unused"}, "b": {"type": "openai-compatible", "baseUrl": "http://unused"}}}),
+        "test",
+    )
+    .expect("config");
+    let models = if frontmatter.contains("models:") {
+        ""
+    } else {
+        "models: [a/m1]\n"
+    };
+    let text = format!("---\n{models}{frontmatter}\n---\nYou are a test agent.");
+    let file = agentd::config::agent_file::parse_agent_file(&text).expect("agent file");
+    Arc::new(resolve_agent(std::path::Path::new("/test/agent.ai"), file, &config).expect("agent"))
+}
+
+/// A session wired to `llm` (as providers `a` and `b`) and `tools`.
+pub struct Harness {
+    pub llm: Arc<ScriptedLlm>,
+    pub tools: Arc<TestTools>,
+    pub control: RunControl,
+}
+
+impl Harness {
+    pub fn new(steps: Vec<Step>) -> Self {
+        Self {
+            llm: ScriptedLlm::new(steps),
+            tools: Arc::new(TestTools::default()),
+            control: RunControl::default(),
+        }
+    }
+
+    pub fn request(agent: Arc<AgentSpec>, prompt: &str) -> SessionRequest {
+        SessionRequest {
+            run_id: "run-1".into(),
+            agent,
+            prompt: prompt.into(),
+            history: Vec::new(),
+            overrides: SamplingOverrides::default(),
+            conversation_id: None,
+            format: None,
+            schema: None,
+        }
+    }
+
+    /// Runs the session and returns its result and every event it emitted.
+    pub async fn run(&self, request: SessionRequest) -> (AgentResult, Vec<AgentEvent>) {
+        let mut providers = ProviderSet::default();
+        providers.insert("a", self.llm.clone());
+        providers.insert("b", self.llm.clone());
+        let mut registry = ToolRegistry::default();
+        registry.add(self.tools.clone());
+        let (sink, mut receiver) = EventSink::channel(64);
+        let collector = tokio::spawn(async move {
+            let mut events = Vec::new();
+            while let Some(event) = receiver.recv().await {
+                events.push(event);
+            }
+            events
+        });
+        let session = Session::new(providers, registry, sink, self.control.clone());
+        let result = session.run(request).await;
+        drop(session);
+        (result, collector.await.expect("collector"))
+    }
+}
