@@ -690,3 +690,12 @@ async fn events_are_emitted_in_order_as_they_happen() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_panicking_provider_still_yields_a_result_and_a_final_event() {
+    let harness = Harness::new(vec![Step::Panic]);
+    let (result, events) = harness.run(Harness::request(agent(""), "go")).await;
+    assert!(!result.success);
+    assert_eq!(result.exit_reason, ExitReason::InternalError);
+    assert!(matches!(events.last(), Some(AgentEvent::RunFinished(_))));
+}

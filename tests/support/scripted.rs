@@ -25,6 +25,8 @@ pub enum Step {
     Fail(LlmError),
     /// Never answers (for abort tests).
     Hang,
+    /// The provider itself panics.
+    Panic,
 }
 
 pub fn text(content: &str) -> Step {
@@ -128,6 +130,7 @@ impl Provider for ScriptedLlm {
                 std::future::pending::<()>().await;
                 Err(LlmError::Timeout("unreachable".into()))
             }
+            Some(Step::Panic) => panic!("scripted provider panicked on purpose"),
             None => Err(LlmError::InvalidResponse(
                 "the test script is exhausted".into(),
             )),
