@@ -9,6 +9,7 @@ use super::events::{AgentEvent, TextDelta};
 use super::result::{AccountingEntry, EntryStatus, LlmAccounting, TokenCounts};
 use super::session::{Run, Session};
 use crate::config::Target;
+use crate::config::models::ModelPrice;
 use crate::llm::{
     ChatMessage, LlmDelta, LlmError, LlmRequest, LlmResponse, Provider, ResponseAssembler,
     SamplingParams, ToolDefinition,
@@ -54,7 +55,11 @@ impl Session {
                 outcome = self.stream_response(provider.as_ref(), request, stream_text) => outcome,
             },
         };
-        let entry = llm_entry(run, target, started, &outcome);
+        if let Ok(response) = &outcome {
+            commit_to_guard(run, response);
+        }
+        let price = self.catalog.facts(&target.provider, &target.model).price;
+        let entry = llm_entry(run, target, started, &outcome, price.as_ref());
         run.transcript.accounting.push(entry.clone());
         self.events.emit(AgentEvent::Accounting(entry)).await;
         match outcome {
@@ -111,13 +116,45 @@ fn is_empty(response: &LlmResponse) -> bool {
         && response.tool_calls.is_empty()
 }
 
+/// The provider's token count of the exchange replaces the guard's estimates; when it reported
+/// nothing, the conversation is estimated instead.
+fn commit_to_guard(run: &mut Run, response: &LlmResponse) {
+    let reported = response
+        .usage
+        .filter(|u| u.input_tokens > 0)
+        .map(|u| u.input_tokens + u.output_tokens);
+    let estimated = if reported.is_some() {
+        0
+    } else {
+        let reply = ChatMessage {
+            role: crate::llm::Role::Assistant,
+            content: Some(response.text.clone()),
+            tool_calls: response.tool_calls.clone(),
+            tool_call_id: None,
+            reasoning: None,
+        };
+        run.tokenizer.messages(&run.transcript.conversation) + run.tokenizer.message(&reply)
+    };
+    run.guard.commit_response(reported, estimated);
+}
+
 fn llm_entry(
     run: &Run,
     target: &Target,
     started: Instant,
     outcome: &Result<LlmResponse, LlmError>,
+    price: Option<&ModelPrice>,
 ) -> AccountingEntry {
     let response = outcome.as_ref().ok();
+    let usage = response.and_then(|r| r.usage).unwrap_or_default();
+    let cost_usd = price.map(|p| {
+        p.cost(
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cached_tokens,
+            0,
+        )
+    });
     AccountingEntry::Llm(LlmAccounting {
         timestamp: chrono::Utc::now().timestamp_millis(),
         status: if outcome.is_ok() {
@@ -128,13 +165,12 @@ fn llm_entry(
         latency: started.elapsed().as_millis() as u64,
         provider: target.provider.clone(),
         model: target.model.clone(),
-        tokens: TokenCounts::from(response.and_then(|r| r.usage).unwrap_or_default()),
-        cost_usd: None,
+        tokens: TokenCounts::from(usage),
+        cost_usd,
         stop_reason: response
             .and_then(|r| r.stop_reason.as_ref())
             .map(|s| s.as_str().to_string()),
         error: outcome.as_ref().err().map(ToString::to_string),
-        agent_id: Some(run.request.agent.name.clone()),
-        txn_id: Some(run.request.run_id.clone()),
+        lineage: run.lineage(),
     })
 }

@@ -4,10 +4,13 @@
 //! everything is also returned in the [`AgentResult`]. Every headend (HTTP APIs, CLI) builds a
 //! [`SessionRequest`], runs [`Session::run`] in a task, and translates the events.
 
+pub mod context_guard;
 mod ending;
 pub mod events;
 pub mod final_report;
+mod guard_phase;
 mod llm_call;
+pub mod observer;
 pub mod result;
 mod session;
 pub mod tool_args;

@@ -3,23 +3,28 @@
 //! the run; the final turn offers only the final report. Always returns an [`AgentResult`].
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::error;
 
+use super::context_guard::ContextGuard;
 use super::ending::{Ending, Transcript, assemble};
 use super::events::{AgentEvent, EventSink, RunStarted, TextDelta, TurnStarted};
 use super::final_report::{
     FINAL_REPORT_TOOL, FinalReportSpec, final_report_description, final_report_parameters,
 };
 use super::llm_call::AttemptOutcome;
+use super::observer::SessionObserver;
 use super::result::{AgentResult, ExitReason, ReportStatus};
 use super::tool_phase::Handled;
 use super::{ProviderSet, SessionRequest};
 use crate::config::Target;
 use crate::config::agent_file::Finalization;
+use crate::config::models::ModelCatalog;
+use crate::llm::tokens::Tokenizer;
 use crate::llm::{ChatMessage, LlmError, ToolDefinition};
 use crate::tools::ToolRegistry;
 
@@ -57,6 +62,8 @@ impl RunControl {
 pub(super) enum ForcedFinal {
     UserStop,
     RetryExhaustion,
+    /// The context guard tripped.
+    Context,
 }
 
 impl ForcedFinal {
@@ -64,6 +71,7 @@ impl ForcedFinal {
         match self {
             Self::UserStop => "user_stop",
             Self::RetryExhaustion => "retry_exhaustion",
+            Self::Context => "context",
         }
     }
 }
@@ -74,6 +82,9 @@ pub struct Session {
     pub(super) tools: ToolRegistry,
     pub(super) events: EventSink,
     pub(super) control: RunControl,
+    /// Context windows, tokenizers and prices of the targets.
+    pub(super) catalog: Arc<ModelCatalog>,
+    pub(super) observer: Option<Arc<dyn SessionObserver>>,
 }
 
 /// The state of a run in progress.
@@ -86,6 +97,9 @@ pub(super) struct Run {
     /// The final-report tool and its validator (`finalization: report` only).
     pub report: Option<(FinalReportSpec, ToolDefinition)>,
     pub format: String,
+    pub guard: ContextGuard,
+    /// Counts tokens for the first target (the guard's estimates).
+    pub tokenizer: Tokenizer,
 }
 
 impl Run {
@@ -100,6 +114,22 @@ impl Run {
             provider: String::new(),
             model: String::new(),
         })
+    }
+
+    /// Agent names from the root session down to this one.
+    pub fn call_path(&self) -> String {
+        self.request.agent.name.clone()
+    }
+
+    /// The tracing fields every accounting entry of this run carries.
+    pub fn lineage(&self) -> super::result::Lineage {
+        super::result::Lineage {
+            agent_id: Some(self.request.agent.name.clone()),
+            txn_id: Some(self.request.run_id.clone()),
+            call_path: Some(self.call_path()),
+            parent_txn_id: None,
+            origin_txn_id: Some(self.request.run_id.clone()),
+        }
     }
 
     /// The exit reason of an answer: a requested stop wins over the natural reason.
@@ -133,7 +163,21 @@ impl Session {
             tools,
             events,
             control,
+            catalog: Arc::new(ModelCatalog::default()),
+            observer: None,
         }
+    }
+
+    /// Context windows, tokenizers and prices for the guard and cost accounting.
+    pub fn with_catalog(mut self, catalog: Arc<ModelCatalog>) -> Self {
+        self.catalog = catalog;
+        self
+    }
+
+    /// Receives context-guard trips (for metrics).
+    pub fn with_observer(mut self, observer: Arc<dyn SessionObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Runs the session to its end. Never panics, whatever the tools or providers do.
@@ -147,7 +191,7 @@ impl Session {
                 created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             }))
             .await;
-        let mut run = new_run(request);
+        let mut run = new_run(request, &self.catalog);
         let ending = match AssertUnwindSafe(self.drive(&mut run)).catch_unwind().await {
             Ok(ending) => ending,
             Err(_) => {
@@ -229,11 +273,16 @@ impl Session {
             if self.control.stop.is_cancelled() && run.forced_final.is_none() {
                 run.forced_final = Some(ForcedFinal::UserStop);
             }
+            if run.guard.tool_budget_exceeded() && run.forced_final.is_none() {
+                run.forced_final = Some(ForcedFinal::Context);
+            }
             if run.forced_final.is_some() {
                 run.max_turns = turn;
             }
-            let is_final = turn == run.max_turns;
-            match self.run_turn(run, turn, is_final).await {
+            let mut is_final = turn == run.max_turns;
+            let tools = self.offered_tools(run, is_final).await;
+            let tools = self.prepare_turn(run, turn, &mut is_final, tools);
+            match self.run_turn(run, turn, is_final, tools).await {
                 TurnEnd::Next => {}
                 TurnEnd::End(ending) => return ending,
                 TurnEnd::ProviderFailure(error) => return exhausted(&error),
@@ -243,22 +292,34 @@ impl Session {
                 TurnEnd::NoUsableResponse => break,
             }
         }
-        let (reason, message) = match run.forced_final {
+        let (reason, metadata_reason, message) = match run.forced_final {
             Some(ForcedFinal::UserStop) => (
                 ExitReason::UserStop,
+                "max_turns_exhausted",
                 "the run was stopped before the agent produced an answer",
+            ),
+            Some(ForcedFinal::Context) => (
+                ExitReason::ContextLimit,
+                "context_window_exhausted",
+                "the context window filled up before the agent produced an answer",
             ),
             _ => (
                 ExitReason::MaxTurns,
+                "max_turns_exhausted",
                 "the agent used all its turns without producing a final answer",
             ),
         };
-        Ending::synthetic_failure(reason, &run.format, "max_turns_exhausted", message)
+        Ending::synthetic_failure(reason, &run.format, metadata_reason, message)
     }
 
-    async fn run_turn(&self, run: &mut Run, turn: u32, is_final: bool) -> TurnEnd {
+    async fn run_turn(
+        &self,
+        run: &mut Run,
+        turn: u32,
+        is_final: bool,
+        tools: Vec<ToolDefinition>,
+    ) -> TurnEnd {
         let max_retries = run.request.agent.limits.max_retries;
-        let tools = self.offered_tools(run, is_final).await;
         let mut retry_notice: Option<&'static str> = None;
         let mut rate_limited: Vec<Option<Duration>> = Vec::new();
         let mut provider_error: Option<LlmError> = None;
@@ -320,15 +381,20 @@ impl Session {
 
     /// The tools offered this turn: only the final report (or nothing, in text mode) at the end.
     async fn offered_tools(&self, run: &Run, is_final: bool) -> Vec<ToolDefinition> {
-        let mut tools = if is_final {
-            Vec::new()
-        } else {
-            self.tools.definitions().await
-        };
-        if let Some((_, definition)) = &run.report {
-            tools.push(definition.clone());
+        if is_final {
+            return self.final_turn_tools(run);
         }
+        let mut tools = self.tools.definitions().await;
+        tools.extend(self.final_turn_tools(run));
         tools
+    }
+
+    /// The final report's definition alone (nothing in text mode).
+    pub(super) fn final_turn_tools(&self, run: &Run) -> Vec<ToolDefinition> {
+        run.report
+            .iter()
+            .map(|(_, definition)| definition.clone())
+            .collect()
     }
 
     /// Sleeps unless aborted first; returns true when aborted.
@@ -340,10 +406,24 @@ impl Session {
     }
 }
 
-fn new_run(request: SessionRequest) -> Run {
+fn new_run(request: SessionRequest, catalog: &ModelCatalog) -> Run {
     let mut conversation = vec![ChatMessage::system(request.agent.system_prompt.clone())];
     conversation.extend(request.history.iter().cloned());
     conversation.push(ChatMessage::user(request.prompt.clone()));
+    let tokenizer = request
+        .agent
+        .targets
+        .first()
+        .map_or(Tokenizer::Approximate, |target| {
+            Tokenizer::resolve(
+                catalog
+                    .facts(&target.provider, &target.model)
+                    .tokenizer
+                    .as_deref(),
+                &target.model,
+            )
+        });
+    let guard = ContextGuard::new(tokenizer.messages(&conversation));
     let format = request
         .format
         .clone()
@@ -359,6 +439,8 @@ fn new_run(request: SessionRequest) -> Run {
         forced_final: None,
         report: None,
         format,
+        guard,
+        tokenizer,
     }
 }
 
@@ -392,7 +474,7 @@ fn empty_notice(run: &Run) -> &'static str {
 }
 
 /// Messages added to one attempt only, never to the conversation.
-fn ephemeral_messages(
+pub(super) fn ephemeral_messages(
     run: &Run,
     retry_notice: Option<&'static str>,
     is_final: bool,

@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use tracing::{error, warn};
 
+use super::context_guard::BUDGET_EXCEEDED_STUB;
 use super::ending::Ending;
 use super::events::{AgentEvent, ToolFinished, ToolStarted};
 use super::final_report::FINAL_REPORT_TOOL;
-use super::result::{AccountingEntry, EntryStatus, ExitReason, ToolAccounting};
+use super::guard_phase::Refusal;
+use super::result::{AccountingEntry, EntryStatus, ExitReason, Lineage, ToolAccounting};
 use super::session::{EMPTY_RESPONSE_NOTICE, Run, Session};
 use super::tool_args::{ParsedArguments, parse_tool_arguments};
 use crate::config::agent_file::Finalization;
@@ -31,8 +33,9 @@ const FINAL_REPORT_CHARS_OUT: usize = 12;
 /// Per-run facts the concurrent tool executions need.
 struct ToolContext {
     timeout: Duration,
-    agent: String,
-    run_id: String,
+    /// `toolResponseMaxBytes`: longer outputs are truncated.
+    max_bytes: usize,
+    lineage: Lineage,
 }
 
 /// The result of one executed tool call.
@@ -153,8 +156,9 @@ impl Session {
         }
         let context = ToolContext {
             timeout: run.request.agent.limits.tool_timeout,
-            agent: run.request.agent.name.clone(),
-            run_id: run.request.run_id.clone(),
+            max_bytes: usize::try_from(run.request.agent.limits.tool_response_max_bytes)
+                .unwrap_or(usize::MAX),
+            lineage: run.lineage(),
         };
         let executions = runnable
             .into_iter()
@@ -164,19 +168,41 @@ impl Session {
             _ = self.control.abort.cancelled() => return Handled::End(Ending::failure(ExitReason::Cancelled, "the run was cancelled")),
             executed = futures_util::future::join_all(executions) => executed,
         };
+        let mut executed: Vec<Executed> = executed;
+        executed.sort_by_key(|e| e.index);
+        // Outputs of executed tools pass the guard's tool_preflight; the rest are short notices.
+        let mut admitted = vec![false; calls.len()];
         for Executed {
             index,
             message,
-            entry,
+            mut entry,
         } in executed
         {
-            replies[index] = Some(message);
+            let message = match self.admit_tool_output(run, &message) {
+                Ok(()) => message,
+                Err(refusal) => {
+                    mark_dropped(&mut entry, &refusal);
+                    BUDGET_EXCEEDED_STUB.to_string()
+                }
+            };
+            self.events
+                .emit(AgentEvent::Accounting(entry.clone()))
+                .await;
             run.transcript.accounting.push(entry);
+            replies[index] = Some(message);
+            admitted[index] = true;
         }
-        for (call, reply) in calls.iter().zip(replies) {
+        for ((call, reply), admitted) in calls.iter().zip(replies).zip(admitted) {
+            let content = reply.unwrap_or_else(|| failed("not executed"));
+            if !admitted {
+                let tokens = run
+                    .tokenizer
+                    .message(&ChatMessage::new(Role::Tool, content.as_str()));
+                run.guard.add_new(tokens);
+            }
             run.transcript.conversation.push(ChatMessage {
                 role: Role::Tool,
-                content: Some(reply.unwrap_or_else(|| failed("not executed"))),
+                content: Some(content),
                 tool_calls: Vec::new(),
                 tool_call_id: Some(call.id.clone()),
                 reasoning: None,
@@ -221,8 +247,7 @@ impl Session {
             },
             error: outcome.as_ref().err().cloned(),
             details: None,
-            agent_id: Some(run.request.agent.name.clone()),
-            txn_id: Some(run.request.run_id.clone()),
+            lineage: run.lineage(),
         });
         run.transcript.accounting.push(entry.clone());
         self.events.emit(AgentEvent::Accounting(entry)).await;
@@ -290,7 +315,7 @@ impl Session {
         };
         let latency_ms = started.elapsed().as_millis() as u64;
         let (message, error) = match outcome {
-            ToolOutcome::Ok(text) => (text, None),
+            ToolOutcome::Ok(text) => (truncate_output(&call.name, text, context.max_bytes), None),
             ToolOutcome::Failed(reason) => (failed(&reason), Some(reason)),
         };
         let chars_out = message.chars().count();
@@ -321,18 +346,65 @@ impl Session {
             characters_out: chars_out,
             error,
             details: None,
-            agent_id: Some(context.agent.clone()),
-            txn_id: Some(context.run_id.clone()),
+            lineage: context.lineage.clone(),
         });
-        self.events
-            .emit(AgentEvent::Accounting(entry.clone()))
-            .await;
         Executed {
             index,
             message,
             entry,
         }
     }
+}
+
+/// `toolResponseMaxBytes`: keeps at most `max_bytes` of the output (never splitting a UTF-8
+/// character) behind the contract's notice.
+pub(super) fn truncate_output(tool: &str, text: String, max_bytes: usize) -> String {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut cut = max_bytes;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    warn!(
+        tool,
+        bytes = text.len(),
+        limit = max_bytes,
+        "tool response truncated"
+    );
+    format!(
+        "[TRUNCATED] Original size {} bytes; truncated to {cut} bytes.\n{}",
+        text.len(),
+        &text[..cut]
+    )
+}
+
+/// Records a guard drop in the tool's accounting entry (contract §2 and §4).
+fn mark_dropped(entry: &mut AccountingEntry, refusal: &Refusal) {
+    let AccountingEntry::Tool(tool) = entry else {
+        return;
+    };
+    tool.status = EntryStatus::Failed;
+    tool.error = Some("context_budget_exceeded".into());
+    tool.characters_out = BUDGET_EXCEEDED_STUB.chars().count();
+    let mut details = serde_json::Map::new();
+    details.insert(
+        "projected_tokens".into(),
+        refusal.projection.projected.into(),
+    );
+    details.insert("limit_tokens".into(), refusal.projection.limit.into());
+    if refusal.projection.remaining() > 0 {
+        details.insert(
+            "remaining_tokens".into(),
+            refusal.projection.remaining().into(),
+        );
+    }
+    details.insert("original_tokens".into(), refusal.original_tokens.into());
+    details.insert(
+        "replacement_tokens".into(),
+        refusal.replacement_tokens.into(),
+    );
+    tool.details = Some(details);
 }
 
 fn failed(reason: &str) -> String {

@@ -2,6 +2,9 @@
 //! tracing subscriber setup. Metric label values are bounded: route templates, configured
 //! agent, provider and model names, status codes; never user ids or raw paths.
 
+mod agent_metrics;
+
+pub use agent_metrics::AgentMetrics;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
 };
@@ -21,6 +24,8 @@ pub struct Metrics {
     pub llm_completion_tokens_total: IntCounterVec,
     pub llm_errors_total: IntCounterVec,
     pub llm_retries_total: IntCounterVec,
+    /// Cost, tools, final reports and the context guard.
+    pub agent: AgentMetrics,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +109,7 @@ impl Metrics {
                 "LLM attempts after the first within a turn.",
                 llm,
             )?,
+            agent: AgentMetrics::register(&registry)?,
             registry,
         })
     }

@@ -6,6 +6,7 @@ mod support;
 
 mod chat_completions;
 mod cli;
+mod context;
 mod operations;
 mod session;
 mod store;

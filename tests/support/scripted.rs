@@ -6,10 +6,12 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use agentd::agent::observer::{GuardEvent, SessionObserver};
 use agentd::agent::{
     AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, SamplingOverrides, Session,
     SessionRequest,
 };
+use agentd::config::models::ModelCatalog;
 use agentd::config::{AgentSpec, parse_config, registry::resolve_agent};
 use agentd::llm::{
     DeltaStream, LlmDelta, LlmError, LlmRequest, Provider, StopReason, ToolDefinition, Usage,
@@ -138,7 +140,8 @@ impl Provider for ScriptedLlm {
     }
 }
 
-/// Tools `test__echo`, `test__slow` (sleeps `ms`), `test__fail` and `test__panic`.
+/// Tools `test__echo`, `test__slow` (sleeps `ms`), `test__fail`, `test__panic`, `test__big`
+/// (`bytes` × "x") and `test__text` (returns `text`).
 #[derive(Default)]
 pub struct TestTools {
     calls: Mutex<Vec<(String, Value)>>,
@@ -160,7 +163,7 @@ impl ToolProvider for TestTools {
     }
 
     async fn list_tools(&self) -> Vec<ToolDefinition> {
-        ["echo", "slow", "fail", "panic"]
+        ["echo", "slow", "fail", "panic", "big", "text"]
             .iter()
             .map(|name| ToolDefinition {
                 name: format!("test__{name}"),
@@ -184,6 +187,8 @@ impl ToolProvider for TestTools {
             }
             "fail" => ToolOutcome::Failed("it broke".into()),
             "panic" => panic!("test tool panicked on purpose"),
+            "big" => ToolOutcome::Ok("x".repeat(arguments["bytes"].as_u64().unwrap_or(0) as usize)),
+            "text" => ToolOutcome::Ok(arguments["text"].as_str().unwrap_or_default().to_string()),
             other => ToolOutcome::Failed(format!("no tool {other}")),
         }
     }
@@ -211,6 +216,32 @@ pub struct Harness {
     pub llm: Arc<ScriptedLlm>,
     pub tools: Arc<TestTools>,
     pub control: RunControl,
+    /// Context-guard trips the session reported.
+    pub guard_events: Arc<GuardRecorder>,
+    /// Config JSON the model catalog (context windows, prices) is built from.
+    pub catalog_config: Value,
+}
+
+/// Records every context-guard event.
+#[derive(Default)]
+pub struct GuardRecorder(Mutex<Vec<GuardEvent>>);
+
+impl GuardRecorder {
+    pub fn events(&self) -> Vec<GuardEvent> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl SessionObserver for GuardRecorder {
+    fn context_guard(&self, event: &GuardEvent) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event.clone());
+    }
 }
 
 impl Harness {
@@ -219,6 +250,8 @@ impl Harness {
             llm: ScriptedLlm::new(steps),
             tools: Arc::new(TestTools::default()),
             control: RunControl::default(),
+            guard_events: Arc::new(GuardRecorder::default()),
+            catalog_config: json!({}),
         }
     }
 
@@ -250,7 +283,17 @@ impl Harness {
             }
             events
         });
-        let session = Session::new(providers, registry, sink, self.control.clone());
+        let mut config = json!({"providers": {"a": {"type": "openai-compatible"}, "b": {"type": "openai-compatible"}}});
+        if let (Some(target), Some(extra)) =
+            (config.as_object_mut(), self.catalog_config.as_object())
+        {
+            target.extend(extra.clone());
+        }
+        let catalog =
+            ModelCatalog::from_config(&parse_config(config, "catalog").expect("catalog config"));
+        let session = Session::new(providers, registry, sink, self.control.clone())
+            .with_catalog(Arc::new(catalog))
+            .with_observer(self.guard_events.clone());
         let result = session.run(request).await;
         drop(session);
         (result, collector.await.expect("collector"))
