@@ -6,7 +6,7 @@ use tracing::warn;
 
 use super::context_guard::{BUDGET_EXCEEDED_STUB, Budget, Projection};
 use super::observer::GuardEvent;
-use super::session::{ForcedFinal, Run, Session, ephemeral_messages};
+use super::session::{ForcedFinal, Run, Session};
 use crate::config::Target;
 use crate::llm::ToolDefinition;
 
@@ -70,7 +70,7 @@ impl Session {
         tools: Vec<ToolDefinition>,
     ) -> Vec<ToolDefinition> {
         let (target, limit) = self.tightest_target(run);
-        let projection = self.project(run, &tools, *is_final, limit);
+        let projection = self.project(run, turn, &tools, *is_final, limit);
         if projection.fits() {
             return tools;
         }
@@ -90,7 +90,7 @@ impl Session {
         run.max_turns = turn;
         *is_final = true;
         let shrunk = self.final_turn_tools(run);
-        let after = self.project(run, &shrunk, true, limit);
+        let after = self.project(run, turn, &shrunk, true, limit);
         if !after.fits() {
             self.report_guard(run, &target, "turn_preflight", "over_after_shrink", after);
             warn!(run_id = %run.request.run_id, projected = after.projected, limit, "Context limit exceeded; forcing final turn.");
@@ -101,13 +101,20 @@ impl Session {
     fn project(
         &self,
         run: &mut Run,
+        turn: u32,
         tools: &[ToolDefinition],
         is_final: bool,
         limit: u64,
     ) -> Projection {
         let schema = run.tokenizer.tools(tools);
         run.guard.set_schema(schema);
-        let ephemeral: u64 = ephemeral_messages(run, None, is_final)
+        let step = super::xml_phase::Step {
+            turn,
+            attempt: 1,
+            is_final,
+        };
+        let ephemeral: u64 = self
+            .attempt_messages(run, step, tools, None)
             .iter()
             .map(|m| run.tokenizer.message(m))
             .sum();

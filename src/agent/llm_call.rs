@@ -8,6 +8,7 @@ use futures_util::StreamExt;
 use super::events::{AgentEvent, TextDelta};
 use super::result::{AccountingEntry, EntryStatus, LlmAccounting, TokenCounts};
 use super::session::{Run, Session};
+use super::xml::stream::FinalTagStream;
 use crate::config::Target;
 use crate::config::models::ModelPrice;
 use crate::llm::{
@@ -42,7 +43,7 @@ impl Session {
             sampling: sampling(run),
             timeout: run.request.agent.limits.llm_timeout,
         };
-        let stream_text = run.streams_text();
+        let routing = routing_for(run);
         let started = Instant::now();
         let outcome = match self.providers.get(&target.provider) {
             None => Err(LlmError::Model(format!(
@@ -52,9 +53,13 @@ impl Session {
             Some(provider) => tokio::select! {
                 biased;
                 _ = self.control.abort.cancelled() => return AttemptOutcome::Aborted,
-                outcome = self.stream_response(provider.as_ref(), request, stream_text) => outcome,
+                outcome = self.stream_response(provider.as_ref(), request, routing) => outcome,
             },
         };
+        let outcome = outcome.map(|(response, streamed)| {
+            run.streamed_this_attempt = streamed;
+            response
+        });
         if let Ok(response) = &outcome {
             commit_to_guard(run, response);
         }
@@ -73,18 +78,14 @@ impl Session {
         &self,
         provider: &dyn Provider,
         request: LlmRequest,
-        stream_text: bool,
-    ) -> Result<LlmResponse, LlmError> {
+        mut routing: TextRouting,
+    ) -> Result<(LlmResponse, bool), LlmError> {
         let mut stream = provider.stream(request).await?;
         let mut assembler = ResponseAssembler::default();
         while let Some(delta) = stream.next().await {
             let delta = delta?;
             match &delta {
-                LlmDelta::Text(text) if stream_text => {
-                    self.events
-                        .emit(AgentEvent::Output(TextDelta { text: text.clone() }))
-                        .await
-                }
+                LlmDelta::Text(text) => self.route_text(&mut routing, text).await,
                 LlmDelta::Reasoning(text) => {
                     self.events
                         .emit(AgentEvent::Thinking(TextDelta { text: text.clone() }))
@@ -94,7 +95,54 @@ impl Session {
             }
             assembler.push(&delta);
         }
-        Ok(assembler.finish())
+        let streamed = match &mut routing {
+            TextRouting::FinalTag(filter) => {
+                let tail = filter.finish();
+                self.emit_output(tail).await;
+                filter.streamed_any()
+            }
+            TextRouting::Emit | TextRouting::Hold => false,
+        };
+        Ok((assembler.finish(), streamed))
+    }
+
+    async fn route_text(&self, routing: &mut TextRouting, text: &str) {
+        match routing {
+            TextRouting::Emit => self.emit_output(text.to_string()).await,
+            TextRouting::FinalTag(filter) => {
+                let payload = filter.push(text);
+                self.emit_output(payload).await;
+            }
+            TextRouting::Hold => {}
+        }
+    }
+
+    async fn emit_output(&self, text: String) {
+        if !text.is_empty() {
+            self.events
+                .emit(AgentEvent::Output(TextDelta { text }))
+                .await;
+        }
+    }
+}
+
+/// What happens to text deltas while they stream.
+enum TextRouting {
+    /// The text is the answer (`finalization: text`).
+    Emit,
+    /// Only the inside of the final tag is the answer (XML transports, text formats).
+    FinalTag(FinalTagStream),
+    /// Nothing is shown until the answer is validated (native final report, json).
+    Hold,
+}
+
+fn routing_for(run: &Run) -> TextRouting {
+    if run.streams_text() {
+        return TextRouting::Emit;
+    }
+    match &run.xml {
+        Some(xml) if run.format != "json" => TextRouting::FinalTag(FinalTagStream::new(&xml.nonce)),
+        _ => TextRouting::Hold,
     }
 }
 

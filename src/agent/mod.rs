@@ -15,6 +15,8 @@ pub mod result;
 mod session;
 pub mod tool_args;
 mod tool_phase;
+pub mod xml;
+mod xml_phase;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -49,6 +51,8 @@ pub struct SessionRequest {
     pub format: Option<String>,
     /// JSON schema of the `json` output for this run; the agent's when `None`.
     pub schema: Option<serde_json::Value>,
+    /// Tool transport for this run; the agent's `transport` when `None`.
+    pub transport: Option<crate::config::agent_file::Transport>,
 }
 
 /// The providers a session may call, by configured provider name.

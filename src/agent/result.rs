@@ -156,6 +156,9 @@ pub struct ToolAccounting {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<serde_json::Map<String, serde_json::Value>>,
+    /// `xml` when the call travelled through an XML tag (contract §11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// Which session in a multi-agent tree produced the entry.
     #[serde(flatten)]
     pub lineage: Lineage,

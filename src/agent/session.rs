@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
-use tracing::error;
+use tracing::{error, warn};
 
 use super::context_guard::ContextGuard;
 use super::ending::{Ending, Transcript, assemble};
@@ -20,9 +20,11 @@ use super::llm_call::AttemptOutcome;
 use super::observer::SessionObserver;
 use super::result::{AgentResult, ExitReason, ReportStatus};
 use super::tool_phase::Handled;
+use super::xml::{XmlMode, XmlState};
+use super::xml_phase::{Step, provider_tools};
 use super::{ProviderSet, SessionRequest};
 use crate::config::Target;
-use crate::config::agent_file::Finalization;
+use crate::config::agent_file::{Finalization, Transport};
 use crate::config::models::ModelCatalog;
 use crate::llm::tokens::Tokenizer;
 use crate::llm::{ChatMessage, LlmError, ToolDefinition};
@@ -97,6 +99,14 @@ pub(super) struct Run {
     /// The final-report tool and its validator (`finalization: report` only).
     pub report: Option<(FinalReportSpec, ToolDefinition)>,
     pub format: String,
+    /// The XML transport's state (`xml-final` or `xml` with a final report); `None` is native.
+    pub xml: Option<XmlState>,
+    /// What the model must be told about its previous response (XML transports).
+    pub xml_feedback: Vec<String>,
+    /// The answer reached the client while it streamed; it is not published again.
+    pub answer_streamed: bool,
+    /// The current attempt streamed final-tag text to the client.
+    pub streamed_this_attempt: bool,
     pub guard: ContextGuard,
     /// Counts tokens for the first target (the guard's estimates).
     pub tokenizer: Tokenizer,
@@ -222,7 +232,7 @@ impl Session {
 
     /// In report mode the answer was not streamed as it was generated: send it as output now.
     async fn publish_answer(&self, run: &Run, ending: &Ending) {
-        if run.streams_text() {
+        if run.streams_text() || run.answer_streamed {
             return;
         }
         let Some(report) = ending
@@ -334,8 +344,18 @@ impl Session {
                     forced_final_reason: run.forced_final.map(|f| f.as_str().to_string()),
                 }))
                 .await;
-            let ephemeral = ephemeral_messages(run, retry_notice.take(), is_final);
-            match self.call_llm(run, &target, tools.clone(), ephemeral).await {
+            let step = Step {
+                turn,
+                attempt,
+                is_final,
+            };
+            let ephemeral = self.attempt_messages(run, step, &tools, retry_notice.take());
+            // The feedback is in this attempt's XML-NEXT; what the response earns comes next.
+            run.xml_feedback.clear();
+            match self
+                .call_llm(run, &target, provider_tools(run, &tools), ephemeral)
+                .await
+            {
                 AttemptOutcome::Aborted => return TurnEnd::End(cancelled()),
                 AttemptOutcome::Failed(error) if error.is_fatal() => {
                     return TurnEnd::End(fatal(&error));
@@ -356,6 +376,7 @@ impl Session {
                     }
                 }
                 AttemptOutcome::Empty => {
+                    warn!(run_id = %run.request.run_id, turn, attempt, "empty response; retrying");
                     retry_notice = Some(empty_notice(run));
                     provider_error = None;
                     rate_limited.clear();
@@ -365,7 +386,7 @@ impl Session {
                         Handled::Next => return TurnEnd::Next,
                         Handled::End(ending) => return TurnEnd::End(ending),
                         Handled::Retry(notice) => {
-                            retry_notice = Some(notice);
+                            retry_notice = notice;
                             provider_error = None;
                             rate_limited.clear();
                         }
@@ -424,6 +445,8 @@ fn new_run(request: SessionRequest, catalog: &ModelCatalog) -> Run {
             )
         });
     let guard = ContextGuard::new(tokenizer.messages(&conversation));
+    let request_transport = request.transport.unwrap_or(request.agent.transport);
+    let finalization = request.agent.finalization;
     let format = request
         .format
         .clone()
@@ -439,6 +462,10 @@ fn new_run(request: SessionRequest, catalog: &ModelCatalog) -> Run {
         forced_final: None,
         report: None,
         format,
+        xml: xml_state(&request_transport, finalization),
+        xml_feedback: Vec::new(),
+        answer_streamed: false,
+        streamed_this_attempt: false,
         guard,
         tokenizer,
     }
@@ -522,6 +549,15 @@ pub(super) fn longest_wait(suggestions: &[Option<Duration>], attempt: u32) -> Du
         .max()
         .unwrap_or(fallback)
         .clamp(Duration::from_secs(1), MAX_BACKOFF)
+}
+
+/// The XML transport applies to sessions that end with a final report.
+fn xml_state(transport: &Transport, finalization: Finalization) -> Option<XmlState> {
+    match (transport, finalization) {
+        (_, Finalization::Text) | (Transport::Native, _) => None,
+        (Transport::XmlFinal, Finalization::Report) => Some(XmlState::new(XmlMode::FinalOnly)),
+        (Transport::Xml, Finalization::Report) => Some(XmlState::new(XmlMode::Full)),
+    }
 }
 
 #[cfg(test)]

@@ -23,8 +23,8 @@ use crate::tools::ToolOutcome;
 pub(super) enum Handled {
     Next,
     End(Ending),
-    /// Retry this turn with the given ephemeral notice; nothing was added to the conversation.
-    Retry(&'static str),
+    /// Retry this turn, with an ephemeral notice if given; nothing was added to the conversation.
+    Retry(Option<&'static str>),
 }
 
 /// `charactersOut` the contract fixes for an accepted final report.
@@ -36,6 +36,8 @@ struct ToolContext {
     /// `toolResponseMaxBytes`: longer outputs are truncated.
     max_bytes: usize,
     lineage: Lineage,
+    /// `xml` when the call came through a tag.
+    source: Option<&'static str>,
 }
 
 /// The result of one executed tool call.
@@ -53,6 +55,11 @@ impl Session {
         is_final: bool,
         response: LlmResponse,
     ) -> Handled {
+        if run.xml.is_some() {
+            return self
+                .handle_xml_response(run, turn, is_final, response)
+                .await;
+        }
         let has_text = !response.text.trim().is_empty();
         if response.tool_calls.is_empty() {
             if !has_text {
@@ -87,31 +94,66 @@ impl Session {
                         None,
                     ))
                 }
-                Finalization::Report => Handled::Retry(EMPTY_RESPONSE_NOTICE),
+                Finalization::Report => Handled::Retry(Some(EMPTY_RESPONSE_NOTICE)),
             };
         }
         run.transcript
             .conversation
             .push(assistant_message(&response));
-        self.run_tool_calls(run, turn, is_final, &response.tool_calls)
+        self.run_native_calls(run, turn, is_final, &response.tool_calls)
             .await
     }
 
-    async fn run_tool_calls(
+    /// Runs a turn's native tool calls and adds the assistant's calls' replies as `tool` messages.
+    pub(super) async fn run_native_calls(
         &self,
         run: &mut Run,
         turn: u32,
         is_final: bool,
         calls: &[ToolCall],
     ) -> Handled {
+        let replies = match self.execute_calls(run, turn, is_final, calls, None).await {
+            Ok(replies) => replies,
+            Err(handled) => return handled,
+        };
+        for (call, content) in calls.iter().zip(replies) {
+            run.transcript.conversation.push(ChatMessage {
+                role: Role::Tool,
+                content: Some(content),
+                tool_calls: Vec::new(),
+                tool_call_id: Some(call.id.clone()),
+                reasoning: None,
+            });
+        }
+        Handled::Next
+    }
+
+    /// Checks a turn's calls (final report, final turn, `maxToolCallsPerTurn`, arguments), runs
+    /// the valid ones concurrently and passes their outputs through the context guard. Returns
+    /// one reply per call, in order, or how the run ends.
+    pub(super) async fn execute_calls(
+        &self,
+        run: &mut Run,
+        turn: u32,
+        is_final: bool,
+        calls: &[ToolCall],
+        source: Option<&'static str>,
+    ) -> Result<Vec<String>, Handled> {
         let limit = run.request.agent.limits.max_tool_calls_per_turn as usize;
         let mut replies: Vec<Option<String>> = vec![None; calls.len()];
         let mut runnable: Vec<(usize, &ToolCall, Map<String, Value>)> = Vec::new();
         let mut requested = 0usize;
         for (index, call) in calls.iter().enumerate() {
             if call.name == FINAL_REPORT_TOOL && run.report.is_some() {
-                match self.accept_final_report(run, call).await {
-                    Ok(ending) => return Handled::End(ending),
+                let outcome = match run.xml.as_ref() {
+                    None => self.accept_final_report(run, call).await,
+                    Some(xml) => Err(format!(
+                        "the final report is not a tool in this session; write it inside the <ai-agent-{}-FINAL> tag",
+                        xml.nonce
+                    )),
+                };
+                match outcome {
+                    Ok(ending) => return Err(Handled::End(ending)),
                     Err(reason) => {
                         // A failing final report collapses the remaining turns: the next is the last.
                         run.max_turns = run.max_turns.min(turn + 1);
@@ -159,13 +201,14 @@ impl Session {
             max_bytes: usize::try_from(run.request.agent.limits.tool_response_max_bytes)
                 .unwrap_or(usize::MAX),
             lineage: run.lineage(),
+            source,
         };
         let executions = runnable
             .into_iter()
             .map(|(index, call, arguments)| self.execute_tool(index, call, arguments, &context));
         let executed = tokio::select! {
             biased;
-            _ = self.control.abort.cancelled() => return Handled::End(Ending::failure(ExitReason::Cancelled, "the run was cancelled")),
+            _ = self.control.abort.cancelled() => return Err(Handled::End(Ending::failure(ExitReason::Cancelled, "the run was cancelled"))),
             executed = futures_util::future::join_all(executions) => executed,
         };
         let mut executed: Vec<Executed> = executed;
@@ -192,7 +235,8 @@ impl Session {
             replies[index] = Some(message);
             admitted[index] = true;
         }
-        for ((call, reply), admitted) in calls.iter().zip(replies).zip(admitted) {
+        let mut contents = Vec::with_capacity(calls.len());
+        for (reply, admitted) in replies.into_iter().zip(admitted) {
             let content = reply.unwrap_or_else(|| failed("not executed"));
             if !admitted {
                 let tokens = run
@@ -200,21 +244,15 @@ impl Session {
                     .message(&ChatMessage::new(Role::Tool, content.as_str()));
                 run.guard.add_new(tokens);
             }
-            run.transcript.conversation.push(ChatMessage {
-                role: Role::Tool,
-                content: Some(content),
-                tool_calls: Vec::new(),
-                tool_call_id: Some(call.id.clone()),
-                reasoning: None,
-            });
+            contents.push(content);
         }
         if self.control.abort.is_cancelled() {
-            return Handled::End(Ending::failure(
+            return Err(Handled::End(Ending::failure(
                 ExitReason::Cancelled,
                 "the run was cancelled",
-            ));
+            )));
         }
-        Handled::Next
+        Ok(contents)
     }
 
     /// Validates a final-report call; `Err` carries the reason the model will be told.
@@ -248,6 +286,7 @@ impl Session {
             error: outcome.as_ref().err().cloned(),
             details: None,
             lineage: run.lineage(),
+            source: None,
         });
         run.transcript.accounting.push(entry.clone());
         self.events.emit(AgentEvent::Accounting(entry)).await;
@@ -347,6 +386,7 @@ impl Session {
             error,
             details: None,
             lineage: context.lineage.clone(),
+            source: context.source.map(str::to_string),
         });
         Executed {
             index,
@@ -411,7 +451,7 @@ fn failed(reason: &str) -> String {
     format!("(tool failed: {reason})")
 }
 
-fn assistant_message(response: &LlmResponse) -> ChatMessage {
+pub(super) fn assistant_message(response: &LlmResponse) -> ChatMessage {
     ChatMessage {
         role: Role::Assistant,
         content: Some(response.text.clone()).filter(|t| !t.is_empty()),

@@ -114,6 +114,7 @@ pub async fn chat_completions(
         conversation_id: None,
         format: None,
         schema: None,
+        transport: None,
     };
     let reply = Completion {
         id: format!("chatcmpl-{run_id}"),

@@ -10,3 +10,4 @@ mod context;
 mod operations;
 mod session;
 mod store;
+mod xml;

@@ -114,6 +114,7 @@ impl ScriptedLlm {
 #[async_trait]
 impl Provider for ScriptedLlm {
     async fn stream(&self, request: LlmRequest) -> Result<DeltaStream, LlmError> {
+        let nonce = session_nonce(&request);
         self.requests
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -124,9 +125,12 @@ impl Provider for ScriptedLlm {
             .unwrap_or_else(PoisonError::into_inner)
             .pop_front();
         match step {
-            Some(Step::Deltas(deltas)) => Ok(Box::pin(futures_util::stream::iter(
-                deltas.into_iter().map(Ok),
-            ))),
+            Some(Step::Deltas(deltas)) => {
+                let deltas = with_nonce(deltas, nonce.as_deref());
+                Ok(Box::pin(futures_util::stream::iter(
+                    deltas.into_iter().map(Ok),
+                )))
+            }
             Some(Step::Fail(error)) => Err(error),
             Some(Step::Hang) => {
                 std::future::pending::<()>().await;
@@ -138,6 +142,35 @@ impl Provider for ScriptedLlm {
             )),
         }
     }
+}
+
+/// The XML nonce the session advertised in this request's XML-NEXT, if any.
+pub fn session_nonce(request: &LlmRequest) -> Option<String> {
+    let text = request.messages.last()?.content.clone()?;
+    // Read it from the final-report slot: feedback may quote other nonces.
+    let slot = text.find("## Final report").unwrap_or(0);
+    let start = slot + text[slot..].find("<ai-agent-")? + "<ai-agent-".len();
+    text.get(start..start + 8).map(str::to_string)
+}
+
+/// Replaces `NONCE` in scripted text with the session's nonce.
+fn with_nonce(deltas: Vec<LlmDelta>, nonce: Option<&str>) -> Vec<LlmDelta> {
+    let Some(nonce) = nonce else { return deltas };
+    deltas
+        .into_iter()
+        .map(|delta| match delta {
+            LlmDelta::Text(text) => LlmDelta::Text(text.replace("NONCE", nonce)),
+            other => other,
+        })
+        .collect()
+}
+
+/// A text reply streamed in the given chunks, ending with `stop`.
+pub fn chunked(chunks: &[&str], stop: StopReason) -> Step {
+    let mut deltas: Vec<LlmDelta> = chunks.iter().map(|c| LlmDelta::Text((*c).into())).collect();
+    deltas.push(usage(10, 5));
+    deltas.push(LlmDelta::Stop(stop));
+    Step::Deltas(deltas)
 }
 
 /// Tools `test__echo`, `test__slow` (sleeps `ms`), `test__fail`, `test__panic`, `test__big`
@@ -206,7 +239,13 @@ pub fn agent(frontmatter: &str) -> Arc<AgentSpec> {
     } else {
         "models: [a/m1]\n"
     };
-    let text = format!("---\n{models}{frontmatter}\n---\nYou are a test agent.");
+    // The contract tests drive the final report as a tool call unless a test picks a transport.
+    let transport = if frontmatter.contains("transport:") {
+        ""
+    } else {
+        "transport: native\n"
+    };
+    let text = format!("---\n{models}{transport}{frontmatter}\n---\nYou are a test agent.");
     let file = agentd::config::agent_file::parse_agent_file(&text).expect("agent file");
     Arc::new(resolve_agent(std::path::Path::new("/test/agent.ai"), file, &config).expect("agent"))
 }
@@ -265,6 +304,7 @@ impl Harness {
             conversation_id: None,
             format: None,
             schema: None,
+            transport: None,
         }
     }
 
