@@ -9,6 +9,8 @@ mod ending;
 pub mod events;
 pub mod final_report;
 mod guard_phase;
+mod internal_phase;
+pub mod internal_tools;
 mod llm_call;
 pub mod observer;
 pub mod result;
@@ -51,6 +53,8 @@ pub struct SessionRequest {
     pub format: Option<String>,
     /// JSON schema of the `json` output for this run; the agent's when `None`.
     pub schema: Option<serde_json::Value>,
+    /// The caller, for `userScoped` agents: written into every tool call's `user_id`.
+    pub user_id: Option<String>,
     /// Tool transport for this run; the agent's `transport` when `None`.
     pub transport: Option<crate::config::agent_file::Transport>,
 }

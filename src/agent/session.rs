@@ -16,6 +16,7 @@ use super::events::{AgentEvent, EventSink, RunStarted, TextDelta, TurnStarted};
 use super::final_report::{
     FINAL_REPORT_TOOL, FinalReportSpec, final_report_description, final_report_parameters,
 };
+use super::internal_tools::{batch_definition, task_status_definition};
 use super::llm_call::AttemptOutcome;
 use super::observer::SessionObserver;
 use super::result::{AgentResult, ExitReason, ReportStatus};
@@ -66,6 +67,8 @@ pub(super) enum ForcedFinal {
     RetryExhaustion,
     /// The context guard tripped.
     Context,
+    /// `agent__task_status` said the task is complete.
+    TaskCompleted,
 }
 
 impl ForcedFinal {
@@ -74,6 +77,7 @@ impl ForcedFinal {
             Self::UserStop => "user_stop",
             Self::RetryExhaustion => "retry_exhaustion",
             Self::Context => "context",
+            Self::TaskCompleted => "task_status_completed",
         }
     }
 }
@@ -406,6 +410,11 @@ impl Session {
             return self.final_turn_tools(run);
         }
         let mut tools = self.tools.definitions().await;
+        if run.report.is_some() && !tools.is_empty() {
+            let batch = batch_definition(&tools);
+            tools.push(task_status_definition());
+            tools.push(batch);
+        }
         tools.extend(self.final_turn_tools(run));
         tools
     }
@@ -428,7 +437,7 @@ impl Session {
 }
 
 fn new_run(request: SessionRequest, catalog: &ModelCatalog) -> Run {
-    let mut conversation = vec![ChatMessage::system(request.agent.system_prompt.clone())];
+    let mut conversation = vec![ChatMessage::system(system_prompt(&request))];
     conversation.extend(request.history.iter().cloned());
     conversation.push(ChatMessage::user(request.prompt.clone()));
     let tokenizer = request
@@ -549,6 +558,18 @@ pub(super) fn longest_wait(suggestions: &[Option<Duration>], attempt: u32) -> Du
         .max()
         .unwrap_or(fallback)
         .clamp(Duration::from_secs(1), MAX_BACKOFF)
+}
+
+/// The agent's prompt, plus the isolation rule of `userScoped` agents (seeds/001).
+fn system_prompt(request: &SessionRequest) -> String {
+    match (&request.user_id, request.agent.user_scoped) {
+        (Some(user), true) => format!(
+            "{}\n\nYou act for user `{user}` only. Every tool call runs with `user_id` = `{user}`, set by the system; \
+             you cannot read or change another user's data.",
+            request.agent.system_prompt
+        ),
+        _ => request.agent.system_prompt.clone(),
+    }
 }
 
 /// The XML transport applies to sessions that end with a final report.

@@ -12,6 +12,7 @@ use super::ending::Ending;
 use super::events::{AgentEvent, ToolFinished, ToolStarted};
 use super::final_report::FINAL_REPORT_TOOL;
 use super::guard_phase::Refusal;
+use super::internal_tools::{BATCH_TOOL, TASK_STATUS_TOOL};
 use super::result::{AccountingEntry, EntryStatus, ExitReason, Lineage, ToolAccounting};
 use super::session::{EMPTY_RESPONSE_NOTICE, Run, Session};
 use super::tool_args::{ParsedArguments, parse_tool_arguments};
@@ -31,20 +32,20 @@ pub(super) enum Handled {
 const FINAL_REPORT_CHARS_OUT: usize = 12;
 
 /// Per-run facts the concurrent tool executions need.
-struct ToolContext {
-    timeout: Duration,
+pub(super) struct ToolContext {
+    pub timeout: Duration,
     /// `toolResponseMaxBytes`: longer outputs are truncated.
-    max_bytes: usize,
-    lineage: Lineage,
+    pub max_bytes: usize,
+    pub lineage: Lineage,
     /// `xml` when the call came through a tag.
-    source: Option<&'static str>,
+    pub source: Option<&'static str>,
 }
 
 /// The result of one executed tool call.
-struct Executed {
-    index: usize,
-    message: String,
-    entry: AccountingEntry,
+pub(super) struct Executed {
+    pub index: usize,
+    pub message: String,
+    pub entry: AccountingEntry,
 }
 
 impl Session {
@@ -143,6 +144,7 @@ impl Session {
         let mut replies: Vec<Option<String>> = vec![None; calls.len()];
         let mut runnable: Vec<(usize, &ToolCall, Map<String, Value>)> = Vec::new();
         let mut requested = 0usize;
+        let mut batches: Vec<(usize, &ToolCall)> = Vec::new();
         for (index, call) in calls.iter().enumerate() {
             if call.name == FINAL_REPORT_TOOL && run.report.is_some() {
                 let outcome = match run.xml.as_ref() {
@@ -169,6 +171,14 @@ impl Session {
                 )));
                 continue;
             }
+            if call.name == TASK_STATUS_TOOL && run.report.is_some() {
+                replies[index] = Some(self.record_task_status(run, call).await);
+                continue;
+            }
+            if call.name == BATCH_TOOL && run.report.is_some() {
+                batches.push((index, call));
+                continue;
+            }
             requested += 1;
             if requested > limit {
                 replies[index] = Some(failed(&format!(
@@ -177,23 +187,9 @@ impl Session {
                 )));
                 continue;
             }
-            match parse_tool_arguments(&call.arguments) {
-                Ok(ParsedArguments::Clean(arguments)) => runnable.push((index, call, arguments)),
-                Ok(ParsedArguments::Repaired {
-                    arguments,
-                    repaired,
-                    steps,
-                }) => {
-                    warn!(tool = %call.name, original = %call.arguments, %repaired, steps = ?steps, "tool arguments repaired");
-                    runnable.push((index, call, arguments));
-                }
-                Err(reason) => {
-                    error!(tool = %call.name, payload = %call.arguments, %reason, "tool arguments unparseable; call dropped");
-                    replies[index] = Some(failed(&format!(
-                        "the arguments of {} are not a valid JSON object ({reason}); call it again with valid JSON",
-                        call.name
-                    )));
-                }
+            match call_arguments(call) {
+                Ok(arguments) => runnable.push((index, call, scope_to_user(run, arguments))),
+                Err(reply) => replies[index] = Some(reply),
             }
         }
         let context = ToolContext {
@@ -203,6 +199,17 @@ impl Session {
             lineage: run.lineage(),
             source,
         };
+        let mut admitted = vec![false; calls.len()];
+        for (index, call) in batches {
+            let remaining = limit.saturating_sub(requested);
+            let (reply, used) = self.run_batch(run, call, &context, remaining).await;
+            requested += used;
+            replies[index] = Some(match self.admit_tool_output(run, &reply) {
+                Ok(()) => reply,
+                Err(_) => BUDGET_EXCEEDED_STUB.to_string(),
+            });
+            admitted[index] = true;
+        }
         let executions = runnable
             .into_iter()
             .map(|(index, call, arguments)| self.execute_tool(index, call, arguments, &context));
@@ -214,7 +221,6 @@ impl Session {
         let mut executed: Vec<Executed> = executed;
         executed.sort_by_key(|e| e.index);
         // Outputs of executed tools pass the guard's tool_preflight; the rest are short notices.
-        let mut admitted = vec![false; calls.len()];
         for Executed {
             index,
             message,
@@ -312,7 +318,7 @@ impl Session {
     }
 
     /// Runs one tool in its own task, bounded by the tool timeout; emits its events.
-    async fn execute_tool(
+    pub(super) async fn execute_tool(
         &self,
         index: usize,
         call: &ToolCall,
@@ -447,7 +453,37 @@ fn mark_dropped(entry: &mut AccountingEntry, refusal: &Refusal) {
     tool.details = Some(details);
 }
 
-fn failed(reason: &str) -> String {
+/// Parses a call's arguments (repairing them if needed); `Err` is the reply the model gets.
+pub(super) fn call_arguments(call: &ToolCall) -> Result<Map<String, Value>, String> {
+    match parse_tool_arguments(&call.arguments) {
+        Ok(ParsedArguments::Clean(arguments)) => Ok(arguments),
+        Ok(ParsedArguments::Repaired {
+            arguments,
+            repaired,
+            steps,
+        }) => {
+            warn!(tool = %call.name, original = %call.arguments, %repaired, steps = ?steps, "tool arguments repaired");
+            Ok(arguments)
+        }
+        Err(reason) => {
+            error!(tool = %call.name, payload = %call.arguments, %reason, "tool arguments unparseable; call dropped");
+            Err(failed(&format!(
+                "the arguments of {} are not a valid JSON object ({reason}); call it again with valid JSON",
+                call.name
+            )))
+        }
+    }
+}
+
+/// `userScoped` agents: the caller's `user_id` overrides whatever the model wrote (seeds/001).
+pub(super) fn scope_to_user(run: &Run, mut arguments: Map<String, Value>) -> Map<String, Value> {
+    if let (true, Some(user)) = (run.request.agent.user_scoped, &run.request.user_id) {
+        arguments.insert("user_id".into(), Value::String(user.clone()));
+    }
+    arguments
+}
+
+pub(super) fn failed(reason: &str) -> String {
     format!("(tool failed: {reason})")
 }
 

@@ -352,6 +352,9 @@ impl Session {
                 agent: run.request.agent.name.clone(),
                 call_path: run.call_path(),
                 message: Some(message),
+                done: None,
+                pending: None,
+                now: None,
             }))
             .await;
     }

@@ -114,6 +114,7 @@ pub async fn chat_completions(
         conversation_id: None,
         format: None,
         schema: None,
+        user_id: None,
         transport: None,
     };
     let reply = Completion {

@@ -7,6 +7,7 @@ mod support;
 mod chat_completions;
 mod cli;
 mod context;
+mod internal_tools;
 mod operations;
 mod session;
 mod store;

@@ -304,6 +304,7 @@ impl Harness {
             conversation_id: None,
             format: None,
             schema: None,
+            user_id: None,
             transport: None,
         }
     }
