@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::events::{AgentEvent, Progress};
-use super::internal_tools::{TASK_STATUS_TOOL, TaskStatus, parse_batch};
+use super::internal_tools::{RejectedCall, TASK_STATUS_TOOL, TaskStatus, parse_batch};
 use super::result::{AccountingEntry, EntryStatus, ToolAccounting};
 use super::session::{ForcedFinal, Run, Session};
 use super::tool_phase::{Executed, ToolContext, call_arguments, failed, scope_to_user};
@@ -88,21 +88,18 @@ impl Session {
         let mut runnable = Vec::new();
         for (index, item) in parsed.into_iter().enumerate() {
             let item = item.and_then(|c| {
-                if !known.contains(&c.tool) {
-                    Err((
-                        c.id,
-                        c.tool.clone(),
-                        format!("UNKNOWN_TOOL: no tool named {}", c.tool),
-                    ))
+                let error = if !known.contains(&c.tool) {
+                    format!("UNKNOWN_TOOL: no tool named {}", c.tool)
                 } else if runnable.len() >= remaining {
-                    Err((
-                        c.id,
-                        c.tool,
-                        "LIMIT: more calls than this turn allows; repeat it next turn".to_string(),
-                    ))
+                    "LIMIT: more calls than this turn allows; repeat it next turn".to_string()
                 } else {
-                    Ok(c)
-                }
+                    return Ok(c);
+                };
+                Err(RejectedCall {
+                    id: c.id,
+                    tool: c.tool,
+                    error,
+                })
             });
             match item {
                 Ok(c) => {
@@ -114,8 +111,8 @@ impl Session {
                     results.push(json!({"id": c.id, "tool": c.tool}));
                     runnable.push((index, inner, scope_to_user(run, c.parameters)));
                 }
-                Err((id, tool, message)) => {
-                    results.push(json!({"id": id, "tool": tool, "ok": false, "error": message}))
+                Err(RejectedCall { id, tool, error }) => {
+                    results.push(json!({"id": id, "tool": tool, "ok": false, "error": error}))
                 }
             }
         }

@@ -122,17 +122,23 @@ pub struct BatchCall {
     pub parameters: Map<String, Value>,
 }
 
+/// A call inside a batch that will not run, with the error its result carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RejectedCall {
+    pub id: Value,
+    pub tool: String,
+    pub error: String,
+}
+
+pub type BatchItem = Result<BatchCall, RejectedCall>;
+
 /// Parses `agent__batch` arguments; per-call problems are returned as error results.
-pub fn parse_batch(
-    arguments: &Map<String, Value>,
-) -> Result<Vec<Result<BatchCall, (Value, String, String)>>, String> {
+pub fn parse_batch(arguments: &Map<String, Value>) -> Result<Vec<BatchItem>, String> {
     let calls = arguments
         .get("calls")
         .and_then(Value::as_array)
+        .filter(|calls| !calls.is_empty())
         .ok_or("`calls` must be a non-empty array")?;
-    if calls.is_empty() {
-        return Err("`calls` must be a non-empty array".into());
-    }
     Ok(calls
         .iter()
         .enumerate()
@@ -140,30 +146,28 @@ pub fn parse_batch(
         .collect())
 }
 
-fn parse_batch_call(index: usize, call: &Value) -> Result<BatchCall, (Value, String, String)> {
+fn parse_batch_call(index: usize, call: &Value) -> BatchItem {
     let id = call.get("id").cloned().unwrap_or_else(|| json!(index + 1));
     let tool = call
         .get("tool")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
+    let reject = |id: Value, tool: String, error: String| Err(RejectedCall { id, tool, error });
     if tool.is_empty() {
-        return Err((id, tool, "each call needs a `tool`".into()));
+        return reject(id, tool, "each call needs a `tool`".into());
     }
     if tool == BATCH_TOOL
         || tool == TASK_STATUS_TOOL
         || tool == super::final_report::FINAL_REPORT_TOOL
     {
-        return Err((
-            id,
-            tool.clone(),
-            format!("INTERNAL_NOT_ALLOWED: {tool} cannot run inside a batch"),
-        ));
+        let error = format!("INTERNAL_NOT_ALLOWED: {tool} cannot run inside a batch");
+        return reject(id, tool, error);
     }
     let parameters = match call.get("parameters") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(map)) => map.clone(),
-        Some(_) => return Err((id, tool, "`parameters` must be an object".into())),
+        Some(_) => return reject(id, tool, "`parameters` must be an object".into()),
     };
     Ok(BatchCall {
         id,
@@ -218,9 +222,9 @@ mod tests {
             })
         );
         assert!(
-            matches!(&parsed[1], Err((id, _, e)) if id == &json!(2) && e.starts_with("INTERNAL_NOT_ALLOWED"))
+            matches!(&parsed[1], Err(r) if r.id == json!(2) && r.error.starts_with("INTERNAL_NOT_ALLOWED"))
         );
-        assert!(matches!(&parsed[2], Err((_, _, e)) if e.starts_with("INTERNAL_NOT_ALLOWED")));
+        assert!(matches!(&parsed[2], Err(r) if r.error.starts_with("INTERNAL_NOT_ALLOWED")));
         assert!(parsed[3].is_err() && parsed[4].is_err());
         assert!(parse_batch(&object(json!({"calls": []}))).is_err());
     }
