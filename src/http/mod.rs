@@ -2,9 +2,11 @@
 //! each request by route template, and `serve` with graceful shutdown. Handlers only translate
 //! between wire formats and [`SessionRequest`](crate::agent::SessionRequest)s.
 
+mod anthropic;
 pub mod error;
 mod openai;
 mod ops;
+mod sse;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -29,6 +31,7 @@ pub fn app(runtime: Arc<Runtime>) -> Router {
         .route("/metrics", get(ops::metrics))
         .route("/v1/models", get(openai::list_models))
         .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/messages", post(anthropic::messages))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(runtime.clone(), measure))

@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod anthropic;
 mod chat_completions;
 mod cli;
 mod context;
