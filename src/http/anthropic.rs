@@ -6,7 +6,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
@@ -14,6 +14,7 @@ use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::error::{ApiError, ApiJson};
 use super::sse::sse_response;
 use crate::agent::events::AgentEvent;
@@ -118,6 +119,7 @@ pub fn list_models(runtime: &Runtime) -> Response {
 
 pub async fn messages(
     State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
     body: Result<ApiJson<MessagesRequest>, ApiError>,
 ) -> Result<Response, AnthropicError> {
     let ApiJson(body) = body?;
@@ -125,6 +127,7 @@ pub async fn messages(
         .agents
         .get(&body.model)
         .ok_or_else(|| ApiError::unknown_model(&body.model))?;
+    caller.check_agent(&agent.name)?;
     if body.tools.as_ref().is_some_and(|t| !t.is_empty()) {
         return Err(ApiError::invalid_request(
             "tool_use_not_supported: agents use their own tools; do not send `tools`",
@@ -147,14 +150,14 @@ pub async fn messages(
         conversation_id: None,
         format: None,
         schema: None,
-        user_id: None,
+        user_id: caller.user_id.clone(),
         transport: None,
     };
     let reply = Reply {
         id: format!("msg_{}", run_id.replace('-', "")),
         model: body.model.clone(),
     };
-    let handle = runtime.spawn_run(request, None);
+    let handle = runtime.spawn_run(request, caller.user_id.clone());
     let mut response = if body.stream.unwrap_or(false) {
         let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
         sse_response(stream_events(handle, reply, guard), &runtime.config.server)

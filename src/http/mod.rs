@@ -3,6 +3,7 @@
 //! between wire formats and [`SessionRequest`](crate::agent::SessionRequest)s.
 
 mod anthropic;
+pub mod auth;
 pub mod error;
 mod openai;
 mod ops;
@@ -25,6 +26,7 @@ use error::ApiError;
 /// The whole application; tests serve it on port 0.
 pub fn app(runtime: Arc<Runtime>) -> Router {
     let body_limit = runtime.config.server.request_body_limit_bytes;
+    let keys = Arc::new(auth::KeyTable::from_config(&runtime.config.auth));
     Router::new()
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
@@ -34,6 +36,7 @@ pub fn app(runtime: Arc<Runtime>) -> Router {
         .route("/v1/messages", post(anthropic::messages))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(keys, auth::authenticate))
         .layer(middleware::from_fn_with_state(runtime.clone(), measure))
         .layer(middleware::from_fn(move |request, next| {
             limit_body(request, next, body_limit)

@@ -5,7 +5,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::HeaderValue;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
@@ -13,6 +13,7 @@ use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::auth::Caller;
 use super::error::{ApiError, ApiJson};
 use super::sse::sse_response;
 use crate::agent::events::AgentEvent;
@@ -99,12 +100,14 @@ pub async fn list_models(
 
 pub async fn chat_completions(
     State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
     ApiJson(body): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let agent = runtime
         .agents
         .get(&body.model)
         .ok_or_else(|| ApiError::unknown_model(&body.model))?;
+    caller.check_agent(&agent.name)?;
     let (history, prompt) = split_messages(&body.messages)?;
     let run_id = uuid::Uuid::now_v7().to_string();
     let request = SessionRequest {
@@ -120,7 +123,7 @@ pub async fn chat_completions(
         conversation_id: None,
         format: None,
         schema: None,
-        user_id: None,
+        user_id: caller.user_id.clone(),
         transport: None,
     };
     let reply = Completion {
@@ -132,7 +135,7 @@ pub async fn chat_completions(
             .as_ref()
             .is_some_and(|o| o.include_usage),
     };
-    let handle = runtime.spawn_run(request, None);
+    let handle = runtime.spawn_run(request, caller.user_id.clone());
     let mut response = if body.stream.unwrap_or(false) {
         let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
         sse_response(stream_chunks(handle, reply, guard), &runtime.config.server)

@@ -5,6 +5,7 @@
 mod support;
 
 mod anthropic;
+mod auth;
 mod chat_completions;
 mod cli;
 mod context;
