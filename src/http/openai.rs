@@ -35,6 +35,51 @@ pub struct ChatCompletionRequest {
     pub top_p: Option<f64>,
     pub max_tokens: Option<u32>,
     pub max_completion_tokens: Option<u32>,
+    #[serde(default)]
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// `response_format`: `text`, `json_object`, or `json_schema` with `{name, schema, strict?}`.
+#[derive(Debug, Deserialize)]
+pub struct ResponseFormat {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub json_schema: Option<JsonSchemaFormat>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct JsonSchemaFormat {
+    #[serde(default)]
+    pub schema: Option<Value>,
+}
+
+/// The run's output format and schema from `response_format`.
+fn output_of(format: Option<&ResponseFormat>) -> Result<(Option<String>, Option<Value>), ApiError> {
+    let Some(format) = format else {
+        return Ok((None, None));
+    };
+    match format.kind.as_str() {
+        "text" => Ok((None, None)),
+        "json_object" => Ok((Some("json".into()), Some(json!({"type": "object"})))),
+        "json_schema" => {
+            let schema = format
+                .json_schema
+                .as_ref()
+                .and_then(|f| f.schema.clone())
+                .ok_or_else(|| {
+                    ApiError::invalid_request(
+                        "`response_format.json_schema.schema` is required for json_schema",
+                    )
+                    .with_param("response_format.json_schema.schema")
+                })?;
+            Ok((Some("json".into()), Some(schema)))
+        }
+        other => Err(ApiError::invalid_request(format!(
+            "response_format type {other:?} is not one of text, json_object, json_schema"
+        ))
+        .with_param("response_format.type")),
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -109,6 +154,8 @@ pub async fn chat_completions(
         .ok_or_else(|| ApiError::unknown_model(&body.model))?;
     caller.check_agent(&agent.name)?;
     let (history, prompt) = split_messages(&body.messages)?;
+    let (format, schema) = output_of(body.response_format.as_ref())?;
+    let show_progress = agent.progress_in_reasoning;
     let run_id = uuid::Uuid::now_v7().to_string();
     let request = SessionRequest {
         run_id: run_id.clone(),
@@ -121,8 +168,8 @@ pub async fn chat_completions(
             max_output_tokens: body.max_completion_tokens.or(body.max_tokens),
         },
         conversation_id: None,
-        format: None,
-        schema: None,
+        format,
+        schema,
         user_id: caller.user_id.clone(),
         transport: None,
     };
@@ -138,7 +185,10 @@ pub async fn chat_completions(
     let handle = runtime.spawn_run(request, caller.user_id.clone());
     let mut response = if body.stream.unwrap_or(false) {
         let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
-        sse_response(stream_chunks(handle, reply, guard), &runtime.config.server)
+        sse_response(
+            stream_chunks(handle, reply, guard, show_progress),
+            &runtime.config.server,
+        )
     } else {
         complete(handle, reply)
             .await
@@ -288,6 +338,7 @@ fn stream_chunks(
     handle: RunHandle,
     reply: Completion,
     active: GaugeGuard,
+    show_progress: bool,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let RunHandle {
         mut events,
@@ -325,12 +376,37 @@ fn stream_chunks(
                     yield Ok(Event::default().data("[DONE]"));
                     return;
                 }
+                other if show_progress => {
+                    if let Some(line) = progress_line(&other) {
+                        yield Ok(reply.chunk(json!({"reasoning_content": line}), None));
+                    }
+                }
                 _ => {}
             }
         }
         // The run task ended without a final event: report it rather than dropping the connection.
         yield Ok(Event::default().data(ApiError::internal().body().to_string()));
         yield Ok(Event::default().data("[DONE]"));
+    }
+}
+
+/// Progress as markdown lines for `reasoning_content`: later turns, task status, tool calls.
+fn progress_line(event: &AgentEvent) -> Option<String> {
+    match event {
+        AgentEvent::TurnStarted(turn) if turn.turn > 1 && turn.attempt == 1 => {
+            Some(format!("\n### Turn {}\n", turn.turn))
+        }
+        AgentEvent::Progress(progress) => {
+            let text = progress.now.as_deref().or(progress.message.as_deref())?;
+            Some(format!("\n- **{}**: {text}\n", progress.call_path))
+        }
+        AgentEvent::ToolStarted(tool) => Some(format!("\n- calling `{}`\n", tool.tool)),
+        AgentEvent::ToolFinished(tool) if tool.status != "ok" => Some(format!(
+            "\n- `{}` failed: {}\n",
+            tool.tool,
+            tool.error.as_deref().unwrap_or("unknown error")
+        )),
+        _ => None,
     }
 }
 

@@ -34,7 +34,7 @@ async fn models_lists_every_agent_as_a_model() {
         .iter()
         .map(|m| m["id"].as_str().expect("id"))
         .collect();
-    assert_eq!(ids, vec!["chat", "fallback", "tight"]);
+    assert_eq!(ids, vec!["chat", "fallback", "report", "tight"]);
     for model in body["data"].as_array().expect("data") {
         assert_eq!(model["object"], "model");
         assert_eq!(model["owned_by"], "agentd");
