@@ -10,6 +10,7 @@ pub mod env_file;
 pub mod expand;
 pub mod layers;
 pub mod registry;
+pub mod tools;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -21,6 +22,7 @@ use serde_json::Value;
 
 use duration::HumanDuration;
 pub use registry::{AgentRegistry, AgentSpec, Target};
+pub use tools::{McpServerConfig, QueueConfig, RestToolConfig};
 
 /// The whole configuration after merging every layer.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -30,11 +32,11 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// MCP servers; connected by the tools layer.
     #[serde(default)]
-    pub mcp_servers: BTreeMap<String, Value>,
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
     #[serde(default)]
-    pub rest_tools: BTreeMap<String, Value>,
+    pub rest_tools: BTreeMap<String, RestToolConfig>,
     #[serde(default)]
-    pub queues: BTreeMap<String, Value>,
+    pub queues: BTreeMap<String, QueueConfig>,
     #[serde(default)]
     pub defaults: Defaults,
     #[serde(default)]
@@ -239,6 +241,7 @@ pub fn load(options: &LoadOptions) -> Result<LoadedConfig, ConfigError> {
     }
     let files = loaded.iter().map(|l| l.source.path.clone()).collect();
     let config = parse_config(layers::merge_layers(&loaded), "merged configuration")?;
+    tools::validate_tools(&config, "merged configuration")?;
     Ok(LoadedConfig { config, files })
 }
 

@@ -3,7 +3,8 @@
 //! agent, provider and model names, status codes; never user ids or raw paths.
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// Every metric handle, registered in one registry (not the process-global default).
@@ -21,6 +22,15 @@ pub struct Metrics {
     pub llm_completion_tokens_total: IntCounterVec,
     pub llm_errors_total: IntCounterVec,
     pub llm_retries_total: IntCounterVec,
+    /// Tool calls by agent, server (namespace), tool and status (`ok`/`failed`).
+    pub tool_invocations_total: IntCounterVec,
+    pub tool_latency_ms: HistogramVec,
+    pub tool_errors_total: IntCounterVec,
+    /// Calls waiting for a slot of each tool queue.
+    pub queue_depth: IntGaugeVec,
+    /// Slots of each tool queue held now.
+    pub queue_in_use: IntGaugeVec,
+    pub queue_wait_duration_ms: HistogramVec,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -51,8 +61,47 @@ impl Metrics {
             registry.register(Box::new(metric.clone()))?;
             Ok(metric)
         };
+        let gauges =
+            |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec, MetricsError> {
+                let metric = IntGaugeVec::new(Opts::new(name, help), labels)?;
+                registry.register(Box::new(metric.clone()))?;
+                Ok(metric)
+            };
         let llm = &["agent", "provider", "model"];
+        let tool = &["agent", "server", "tool"];
+        let millis_buckets = vec![
+            1.0, 5.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
+            60000.0, 120000.0,
+        ];
         Ok(Self {
+            tool_invocations_total: counter(
+                "ai_agent_tool_invocations_total",
+                "Tool calls by agent, server, tool and status.",
+                &["agent", "server", "tool", "status"],
+            )?,
+            tool_latency_ms: histogram(
+                "ai_agent_tool_latency_ms",
+                "Tool call latency in milliseconds, queue wait included.",
+                tool,
+                millis_buckets.clone(),
+            )?,
+            tool_errors_total: counter("ai_agent_tool_errors_total", "Failed tool calls.", tool)?,
+            queue_depth: gauges(
+                "ai_agent_queue_depth",
+                "Tool calls waiting for a slot, by queue.",
+                &["queue"],
+            )?,
+            queue_in_use: gauges(
+                "ai_agent_queue_in_use",
+                "Tool queue slots in use, by queue.",
+                &["queue"],
+            )?,
+            queue_wait_duration_ms: histogram(
+                "ai_agent_queue_wait_duration_ms",
+                "Time a tool call waited for its queue slot, in milliseconds.",
+                &["queue"],
+                millis_buckets,
+            )?,
             http_requests_total: counter(
                 "agentd_http_requests_total",
                 "HTTP requests by route template, method and status.",
@@ -125,11 +174,15 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global tracing subscriber; `RUST_LOG` overrides the default `info` filter.
+/// `info`, but rmcp only from `warn`: it logs every MCP handshake in full at `info`.
+const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
+/// Installs the global tracing subscriber; `RUST_LOG` overrides the default filter.
 /// Logs go to stderr so stdout stays clean for `agentd run`.
 pub fn init_logging(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -6,6 +6,10 @@ mod support;
 
 mod chat_completions;
 mod cli;
+mod mcp;
 mod operations;
+mod rest_tools;
 mod session;
 mod store;
+mod tool_runs;
+mod tools_cli;
