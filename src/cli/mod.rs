@@ -264,6 +264,7 @@ fn check(config: Option<PathBuf>) -> Result<u8, Failure> {
         .map_err(Failure::config)?;
     let registry = AgentRegistry::load(&loaded.config).map_err(Failure::config)?;
     crate::runtime::build_providers(&loaded.config).map_err(Failure::config)?;
+    crate::tools::hub::ToolHub::check(&loaded.config, &registry).map_err(Failure::config)?;
     let files: Vec<String> = loaded
         .files
         .iter()

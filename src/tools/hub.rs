@@ -82,12 +82,7 @@ impl ToolHub {
         servers: &[String],
         all_required: bool,
     ) -> Result<Self, ToolSetupError> {
-        validate_tools(config, "configuration")?;
-        let queues = ToolQueues::new(&config.queues, metrics);
-        let rest = RestTools::build(&config.rest_tools, &queues)?;
-        for agent in agents.iter() {
-            check_agent_tools(config, &rest, agent)?;
-        }
+        let (queues, rest) = Self::checked(config, agents, metrics)?;
         let mut starts = Vec::new();
         for name in servers {
             let Some(server) = config.mcp_servers.get(name).filter(|s| s.is_enabled()) else {
@@ -126,6 +121,30 @@ impl ToolHub {
             return Err(error.into());
         }
         Ok(hub)
+    }
+
+    /// Everything [`ToolHub::start`] checks before connecting anything (`agentd check`).
+    pub fn check(config: &Config, agents: &AgentRegistry) -> Result<(), ToolSetupError> {
+        let metrics = Metrics::new().map_err(|e| ConfigError::Invalid {
+            file: "configuration".into(),
+            path: "queues".into(),
+            message: e.to_string(),
+        })?;
+        Self::checked(config, agents, &metrics).map(|_| ())
+    }
+
+    fn checked(
+        config: &Config,
+        agents: &AgentRegistry,
+        metrics: &Metrics,
+    ) -> Result<(ToolQueues, RestTools), ToolSetupError> {
+        validate_tools(config, "configuration")?;
+        let queues = ToolQueues::new(&config.queues, metrics);
+        let rest = RestTools::build(&config.rest_tools, &queues)?;
+        for agent in agents.iter() {
+            check_agent_tools(config, &rest, agent)?;
+        }
+        Ok((queues, rest))
     }
 
     /// The tools one agent may call, each call metered under the agent's name. Entries that

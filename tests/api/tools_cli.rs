@@ -293,3 +293,18 @@ fn strip_ansi(line: &str) -> String {
     }
     plain
 }
+
+#[tokio::test]
+async fn check_names_an_agent_tool_that_does_not_exist() {
+    let dir = serve_project(json!({"test": {"command": "x"}}), "tset");
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+        .args(["check", "--config", "agentd.json"])
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .output()
+        .await
+        .expect("agentd runs");
+    assert_eq!(output.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("a.ai: tools: \"tset\""), "{stderr}");
+}
