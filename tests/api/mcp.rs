@@ -46,6 +46,18 @@ fn tool_names(definitions: &[agentd::llm::ToolDefinition]) -> Vec<&str> {
     definitions.iter().map(|d| d.name.as_str()).collect()
 }
 
+/// Waits (up to 10 s) until the server has seen one request cancelled.
+async fn wait_for_one_cancellation(server: &McpServer) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stats(server).await["cancelled"] != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the server never saw the cancellation"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Waits (up to 20 s) until `echo` answers again.
 async fn wait_until_echo_works(server: &McpServer) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -219,14 +231,7 @@ async fn a_timeout_fails_the_call_and_cancels_it_at_the_server() {
         "{:?}",
         started.elapsed()
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while stats(&server).await["cancelled"] != 1 {
-        assert!(
-            Instant::now() < deadline,
-            "the server never saw the cancellation"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_one_cancellation(&server).await;
     server.shutdown().await;
 }
 
@@ -270,7 +275,6 @@ async fn a_crash_mid_call_is_followed_by_a_restart() {
     // The second restart in a row waits 1 s: callers hear that the server is restarting.
     let crashed = server.call("crash", json!({}), TIMEOUT).await;
     assert!(matches!(crashed, ToolOutcome::Failed(_)), "{crashed:?}");
-    tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
         server.call("echo", json!({"text": "x"}), TIMEOUT).await,
         ToolOutcome::Failed(RESTARTING.into())
@@ -367,14 +371,7 @@ async fn http_timeout_cancels_the_call_at_the_server() {
         .call("sleep", json!({"ms": 20_000}), Duration::from_millis(300))
         .await;
     assert_eq!(outcome, ToolOutcome::Failed("timeout".into()));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while stats(&server).await["cancelled"] != 1 {
-        assert!(
-            Instant::now() < deadline,
-            "the server never saw the cancellation"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_one_cancellation(&server).await;
     server.shutdown().await;
     http.stop.cancel();
 }

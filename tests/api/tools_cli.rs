@@ -4,33 +4,17 @@
 
 use serde_json::{Value, json};
 
+use crate::cli::{Output, agentd};
 use crate::support::mcp::test_server_config;
-
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
 
 /// Runs `agentd tools ARGS --config agentd.json` in a fresh directory holding `config`.
 async fn agentd_tools(config: &Value, args: &[&str]) -> Output {
     let dir = tempfile::tempdir().expect("dir");
     std::fs::write(dir.path().join("agentd.json"), config.to_string()).expect("config");
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
-        .arg("tools")
-        .args(args)
-        .args(["--config", "agentd.json"])
-        .current_dir(dir.path())
-        .env("HOME", dir.path())
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .expect("agentd runs");
-    Output {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    let mut full = vec!["tools"];
+    full.extend_from_slice(args);
+    full.extend_from_slice(&["--config", "agentd.json"]);
+    agentd(dir.path(), &full).await
 }
 
 fn valid_servers() -> Value {
@@ -297,14 +281,11 @@ fn strip_ansi(line: &str) -> String {
 #[tokio::test]
 async fn check_names_an_agent_tool_that_does_not_exist() {
     let dir = serve_project(json!({"test": {"command": "x"}}), "tset");
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
-        .args(["check", "--config", "agentd.json"])
-        .current_dir(dir.path())
-        .env("HOME", dir.path())
-        .output()
-        .await
-        .expect("agentd runs");
-    assert_eq!(output.status.code(), Some(4));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("a.ai: tools: \"tset\""), "{stderr}");
+    let out = agentd(dir.path(), &["check", "--config", "agentd.json"]).await;
+    assert_eq!(out.code, 4);
+    assert!(
+        out.stderr.contains("a.ai: tools: \"tset\""),
+        "{}",
+        out.stderr
+    );
 }
