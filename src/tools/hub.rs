@@ -170,6 +170,17 @@ impl ToolHub {
         registry
     }
 
+    /// The `instructions` of the MCP servers an agent uses, as `(server, instructions)`, for
+    /// the system prompt.
+    pub fn instructions_for(&self, agent: &AgentSpec) -> Vec<(String, String)> {
+        agent
+            .tools
+            .iter()
+            .filter_map(|entry| self.servers.get(entry))
+            .filter_map(|server| Some((server.name().to_string(), server.instructions()?)))
+            .collect()
+    }
+
     /// The connected MCP servers, by name.
     pub fn servers(&self) -> impl Iterator<Item = &Arc<McpServer>> {
         self.servers.values()

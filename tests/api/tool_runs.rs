@@ -8,6 +8,7 @@ use agentd::config::{AgentRegistry, parse_config};
 use agentd::runtime::Runtime;
 
 use crate::support::mcp::{test_server_config, time_server_config};
+use crate::support::mcp_server::INSTRUCTIONS;
 use crate::support::mock_llm::{Reply, ToolCall};
 use crate::support::spawn_app_with;
 
@@ -102,6 +103,30 @@ async fn an_agent_run_calls_an_mcp_tool_and_uses_its_answer() {
         metrics.contains(r#"ai_agent_queue_wait_duration_ms_count{queue="default"} 1"#),
         "{metrics}"
     );
+    app.runtime.close().await;
+}
+
+#[tokio::test]
+async fn server_instructions_are_available_per_agent() {
+    let agent = "---\nmodels: llm/upstream-model\ntools: [test]\n---\nHi.\n";
+    let extra = agents_dir(&[("helper.ai", agent)]);
+    let extra_path = extra.path().display().to_string();
+    let app = spawn_app_with(|config| {
+        config["mcpServers"] = json!({"test": test_server_config(json!({}))});
+        config["agents"]
+            .as_array_mut()
+            .expect("agents list")
+            .push(json!(extra_path));
+    })
+    .await;
+    let tools = &app.runtime.tools;
+    let helper = app.runtime.agents.get("helper").expect("helper agent");
+    assert_eq!(
+        tools.instructions_for(&helper),
+        [("test".to_string(), INSTRUCTIONS.to_string())]
+    );
+    let chat = app.runtime.agents.get("chat").expect("chat agent");
+    assert!(tools.instructions_for(&chat).is_empty());
     app.runtime.close().await;
 }
 
