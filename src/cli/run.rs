@@ -101,6 +101,8 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
         conversation_id: None,
         format: Some(format),
         schema,
+        user_id: None,
+        transport: None,
     };
     let mut handle = runtime.spawn_run(request, None);
     let mut progress = Progress::new(!options.json);

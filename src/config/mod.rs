@@ -9,6 +9,7 @@ pub mod duration;
 pub mod env_file;
 pub mod expand;
 pub mod layers;
+pub mod models;
 pub mod registry;
 pub mod tools;
 
@@ -39,8 +40,9 @@ pub struct Config {
     pub queues: BTreeMap<String, QueueConfig>,
     #[serde(default)]
     pub defaults: Defaults,
+    /// `pricing.<provider>.<model>`: token prices for cost accounting.
     #[serde(default)]
-    pub pricing: Option<Value>,
+    pub pricing: BTreeMap<String, BTreeMap<String, models::ModelPrice>>,
     #[serde(default)]
     pub cache: Option<Value>,
     #[serde(default)]

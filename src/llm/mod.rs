@@ -7,6 +7,7 @@
 
 pub mod openai;
 pub mod sse;
+pub mod tokens;
 
 use std::pin::Pin;
 use std::time::Duration;

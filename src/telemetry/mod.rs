@@ -2,6 +2,9 @@
 //! tracing subscriber setup. Metric label values are bounded: route templates, configured
 //! agent, provider and model names, status codes; never user ids or raw paths.
 
+mod agent_metrics;
+
+pub use agent_metrics::AgentMetrics;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
@@ -22,10 +25,8 @@ pub struct Metrics {
     pub llm_completion_tokens_total: IntCounterVec,
     pub llm_errors_total: IntCounterVec,
     pub llm_retries_total: IntCounterVec,
-    /// Tool calls by agent, server (namespace), tool and status (`ok`/`failed`).
-    pub tool_invocations_total: IntCounterVec,
-    pub tool_latency_ms: HistogramVec,
-    pub tool_errors_total: IntCounterVec,
+    /// Cost, tools, final reports and the context guard.
+    pub agent: AgentMetrics,
     /// Calls waiting for a slot of each tool queue.
     pub queue_depth: IntGaugeVec,
     /// Slots of each tool queue held now.
@@ -68,24 +69,7 @@ impl Metrics {
                 Ok(metric)
             };
         let llm = &["agent", "provider", "model"];
-        let tool = &["agent", "server", "tool"];
-        let millis_buckets = vec![
-            1.0, 5.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
-            60000.0, 120000.0,
-        ];
         Ok(Self {
-            tool_invocations_total: counter(
-                "ai_agent_tool_invocations_total",
-                "Tool calls by agent, server, tool and status.",
-                &["agent", "server", "tool", "status"],
-            )?,
-            tool_latency_ms: histogram(
-                "ai_agent_tool_latency_ms",
-                "Tool call latency in milliseconds, queue wait included.",
-                tool,
-                millis_buckets.clone(),
-            )?,
-            tool_errors_total: counter("ai_agent_tool_errors_total", "Failed tool calls.", tool)?,
             queue_depth: gauges(
                 "ai_agent_queue_depth",
                 "Tool calls waiting for a slot, by queue.",
@@ -100,7 +84,10 @@ impl Metrics {
                 "ai_agent_queue_wait_duration_ms",
                 "Time a tool call waited for its queue slot, in milliseconds.",
                 &["queue"],
-                millis_buckets,
+                vec![
+                    1.0, 5.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0,
+                    30000.0, 60000.0, 120000.0,
+                ],
             )?,
             http_requests_total: counter(
                 "agentd_http_requests_total",
@@ -153,6 +140,7 @@ impl Metrics {
                 "LLM attempts after the first within a turn.",
                 llm,
             )?,
+            agent: AgentMetrics::register(&registry)?,
             registry,
         })
     }

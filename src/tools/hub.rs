@@ -10,7 +10,6 @@ use futures_util::future::join_all;
 use tracing::warn;
 
 use super::mcp::{McpError, McpServer};
-use super::metered::Metered;
 use super::queue::{QueueError, ToolQueues};
 use super::rest::{REST_NAMESPACE, RestToolError, RestTools};
 use super::{ToolProvider, ToolRegistry};
@@ -45,7 +44,6 @@ impl ToolSetupError {
 pub struct ToolHub {
     servers: BTreeMap<String, Arc<McpServer>>,
     rest: RestTools,
-    metrics: Metrics,
 }
 
 impl ToolHub {
@@ -62,29 +60,9 @@ impl ToolHub {
             .filter(|name| agents.iter().any(|agent| agent.tools.contains(*name)))
             .cloned()
             .collect();
-        Self::start_with(config, agents, metrics, &wanted, false).await
-    }
-
-    /// Connects the named servers whether or not an agent uses them, each as if required
-    /// (`agentd tools`).
-    pub async fn probe(
-        config: &Config,
-        servers: &[String],
-        metrics: &Metrics,
-    ) -> Result<Self, ToolSetupError> {
-        Self::start_with(config, &AgentRegistry::default(), metrics, servers, true).await
-    }
-
-    async fn start_with(
-        config: &Config,
-        agents: &AgentRegistry,
-        metrics: &Metrics,
-        servers: &[String],
-        all_required: bool,
-    ) -> Result<Self, ToolSetupError> {
         let (queues, rest) = Self::checked(config, agents, metrics)?;
         let mut starts = Vec::new();
-        for name in servers {
+        for name in &wanted {
             let Some(server) = config.mcp_servers.get(name).filter(|s| s.is_enabled()) else {
                 continue;
             };
@@ -95,11 +73,7 @@ impl ToolHub {
                         server: name.clone(),
                         source,
                     })?;
-            let mut server = server.clone();
-            if all_required {
-                server.required = Some(true);
-            }
-            starts.push(async move { McpServer::start(name, &server, queue).await });
+            starts.push(McpServer::start(name, server, queue));
         }
         let mut connected = BTreeMap::new();
         let mut failure = None;
@@ -114,7 +88,6 @@ impl ToolHub {
         let hub = Self {
             servers: connected,
             rest,
-            metrics: metrics.clone(),
         };
         if let Some(error) = failure {
             hub.shutdown().await;
@@ -147,24 +120,21 @@ impl ToolHub {
         Ok((queues, rest))
     }
 
-    /// The tools one agent may call, each call metered under the agent's name. Entries that
-    /// name nothing connected (a disabled server) are skipped.
+    /// The tools one agent may call. Entries that name nothing connected (a disabled server)
+    /// are skipped.
     pub fn registry_for(&self, agent: &AgentSpec) -> ToolRegistry {
         let mut registry = ToolRegistry::default();
-        let meter = |provider: Arc<dyn ToolProvider>| -> Arc<dyn ToolProvider> {
-            Arc::new(Metered::new(&agent.name, provider, self.metrics.clone()))
-        };
         let rest_names: Vec<&str> = agent
             .tools
             .iter()
             .filter_map(|entry| rest_tool_name(entry))
             .collect();
         if !rest_names.is_empty() {
-            registry.add(meter(Arc::new(self.rest.subset(rest_names))));
+            registry.add(Arc::new(self.rest.subset(rest_names)));
         }
         for entry in &agent.tools {
             if let Some(server) = self.servers.get(entry) {
-                registry.add(meter(Arc::clone(server) as Arc<dyn ToolProvider>));
+                registry.add(Arc::clone(server) as Arc<dyn ToolProvider>);
             }
         }
         registry

@@ -7,7 +7,6 @@
 
 pub mod hub;
 pub mod mcp;
-pub mod metered;
 pub mod queue;
 pub mod rest;
 pub mod schema;

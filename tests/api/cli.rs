@@ -206,7 +206,7 @@ async fn serve_refuses_a_public_address_without_keys() {
     assert!(out.stderr.contains("auth.keys"), "{}", out.stderr);
 }
 
-const REPORT_AGENT: &str = "---\ndescription: Answers through the final report\nmodels: llm/upstream-model\n---\nYou report.\n";
+const REPORT_AGENT: &str = "---\ndescription: Answers through the final report\nmodels: llm/upstream-model\ntransport: native\n---\nYou report.\n";
 
 fn final_report_call(arguments: Value) -> Reply {
     Reply::tool_calls(vec![crate::support::mock_llm::ToolCall::new(

@@ -4,8 +4,12 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod anthropic;
+mod auth;
 mod chat_completions;
 mod cli;
+mod context;
+mod internal_tools;
 mod mcp;
 mod operations;
 mod rest_tools;
@@ -13,3 +17,4 @@ mod session;
 mod store;
 mod tool_runs;
 mod tools_cli;
+mod xml;

@@ -96,7 +96,7 @@ async fn an_agent_run_calls_an_mcp_tool_and_uses_its_answer() {
 
     let metrics = app.get("/metrics").await.text().await.expect("metrics");
     assert!(
-        metrics.contains(r#"ai_agent_tool_invocations_total{agent="clock",server="time",status="ok",tool="get_current_time"} 1"#),
+        metrics.contains(r#"ai_agent_tool_invocations_total{agent="clock",server="time",tool="time__get_current_time"} 1"#),
         "{metrics}"
     );
     assert!(

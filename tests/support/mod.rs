@@ -17,6 +17,8 @@ use mock_llm::MockLlm;
 
 /// The agents every test app has.
 pub const CHAT_AGENT: &str = "---\ndescription: A helpful chat agent\nmodels: llm/upstream-model\nfinalization: text\n---\nYou are a helpful assistant.\n";
+/// A text agent with a small context window, for context-guard tests over HTTP.
+pub const TIGHT_AGENT: &str = "---\ndescription: Has a small context window\nmodels: llm/upstream-model\ncontextWindow: 1000\nmaxOutputTokens: 100\nfinalization: text\n---\nYou answer.\n";
 pub const TWO_TARGET_AGENT: &str = "---\ndescription: Tries two targets\nmodels: [llm/first, llm/second]\nmaxRetries: 3\nfinalization: text\n---\nYou answer briefly.\n";
 
 pub struct TestApp {
@@ -41,6 +43,7 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Value)) -> TestApp {
     std::fs::create_dir(&agents_dir).expect("agents dir");
     std::fs::write(agents_dir.join("chat.ai"), CHAT_AGENT).expect("chat agent");
     std::fs::write(agents_dir.join("fallback.ai"), TWO_TARGET_AGENT).expect("fallback agent");
+    std::fs::write(agents_dir.join("tight.ai"), TIGHT_AGENT).expect("tight agent");
     let mut config = json!({
         "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url(), "apiKey": "test-key"}},
         "store": {"url": format!("sqlite://{}", dir.path().join("agentd.db").display())},
