@@ -23,6 +23,24 @@ fn agents_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// The test app with `mcpServers` set and the agent files added; keep the directory alive.
+async fn spawn_with_agents(
+    mcp_servers: Value,
+    files: &[(&str, &str)],
+) -> (crate::support::TestApp, tempfile::TempDir) {
+    let extra = agents_dir(files);
+    let extra_path = extra.path().display().to_string();
+    let app = spawn_app_with(|config| {
+        config["mcpServers"] = mcp_servers;
+        config["agents"]
+            .as_array_mut()
+            .expect("agents list")
+            .push(json!(extra_path));
+    })
+    .await;
+    (app, extra)
+}
+
 fn tool_names_offered(request: &Value) -> Vec<String> {
     request["tools"]
         .as_array()
@@ -37,17 +55,8 @@ fn tool_names_offered(request: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn an_agent_run_calls_an_mcp_tool_and_uses_its_answer() {
-    let extra = agents_dir(&[("clock.ai", CLOCK_AGENT)]);
-    let extra_path = extra.path().display().to_string();
-    let app = spawn_app_with(|config| {
-        config["mcpServers"] =
-            json!({"time": time_server_config(), "test": test_server_config(json!({}))});
-        config["agents"]
-            .as_array_mut()
-            .expect("agents list")
-            .push(json!(extra_path));
-    })
-    .await;
+    let servers = json!({"time": time_server_config(), "test": test_server_config(json!({}))});
+    let (app, _agents) = spawn_with_agents(servers, &[("clock.ai", CLOCK_AGENT)]).await;
     app.llm.push(Reply::tool_calls(vec![ToolCall::new(
         "call-1",
         "time__get_current_time",
@@ -109,16 +118,8 @@ async fn an_agent_run_calls_an_mcp_tool_and_uses_its_answer() {
 #[tokio::test]
 async fn server_instructions_are_available_per_agent() {
     let agent = "---\nmodels: llm/upstream-model\ntools: [test]\n---\nHi.\n";
-    let extra = agents_dir(&[("helper.ai", agent)]);
-    let extra_path = extra.path().display().to_string();
-    let app = spawn_app_with(|config| {
-        config["mcpServers"] = json!({"test": test_server_config(json!({}))});
-        config["agents"]
-            .as_array_mut()
-            .expect("agents list")
-            .push(json!(extra_path));
-    })
-    .await;
+    let servers = json!({"test": test_server_config(json!({}))});
+    let (app, _agents) = spawn_with_agents(servers, &[("helper.ai", agent)]).await;
     let tools = &app.runtime.tools;
     let helper = app.runtime.agents.get("helper").expect("helper agent");
     assert_eq!(
