@@ -20,7 +20,7 @@ use crate::config::{AgentRegistry, Config, ProviderConfig, ProviderKind};
 use crate::llm::openai::{OpenAiProvider, OpenAiSettings};
 use crate::store::{NewRun, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
-use crate::tools::ToolRegistry;
+use crate::tools::hub::{ToolHub, ToolSetupError};
 
 /// Events buffered per run before the session waits for a slow consumer.
 const RUN_EVENT_BUFFER: usize = 256;
@@ -33,6 +33,19 @@ pub enum RuntimeError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Metrics(#[from] MetricsError),
+    #[error(transparent)]
+    Tools(#[from] ToolSetupError),
+}
+
+impl RuntimeError {
+    /// Whether the configuration is at fault (exit 4) rather than a service failing (exit 3).
+    pub fn is_config_error(&self) -> bool {
+        match self {
+            Self::Provider { .. } => true,
+            Self::Tools(error) => error.is_config_error(),
+            Self::Store(_) | Self::Metrics(_) => false,
+        }
+    }
 }
 
 /// Everything a running server (or one CLI run) shares.
@@ -40,8 +53,8 @@ pub struct Runtime {
     pub config: Config,
     pub agents: AgentRegistry,
     pub providers: ProviderSet,
-    /// Tools sessions may call (MCP servers, REST tools).
-    pub tools: ToolRegistry,
+    /// The shared MCP connections and REST tools; each run gets its agent's registry.
+    pub tools: ToolHub,
     pub store: Arc<dyn Store>,
     pub metrics: Metrics,
     /// Cancelled at shutdown; every run's token is a child of it.
@@ -62,18 +75,21 @@ pub struct RunHandle {
 }
 
 impl Runtime {
-    /// Builds providers and opens (and migrates) the store.
+    /// Builds providers, opens (and migrates) the store and connects the MCP servers the
+    /// agents use; [`Runtime::close`] ends them.
     pub async fn start(config: Config, agents: AgentRegistry) -> Result<Arc<Self>, RuntimeError> {
         let providers = build_providers(&config)?;
+        let metrics = Metrics::new()?;
         let store = crate::store::open(&config.store.url).await?;
         let catalog = Arc::new(ModelCatalog::from_config(&config));
+        let tools = ToolHub::start(&config, &agents, &metrics).await?;
         Ok(Arc::new(Self {
             config,
             agents,
             providers,
-            tools: ToolRegistry::default(),
+            tools,
             store,
-            metrics: Metrics::new()?,
+            metrics,
             shutdown: CancellationToken::new(),
             started_at: chrono::Utc::now().timestamp(),
             catalog,
@@ -130,7 +146,8 @@ impl Runtime {
             warn!(%error, run_id = %new_run.id, "could not record the run start");
         }
         self.metrics.sessions_active.inc();
-        let result = Session::new(self.providers.clone(), self.tools.clone(), sink, control)
+        let tools = self.tools.registry_for(&request.agent);
+        let result = Session::new(self.providers.clone(), tools, sink, control)
             .with_catalog(self.catalog.clone())
             .with_observer(Arc::new(GuardMetrics(self.metrics.clone())))
             .run(request)
@@ -145,6 +162,12 @@ impl Runtime {
             warn!(%error, run_id = %result.run_id, "could not record the run end");
         }
         result
+    }
+
+    /// Ends what the runtime started outside this process: MCP connections and their child
+    /// process trees. Call it after the last run; later tool calls fail.
+    pub async fn close(&self) {
+        self.tools.shutdown().await;
     }
 
     fn record_metrics(&self, agent: &str, result: &AgentResult) {

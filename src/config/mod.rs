@@ -11,6 +11,7 @@ pub mod expand;
 pub mod layers;
 pub mod models;
 pub mod registry;
+pub mod tools;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -22,6 +23,7 @@ use serde_json::Value;
 
 use duration::HumanDuration;
 pub use registry::{AgentRegistry, AgentSpec, Target};
+pub use tools::{McpServerConfig, QueueConfig, RestToolConfig};
 
 /// The whole configuration after merging every layer.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -31,11 +33,11 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// MCP servers; connected by the tools layer.
     #[serde(default)]
-    pub mcp_servers: BTreeMap<String, Value>,
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
     #[serde(default)]
-    pub rest_tools: BTreeMap<String, Value>,
+    pub rest_tools: BTreeMap<String, RestToolConfig>,
     #[serde(default)]
-    pub queues: BTreeMap<String, Value>,
+    pub queues: BTreeMap<String, QueueConfig>,
     #[serde(default)]
     pub defaults: Defaults,
     /// `pricing.<provider>.<model>`: token prices for cost accounting.
@@ -241,6 +243,7 @@ pub fn load(options: &LoadOptions) -> Result<LoadedConfig, ConfigError> {
     }
     let files = loaded.iter().map(|l| l.source.path.clone()).collect();
     let config = parse_config(layers::merge_layers(&loaded), "merged configuration")?;
+    tools::validate_tools(&config, "merged configuration")?;
     Ok(LoadedConfig { config, files })
 }
 

@@ -1,6 +1,8 @@
 //! Shared test support: the scripted mock LLM upstream and `spawn_app()`, which serves the
 //! real agentd app on 127.0.0.1:0 with a temporary SQLite store against that mock.
 
+pub mod mcp;
+pub mod mcp_server;
 pub mod mock_llm;
 pub mod scripted;
 
