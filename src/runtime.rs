@@ -150,6 +150,7 @@ impl Runtime {
         let result = Session::new(self.providers.clone(), tools, sink, control)
             .with_catalog(self.catalog.clone())
             .with_observer(Arc::new(GuardMetrics(self.metrics.clone())))
+            .with_tool_instructions(self.tools.instructions_for(&request.agent))
             .run(request)
             .await;
         self.metrics.sessions_active.dec();
@@ -193,7 +194,17 @@ impl Runtime {
                     self.record_llm_entry(agent, llm);
                 }
                 AccountingEntry::Tool(tool) => {
-                    let labels = [agent, tool.mcp_server.as_str(), tool.command.as_str()];
+                    // A name the model made up must not become a label value.
+                    let made_up = tool
+                        .error
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with("unknown tool"));
+                    let (server, name) = if made_up {
+                        ("unknown", "unknown")
+                    } else {
+                        (tool.mcp_server.as_str(), tool.command.as_str())
+                    };
+                    let labels = [agent, server, name];
                     m.agent
                         .tool_invocations_total
                         .with_label_values(&labels)

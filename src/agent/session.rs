@@ -91,6 +91,8 @@ pub struct Session {
     /// Context windows, tokenizers and prices of the targets.
     pub(super) catalog: Arc<ModelCatalog>,
     pub(super) observer: Option<Arc<dyn SessionObserver>>,
+    /// `(server, instructions)` of the MCP servers the agent uses, appended to its prompt.
+    pub(super) tool_instructions: Vec<(String, String)>,
 }
 
 /// The state of a run in progress.
@@ -179,12 +181,19 @@ impl Session {
             control,
             catalog: Arc::new(ModelCatalog::default()),
             observer: None,
+            tool_instructions: Vec::new(),
         }
     }
 
     /// Context windows, tokenizers and prices for the guard and cost accounting.
     pub fn with_catalog(mut self, catalog: Arc<ModelCatalog>) -> Self {
         self.catalog = catalog;
+        self
+    }
+
+    /// Instructions MCP servers publish for their tools; appended once to the system prompt.
+    pub fn with_tool_instructions(mut self, instructions: Vec<(String, String)>) -> Self {
+        self.tool_instructions = instructions;
         self
     }
 
@@ -205,7 +214,7 @@ impl Session {
                 created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             }))
             .await;
-        let mut run = new_run(request, &self.catalog);
+        let mut run = new_run(request, &self.catalog, &self.tool_instructions);
         let ending = match AssertUnwindSafe(self.drive(&mut run)).catch_unwind().await {
             Ok(ending) => ending,
             Err(_) => {
@@ -436,8 +445,12 @@ impl Session {
     }
 }
 
-fn new_run(request: SessionRequest, catalog: &ModelCatalog) -> Run {
-    let mut conversation = vec![ChatMessage::system(system_prompt(&request))];
+fn new_run(
+    request: SessionRequest,
+    catalog: &ModelCatalog,
+    instructions: &[(String, String)],
+) -> Run {
+    let mut conversation = vec![ChatMessage::system(system_prompt(&request, instructions))];
     conversation.extend(request.history.iter().cloned());
     conversation.push(ChatMessage::user(request.prompt.clone()));
     let tokenizer = request
@@ -561,15 +574,21 @@ pub(super) fn longest_wait(suggestions: &[Option<Duration>], attempt: u32) -> Du
 }
 
 /// The agent's prompt, plus the isolation rule of `userScoped` agents (seeds/001).
-fn system_prompt(request: &SessionRequest) -> String {
-    match (&request.user_id, request.agent.user_scoped) {
-        (Some(user), true) => format!(
-            "{}\n\nYou act for user `{user}` only. Every tool call runs with `user_id` = `{user}`, set by the system; \
-             you cannot read or change another user's data.",
-            request.agent.system_prompt
-        ),
-        _ => request.agent.system_prompt.clone(),
+fn system_prompt(request: &SessionRequest, instructions: &[(String, String)]) -> String {
+    let mut prompt = request.agent.system_prompt.clone();
+    if let (Some(user), true) = (&request.user_id, request.agent.user_scoped) {
+        prompt.push_str(&format!(
+            "\n\nYou act for user `{user}` only. Every tool call runs with `user_id` = `{user}`, set by the system; \
+             you cannot read or change another user's data."
+        ));
     }
+    for (server, text) in instructions
+        .iter()
+        .filter(|(_, text)| !text.trim().is_empty())
+    {
+        prompt.push_str(&format!("\n\n#### MCP Server: {server}\n\n{}", text.trim()));
+    }
+    prompt
 }
 
 /// The XML transport applies to sessions that end with a final report.

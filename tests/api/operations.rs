@@ -112,3 +112,29 @@ async fn a_context_guard_trip_shows_in_the_metrics() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn tool_names_the_model_made_up_never_become_label_values() {
+    let app = spawn_app().await;
+    let call = crate::support::mock_llm::ToolCall::new("c1", "invented__tool_name_42", "{}");
+    app.llm
+        .push(crate::support::mock_llm::Reply::tool_calls(vec![call]));
+    let report = json!({"report_format": "markdown", "report_content": "done"}).to_string();
+    app.llm
+        .push(crate::support::mock_llm::Reply::tool_calls(vec![
+            crate::support::mock_llm::ToolCall::new("f", "agent__final_report", report),
+        ]));
+    let body = json!({"model": "report", "messages": [{"role": "user", "content": "go"}]});
+    assert_eq!(
+        app.post_json("/v1/chat/completions", &body).await.status(),
+        200
+    );
+    let text = app.get("/metrics").await.text().await.expect("text");
+    assert!(!text.contains("invented__tool_name_42"), "{text}");
+    assert!(
+        text.contains(
+            r#"ai_agent_tool_errors_total{agent="report",server="unknown",tool="unknown"} 1"#
+        ),
+        "{text}"
+    );
+}

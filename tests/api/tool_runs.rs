@@ -128,6 +128,21 @@ async fn server_instructions_are_available_per_agent() {
     );
     let chat = app.runtime.agents.get("chat").expect("chat agent");
     assert!(tools.instructions_for(&chat).is_empty());
+    let body = json!({"model": "helper", "messages": [{"role": "user", "content": "hi"}]});
+    app.llm.push(Reply::text("hello"));
+    app.post_json("/v1/chat/completions", &body).await;
+    let system = app.llm.requests()[0]["messages"][0]["content"]
+        .as_str()
+        .expect("system")
+        .to_string();
+    assert!(
+        system.starts_with("Hi.\n\n#### MCP Server: test\n\n"),
+        "{system}"
+    );
+    assert!(
+        system.ends_with(INSTRUCTIONS),
+        "the instructions are appended once: {system}"
+    );
     app.runtime.close().await;
 }
 
