@@ -12,11 +12,12 @@ use tracing::{Instrument, info_span, warn};
 use crate::agent::ReportStatus;
 use crate::agent::observer::{GuardEvent, SessionObserver};
 use crate::agent::result::{AccountingEntry, EntryStatus, LlmAccounting};
+use crate::agent::sub_agents::{ChildRunner, SubAgents};
 use crate::agent::{
     AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, Session, SessionRequest,
 };
 use crate::config::models::ModelCatalog;
-use crate::config::{AgentRegistry, Config, ProviderConfig, ProviderKind};
+use crate::config::{AgentRegistry, AgentSpec, Config, ProviderConfig, ProviderKind};
 use crate::llm::openai::{OpenAiProvider, OpenAiSettings};
 use crate::store::{NewRun, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
@@ -127,8 +128,35 @@ impl Runtime {
         }
     }
 
+    /// A session for `agent` with its tools, prompt additions, sub-agents and observers.
+    fn session_for(
+        self: &Arc<Self>,
+        agent: &AgentSpec,
+        sink: EventSink,
+        control: RunControl,
+    ) -> Session {
+        let sub_agents: Vec<Arc<AgentSpec>> = agent
+            .sub_agents
+            .iter()
+            .filter_map(|name| self.agents.get(name))
+            .collect();
+        Session::new(
+            self.providers.clone(),
+            self.tools.registry_for(agent),
+            sink,
+            control,
+        )
+        .with_catalog(self.catalog.clone())
+        .with_observer(Arc::new(GuardMetrics(self.metrics.clone())))
+        .with_tool_instructions(self.tools.instructions_for(agent))
+        .with_sub_agents(SubAgents {
+            runner: Arc::new(ChildSessions(Arc::clone(self))),
+            agents: sub_agents,
+        })
+    }
+
     async fn run_recorded(
-        &self,
+        self: &Arc<Self>,
         request: SessionRequest,
         user_id: Option<String>,
         sink: EventSink,
@@ -146,11 +174,9 @@ impl Runtime {
             warn!(%error, run_id = %new_run.id, "could not record the run start");
         }
         self.metrics.sessions_active.inc();
-        let tools = self.tools.registry_for(&request.agent);
-        let result = Session::new(self.providers.clone(), tools, sink, control)
-            .with_catalog(self.catalog.clone())
-            .with_observer(Arc::new(GuardMetrics(self.metrics.clone())))
-            .with_tool_instructions(self.tools.instructions_for(&request.agent))
+        let agent_spec = request.agent.clone();
+        let result = self
+            .session_for(&agent_spec, sink, control)
             .run(request)
             .await;
         self.metrics.sessions_active.dec();
@@ -258,6 +284,22 @@ impl Runtime {
         if llm.error.is_some() {
             m.llm_errors_total.with_label_values(&labels).inc();
         }
+    }
+}
+
+/// Runs sub-agent sessions with the same providers, tools and observers as top-level runs; their
+/// events are not streamed (the parent reports their progress) and they are not stored as runs
+/// of their own (their accounting is rolled into the parent's).
+struct ChildSessions(Arc<Runtime>);
+
+#[async_trait::async_trait]
+impl ChildRunner for ChildSessions {
+    async fn run_child(&self, request: SessionRequest, control: RunControl) -> AgentResult {
+        let agent = request.agent.clone();
+        self.0
+            .session_for(&agent, EventSink::discard(), control)
+            .run(request)
+            .await
     }
 }
 

@@ -15,6 +15,7 @@ mod llm_call;
 pub mod observer;
 pub mod result;
 mod session;
+pub mod sub_agents;
 pub mod tool_args;
 mod tool_phase;
 pub mod xml;
@@ -55,6 +56,8 @@ pub struct SessionRequest {
     pub schema: Option<serde_json::Value>,
     /// The caller, for `userScoped` agents: written into every tool call's `user_id`.
     pub user_id: Option<String>,
+    /// The session that called this one as a sub-agent (`None` for a root session).
+    pub parent: Option<sub_agents::ParentRun>,
     /// Tool transport for this run; the agent's `transport` when `None`.
     pub transport: Option<crate::config::agent_file::Transport>,
 }

@@ -20,6 +20,7 @@ use super::internal_tools::{batch_definition, task_status_definition};
 use super::llm_call::AttemptOutcome;
 use super::observer::SessionObserver;
 use super::result::{AgentResult, ExitReason, ReportStatus};
+use super::sub_agents::{SubAgents, definition as sub_agent_tool};
 use super::tool_phase::Handled;
 use super::xml::{XmlMode, XmlState};
 use super::xml_phase::{Step, provider_tools};
@@ -93,6 +94,8 @@ pub struct Session {
     pub(super) observer: Option<Arc<dyn SessionObserver>>,
     /// `(server, instructions)` of the MCP servers the agent uses, appended to its prompt.
     pub(super) tool_instructions: Vec<(String, String)>,
+    /// The agents this session may call, and the runner for their sessions.
+    pub(super) sub_agents: Option<SubAgents>,
 }
 
 /// The state of a run in progress.
@@ -134,7 +137,10 @@ impl Run {
 
     /// Agent names from the root session down to this one.
     pub fn call_path(&self) -> String {
-        self.request.agent.name.clone()
+        match &self.request.parent {
+            Some(parent) => format!("{}:{}", parent.call_path, self.request.agent.name),
+            None => self.request.agent.name.clone(),
+        }
     }
 
     /// The tracing fields every accounting entry of this run carries.
@@ -143,8 +149,13 @@ impl Run {
             agent_id: Some(self.request.agent.name.clone()),
             txn_id: Some(self.request.run_id.clone()),
             call_path: Some(self.call_path()),
-            parent_txn_id: None,
-            origin_txn_id: Some(self.request.run_id.clone()),
+            parent_txn_id: self.request.parent.as_ref().map(|p| p.txn_id.clone()),
+            origin_txn_id: Some(
+                self.request
+                    .parent
+                    .as_ref()
+                    .map_or_else(|| self.request.run_id.clone(), |p| p.origin_txn_id.clone()),
+            ),
         }
     }
 
@@ -182,6 +193,7 @@ impl Session {
             catalog: Arc::new(ModelCatalog::default()),
             observer: None,
             tool_instructions: Vec::new(),
+            sub_agents: None,
         }
     }
 
@@ -194,6 +206,12 @@ impl Session {
     /// Instructions MCP servers publish for their tools; appended once to the system prompt.
     pub fn with_tool_instructions(mut self, instructions: Vec<(String, String)>) -> Self {
         self.tool_instructions = instructions;
+        self
+    }
+
+    /// The agents this session may call as `agent__{name}` tools.
+    pub fn with_sub_agents(mut self, sub_agents: SubAgents) -> Self {
+        self.sub_agents = Some(sub_agents).filter(|s| !s.agents.is_empty());
         self
     }
 
@@ -419,6 +437,9 @@ impl Session {
             return self.final_turn_tools(run);
         }
         let mut tools = self.tools.definitions().await;
+        if let Some(sub_agents) = &self.sub_agents {
+            tools.extend(sub_agents.agents.iter().map(|agent| sub_agent_tool(agent)));
+        }
         if run.report.is_some() && !tools.is_empty() {
             let batch = batch_definition(&tools);
             tools.push(task_status_definition());

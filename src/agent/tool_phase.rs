@@ -145,6 +145,7 @@ impl Session {
         let mut runnable: Vec<(usize, &ToolCall, Map<String, Value>)> = Vec::new();
         let mut requested = 0usize;
         let mut batches: Vec<(usize, &ToolCall)> = Vec::new();
+        let mut children = Vec::new();
         for (index, call) in calls.iter().enumerate() {
             if call.name == FINAL_REPORT_TOOL && run.report.is_some() {
                 let outcome = match run.xml.as_ref() {
@@ -187,9 +188,12 @@ impl Session {
                 )));
                 continue;
             }
-            match call_arguments(call) {
-                Ok(arguments) => runnable.push((index, call, scope_to_user(run, arguments))),
-                Err(reply) => replies[index] = Some(reply),
+            match (call_arguments(call), self.sub_agent(&call.name)) {
+                (Ok(arguments), Some(child)) => children.push((index, call, child, arguments)),
+                (Ok(arguments), None) => {
+                    runnable.push((index, call, scope_to_user(run, arguments)))
+                }
+                (Err(reply), _) => replies[index] = Some(reply),
             }
         }
         let context = ToolContext {
@@ -200,6 +204,15 @@ impl Session {
             source,
         };
         let mut admitted = vec![false; calls.len()];
+        // Sub-agents run one after another: each needs the run to roll its accounting in.
+        for (index, call, child, arguments) in children {
+            let reply = self.call_sub_agent(run, call, child, arguments).await;
+            replies[index] = Some(match self.admit_tool_output(run, &reply) {
+                Ok(()) => reply,
+                Err(_) => BUDGET_EXCEEDED_STUB.to_string(),
+            });
+            admitted[index] = true;
+        }
         for (index, call) in batches {
             let remaining = limit.saturating_sub(requested);
             let (reply, used) = self.run_batch(run, call, &context, remaining).await;

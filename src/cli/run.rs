@@ -103,6 +103,7 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
         schema,
         user_id: None,
         transport: None,
+        parent: None,
     };
     let mut handle = runtime.spawn_run(request, None);
     let mut progress = Progress::new(!options.json);

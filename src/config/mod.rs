@@ -11,6 +11,7 @@ pub mod expand;
 pub mod layers;
 pub mod models;
 pub mod registry;
+mod sub_agents;
 pub mod tools;
 
 use std::collections::BTreeMap;

@@ -71,6 +71,10 @@ pub struct AgentSpec {
     pub context_window: Option<u64>,
     /// OpenAI streaming renders progress into `reasoning_content` (default on).
     pub progress_in_reasoning: bool,
+    /// The `agents:` entries as written (names or `.ai` paths).
+    pub agent_refs: Vec<String>,
+    /// The agents this one may call as `agent__{name}` tools, after linking.
+    pub sub_agents: Vec<String>,
     /// Hash of prompt, frontmatter and model selection: part of response-cache keys.
     pub hash: String,
 }
@@ -101,6 +105,10 @@ pub enum RegistryError {
         "{file}: no models: set `models` in the frontmatter or `defaults.models` in the config"
     )]
     NoModels { file: String },
+    #[error("{file}: agents: {entry:?} is not an agent name or a readable .ai file")]
+    UnknownSubAgent { file: String, entry: String },
+    #[error("sub-agents call each other in a cycle: {chain}")]
+    SubAgentCycle { chain: String },
 }
 
 const DEFAULT_MAX_TURNS: u32 = 10;
@@ -125,6 +133,7 @@ impl AgentRegistry {
                 registry.insert(resolve_agent(&path, read_agent_file(&path)?, config)?)?;
             }
         }
+        registry.link_sub_agents(config)?;
         Ok(registry)
     }
 
@@ -137,6 +146,7 @@ impl AgentRegistry {
         let spec = resolve_agent(path, read_agent_file(path)?, config)?;
         let name = spec.name.clone();
         self.insert(spec)?;
+        self.link_sub_agents(config)?;
         self.get(&name).ok_or_else(|| RegistryError::Directory {
             dir: path.display().to_string(),
             detail: "agent vanished".into(),
@@ -153,6 +163,11 @@ impl AgentRegistry {
         }
         self.agents.insert(spec.name.clone(), Arc::new(spec));
         Ok(())
+    }
+
+    /// Replaces an agent of the same name (used while linking sub-agents).
+    pub(super) fn replace(&mut self, spec: AgentSpec) {
+        self.agents.insert(spec.name.clone(), Arc::new(spec));
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<AgentSpec>> {
@@ -282,6 +297,8 @@ pub fn resolve_agent(
         user_scoped: fm.user_scoped.unwrap_or(false),
         context_window: fm.context_window,
         progress_in_reasoning: fm.progress_in_reasoning.unwrap_or(true),
+        agent_refs: fm.agents.as_ref().map(|a| a.to_vec()).unwrap_or_default(),
+        sub_agents: Vec::new(),
         hash,
     })
 }

@@ -152,6 +152,7 @@ pub async fn messages(
         schema: None,
         user_id: caller.user_id.clone(),
         transport: None,
+        parent: None,
     };
     let reply = Reply {
         id: format!("msg_{}", run_id.replace('-', "")),

@@ -172,6 +172,7 @@ pub async fn chat_completions(
         schema,
         user_id: caller.user_id.clone(),
         transport: None,
+        parent: None,
     };
     let reply = Completion {
         id: format!("chatcmpl-{run_id}"),

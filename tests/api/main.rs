@@ -15,6 +15,7 @@ mod operations;
 mod rest_tools;
 mod session;
 mod store;
+mod sub_agents;
 mod tool_runs;
 mod tools_cli;
 mod xml;

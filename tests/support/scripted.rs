@@ -306,6 +306,7 @@ impl Harness {
             schema: None,
             user_id: None,
             transport: None,
+            parent: None,
         }
     }
 

@@ -1,0 +1,224 @@
+//! Sub-agent calls: an agent's `agents:` become `agent__{name}` tools. A call runs a child
+//! session with its own limits through a [`ChildRunner`] (the runtime), below a depth limit; the
+//! child's lineage continues the parent's (`callPath`, `parentTxnId`, `originTxnId`) and its
+//! accounting is rolled into the parent's.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+
+use super::events::{AgentEvent, Progress};
+use super::result::{AccountingEntry, EntryStatus, ToolAccounting};
+use super::session::{Run, RunControl, Session};
+use super::tool_phase::failed;
+use super::{AgentResult, SamplingOverrides, SessionRequest};
+use crate::config::AgentSpec;
+use crate::llm::{ToolCall, ToolDefinition};
+
+/// Sessions nested deeper than this are refused.
+pub const MAX_SUB_AGENT_DEPTH: u32 = 4;
+
+/// Where a child session sits in its tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentRun {
+    /// The parent's call path; the child's is this plus `:child`.
+    pub call_path: String,
+    pub txn_id: String,
+    pub origin_txn_id: String,
+    /// 1 for a child of the root session.
+    pub depth: u32,
+}
+
+/// Runs child sessions (the runtime gives them their own tools and providers).
+#[async_trait]
+pub trait ChildRunner: Send + Sync {
+    async fn run_child(&self, request: SessionRequest, control: RunControl) -> AgentResult;
+}
+
+/// The agents a session may call, and how to run them.
+#[derive(Clone)]
+pub struct SubAgents {
+    pub runner: Arc<dyn ChildRunner>,
+    pub agents: Vec<Arc<AgentSpec>>,
+}
+
+pub fn tool_name(agent: &AgentSpec) -> String {
+    format!("agent__{}", agent.name)
+}
+
+pub fn definition(agent: &AgentSpec) -> ToolDefinition {
+    let mut description = agent.description.clone();
+    if description.is_empty() {
+        description = format!("Ask the {} agent.", agent.name);
+    }
+    ToolDefinition {
+        name: tool_name(agent),
+        description,
+        parameters: json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["prompt"],
+            "properties": {"prompt": {"type": "string", "description": "The task for this agent, self-contained."}}
+        }),
+    }
+}
+
+impl Session {
+    /// The sub-agent a tool name refers to, if any.
+    pub(super) fn sub_agent(&self, name: &str) -> Option<Arc<AgentSpec>> {
+        self.sub_agents
+            .as_ref()?
+            .agents
+            .iter()
+            .find(|a| tool_name(a) == name)
+            .cloned()
+    }
+
+    /// Runs one sub-agent call; returns the reply for the model.
+    pub(super) async fn call_sub_agent(
+        &self,
+        run: &mut Run,
+        call: &ToolCall,
+        child: Arc<AgentSpec>,
+        arguments: Map<String, Value>,
+    ) -> String {
+        let started = Instant::now();
+        let depth = run.request.parent.as_ref().map_or(0, |p| p.depth) + 1;
+        let prompt = arguments
+            .get("prompt")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let outcome = match (
+            &self.sub_agents,
+            depth > MAX_SUB_AGENT_DEPTH,
+            prompt.trim().is_empty(),
+        ) {
+            (_, true, _) => Err(format!(
+                "sub-agents may nest at most {MAX_SUB_AGENT_DEPTH} deep"
+            )),
+            (_, _, true) => Err("`prompt` must be a non-empty string".to_string()),
+            (None, _, _) => Err(format!("unknown tool {:?}", call.name)),
+            (Some(sub_agents), false, false) => Ok(self
+                .run_child(run, sub_agents, child.clone(), prompt, depth)
+                .await),
+        };
+        let (reply, error) = match outcome {
+            Ok(result) if result.success => (result.answer_text(), None),
+            Ok(result) => {
+                let reason = format!(
+                    "sub-agent {} failed: {}",
+                    child.name,
+                    result
+                        .error
+                        .as_deref()
+                        .unwrap_or(result.exit_reason.as_str())
+                );
+                (failed(&reason), Some(reason))
+            }
+            Err(reason) => (failed(&reason), Some(reason)),
+        };
+        let entry = AccountingEntry::Tool(ToolAccounting {
+            timestamp: chrono::Utc::now().timestamp_millis(),
+            status: if error.is_some() {
+                EntryStatus::Failed
+            } else {
+                EntryStatus::Ok
+            },
+            latency: started.elapsed().as_millis() as u64,
+            mcp_server: "agent".into(),
+            command: call.name.clone(),
+            characters_in: call.arguments.chars().count(),
+            characters_out: reply.chars().count(),
+            error,
+            details: None,
+            lineage: run.lineage(),
+            source: None,
+        });
+        self.events
+            .emit(AgentEvent::Accounting(entry.clone()))
+            .await;
+        run.transcript.accounting.push(entry);
+        reply
+    }
+
+    async fn run_child(
+        &self,
+        run: &mut Run,
+        sub_agents: &SubAgents,
+        child: Arc<AgentSpec>,
+        prompt: String,
+        depth: u32,
+    ) -> AgentResult {
+        let call_path = format!("{}:{}", run.call_path(), child.name);
+        let origin = run
+            .request
+            .parent
+            .as_ref()
+            .map_or_else(|| run.request.run_id.clone(), |p| p.origin_txn_id.clone());
+        let request = SessionRequest {
+            run_id: uuid::Uuid::now_v7().to_string(),
+            agent: child.clone(),
+            prompt,
+            history: Vec::new(),
+            overrides: SamplingOverrides::default(),
+            conversation_id: None,
+            format: None,
+            schema: None,
+            user_id: run.request.user_id.clone(),
+            transport: None,
+            parent: Some(ParentRun {
+                call_path: run.call_path(),
+                txn_id: run.request.run_id.clone(),
+                origin_txn_id: origin,
+                depth,
+            }),
+        };
+        self.emit_agent_progress(&child.name, &call_path, "agent_started", None)
+            .await;
+        let control = RunControl {
+            stop: self.control.stop.child_token(),
+            abort: self.control.abort.child_token(),
+        };
+        let result = sub_agents.runner.run_child(request, control).await;
+        let status = if result.success {
+            "completed"
+        } else {
+            result.exit_reason.as_str()
+        };
+        self.emit_agent_progress(
+            &child.name,
+            &call_path,
+            "agent_finished",
+            Some(status.to_string()),
+        )
+        .await;
+        // The child's own work counts toward the parent's totals.
+        run.transcript
+            .accounting
+            .extend(result.accounting.iter().cloned());
+        result
+    }
+
+    async fn emit_agent_progress(
+        &self,
+        agent: &str,
+        call_path: &str,
+        kind: &str,
+        message: Option<String>,
+    ) {
+        self.events
+            .emit(AgentEvent::Progress(Progress {
+                kind: kind.into(),
+                agent: agent.into(),
+                call_path: call_path.into(),
+                message,
+                done: None,
+                pending: None,
+                now: None,
+            }))
+            .await;
+    }
+}

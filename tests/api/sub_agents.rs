@@ -1,0 +1,178 @@
+//! Sub-agents through the real runtime: `agents:` become `agent__{name}` tools; a call runs the
+//! child with its own prompt and limits, its answer returns to the parent, its accounting is
+//! rolled into the parent's with the lineage continued, and nesting stops at the depth limit.
+
+use agentd::agent::result::AccountingEntry;
+use agentd::agent::sub_agents::MAX_SUB_AGENT_DEPTH;
+use agentd::agent::{AgentEvent, SamplingOverrides, SessionRequest};
+use serde_json::json;
+
+use crate::support::mock_llm::{Reply, ToolCall};
+use crate::support::{TestApp, spawn_app_with};
+
+fn text_agent(name: &str, children: &str) -> (String, String) {
+    let agents = if children.is_empty() {
+        String::new()
+    } else {
+        format!("agents: [{children}]\n")
+    };
+    (
+        format!("{name}.ai"),
+        format!(
+            "---\ndescription: The {name} agent\nmodels: llm/upstream-model\nfinalization: text\n{agents}---\nYou are {name}.\n"
+        ),
+    )
+}
+
+async fn app_with(agents: &[(String, String)]) -> (TestApp, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("dir");
+    for (file, text) in agents {
+        std::fs::write(dir.path().join(file), text).expect("agent");
+    }
+    let path = dir.path().display().to_string();
+    let app = spawn_app_with(|config| {
+        config["agents"]
+            .as_array_mut()
+            .expect("agents")
+            .push(json!(path))
+    })
+    .await;
+    (app, dir)
+}
+
+fn request(app: &TestApp, agent: &str, prompt: &str) -> SessionRequest {
+    SessionRequest {
+        run_id: uuid::Uuid::now_v7().to_string(),
+        agent: app.runtime.agents.get(agent).expect("agent"),
+        prompt: prompt.into(),
+        history: Vec::new(),
+        overrides: SamplingOverrides::default(),
+        conversation_id: None,
+        format: None,
+        schema: None,
+        user_id: None,
+        transport: None,
+        parent: None,
+    }
+}
+
+fn call(agent: &str, prompt: &str) -> Reply {
+    Reply::tool_calls(vec![ToolCall::new(
+        "c1",
+        &format!("agent__{agent}"),
+        json!({"prompt": prompt}).to_string(),
+    )])
+}
+
+#[tokio::test]
+async fn a_sub_agent_call_runs_the_child_and_returns_its_answer() {
+    let (app, _dir) = app_with(&[text_agent("lead", "helper"), text_agent("helper", "")]).await;
+    app.llm.push(call("helper", "find the number"));
+    app.llm
+        .push(Reply::text("the number is 42").with_usage(7, 3, 0));
+    app.llm.push(Reply::text("The helper found 42."));
+    let run_request = request(&app, "lead", "what is the number?");
+    let lead_run = run_request.run_id.clone();
+    let mut handle = app.runtime.spawn_run(run_request, None);
+    let mut events = Vec::new();
+    while let Some(event) = handle.events.recv().await {
+        events.push(event);
+    }
+    let result = handle.result.await.expect("result");
+    assert!(result.success, "{:?}", result.error);
+    assert_eq!(result.answer_text(), "The helper found 42.");
+
+    let requests = app.llm.requests();
+    let offered: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert_eq!(offered, vec!["agent__helper"]);
+    assert_eq!(requests[1]["messages"][0]["content"], "You are helper.");
+    assert_eq!(requests[1]["messages"][1]["content"], "find the number");
+    let tool_reply = requests[2]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("tool reply")
+        .clone();
+    assert_eq!(tool_reply["content"], "the number is 42");
+
+    let child_llm = result
+        .accounting
+        .iter()
+        .find_map(|e| match e {
+            AccountingEntry::Llm(l) if l.lineage.agent_id.as_deref() == Some("helper") => {
+                Some(l.clone())
+            }
+            _ => None,
+        })
+        .expect("the child's LLM entry is rolled into the parent");
+    assert_eq!(child_llm.lineage.call_path.as_deref(), Some("lead:helper"));
+    assert_eq!(
+        child_llm.lineage.parent_txn_id.as_deref(),
+        Some(lead_run.as_str())
+    );
+    assert_eq!(
+        child_llm.lineage.origin_txn_id.as_deref(),
+        Some(lead_run.as_str())
+    );
+    assert!(
+        result.usage.input_tokens >= 7,
+        "child usage counts toward the parent"
+    );
+    let kinds: Vec<(String, String)> = events
+        .iter()
+        .filter_map(|e| {
+            if let AgentEvent::Progress(p) = e {
+                Some((p.kind.clone(), p.call_path.clone()))
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("agent_started".into(), "lead:helper".into()),
+            ("agent_finished".into(), "lead:helper".into())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn nesting_stops_at_the_depth_limit() {
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let agents: Vec<(String, String)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| text_agent(name, names.get(i + 1).copied().unwrap_or("")))
+        .collect();
+    let (app, _dir) = app_with(&agents).await;
+    for next in &names[1..5] {
+        app.llm.push(call(next, "go deeper"));
+    }
+    app.llm.push(call("f", "go deeper"));
+    for name in names[..5].iter().rev() {
+        app.llm.push(Reply::text(&format!("{name} done")));
+    }
+    let handle = app.runtime.spawn_run(request(&app, "a", "start"), None);
+    let result = handle.result.await.expect("result");
+    assert!(result.success, "{:?}", result.error);
+    assert_eq!(result.answer_text(), "a done");
+    assert_eq!(app.llm.request_count(), 10, "f never runs");
+    let refused = app.llm.requests()[5]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("reply")
+        .clone();
+    assert_eq!(
+        refused["content"],
+        format!("(tool failed: sub-agents may nest at most {MAX_SUB_AGENT_DEPTH} deep)")
+    );
+}
