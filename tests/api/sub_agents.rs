@@ -59,7 +59,7 @@ fn request(app: &TestApp, agent: &str, prompt: &str) -> SessionRequest {
 fn call(agent: &str, prompt: &str) -> Reply {
     Reply::tool_calls(vec![ToolCall::new(
         "c1",
-        &format!("agent__{agent}"),
+        format!("agent__{agent}"),
         json!({"prompt": prompt}).to_string(),
     )])
 }
@@ -157,7 +157,7 @@ async fn nesting_stops_at_the_depth_limit() {
     }
     app.llm.push(call("f", "go deeper"));
     for name in names[..5].iter().rev() {
-        app.llm.push(Reply::text(&format!("{name} done")));
+        app.llm.push(Reply::text(format!("{name} done")));
     }
     let handle = app.runtime.spawn_run(request(&app, "a", "start"), None);
     let result = handle.result.await.expect("result");
