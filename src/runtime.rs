@@ -213,14 +213,25 @@ impl Runtime {
                 .inc();
         }
         let mut attempts = 0u64;
+        let mut upstream_ms = 0u64;
+        // Sub-agents' entries are rolled in, but their time is inside the parent's tool call.
+        let own = |lineage: &crate::agent::result::Lineage| {
+            lineage.txn_id.as_deref().is_none_or(|t| t == result.run_id)
+        };
         for entry in &result.accounting {
             match entry {
                 AccountingEntry::Llm(llm) => {
                     attempts += 1;
+                    if own(&llm.lineage) {
+                        upstream_ms += llm.latency;
+                    }
                     self.record_llm_entry(agent, llm);
                 }
                 AccountingEntry::Tool(tool) => {
                     // A name the model made up must not become a label value.
+                    if own(&tool.lineage) {
+                        upstream_ms += tool.latency;
+                    }
                     let made_up = tool
                         .error
                         .as_deref()
@@ -245,6 +256,11 @@ impl Runtime {
                 }
             }
         }
+        let overhead_ms = result.duration_ms.saturating_sub(upstream_ms);
+        m.agent
+            .overhead_seconds
+            .with_label_values(&[agent])
+            .observe(overhead_ms as f64 / 1000.0);
         // Every turn makes one first attempt; the others were retries.
         let retries = attempts.saturating_sub(u64::from(result.turns));
         if let (Some(target), true) = (

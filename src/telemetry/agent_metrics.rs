@@ -17,6 +17,8 @@ pub struct AgentMetrics {
     pub final_report_total: IntCounterVec,
     pub context_guard_events_total: IntCounterVec,
     pub context_guard_remaining_tokens: IntGaugeVec,
+    /// Time spent in agentd itself per run: duration minus upstream LLM and tool time.
+    pub overhead_seconds: HistogramVec,
 }
 
 const GUARD_LABELS: &[&str] = &["agent", "provider", "model", "trigger", "outcome"];
@@ -75,7 +77,16 @@ impl AgentMetrics {
                 ),
                 GUARD_LABELS,
             )?,
+            overhead_seconds: HistogramVec::new(
+                HistogramOpts::new(
+                    "agentd_overhead_seconds",
+                    "Time spent in agentd itself per run: duration minus upstream LLM and tool time.",
+                )
+                .buckets(vec![0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0]),
+                &["agent"],
+            )?,
         };
+        registry.register(Box::new(metrics.overhead_seconds.clone()))?;
         registry.register(Box::new(metrics.llm_cost_usd_total.clone()))?;
         registry.register(Box::new(metrics.tool_invocations_total.clone()))?;
         registry.register(Box::new(metrics.tool_latency_ms.clone()))?;

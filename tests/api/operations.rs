@@ -88,6 +88,10 @@ async fn metrics_count_requests_by_route_template_and_sessions() {
     );
     assert!(text.contains("agentd_sessions_active 0"), "{text}");
     assert!(
+        text.contains(r#"agentd_overhead_seconds_count{agent="chat"} 1"#),
+        "{text}"
+    );
+    assert!(
         text.contains(r#"agentd_sessions_total{agent="chat",exit_reason="final_answer"} 1"#),
         "{text}"
     );
