@@ -19,4 +19,6 @@ WORKDIR /var/lib/agentd
 ENV AGENTD_LISTEN=0.0.0.0:8080 AGENTD_DATABASE_URL=sqlite:///var/lib/agentd/agentd.db
 EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s CMD curl -fsS http://127.0.0.1:8080/health || exit 1
-ENTRYPOINT ["agentd", "serve", "--config", "/etc/agentd/agentd.json"]
+# Listening on 0.0.0.0 needs an API key: set AGENTD_ADMIN_KEY (clients send it as a bearer token).
+ENTRYPOINT ["agentd"]
+CMD ["serve", "--config", "/etc/agentd/agentd.json"]

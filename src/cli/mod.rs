@@ -198,7 +198,10 @@ async fn serve(
 
 /// Without API keys agentd only listens on loopback, unless auth is explicitly disabled.
 fn check_exposure(config: &Config, address: SocketAddr) -> Result<(), Failure> {
-    if address.ip().is_loopback() || !config.auth.keys.is_empty() || config.auth.disabled {
+    if address.ip().is_loopback()
+        || config.auth.effective_keys().next().is_some()
+        || config.auth.disabled
+    {
         return Ok(());
     }
     Err(Failure::config(format!(

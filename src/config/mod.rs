@@ -163,6 +163,17 @@ pub struct AuthConfig {
     pub disabled: bool,
 }
 
+impl AuthConfig {
+    /// The keys in force: an entry whose key expanded to nothing (e.g. `${AGENTD_ADMIN_KEY:-}`
+    /// with the variable unset) is no key at all.
+    pub fn effective_keys(&self) -> impl Iterator<Item = &ApiKeyConfig> {
+        use secrecy::ExposeSecret;
+        self.keys
+            .iter()
+            .filter(|k| !k.key.expose_secret().trim().is_empty())
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApiKeyConfig {

@@ -67,8 +67,7 @@ pub struct KeyTable {
 impl KeyTable {
     pub fn from_config(auth: &AuthConfig) -> Self {
         let keys = auth
-            .keys
-            .iter()
+            .effective_keys()
             .map(|k| {
                 let caller = Caller {
                     admin: k.admin,
@@ -170,6 +169,16 @@ mod tests {
         assert!(alice.may_act_for("alice") && !alice.may_act_for("bob"));
         assert_eq!(table.lookup("alice-key "), None, "no near matches");
         assert_eq!(table.lookup(""), None);
+    }
+
+    #[test]
+    fn keys_that_expanded_to_nothing_are_ignored() {
+        let config = parse_config(
+            json!({"auth": {"keys": [{"key": "", "admin": true}, {"key": "  "}]}}),
+            "t",
+        )
+        .expect("config");
+        assert!(!KeyTable::from_config(&config.auth).enforced);
     }
 
     #[test]
