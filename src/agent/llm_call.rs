@@ -102,6 +102,8 @@ fn sampling(run: &Run) -> SamplingParams {
         top_k: agent.top_k,
         repeat_penalty: agent.repeat_penalty,
         max_output_tokens: overrides.max_output_tokens.or(agent.max_output_tokens),
+        reasoning: agent.reasoning,
+        reasoning_tokens: agent.reasoning_tokens,
     }
 }
 

@@ -180,6 +180,7 @@ impl Session {
                 tool_calls: Vec::new(),
                 tool_call_id: Some(call.id.clone()),
                 reasoning: None,
+                reasoning_signature: None,
             });
         }
         if self.control.abort.is_cancelled() {
@@ -346,5 +347,6 @@ fn assistant_message(response: &LlmResponse) -> ChatMessage {
         tool_calls: response.tool_calls.clone(),
         tool_call_id: None,
         reasoning: Some(response.reasoning.clone()).filter(|r| !r.is_empty()),
+        reasoning_signature: response.reasoning_signature.clone(),
     }
 }
