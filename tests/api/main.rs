@@ -7,5 +7,6 @@ mod support;
 mod chat_completions;
 mod cli;
 mod operations;
+mod providers;
 mod session;
 mod store;

@@ -3,6 +3,7 @@
 
 pub mod mock_llm;
 pub mod scripted;
+pub mod wire;
 
 use std::sync::Arc;
 
