@@ -12,10 +12,11 @@ use crate::config::{Config, ProviderConfig, ProviderKind};
 
 use super::Provider;
 use super::anthropic::{AnthropicProvider, AnthropicSettings, request::DEFAULT_MAX_TOKENS};
-use super::google::{GoogleProvider, GoogleSettings};
-use super::ollama::{OllamaProvider, OllamaSettings};
+use super::google::GoogleProvider;
+use super::ollama::OllamaProvider;
 use super::openai::{Dialect, OpenAiProvider, OpenAiSettings};
 use super::parameters::ParameterPolicy;
+use super::upstream::Connection;
 
 #[derive(Debug, thiserror::Error)]
 #[error("providers.{provider}: {detail}")]
@@ -58,66 +59,54 @@ fn build(
     };
     let base_url =
         base_url(config).ok_or_else(|| fail("baseUrl is required for openai-compatible".into()))?;
-    let api_key = config.api_key.clone();
-    let extra_headers: Vec<(String, String)> = config
-        .headers
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let stream = config.stream.unwrap_or(true);
+    let connection = Connection {
+        base_url,
+        api_key: config.api_key.clone(),
+        extra_headers: config
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        stream: config.stream.unwrap_or(true),
+    };
+    // Anthropic always sends max_tokens, so derived budgets follow its default.
+    let default_output = match config.kind {
+        ProviderKind::Anthropic => DEFAULT_MAX_TOKENS,
+        _ => DEFAULT_MAX_OUTPUT_TOKENS,
+    };
+    let policy = ParameterPolicy::from_config(config, default_output);
     let client = client.clone();
+    let openai = |dialect| OpenAiSettings {
+        connection: connection.clone(),
+        include_usage: config.include_usage.unwrap_or(true),
+        dialect,
+    };
     let built: Result<Arc<dyn Provider>, _> = match config.kind {
-        ProviderKind::Openai | ProviderKind::OpenaiCompatible | ProviderKind::Openrouter => {
-            let dialect = match config.kind {
-                ProviderKind::Openai => Dialect::OpenAi,
-                ProviderKind::Openrouter => Dialect::OpenRouter,
-                _ => Dialect::Compatible,
-            };
-            let settings = OpenAiSettings {
-                base_url,
-                api_key,
-                extra_headers,
-                include_usage: config.include_usage.unwrap_or(true),
-                stream,
-                dialect,
-            };
-            let policy = ParameterPolicy::from_config(config, DEFAULT_MAX_OUTPUT_TOKENS);
-            OpenAiProvider::new(client, name, settings, policy).map(|p| Arc::new(p) as _)
+        ProviderKind::Openai => OpenAiProvider::new(client, name, openai(Dialect::OpenAi), policy)
+            .map(|p| Arc::new(p) as _),
+        ProviderKind::OpenaiCompatible => {
+            OpenAiProvider::new(client, name, openai(Dialect::Compatible), policy)
+                .map(|p| Arc::new(p) as _)
+        }
+        ProviderKind::Openrouter => {
+            OpenAiProvider::new(client, name, openai(Dialect::OpenRouter), policy)
+                .map(|p| Arc::new(p) as _)
         }
         ProviderKind::Anthropic => {
             let settings = AnthropicSettings {
-                base_url,
-                api_key,
-                extra_headers,
-                stream,
+                connection,
                 prompt_caching: !config
                     .cache_strategy
                     .as_deref()
                     .is_some_and(|s| s.trim().eq_ignore_ascii_case("none")),
             };
-            // Anthropic always sends max_tokens, so derived budgets follow that default.
-            let policy = ParameterPolicy::from_config(config, DEFAULT_MAX_TOKENS);
             AnthropicProvider::new(client, name, settings, policy).map(|p| Arc::new(p) as _)
         }
         ProviderKind::Google => {
-            let settings = GoogleSettings {
-                base_url,
-                api_key,
-                extra_headers,
-                stream,
-            };
-            let policy = ParameterPolicy::from_config(config, DEFAULT_MAX_OUTPUT_TOKENS);
-            GoogleProvider::new(client, name, settings, policy).map(|p| Arc::new(p) as _)
+            GoogleProvider::new(client, name, &connection, policy).map(|p| Arc::new(p) as _)
         }
         ProviderKind::Ollama => {
-            let settings = OllamaSettings {
-                base_url,
-                api_key,
-                extra_headers,
-                stream,
-            };
-            let policy = ParameterPolicy::from_config(config, DEFAULT_MAX_OUTPUT_TOKENS);
-            OllamaProvider::new(client, name, settings, policy).map(|p| Arc::new(p) as _)
+            OllamaProvider::new(client, name, &connection, policy).map(|p| Arc::new(p) as _)
         }
     };
     built.map_err(|e| fail(e.to_string()))

@@ -117,6 +117,20 @@ pub fn classify_error_body(body: &Value) -> Option<LlmError> {
     Some(classify(status, &code, message, None))
 }
 
+/// A whole (non-streamed) response body as JSON; an error object in it is classified.
+pub fn parse_whole_body(text: &str) -> Result<Value, LlmError> {
+    let body: Value = serde_json::from_str(text).map_err(|e| {
+        LlmError::InvalidResponse(format!(
+            "response is not JSON ({e}): {}",
+            truncate(text, 200)
+        ))
+    })?;
+    match classify_error_body(&body) {
+        Some(error) => Err(error),
+        None => Ok(body),
+    }
+}
+
 /// Maps an HTTP failure onto the error classes the session loop acts on.
 pub fn classify_status(status: u16, body: &str, retry_after: Option<Duration>) -> LlmError {
     let parsed: Option<Value> = serde_json::from_str(body).ok();

@@ -17,6 +17,7 @@ pub mod parameters;
 pub mod sse;
 pub mod stream;
 pub mod upstream;
+mod wire_body;
 
 pub use crate::config::{ReasoningLevel, ReasoningTokens};
 pub use assembler::{LlmResponse, ResponseAssembler};

@@ -8,28 +8,19 @@
 use std::collections::{HashMap, VecDeque};
 
 use async_trait::async_trait;
-use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
 
 use super::failure::{classify_error_body, truncate};
+use super::openai::function_tools;
 use super::parameters::{ParameterPolicy, ResolvedParams};
-use super::stream::{Flow, Frame, FrameDecoder, Frames, decode_frames, frame_json, response_bytes};
+use super::stream::{Flow, Frame, FrameDecoder, frame_json};
 use super::upstream::{
-    HeaderSpec, OptionalParam, Upstream, UpstreamSetupError, WireBody, read_body, strip_base,
+    Connection, Framing, KeyHeader, OptionalParam, Reading, Upstream, UpstreamSetupError, WireBody,
+    strip_base,
 };
 use super::{
     ChatMessage, DeltaStream, LlmDelta, LlmError, LlmRequest, Provider, Role, StopReason, Usage,
 };
-
-#[derive(Clone)]
-pub struct OllamaSettings {
-    /// `http://127.0.0.1:11434` (a trailing `/api` or `/v1` is accepted).
-    pub base_url: String,
-    /// Sent as a bearer token, for Ollama behind an authenticating proxy.
-    pub api_key: Option<SecretString>,
-    pub extra_headers: Vec<(String, String)>,
-    pub stream: bool,
-}
 
 pub struct OllamaProvider {
     upstream: Upstream,
@@ -46,30 +37,20 @@ const NUM_PREDICT: OptionalParam = OptionalParam::at(&["options", "num_predict"]
 const THINK: OptionalParam = OptionalParam::at(&["think"]);
 
 impl OllamaProvider {
+    /// `connection.base_url` is the server root (`http://127.0.0.1:11434`); an API key, if
+    /// set, goes as a bearer token for Ollama behind an authenticating proxy.
     pub fn new(
         client: reqwest::Client,
         provider: &str,
-        settings: OllamaSettings,
+        connection: &Connection,
         policy: ParameterPolicy,
     ) -> Result<Self, UpstreamSetupError> {
-        let mut headers = Vec::new();
-        if let Some(key) = settings
-            .api_key
-            .as_ref()
-            .map(ExposeSecret::expose_secret)
-            .filter(|k| !k.is_empty())
-        {
-            headers.push(HeaderSpec::secret("authorization", format!("Bearer {key}")));
-        }
-        for (name, value) in &settings.extra_headers {
-            headers.push(HeaderSpec::configured(name, value));
-        }
-        let upstream = Upstream::new(client, provider, &settings.base_url, headers)?;
-        let root = strip_base(&strip_base(&settings.base_url, "/v1"), "/api");
+        let upstream = Upstream::connect(client, provider, connection, KeyHeader::Bearer, &[])?;
+        let root = strip_base(&strip_base(&connection.base_url, "/v1"), "/api");
         Ok(Self {
             upstream,
             url: format!("{root}/api/chat"),
-            stream: settings.stream,
+            stream: connection.stream,
             policy,
         })
     }
@@ -80,33 +61,29 @@ impl Provider for OllamaProvider {
     async fn stream(&self, request: LlmRequest) -> Result<DeltaStream, LlmError> {
         let params = self.policy.resolve(&request.model, &request.sampling);
         let body = request_body(&request, &params, self.stream);
-        let response = self
-            .upstream
-            .post(&self.url, &request.model, body, request.timeout)
-            .await?;
-        let secrets = self.upstream.secrets();
-        if !self.stream {
-            let text = read_body(response, request.timeout, &secrets).await?;
-            let mut decoder = LineDecoder::default();
-            let mut out = VecDeque::new();
-            let frame = Frame {
-                event: None,
-                data: text,
-            };
-            let flow = decoder
-                .decode(&frame, &mut out)
-                .map_err(|e| secrets.redact_error(e))?;
-            if flow != Flow::Done {
-                return Err(LlmError::InvalidResponse(
-                    "response is not marked done".into(),
-                ));
-            }
-            return Ok(Box::pin(futures_util::stream::iter(
-                out.into_iter().map(Ok),
-            )));
-        }
-        let frames = Frames::lines(response_bytes(response, request.timeout));
-        Ok(decode_frames(frames, LineDecoder::default(), secrets))
+        let reading = if self.stream {
+            Reading::Stream(Framing::Lines, LineDecoder::default())
+        } else {
+            Reading::Whole(Box::new(decode_whole))
+        };
+        self.upstream
+            .exchange(&self.url, &request, body, reading)
+            .await
+    }
+}
+
+/// A non-streamed body is one line that must be the last.
+fn decode_whole(text: &str) -> Result<Vec<LlmDelta>, LlmError> {
+    let mut out = VecDeque::new();
+    let frame = Frame {
+        event: None,
+        data: text.to_string(),
+    };
+    match LineDecoder::default().decode(&frame, &mut out)? {
+        Flow::Done => Ok(out.into()),
+        Flow::Continue => Err(LlmError::InvalidResponse(
+            "response is not marked done".into(),
+        )),
     }
 }
 
@@ -127,12 +104,7 @@ fn request_body(request: &LlmRequest, params: &ResolvedParams, stream: bool) -> 
     body.insert("messages".into(), Value::Array(messages));
     body.insert("stream".into(), json!(stream));
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
+        body.insert("tools".into(), function_tools(&request.tools));
     }
     let mut body = WireBody::new(body);
     body.set_optional(TEMPERATURE, params.temperature.map(|v| json!(v)));

@@ -4,7 +4,7 @@
 //!
 //! A parameter the upstream rejects (HTTP 400/422 naming it) is logged once per model, dropped
 //! from this request (which is retried at once) and omitted from every later request to that
-//! model. Only parameters the body builder marked optional are ever dropped.
+//! model. Only parameters the body builder marked optional ([`WireBody`]) are ever dropped.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,8 +14,12 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 use tracing::warn;
 
-use super::LlmError;
+use secrecy::{ExposeSecret, SecretString};
+
 use super::failure::{Secrets, classify_status, classify_transport_error, parse_retry_after};
+use super::stream::{FrameDecoder, Frames, decode_frames, response_bytes};
+pub use super::wire_body::{OptionalParam, WireBody};
+use super::{DeltaStream, LlmDelta, LlmError, LlmRequest};
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamSetupError {
@@ -25,114 +29,39 @@ pub enum UpstreamSetupError {
     BadBaseUrl { url: String },
 }
 
-/// A request parameter the body builder may drop: where it sits in the body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OptionalParam {
-    /// Object keys leading to the parameter; the last one is its wire name.
-    pub path: &'static [&'static str],
+/// What every provider type is configured with.
+#[derive(Clone)]
+pub struct Connection {
+    pub base_url: String,
+    pub api_key: Option<SecretString>,
+    /// Configured `headers`; they replace same-named defaults.
+    pub extra_headers: Vec<(String, String)>,
+    /// Stream the response, or ask for one whole body.
+    pub stream: bool,
 }
 
-impl OptionalParam {
-    pub const fn at(path: &'static [&'static str]) -> Self {
-        Self { path }
-    }
-
-    pub fn name(&self) -> &'static str {
-        self.path.last().copied().unwrap_or_default()
-    }
+/// How a vendor wants the API key.
+#[derive(Debug, Clone, Copy)]
+pub enum KeyHeader {
+    /// `Authorization: Bearer KEY`.
+    Bearer,
+    /// The key as the value of this header (`x-api-key`, `x-goog-api-key`).
+    Named(&'static str),
 }
 
-/// A JSON request body and the optional parameters it carries.
-#[derive(Debug, Clone, Default)]
-pub struct WireBody {
-    pub body: Map<String, Value>,
-    optional: Vec<OptionalParam>,
+/// How a response body is read.
+pub enum Reading<D> {
+    /// Frames decoded as they arrive.
+    Stream(Framing, D),
+    /// One body, decoded whole.
+    Whole(Box<dyn FnOnce(&str) -> Result<Vec<LlmDelta>, LlmError> + Send>),
 }
 
-impl WireBody {
-    pub fn new(body: Map<String, Value>) -> Self {
-        Self {
-            body,
-            optional: Vec::new(),
-        }
-    }
-
-    /// Sets an optional parameter (creating parent objects); `None` leaves it out.
-    pub fn set_optional(&mut self, param: OptionalParam, value: Option<Value>) {
-        let Some(value) = value else {
-            return;
-        };
-        let Some((last, parents)) = param.path.split_last() else {
-            return;
-        };
-        let mut object = &mut self.body;
-        for key in parents {
-            let entry = object
-                .entry(key.to_string())
-                .or_insert_with(|| Value::Object(Map::new()));
-            if !entry.is_object() {
-                *entry = Value::Object(Map::new());
-            }
-            let Value::Object(inner) = entry else {
-                return;
-            };
-            object = inner;
-        }
-        object.insert(last.to_string(), value);
-        self.optional.push(param);
-    }
-
-    pub fn contains(&self, param: OptionalParam) -> bool {
-        self.optional.contains(&param)
-    }
-
-    fn remove(&mut self, param: OptionalParam) {
-        self.optional.retain(|p| *p != param);
-        let Some((last, parents)) = param.path.split_last() else {
-            return;
-        };
-        let mut object = &mut self.body;
-        for key in parents {
-            match object.get_mut(*key) {
-                Some(Value::Object(inner)) => object = inner,
-                _ => return,
-            }
-        }
-        object.remove(*last);
-        // An emptied parent (e.g. `options: {}`) would only be noise.
-        if let Some((parent_key, grand)) = parents.split_last() {
-            let mut holder = &mut self.body;
-            for key in grand {
-                match holder.get_mut(*key) {
-                    Some(Value::Object(inner)) => holder = inner,
-                    _ => return,
-                }
-            }
-            if holder
-                .get(*parent_key)
-                .is_some_and(|v| v.as_object().is_some_and(Map::is_empty))
-            {
-                holder.remove(*parent_key);
-            }
-        }
-    }
-
-    /// The optional parameter an upstream error message names, if any.
-    fn named_in(&self, message: &str) -> Option<OptionalParam> {
-        let message = normalise(message);
-        self.optional
-            .iter()
-            .copied()
-            .find(|p| message.contains(&normalise(p.name())))
-    }
-}
-
-/// `top_k`, `topK` and `top-k` all become `topk`, so vendors' spellings match each other.
-fn normalise(text: &str) -> String {
-    text.chars()
-        .filter(char::is_ascii_alphanumeric)
-        .map(|c| c.to_ascii_lowercase())
-        .collect()
+/// How a streamed body is cut into frames.
+#[derive(Debug, Clone, Copy)]
+pub enum Framing {
+    Sse,
+    Lines,
 }
 
 /// Connection facts of one configured provider, shared by all its requests.
@@ -147,14 +76,14 @@ pub struct Upstream {
 }
 
 /// A header the provider sends on every request; `secret` values are redacted from errors.
-pub struct HeaderSpec {
+struct HeaderSpec {
     pub name: String,
     pub value: String,
     pub secret: bool,
 }
 
 impl HeaderSpec {
-    pub fn secret(name: &str, value: String) -> Self {
+    fn secret(name: &str, value: String) -> Self {
         Self {
             name: name.to_string(),
             value,
@@ -163,7 +92,7 @@ impl HeaderSpec {
     }
 
     /// A configured header; its value is treated as secret when its name suggests a credential.
-    pub fn configured(name: &str, value: &str) -> Self {
+    fn configured(name: &str, value: &str) -> Self {
         let lower = name.to_ascii_lowercase();
         let secret = ["auth", "key", "token", "secret", "cookie"]
             .iter()
@@ -177,8 +106,46 @@ impl HeaderSpec {
 }
 
 impl Upstream {
+    /// The upstream for `connection`: the key in `key` form, then `defaults` unless configured
+    /// `headers` name them, then the configured headers.
+    pub fn connect(
+        client: reqwest::Client,
+        provider: &str,
+        connection: &Connection,
+        key: KeyHeader,
+        defaults: &[(&str, &str)],
+    ) -> Result<Self, UpstreamSetupError> {
+        let mut headers = Vec::new();
+        if let Some(secret) = connection
+            .api_key
+            .as_ref()
+            .map(ExposeSecret::expose_secret)
+            .filter(|k| !k.is_empty())
+        {
+            headers.push(match key {
+                KeyHeader::Bearer => {
+                    HeaderSpec::secret("authorization", format!("Bearer {secret}"))
+                }
+                KeyHeader::Named(name) => HeaderSpec::secret(name, secret.to_string()),
+            });
+        }
+        let configured = |name: &str| {
+            connection
+                .extra_headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(name))
+        };
+        for (name, value) in defaults.iter().filter(|(n, _)| !configured(n)) {
+            headers.push(HeaderSpec::configured(name, value));
+        }
+        for (name, value) in &connection.extra_headers {
+            headers.push(HeaderSpec::configured(name, value));
+        }
+        Self::new(client, provider, &connection.base_url, headers)
+    }
+
     /// `base_url` is checked and its password/query values remembered as secrets.
-    pub fn new(
+    fn new(
         client: reqwest::Client,
         provider: &str,
         base_url: &str,
@@ -219,7 +186,7 @@ impl Upstream {
         })
     }
 
-    pub fn secrets(&self) -> Arc<Secrets> {
+    fn secrets(&self) -> Arc<Secrets> {
         Arc::clone(&self.secrets)
     }
 
@@ -316,16 +283,49 @@ impl Upstream {
     }
 }
 
-/// Reads a whole (non-streamed) body within `timeout`.
-pub async fn read_body(
-    response: reqwest::Response,
-    timeout: Duration,
-    secrets: &Secrets,
-) -> Result<String, LlmError> {
-    tokio::time::timeout(timeout, response.text())
-        .await
-        .map_err(|_| LlmError::Timeout("the response body did not arrive in time".into()))?
-        .map_err(|e| secrets.redact_error(classify_transport_error(e)))
+impl Upstream {
+    /// One call: POSTs `body` for `request` (see [`Upstream::post`]) and reads the response as
+    /// `reading` says.
+    pub async fn exchange<D: FrameDecoder>(
+        &self,
+        url: &str,
+        request: &LlmRequest,
+        body: WireBody,
+        reading: Reading<D>,
+    ) -> Result<DeltaStream, LlmError> {
+        let response = self
+            .post(url, &request.model, body, request.timeout)
+            .await?;
+        self.deltas(response, request.timeout, reading).await
+    }
+
+    /// The deltas of a successful response, read as `reading` says; errors are redacted.
+    async fn deltas<D: FrameDecoder>(
+        &self,
+        response: reqwest::Response,
+        timeout: Duration,
+        reading: Reading<D>,
+    ) -> Result<DeltaStream, LlmError> {
+        let decode_whole = match reading {
+            Reading::Stream(framing, decoder) => {
+                let bytes = response_bytes(response, timeout);
+                let frames = match framing {
+                    Framing::Sse => Frames::sse(bytes),
+                    Framing::Lines => Frames::lines(bytes),
+                };
+                return Ok(decode_frames(frames, decoder, self.secrets()));
+            }
+            Reading::Whole(decode) => decode,
+        };
+        let text = tokio::time::timeout(timeout, response.text())
+            .await
+            .map_err(|_| LlmError::Timeout("the response body did not arrive in time".into()))?
+            .map_err(|e| self.secrets.redact_error(classify_transport_error(e)))?;
+        let deltas = decode_whole(&text).map_err(|e| self.secrets.redact_error(e))?;
+        Ok(Box::pin(futures_util::stream::iter(
+            deltas.into_iter().map(Ok),
+        )))
+    }
 }
 
 /// `{base}` without trailing slashes and without a trailing `suffix` segment (e.g. `/v1`), so
@@ -342,33 +342,6 @@ pub fn strip_base(base: &str, suffix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    const TOP_K: OptionalParam = OptionalParam::at(&["generationConfig", "topK"]);
-    const TEMPERATURE: OptionalParam = OptionalParam::at(&["temperature"]);
-
-    #[test]
-    fn optional_params_are_set_found_by_any_spelling_and_removed() {
-        let mut body = WireBody::new(Map::new());
-        body.set_optional(TOP_K, Some(json!(40)));
-        body.set_optional(TEMPERATURE, Some(json!(0.2)));
-        body.set_optional(OptionalParam::at(&["absent"]), None);
-        assert_eq!(
-            Value::Object(body.body.clone()),
-            json!({"generationConfig": {"topK": 40}, "temperature": 0.2})
-        );
-        assert_eq!(
-            body.named_in("Unsupported parameter: 'top_k' is not supported"),
-            Some(TOP_K)
-        );
-        assert_eq!(body.named_in("something else entirely"), None);
-        body.remove(TOP_K);
-        assert_eq!(
-            Value::Object(body.body.clone()),
-            json!({"temperature": 0.2})
-        );
-        assert!(!body.contains(TOP_K));
-    }
 
     #[test]
     fn base_urls_are_normalised() {

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 
-use crate::llm::failure::{classify_error_body, truncate};
+use crate::llm::failure::{classify_error_body, parse_whole_body, truncate};
 use crate::llm::stream::{Flow, Frame, FrameDecoder, frame_json};
 use crate::llm::{LlmDelta, LlmError, StopReason, Usage};
 
@@ -219,12 +219,8 @@ fn push_text(out: &mut VecDeque<LlmDelta>, make: fn(String) -> LlmDelta, text: &
 
 /// Decodes a whole (non-streamed) `message` body into the deltas a stream would give.
 pub fn decode_message(text: &str) -> Result<Vec<LlmDelta>, LlmError> {
-    let body: Value = serde_json::from_str(text).map_err(|e| {
-        LlmError::InvalidResponse(format!(
-            "response is not JSON ({e}): {}",
-            truncate(text, 200)
-        ))
-    })?;
+    let body = parse_whole_body(text)?;
+
     if let Some(error) = classify_error_body(&body) {
         return Err(error);
     }

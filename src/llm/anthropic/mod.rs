@@ -6,11 +6,11 @@ pub mod decode;
 pub mod request;
 
 use async_trait::async_trait;
-use secrecy::{ExposeSecret, SecretString};
 
 use super::parameters::ParameterPolicy;
-use super::stream::{Frames, decode_frames, response_bytes};
-use super::upstream::{HeaderSpec, Upstream, UpstreamSetupError, read_body, strip_base};
+use super::upstream::{
+    Connection, Framing, KeyHeader, Reading, Upstream, UpstreamSetupError, strip_base,
+};
 use super::{DeltaStream, LlmError, LlmRequest, Provider};
 use decode::{EventDecoder, decode_message};
 use request::{Shape, request_body};
@@ -21,10 +21,7 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 #[derive(Clone)]
 pub struct AnthropicSettings {
     /// `https://api.anthropic.com` (a trailing `/v1` is accepted too).
-    pub base_url: String,
-    pub api_key: Option<SecretString>,
-    pub extra_headers: Vec<(String, String)>,
-    pub stream: bool,
+    pub connection: Connection,
     /// Mark the system prompt and the last message `cache_control: ephemeral`.
     pub prompt_caching: bool,
 }
@@ -43,35 +40,19 @@ impl AnthropicProvider {
         settings: AnthropicSettings,
         policy: ParameterPolicy,
     ) -> Result<Self, UpstreamSetupError> {
-        let mut headers = Vec::new();
-        if let Some(key) = settings
-            .api_key
-            .as_ref()
-            .map(ExposeSecret::expose_secret)
-            .filter(|k| !k.is_empty())
-        {
-            headers.push(HeaderSpec::secret("x-api-key", key.to_string()));
-        }
-        if !settings
-            .extra_headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("anthropic-version"))
-        {
-            headers.push(HeaderSpec::configured(
-                "anthropic-version",
-                ANTHROPIC_VERSION,
-            ));
-        }
-        for (name, value) in &settings.extra_headers {
-            headers.push(HeaderSpec::configured(name, value));
-        }
-        let upstream = Upstream::new(client, provider, &settings.base_url, headers)?;
-        let url = format!("{}/v1/messages", strip_base(&settings.base_url, "/v1"));
+        let connection = &settings.connection;
+        let upstream = Upstream::connect(
+            client,
+            provider,
+            connection,
+            KeyHeader::Named("x-api-key"),
+            &[("anthropic-version", ANTHROPIC_VERSION)],
+        )?;
         Ok(Self {
             upstream,
-            url,
+            url: format!("{}/v1/messages", strip_base(&connection.base_url, "/v1")),
             shape: Shape {
-                stream: settings.stream,
+                stream: connection.stream,
                 prompt_caching: settings.prompt_caching,
             },
             policy,
@@ -84,19 +65,13 @@ impl Provider for AnthropicProvider {
     async fn stream(&self, request: LlmRequest) -> Result<DeltaStream, LlmError> {
         let params = self.policy.resolve(&request.model, &request.sampling);
         let body = request_body(&request, &params, &self.shape);
-        let response = self
-            .upstream
-            .post(&self.url, &request.model, body, request.timeout)
-            .await?;
-        let secrets = self.upstream.secrets();
-        if !self.shape.stream {
-            let text = read_body(response, request.timeout, &secrets).await?;
-            let deltas = decode_message(&text).map_err(|e| secrets.redact_error(e))?;
-            return Ok(Box::pin(futures_util::stream::iter(
-                deltas.into_iter().map(Ok),
-            )));
-        }
-        let frames = Frames::sse(response_bytes(response, request.timeout));
-        Ok(decode_frames(frames, EventDecoder::default(), secrets))
+        let reading = if self.shape.stream {
+            Reading::Stream(Framing::Sse, EventDecoder::default())
+        } else {
+            Reading::Whole(Box::new(decode_message))
+        };
+        self.upstream
+            .exchange(&self.url, &request, body, reading)
+            .await
     }
 }

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 
-use crate::llm::failure::{classify_error_body, truncate};
+use crate::llm::failure::{classify_error_body, parse_whole_body};
 use crate::llm::stream::{Flow, Frame, FrameDecoder, frame_json};
 use crate::llm::{LlmDelta, LlmError, StopReason, Usage};
 
@@ -133,12 +133,8 @@ fn parse_usage(usage: &Value) -> Usage {
 
 /// Decodes a whole `generateContent` body into the deltas a stream would give.
 pub fn decode_body(text: &str) -> Result<Vec<LlmDelta>, LlmError> {
-    let body: Value = serde_json::from_str(text).map_err(|e| {
-        LlmError::InvalidResponse(format!(
-            "response is not JSON ({e}): {}",
-            truncate(text, 200)
-        ))
-    })?;
+    let body = parse_whole_body(text)?;
+
     let mut decoder = ResponseDecoder::default();
     let mut out = VecDeque::new();
     decoder.decode_response(&body, &mut out)?;

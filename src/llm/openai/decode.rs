@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 
-use crate::llm::failure::{classify_error_body, truncate};
+use crate::llm::failure::{classify_error_body, parse_whole_body};
 use crate::llm::stream::{Flow, Frame, FrameDecoder, frame_json};
 use crate::llm::{LlmDelta, LlmError, ResponseMetadata, StopReason, Usage};
 
@@ -171,12 +171,8 @@ impl ChunkDecoder {
 
 /// Decodes a non-streaming `chat.completion` body into the same deltas a stream would give.
 pub fn decode_completion(text: &str, report_routing: bool) -> Result<Vec<LlmDelta>, LlmError> {
-    let body: Value = serde_json::from_str(text).map_err(|e| {
-        LlmError::InvalidResponse(format!(
-            "response is not JSON ({e}): {}",
-            truncate(text, 200)
-        ))
-    })?;
+    let body = parse_whole_body(text)?;
+
     if let Some(error) = classify_error_body(&body) {
         return Err(error);
     }

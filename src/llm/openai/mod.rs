@@ -11,18 +11,14 @@
 
 pub mod decode;
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
-use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
 
 use super::parameters::{ParameterPolicy, ResolvedParams};
-use super::stream::{Frames, decode_frames, response_bytes};
 use super::upstream::{
-    HeaderSpec, OptionalParam, Upstream, UpstreamSetupError, WireBody, read_body,
+    Connection, Framing, KeyHeader, OptionalParam, Reading, Upstream, UpstreamSetupError, WireBody,
 };
-use super::{ChatMessage, DeltaStream, LlmError, LlmRequest, Provider, Role};
+use super::{ChatMessage, DeltaStream, LlmError, LlmRequest, Provider, Role, ToolDefinition};
 use decode::{ChunkDecoder, decode_completion};
 
 /// Which flavour of the Chat Completions API the endpoint speaks.
@@ -33,17 +29,13 @@ pub enum Dialect {
     OpenRouter,
 }
 
-/// Connection settings of one OpenAI-compatible endpoint.
+/// Settings of one OpenAI-compatible endpoint.
 #[derive(Clone)]
 pub struct OpenAiSettings {
     /// Base URL up to and including `/v1`; `/chat/completions` is appended.
-    pub base_url: String,
-    pub api_key: Option<SecretString>,
-    pub extra_headers: Vec<(String, String)>,
+    pub connection: Connection,
     /// Ask for the usage chunk (`stream_options.include_usage`); some servers reject it.
     pub include_usage: bool,
-    /// Stream responses (SSE) or ask for one JSON body.
-    pub stream: bool,
     pub dialect: Dialect,
 }
 
@@ -77,36 +69,23 @@ impl OpenAiProvider {
         settings: OpenAiSettings,
         policy: ParameterPolicy,
     ) -> Result<Self, UpstreamSetupError> {
-        let mut headers = Vec::new();
-        if let Some(key) = settings
-            .api_key
-            .as_ref()
-            .map(ExposeSecret::expose_secret)
-            .filter(|k| !k.is_empty())
-        {
-            headers.push(HeaderSpec::secret("authorization", format!("Bearer {key}")));
-        }
-        if settings.dialect == Dialect::OpenRouter {
-            for (name, value) in [
+        let defaults: &[(&str, &str)] = match settings.dialect {
+            Dialect::OpenRouter => &[
                 ("HTTP-Referer", OPENROUTER_REFERER),
                 ("X-Title", OPENROUTER_TITLE),
-            ] {
-                let configured = settings
-                    .extra_headers
-                    .iter()
-                    .any(|(n, _)| n.eq_ignore_ascii_case(name));
-                if !configured {
-                    headers.push(HeaderSpec::configured(name, value));
-                }
-            }
-        }
-        for (name, value) in &settings.extra_headers {
-            headers.push(HeaderSpec::configured(name, value));
-        }
-        let upstream = Upstream::new(client, provider, &settings.base_url, headers)?;
+            ],
+            Dialect::OpenAi | Dialect::Compatible => &[],
+        };
+        let upstream = Upstream::connect(
+            client,
+            provider,
+            &settings.connection,
+            KeyHeader::Bearer,
+            defaults,
+        )?;
         let url = format!(
             "{}/chat/completions",
-            settings.base_url.trim_end_matches('/')
+            settings.connection.base_url.trim_end_matches('/')
         );
         Ok(Self {
             upstream,
@@ -128,16 +107,11 @@ impl OpenAiProvider {
         body.insert("model".into(), json!(request.model));
         body.insert("messages".into(), Value::Array(messages));
         if !request.tools.is_empty() {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
-                .collect();
-            body.insert("tools".into(), Value::Array(tools));
+            body.insert("tools".into(), function_tools(&request.tools));
             body.insert("tool_choice".into(), json!("auto"));
         }
         let mut body = WireBody::new(body);
-        if self.settings.stream {
+        if self.settings.connection.stream {
             body.body.insert("stream".into(), json!(true));
             body.set_optional(
                 STREAM_OPTIONS,
@@ -191,27 +165,26 @@ impl OpenAiProvider {
 impl Provider for OpenAiProvider {
     async fn stream(&self, request: LlmRequest) -> Result<DeltaStream, LlmError> {
         let body = self.request_body(&request);
-        let response = self
-            .upstream
-            .post(&self.url, &request.model, body, request.timeout)
-            .await?;
-        let secrets = self.upstream.secrets();
         let report_routing = self.settings.dialect == Dialect::OpenRouter;
-        if !self.settings.stream {
-            let text = read_body(response, request.timeout, &secrets).await?;
-            let deltas =
-                decode_completion(&text, report_routing).map_err(|e| secrets.redact_error(e))?;
-            return Ok(Box::pin(futures_util::stream::iter(
-                deltas.into_iter().map(Ok),
-            )));
-        }
-        let frames = Frames::sse(response_bytes(response, request.timeout));
-        Ok(decode_frames(
-            frames,
-            ChunkDecoder::new(report_routing),
-            Arc::clone(&secrets),
-        ))
+        let reading = if self.settings.connection.stream {
+            Reading::Stream(Framing::Sse, ChunkDecoder::new(report_routing))
+        } else {
+            Reading::Whole(Box::new(move |text: &str| {
+                decode_completion(text, report_routing)
+            }))
+        };
+        self.upstream
+            .exchange(&self.url, &request, body, reading)
+            .await
     }
+}
+
+/// Tools in the `{"type": "function", "function": {…}}` form (also Ollama's).
+pub(crate) fn function_tools(tools: &[ToolDefinition]) -> Value {
+    tools
+        .iter()
+        .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
+        .collect()
 }
 
 /// One conversation message in Chat Completions form. `replay_field` names the field that
@@ -258,11 +231,13 @@ mod tests {
     fn provider(dialect: Dialect, config: Value) -> OpenAiProvider {
         let config = parse_config(json!({"providers": {"p": config}}), "t").expect("config");
         let settings = OpenAiSettings {
-            base_url: "http://127.0.0.1:9/v1".into(),
-            api_key: None,
-            extra_headers: Vec::new(),
+            connection: Connection {
+                base_url: "http://127.0.0.1:9/v1".into(),
+                api_key: None,
+                extra_headers: Vec::new(),
+                stream: true,
+            },
             include_usage: true,
-            stream: true,
             dialect,
         };
         let policy = ParameterPolicy::from_config(&config.providers["p"], 4096);

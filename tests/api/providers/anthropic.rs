@@ -10,17 +10,16 @@ use agentd::llm::{ChatMessage, LlmError, Role, SamplingParams, StopReason, ToolC
 use agentd::tools::ToolRegistry;
 use serde_json::{Value, json};
 
-use super::{KEY, UNICODE, all_sampling, call, provider, request};
+use super::{KEY, UNICODE, all_sampling, call, merged, provider, request};
 use crate::support::scripted::{Harness, TestTools, agent};
 use crate::support::wire::anthropic;
 use crate::support::wire::{Call, Script, WireMock, WireReply};
 
 fn config(mock: &WireMock, extra: Value) -> Value {
-    let mut config = json!({"type": "anthropic", "baseUrl": mock.base_url, "apiKey": KEY});
-    if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
-        config.extend(extra.clone());
-    }
-    config
+    merged(
+        json!({"type": "anthropic", "baseUrl": mock.base_url, "apiKey": KEY}),
+        extra,
+    )
 }
 
 fn thinking_tool_turn() -> Script {

@@ -5,17 +5,15 @@ use std::time::Duration;
 use agentd::llm::{ChatMessage, Role, SamplingParams, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
 
-use super::{KEY, UNICODE, all_sampling, call, provider, request};
+use super::{KEY, UNICODE, all_sampling, call, merged, provider, request};
 use crate::support::wire::gemini;
 use crate::support::wire::{Call, Script, WireMock, WireReply};
 
 fn config(mock: &WireMock, extra: Value) -> Value {
-    let mut config =
-        json!({"type": "google", "baseUrl": format!("{}/v1beta", mock.base_url), "apiKey": KEY});
-    if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
-        config.extend(extra.clone());
-    }
-    config
+    merged(
+        json!({"type": "google", "baseUrl": format!("{}/v1beta", mock.base_url), "apiKey": KEY}),
+        extra,
+    )
 }
 
 fn script() -> Script {

@@ -23,6 +23,14 @@ use serde_json::{Value, json};
 pub const UNICODE: &str = "Grüße, мир — ✓ 🌍 done";
 pub const KEY: &str = "sk-wire-test-key-0123456789";
 
+/// `base` with the keys of `extra` added (or replaced).
+pub fn merged(mut base: Value, extra: Value) -> Value {
+    if let (Some(base), Value::Object(extra)) = (base.as_object_mut(), extra) {
+        base.extend(extra);
+    }
+    base
+}
+
 /// Builds provider `p` from a provider config object (type, baseUrl, …).
 pub fn provider(config: Value) -> Arc<dyn Provider> {
     let config = parse_config(json!({"providers": {"p": config}}), "provider test")

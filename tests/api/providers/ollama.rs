@@ -5,16 +5,12 @@ use std::time::Duration;
 use agentd::llm::{SamplingParams, StopReason, Usage};
 use serde_json::{Value, json};
 
-use super::{UNICODE, all_sampling, call, provider, request};
+use super::{UNICODE, all_sampling, call, merged, provider, request};
 use crate::support::wire::ollama;
 use crate::support::wire::{Call, Script, WireMock, WireReply};
 
 fn config(base_url: String, extra: Value) -> Value {
-    let mut config = json!({"type": "ollama", "baseUrl": base_url});
-    if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
-        config.extend(extra.clone());
-    }
-    config
+    merged(json!({"type": "ollama", "baseUrl": base_url}), extra)
 }
 
 fn script() -> Script {

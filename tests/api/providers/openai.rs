@@ -6,16 +6,15 @@ use std::time::Duration;
 use agentd::llm::{SamplingParams, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
 
-use super::{KEY, UNICODE, all_sampling, call, provider, request};
+use super::{KEY, UNICODE, all_sampling, call, merged, provider, request};
 use crate::support::wire::openai::{self, Dialect, Indices};
 use crate::support::wire::{Call, Script, WireMock, WireReply};
 
 fn compatible(mock: &WireMock, extra: Value) -> Value {
-    let mut config = json!({"type": "openai-compatible", "baseUrl": format!("{}/v1", mock.base_url), "apiKey": KEY});
-    if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
-        config.extend(extra.clone());
-    }
-    config
+    merged(
+        json!({"type": "openai-compatible", "baseUrl": format!("{}/v1", mock.base_url), "apiKey": KEY}),
+        extra,
+    )
 }
 
 fn two_calls() -> Vec<Call> {
