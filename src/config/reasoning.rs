@@ -201,7 +201,11 @@ mod tests {
             Ok(ReasoningTokens::Disabled)
         );
         assert!(ReasoningTokens::parse(&json!(-3)).is_err());
-        assert!(ReasoningTokens::parse(&json!(u64::MAX)).is_err());
+        assert_eq!(
+            ReasoningTokens::parse(&json!(u32::MAX)),
+            Ok(ReasoningTokens::Budget(u32::MAX))
+        );
+        assert!(ReasoningTokens::parse(&json!(u64::from(u32::MAX) + 1)).is_err());
         assert!(ReasoningTokens::parse(&json!("lots")).is_err());
     }
 
@@ -223,5 +227,19 @@ mod tests {
         assert_eq!(off, ReasoningMapping::Disabled);
         let err = serde_json::from_value::<ReasoningMapping>(json!([1, 2])).unwrap_err();
         assert!(err.to_string().contains("4 entries"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_provider_mapping_is_named_by_its_config_path() {
+        let err = crate::config::parse_config(
+            json!({"providers": {"p": {"type": "openai", "models": {"m": {"reasoning": [1, 2, 3, 4, 5]}}}}}),
+            "a.json",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("providers.p.models.m.reasoning") && err.contains("got 5"),
+            "{err}"
+        );
     }
 }

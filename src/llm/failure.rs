@@ -356,13 +356,18 @@ mod tests {
         let mut secrets = Secrets::default();
         secrets.add("sk-live-123456");
         secrets.add("abc");
+        secrets.add("six-ch");
+        secrets.add("fivec");
         secrets.add_url_parts("https://user:hunter22@example.com/v1?key=AIzaSECRET99");
         let error = secrets.redact_error(LlmError::Auth(
-            "bad key sk-live-123456 for hunter22 with AIzaSECRET99 abc".into(),
+            "bad key sk-live-123456 for hunter22 with AIzaSECRET99 abc six-ch fivec".into(),
         ));
         assert_eq!(
             error,
-            LlmError::Auth("bad key [redacted] for [redacted] with [redacted] abc".into())
+            LlmError::Auth(
+                "bad key [redacted] for [redacted] with [redacted] abc [redacted] fivec".into()
+            ),
+            "six characters and up are secrets; shorter values are too common to redact"
         );
     }
 }

@@ -49,12 +49,15 @@ pub enum KeyHeader {
     Named(&'static str),
 }
 
+/// Decodes one whole (non-streamed) response body.
+pub type WholeDecoder = Box<dyn FnOnce(&str) -> Result<Vec<LlmDelta>, LlmError> + Send>;
+
 /// How a response body is read.
 pub enum Reading<D> {
     /// Frames decoded as they arrive.
     Stream(Framing, D),
     /// One body, decoded whole.
-    Whole(Box<dyn FnOnce(&str) -> Result<Vec<LlmDelta>, LlmError> + Send>),
+    Whole(WholeDecoder),
 }
 
 /// How a streamed body is cut into frames.

@@ -310,6 +310,23 @@ mod tests {
             .expect("blocks");
         assert!(content.iter().all(|b| b["type"] != "thinking"));
 
+        let budget_at = |max_tokens: u32| {
+            let params = ResolvedParams {
+                max_output_tokens: Some(max_tokens),
+                ..thinking_params(1024)
+            };
+            request_body(&request(vec![ChatMessage::user("q")]), &params, &shape)
+                .body
+                .get("thinking")
+                .and_then(|t| t["budget_tokens"].as_u64())
+        };
+        assert_eq!(
+            budget_at(2048),
+            Some(1024),
+            "just room for the minimum budget"
+        );
+        assert_eq!(budget_at(2047), None, "no room: thinking stays off");
+
         let huge = request_body(
             &request(vec![ChatMessage::user("q")]),
             &thinking_params(50_000),

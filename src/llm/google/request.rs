@@ -212,5 +212,21 @@ mod tests {
             body["generationConfig"],
             json!({"topK": 3, "thinkingConfig": {"thinkingBudget": 32768, "includeThoughts": true}})
         );
+        let budget_for = |asked: u32| {
+            let params = ResolvedParams {
+                reasoning: Some(ReasoningAsk {
+                    effort: None,
+                    budget_tokens: Some(asked),
+                }),
+                ..ResolvedParams::default()
+            };
+            request_body(&request, &params).body["generationConfig"]["thinkingConfig"]
+                ["thinkingBudget"]
+                .as_u64()
+        };
+        assert_eq!(budget_for(32_768), Some(32_768));
+        assert_eq!(budget_for(32_769), Some(32_768));
+        assert_eq!(budget_for(1024), Some(1024));
+        assert_eq!(budget_for(1023), Some(1024));
     }
 }
