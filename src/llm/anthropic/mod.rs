@@ -13,7 +13,7 @@ use super::upstream::{
 };
 use super::{DeltaStream, LlmError, LlmRequest, Provider};
 use decode::{EventDecoder, decode_message};
-use request::{Shape, request_body};
+use request::{DEFAULT_MAX_TOKENS, STREAM_FROM_MAX_TOKENS, Shape, request_body};
 
 /// The API version this provider speaks; configured `headers` may replace it.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -64,8 +64,13 @@ impl AnthropicProvider {
 impl Provider for AnthropicProvider {
     async fn stream(&self, request: LlmRequest) -> Result<DeltaStream, LlmError> {
         let params = self.policy.resolve(&request.model, &request.sampling);
-        let body = request_body(&request, &params, &self.shape);
-        let reading = if self.shape.stream {
+        let max_tokens = params.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+        let shape = Shape {
+            stream: self.shape.stream || max_tokens >= STREAM_FROM_MAX_TOKENS,
+            ..self.shape
+        };
+        let body = request_body(&request, &params, &shape);
+        let reading = if shape.stream {
             Reading::Stream(Framing::Sse, EventDecoder::default())
         } else {
             Reading::Whole(Box::new(decode_message))

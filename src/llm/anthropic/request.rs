@@ -19,7 +19,12 @@ const TOP_P: OptionalParam = OptionalParam::at(&["top_p"]);
 const TOP_K: OptionalParam = OptionalParam::at(&["top_k"]);
 const THINKING: OptionalParam = OptionalParam::at(&["thinking"]);
 
+/// Anthropic refuses non-streamed requests that may run past ten minutes, which it judges by
+/// `max_tokens`; from this size on the response is streamed whatever the config says.
+pub const STREAM_FROM_MAX_TOKENS: u32 = 21_333;
+
 /// How a request is shaped beyond the conversation.
+#[derive(Debug, Clone, Copy)]
 pub struct Shape {
     pub stream: bool,
     pub prompt_caching: bool,

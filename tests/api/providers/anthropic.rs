@@ -154,6 +154,18 @@ async fn cache_strategy_none_sends_no_cache_control_and_non_streaming_decodes() 
     let sent = mock.body(0).to_string();
     assert!(!sent.contains("cache_control"), "{sent}");
     assert!(!sent.contains("\"stream\""), "{sent}");
+
+    // Long outputs are streamed anyway: the API refuses them as one body.
+    mock.push(WireReply::sse(&anthropic::sse(&Script::text("long"))));
+    let long = SamplingParams {
+        max_output_tokens: Some(21_333),
+        ..SamplingParams::default()
+    };
+    let response = call(p.as_ref(), request("claude-x", long))
+        .await
+        .expect("streamed call succeeds");
+    assert_eq!(response.text, "long");
+    assert_eq!(mock.body(1)["stream"], true);
 }
 
 #[tokio::test]

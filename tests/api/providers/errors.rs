@@ -230,11 +230,16 @@ async fn silence_past_the_llm_timeout_fails_but_a_slow_live_stream_does_not() {
             let (p, timeout) = wire.provider_with_timeout(&mock, 400);
             let mut live = request("m", SamplingParams::default());
             live.timeout = timeout;
+            let started = std::time::Instant::now();
             let steady = call(p.as_ref(), live.clone()).await;
             assert_eq!(
                 steady.map(|r| r.text),
                 Ok("slow but steady".to_string()),
                 "{wire:?}"
+            );
+            assert!(
+                started.elapsed() > timeout,
+                "{wire:?}: the whole stream outlasts the timeout, only silence counts"
             );
             let stalled = call(p.as_ref(), live).await.expect_err("stalls");
             assert_eq!(class(&stalled), "timeout", "{wire:?}: {stalled}");
