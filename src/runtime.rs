@@ -8,15 +8,18 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info_span, warn};
 
-use crate::agent::result::AccountingEntry;
+use crate::agent::ReportStatus;
+use crate::agent::observer::{GuardEvent, SessionObserver};
+use crate::agent::result::{AccountingEntry, EntryStatus, LlmAccounting};
 use crate::agent::{
     AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, Session, SessionRequest,
 };
+use crate::config::models::ModelCatalog;
 use crate::config::{AgentRegistry, Config};
 use crate::llm::catalog;
 use crate::store::{NewRun, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
-use crate::tools::ToolRegistry;
+use crate::tools::hub::{ToolHub, ToolSetupError};
 
 /// Events buffered per run before the session waits for a slow consumer.
 const RUN_EVENT_BUFFER: usize = 256;
@@ -29,6 +32,19 @@ pub enum RuntimeError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Metrics(#[from] MetricsError),
+    #[error(transparent)]
+    Tools(#[from] ToolSetupError),
+}
+
+impl RuntimeError {
+    /// Whether the configuration is at fault (exit 4) rather than a service failing (exit 3).
+    pub fn is_config_error(&self) -> bool {
+        match self {
+            Self::Provider { .. } => true,
+            Self::Tools(error) => error.is_config_error(),
+            Self::Store(_) | Self::Metrics(_) => false,
+        }
+    }
 }
 
 /// Everything a running server (or one CLI run) shares.
@@ -36,14 +52,16 @@ pub struct Runtime {
     pub config: Config,
     pub agents: AgentRegistry,
     pub providers: ProviderSet,
-    /// Tools sessions may call (MCP servers, REST tools).
-    pub tools: ToolRegistry,
+    /// The shared MCP connections and REST tools; each run gets its agent's registry.
+    pub tools: ToolHub,
     pub store: Arc<dyn Store>,
     pub metrics: Metrics,
     /// Cancelled at shutdown; every run's token is a child of it.
     pub shutdown: CancellationToken,
     /// Unix seconds when this runtime started (the `created` of `/v1/models`).
     pub started_at: i64,
+    /// Context windows, tokenizers and prices by provider/model.
+    pub catalog: Arc<ModelCatalog>,
 }
 
 /// A run in progress: its events, a way to cancel it, and its result when it ends.
@@ -56,19 +74,24 @@ pub struct RunHandle {
 }
 
 impl Runtime {
-    /// Builds providers and opens (and migrates) the store.
+    /// Builds providers, opens (and migrates) the store and connects the MCP servers the
+    /// agents use; [`Runtime::close`] ends them.
     pub async fn start(config: Config, agents: AgentRegistry) -> Result<Arc<Self>, RuntimeError> {
         let providers = build_providers(&config)?;
+        let metrics = Metrics::new()?;
         let store = crate::store::open(&config.store.url).await?;
+        let catalog = Arc::new(ModelCatalog::from_config(&config));
+        let tools = ToolHub::start(&config, &agents, &metrics).await?;
         Ok(Arc::new(Self {
             config,
             agents,
             providers,
-            tools: ToolRegistry::default(),
+            tools,
             store,
-            metrics: Metrics::new()?,
+            metrics,
             shutdown: CancellationToken::new(),
             started_at: chrono::Utc::now().timestamp(),
+            catalog,
         }))
     }
 
@@ -122,7 +145,11 @@ impl Runtime {
             warn!(%error, run_id = %new_run.id, "could not record the run start");
         }
         self.metrics.sessions_active.inc();
-        let result = Session::new(self.providers.clone(), self.tools.clone(), sink, control)
+        let tools = self.tools.registry_for(&request.agent);
+        let result = Session::new(self.providers.clone(), tools, sink, control)
+            .with_catalog(self.catalog.clone())
+            .with_observer(Arc::new(GuardMetrics(self.metrics.clone())))
+            .with_tool_instructions(self.tools.instructions_for(&request.agent))
             .run(request)
             .await;
         self.metrics.sessions_active.dec();
@@ -137,33 +164,124 @@ impl Runtime {
         result
     }
 
+    /// Ends what the runtime started outside this process: MCP connections and their child
+    /// process trees. Call it after the last run; later tool calls fail.
+    pub async fn close(&self) {
+        self.tools.shutdown().await;
+    }
+
     fn record_metrics(&self, agent: &str, result: &AgentResult) {
         let m = &self.metrics;
         m.sessions_total
             .with_label_values(&[agent, result.exit_reason.as_str()])
             .inc();
-        for entry in &result.accounting {
-            let AccountingEntry::Llm(llm) = entry else {
-                continue;
+        if let Some(report) = &result.final_report {
+            let status = match report.status {
+                ReportStatus::Success => "success",
+                ReportStatus::Failure => "failure",
             };
-            let labels = [agent, llm.provider.as_str(), llm.model.as_str()];
-            let status = if llm.error.is_some() { "failed" } else { "ok" };
-            m.llm_requests_total
-                .with_label_values(&[agent, &llm.provider, &llm.model, status])
+            m.agent
+                .final_report_total
+                .with_label_values(&[agent, status])
                 .inc();
-            m.llm_latency_ms
-                .with_label_values(&labels)
-                .observe(llm.latency as f64);
-            m.llm_prompt_tokens_total
-                .with_label_values(&labels)
-                .inc_by(llm.tokens.input_tokens);
-            m.llm_completion_tokens_total
-                .with_label_values(&labels)
-                .inc_by(llm.tokens.output_tokens);
-            if llm.error.is_some() {
-                m.llm_errors_total.with_label_values(&labels).inc();
+        }
+        let mut attempts = 0u64;
+        for entry in &result.accounting {
+            match entry {
+                AccountingEntry::Llm(llm) => {
+                    attempts += 1;
+                    self.record_llm_entry(agent, llm);
+                }
+                AccountingEntry::Tool(tool) => {
+                    // A name the model made up must not become a label value.
+                    let made_up = tool
+                        .error
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with("unknown tool"));
+                    let (server, name) = if made_up {
+                        ("unknown", "unknown")
+                    } else {
+                        (tool.mcp_server.as_str(), tool.command.as_str())
+                    };
+                    let labels = [agent, server, name];
+                    m.agent
+                        .tool_invocations_total
+                        .with_label_values(&labels)
+                        .inc();
+                    m.agent
+                        .tool_latency_ms
+                        .with_label_values(&labels)
+                        .observe(tool.latency as f64);
+                    if tool.status == EntryStatus::Failed {
+                        m.agent.tool_errors_total.with_label_values(&labels).inc();
+                    }
+                }
             }
         }
+        // Every turn makes one first attempt; the others were retries.
+        let retries = attempts.saturating_sub(u64::from(result.turns));
+        if let (Some(target), true) = (
+            self.agents
+                .get(agent)
+                .and_then(|a| a.targets.first().cloned()),
+            retries > 0,
+        ) {
+            m.llm_retries_total
+                .with_label_values(&[agent, &target.provider, &target.model])
+                .inc_by(retries);
+        }
+    }
+
+    fn record_llm_entry(&self, agent: &str, llm: &LlmAccounting) {
+        let m = &self.metrics;
+        let labels = [agent, llm.provider.as_str(), llm.model.as_str()];
+        let status = if llm.error.is_some() { "failed" } else { "ok" };
+        m.llm_requests_total
+            .with_label_values(&[agent, &llm.provider, &llm.model, status])
+            .inc();
+        m.llm_latency_ms
+            .with_label_values(&labels)
+            .observe(llm.latency as f64);
+        m.llm_prompt_tokens_total
+            .with_label_values(&labels)
+            .inc_by(llm.tokens.input_tokens);
+        m.llm_completion_tokens_total
+            .with_label_values(&labels)
+            .inc_by(llm.tokens.output_tokens);
+        if let Some(cost) = llm.cost_usd.filter(|c| *c > 0.0) {
+            m.agent
+                .llm_cost_usd_total
+                .with_label_values(&labels)
+                .inc_by(cost);
+        }
+        if llm.error.is_some() {
+            m.llm_errors_total.with_label_values(&labels).inc();
+        }
+    }
+}
+
+/// Turns the session's context-guard trips into the guard metrics.
+struct GuardMetrics(Metrics);
+
+impl SessionObserver for GuardMetrics {
+    fn context_guard(&self, event: &GuardEvent) {
+        let labels = [
+            event.agent.as_str(),
+            &event.provider,
+            &event.model,
+            event.trigger,
+            event.outcome,
+        ];
+        self.0
+            .agent
+            .context_guard_events_total
+            .with_label_values(&labels)
+            .inc();
+        self.0
+            .agent
+            .context_guard_remaining_tokens
+            .with_label_values(&labels)
+            .set(event.remaining_tokens);
     }
 }
 

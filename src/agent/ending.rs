@@ -94,6 +94,7 @@ pub(super) fn assemble(
     transcript: Transcript,
     ending: Ending,
 ) -> AgentResult {
+    let cost_usd = total_cost(&transcript.accounting);
     AgentResult {
         run_id: request.run_id.clone(),
         success: ending.success,
@@ -103,8 +104,19 @@ pub(super) fn assemble(
         usage: UsageTotals::from_accounting(&transcript.accounting),
         conversation: transcript.conversation,
         accounting: transcript.accounting,
-        cost_usd: 0.0,
+        cost_usd,
         turns: transcript.turns,
         duration_ms: started.elapsed().as_millis() as u64,
     }
+}
+
+/// The run's cost: the sum of its LLM entries' costs.
+fn total_cost(accounting: &[AccountingEntry]) -> f64 {
+    accounting
+        .iter()
+        .filter_map(|entry| match entry {
+            AccountingEntry::Llm(llm) => llm.cost_usd,
+            AccountingEntry::Tool(_) => None,
+        })
+        .sum()
 }

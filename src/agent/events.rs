@@ -39,6 +39,12 @@ pub struct Progress {
     pub call_path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub done: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub now: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -8,7 +8,9 @@ use futures_util::StreamExt;
 use super::events::{AgentEvent, TextDelta};
 use super::result::{AccountingEntry, EntryStatus, LlmAccounting, TokenCounts};
 use super::session::{Run, Session};
+use super::xml::stream::FinalTagStream;
 use crate::config::Target;
+use crate::config::models::ModelPrice;
 use crate::llm::{
     ChatMessage, LlmDelta, LlmError, LlmRequest, LlmResponse, Provider, ResponseAssembler,
     SamplingParams, ToolDefinition,
@@ -41,7 +43,7 @@ impl Session {
             sampling: sampling(run),
             timeout: run.request.agent.limits.llm_timeout,
         };
-        let stream_text = run.streams_text();
+        let routing = routing_for(run);
         let started = Instant::now();
         let outcome = match self.providers.get(&target.provider) {
             None => Err(LlmError::Model(format!(
@@ -51,10 +53,18 @@ impl Session {
             Some(provider) => tokio::select! {
                 biased;
                 _ = self.control.abort.cancelled() => return AttemptOutcome::Aborted,
-                outcome = self.stream_response(provider.as_ref(), request, stream_text) => outcome,
+                outcome = self.stream_response(provider.as_ref(), request, routing) => outcome,
             },
         };
-        let entry = llm_entry(run, target, started, &outcome);
+        let outcome = outcome.map(|(response, streamed)| {
+            run.streamed_this_attempt = streamed;
+            response
+        });
+        if let Ok(response) = &outcome {
+            commit_to_guard(run, response);
+        }
+        let price = self.catalog.facts(&target.provider, &target.model).price;
+        let entry = llm_entry(run, target, started, &outcome, price.as_ref());
         run.transcript.accounting.push(entry.clone());
         self.events.emit(AgentEvent::Accounting(entry)).await;
         match outcome {
@@ -68,18 +78,14 @@ impl Session {
         &self,
         provider: &dyn Provider,
         request: LlmRequest,
-        stream_text: bool,
-    ) -> Result<LlmResponse, LlmError> {
+        mut routing: TextRouting,
+    ) -> Result<(LlmResponse, bool), LlmError> {
         let mut stream = provider.stream(request).await?;
         let mut assembler = ResponseAssembler::default();
         while let Some(delta) = stream.next().await {
             let delta = delta?;
             match &delta {
-                LlmDelta::Text(text) if stream_text => {
-                    self.events
-                        .emit(AgentEvent::Output(TextDelta { text: text.clone() }))
-                        .await
-                }
+                LlmDelta::Text(text) => self.route_text(&mut routing, text).await,
                 LlmDelta::Reasoning(text) => {
                     self.events
                         .emit(AgentEvent::Thinking(TextDelta { text: text.clone() }))
@@ -89,7 +95,54 @@ impl Session {
             }
             assembler.push(&delta);
         }
-        Ok(assembler.finish())
+        let streamed = match &mut routing {
+            TextRouting::FinalTag(filter) => {
+                let tail = filter.finish();
+                self.emit_output(tail).await;
+                filter.streamed_any()
+            }
+            TextRouting::Emit | TextRouting::Hold => false,
+        };
+        Ok((assembler.finish(), streamed))
+    }
+
+    async fn route_text(&self, routing: &mut TextRouting, text: &str) {
+        match routing {
+            TextRouting::Emit => self.emit_output(text.to_string()).await,
+            TextRouting::FinalTag(filter) => {
+                let payload = filter.push(text);
+                self.emit_output(payload).await;
+            }
+            TextRouting::Hold => {}
+        }
+    }
+
+    async fn emit_output(&self, text: String) {
+        if !text.is_empty() {
+            self.events
+                .emit(AgentEvent::Output(TextDelta { text }))
+                .await;
+        }
+    }
+}
+
+/// What happens to text deltas while they stream.
+enum TextRouting {
+    /// The text is the answer (`finalization: text`).
+    Emit,
+    /// Only the inside of the final tag is the answer (XML transports, text formats).
+    FinalTag(FinalTagStream),
+    /// Nothing is shown until the answer is validated (native final report, json).
+    Hold,
+}
+
+fn routing_for(run: &Run) -> TextRouting {
+    if run.streams_text() {
+        return TextRouting::Emit;
+    }
+    match &run.xml {
+        Some(xml) if run.format != "json" => TextRouting::FinalTag(FinalTagStream::new(&xml.nonce)),
+        _ => TextRouting::Hold,
     }
 }
 
@@ -113,13 +166,46 @@ fn is_empty(response: &LlmResponse) -> bool {
         && response.tool_calls.is_empty()
 }
 
+/// The provider's token count of the exchange replaces the guard's estimates; when it reported
+/// nothing, the conversation is estimated instead.
+fn commit_to_guard(run: &mut Run, response: &LlmResponse) {
+    let reported = response
+        .usage
+        .filter(|u| u.input_tokens > 0)
+        .map(|u| u.input_tokens + u.output_tokens);
+    let estimated = if reported.is_some() {
+        0
+    } else {
+        let reply = ChatMessage {
+            role: crate::llm::Role::Assistant,
+            content: Some(response.text.clone()),
+            tool_calls: response.tool_calls.clone(),
+            tool_call_id: None,
+            reasoning: None,
+            reasoning_signature: None,
+        };
+        run.tokenizer.messages(&run.transcript.conversation) + run.tokenizer.message(&reply)
+    };
+    run.guard.commit_response(reported, estimated);
+}
+
 fn llm_entry(
     run: &Run,
     target: &Target,
     started: Instant,
     outcome: &Result<LlmResponse, LlmError>,
+    price: Option<&ModelPrice>,
 ) -> AccountingEntry {
     let response = outcome.as_ref().ok();
+    let usage = response.and_then(|r| r.usage).unwrap_or_default();
+    let cost_usd = price.map(|p| {
+        p.cost(
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cached_tokens,
+            0,
+        )
+    });
     AccountingEntry::Llm(LlmAccounting {
         timestamp: chrono::Utc::now().timestamp_millis(),
         status: if outcome.is_ok() {
@@ -130,13 +216,12 @@ fn llm_entry(
         latency: started.elapsed().as_millis() as u64,
         provider: target.provider.clone(),
         model: target.model.clone(),
-        tokens: TokenCounts::from(response.and_then(|r| r.usage).unwrap_or_default()),
-        cost_usd: None,
+        tokens: TokenCounts::from(usage),
+        cost_usd,
         stop_reason: response
             .and_then(|r| r.stop_reason.as_ref())
             .map(|s| s.as_str().to_string()),
         error: outcome.as_ref().err().map(ToString::to_string),
-        agent_id: Some(run.request.agent.name.clone()),
-        txn_id: Some(run.request.run_id.clone()),
+        lineage: run.lineage(),
     })
 }

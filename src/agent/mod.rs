@@ -4,14 +4,21 @@
 //! everything is also returned in the [`AgentResult`]. Every headend (HTTP APIs, CLI) builds a
 //! [`SessionRequest`], runs [`Session::run`] in a task, and translates the events.
 
+pub mod context_guard;
 mod ending;
 pub mod events;
 pub mod final_report;
+mod guard_phase;
+mod internal_phase;
+pub mod internal_tools;
 mod llm_call;
+pub mod observer;
 pub mod result;
 mod session;
 pub mod tool_args;
 mod tool_phase;
+pub mod xml;
+mod xml_phase;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -46,6 +53,10 @@ pub struct SessionRequest {
     pub format: Option<String>,
     /// JSON schema of the `json` output for this run; the agent's when `None`.
     pub schema: Option<serde_json::Value>,
+    /// The caller, for `userScoped` agents: written into every tool call's `user_id`.
+    pub user_id: Option<String>,
+    /// Tool transport for this run; the agent's `transport` when `None`.
+    pub transport: Option<crate::config::agent_file::Transport>,
 }
 
 /// The providers a session may call, by configured provider name.

@@ -102,6 +102,23 @@ pub enum EntryStatus {
     Failed,
 }
 
+/// Multi-agent tracing fields of every accounting entry (contract §4).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lineage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txn_id: Option<String>,
+    /// `root:child:grandchild` agent names down to this session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_txn_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_txn_id: Option<String>,
+}
+
 /// One LLM attempt (contract §4): emitted after every attempt, failures included.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -119,10 +136,9 @@ pub struct LlmAccounting {
     pub stop_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub txn_id: Option<String>,
+    /// Which session in a multi-agent tree produced the entry.
+    #[serde(flatten)]
+    pub lineage: Lineage,
 }
 
 /// One tool execution (contract §4).
@@ -140,10 +156,12 @@ pub struct ToolAccounting {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<serde_json::Map<String, serde_json::Value>>,
+    /// `xml` when the call travelled through an XML tag (contract §11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub txn_id: Option<String>,
+    pub source: Option<String>,
+    /// Which session in a multi-agent tree produced the entry.
+    #[serde(flatten)]
+    pub lineage: Lineage,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -289,8 +307,10 @@ mod tests {
             cost_usd: None,
             stop_reason: Some("stop".into()),
             error: None,
-            agent_id: None,
-            txn_id: None,
+            lineage: Lineage {
+                call_path: Some("root:child".into()),
+                ..Lineage::default()
+            },
         });
         let json = serde_json::to_value(&entry).expect("json");
         assert_eq!(json["type"], "llm");
@@ -298,6 +318,11 @@ mod tests {
         assert_eq!(json["tokens"]["totalTokens"], 5);
         assert_eq!(json["stopReason"], "stop");
         assert!(json.get("error").is_none());
+        assert_eq!(
+            json["callPath"], "root:child",
+            "lineage fields sit at the top level"
+        );
+        assert!(json.get("lineage").is_none());
     }
 
     #[test]

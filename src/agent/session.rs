@@ -3,23 +3,31 @@
 //! the run; the final turn offers only the final report. Always returns an [`AgentResult`].
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
-use tracing::error;
+use tracing::{error, warn};
 
+use super::context_guard::ContextGuard;
 use super::ending::{Ending, Transcript, assemble};
 use super::events::{AgentEvent, EventSink, RunStarted, TextDelta, TurnStarted};
 use super::final_report::{
     FINAL_REPORT_TOOL, FinalReportSpec, final_report_description, final_report_parameters,
 };
+use super::internal_tools::{batch_definition, task_status_definition};
 use super::llm_call::AttemptOutcome;
+use super::observer::SessionObserver;
 use super::result::{AgentResult, ExitReason, ReportStatus};
 use super::tool_phase::Handled;
+use super::xml::{XmlMode, XmlState};
+use super::xml_phase::{Step, provider_tools};
 use super::{ProviderSet, SessionRequest};
 use crate::config::Target;
-use crate::config::agent_file::Finalization;
+use crate::config::agent_file::{Finalization, Transport};
+use crate::config::models::ModelCatalog;
+use crate::llm::tokens::Tokenizer;
 use crate::llm::{ChatMessage, LlmError, ToolDefinition};
 use crate::tools::ToolRegistry;
 
@@ -57,6 +65,10 @@ impl RunControl {
 pub(super) enum ForcedFinal {
     UserStop,
     RetryExhaustion,
+    /// The context guard tripped.
+    Context,
+    /// `agent__task_status` said the task is complete.
+    TaskCompleted,
 }
 
 impl ForcedFinal {
@@ -64,6 +76,8 @@ impl ForcedFinal {
         match self {
             Self::UserStop => "user_stop",
             Self::RetryExhaustion => "retry_exhaustion",
+            Self::Context => "context",
+            Self::TaskCompleted => "task_status_completed",
         }
     }
 }
@@ -74,6 +88,11 @@ pub struct Session {
     pub(super) tools: ToolRegistry,
     pub(super) events: EventSink,
     pub(super) control: RunControl,
+    /// Context windows, tokenizers and prices of the targets.
+    pub(super) catalog: Arc<ModelCatalog>,
+    pub(super) observer: Option<Arc<dyn SessionObserver>>,
+    /// `(server, instructions)` of the MCP servers the agent uses, appended to its prompt.
+    pub(super) tool_instructions: Vec<(String, String)>,
 }
 
 /// The state of a run in progress.
@@ -86,6 +105,17 @@ pub(super) struct Run {
     /// The final-report tool and its validator (`finalization: report` only).
     pub report: Option<(FinalReportSpec, ToolDefinition)>,
     pub format: String,
+    /// The XML transport's state (`xml-final` or `xml` with a final report); `None` is native.
+    pub xml: Option<XmlState>,
+    /// What the model must be told about its previous response (XML transports).
+    pub xml_feedback: Vec<String>,
+    /// The answer reached the client while it streamed; it is not published again.
+    pub answer_streamed: bool,
+    /// The current attempt streamed final-tag text to the client.
+    pub streamed_this_attempt: bool,
+    pub guard: ContextGuard,
+    /// Counts tokens for the first target (the guard's estimates).
+    pub tokenizer: Tokenizer,
 }
 
 impl Run {
@@ -100,6 +130,22 @@ impl Run {
             provider: String::new(),
             model: String::new(),
         })
+    }
+
+    /// Agent names from the root session down to this one.
+    pub fn call_path(&self) -> String {
+        self.request.agent.name.clone()
+    }
+
+    /// The tracing fields every accounting entry of this run carries.
+    pub fn lineage(&self) -> super::result::Lineage {
+        super::result::Lineage {
+            agent_id: Some(self.request.agent.name.clone()),
+            txn_id: Some(self.request.run_id.clone()),
+            call_path: Some(self.call_path()),
+            parent_txn_id: None,
+            origin_txn_id: Some(self.request.run_id.clone()),
+        }
     }
 
     /// The exit reason of an answer: a requested stop wins over the natural reason.
@@ -133,7 +179,28 @@ impl Session {
             tools,
             events,
             control,
+            catalog: Arc::new(ModelCatalog::default()),
+            observer: None,
+            tool_instructions: Vec::new(),
         }
+    }
+
+    /// Context windows, tokenizers and prices for the guard and cost accounting.
+    pub fn with_catalog(mut self, catalog: Arc<ModelCatalog>) -> Self {
+        self.catalog = catalog;
+        self
+    }
+
+    /// Instructions MCP servers publish for their tools; appended once to the system prompt.
+    pub fn with_tool_instructions(mut self, instructions: Vec<(String, String)>) -> Self {
+        self.tool_instructions = instructions;
+        self
+    }
+
+    /// Receives context-guard trips (for metrics).
+    pub fn with_observer(mut self, observer: Arc<dyn SessionObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Runs the session to its end. Never panics, whatever the tools or providers do.
@@ -147,7 +214,7 @@ impl Session {
                 created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             }))
             .await;
-        let mut run = new_run(request);
+        let mut run = new_run(request, &self.catalog, &self.tool_instructions);
         let ending = match AssertUnwindSafe(self.drive(&mut run)).catch_unwind().await {
             Ok(ending) => ending,
             Err(_) => {
@@ -178,7 +245,7 @@ impl Session {
 
     /// In report mode the answer was not streamed as it was generated: send it as output now.
     async fn publish_answer(&self, run: &Run, ending: &Ending) {
-        if run.streams_text() {
+        if run.streams_text() || run.answer_streamed {
             return;
         }
         let Some(report) = ending
@@ -229,11 +296,16 @@ impl Session {
             if self.control.stop.is_cancelled() && run.forced_final.is_none() {
                 run.forced_final = Some(ForcedFinal::UserStop);
             }
+            if run.guard.tool_budget_exceeded() && run.forced_final.is_none() {
+                run.forced_final = Some(ForcedFinal::Context);
+            }
             if run.forced_final.is_some() {
                 run.max_turns = turn;
             }
-            let is_final = turn == run.max_turns;
-            match self.run_turn(run, turn, is_final).await {
+            let mut is_final = turn == run.max_turns;
+            let tools = self.offered_tools(run, is_final).await;
+            let tools = self.prepare_turn(run, turn, &mut is_final, tools);
+            match self.run_turn(run, turn, is_final, tools).await {
                 TurnEnd::Next => {}
                 TurnEnd::End(ending) => return ending,
                 TurnEnd::ProviderFailure(error) => return exhausted(&error),
@@ -243,22 +315,34 @@ impl Session {
                 TurnEnd::NoUsableResponse => break,
             }
         }
-        let (reason, message) = match run.forced_final {
+        let (reason, metadata_reason, message) = match run.forced_final {
             Some(ForcedFinal::UserStop) => (
                 ExitReason::UserStop,
+                "max_turns_exhausted",
                 "the run was stopped before the agent produced an answer",
+            ),
+            Some(ForcedFinal::Context) => (
+                ExitReason::ContextLimit,
+                "context_window_exhausted",
+                "the context window filled up before the agent produced an answer",
             ),
             _ => (
                 ExitReason::MaxTurns,
+                "max_turns_exhausted",
                 "the agent used all its turns without producing a final answer",
             ),
         };
-        Ending::synthetic_failure(reason, &run.format, "max_turns_exhausted", message)
+        Ending::synthetic_failure(reason, &run.format, metadata_reason, message)
     }
 
-    async fn run_turn(&self, run: &mut Run, turn: u32, is_final: bool) -> TurnEnd {
+    async fn run_turn(
+        &self,
+        run: &mut Run,
+        turn: u32,
+        is_final: bool,
+        tools: Vec<ToolDefinition>,
+    ) -> TurnEnd {
         let max_retries = run.request.agent.limits.max_retries;
-        let tools = self.offered_tools(run, is_final).await;
         let mut retry_notice: Option<&'static str> = None;
         let mut rate_limited: Vec<Option<Duration>> = Vec::new();
         let mut provider_error: Option<LlmError> = None;
@@ -273,8 +357,18 @@ impl Session {
                     forced_final_reason: run.forced_final.map(|f| f.as_str().to_string()),
                 }))
                 .await;
-            let ephemeral = ephemeral_messages(run, retry_notice.take(), is_final);
-            match self.call_llm(run, &target, tools.clone(), ephemeral).await {
+            let step = Step {
+                turn,
+                attempt,
+                is_final,
+            };
+            let ephemeral = self.attempt_messages(run, step, &tools, retry_notice.take());
+            // The feedback is in this attempt's XML-NEXT; what the response earns comes next.
+            run.xml_feedback.clear();
+            match self
+                .call_llm(run, &target, provider_tools(run, &tools), ephemeral)
+                .await
+            {
                 AttemptOutcome::Aborted => return TurnEnd::End(cancelled()),
                 AttemptOutcome::Failed(error) if error.is_fatal() => {
                     return TurnEnd::End(fatal(&error));
@@ -295,6 +389,7 @@ impl Session {
                     }
                 }
                 AttemptOutcome::Empty => {
+                    warn!(run_id = %run.request.run_id, turn, attempt, "empty response; retrying");
                     retry_notice = Some(empty_notice(run));
                     provider_error = None;
                     rate_limited.clear();
@@ -304,7 +399,7 @@ impl Session {
                         Handled::Next => return TurnEnd::Next,
                         Handled::End(ending) => return TurnEnd::End(ending),
                         Handled::Retry(notice) => {
-                            retry_notice = Some(notice);
+                            retry_notice = notice;
                             provider_error = None;
                             rate_limited.clear();
                         }
@@ -320,15 +415,25 @@ impl Session {
 
     /// The tools offered this turn: only the final report (or nothing, in text mode) at the end.
     async fn offered_tools(&self, run: &Run, is_final: bool) -> Vec<ToolDefinition> {
-        let mut tools = if is_final {
-            Vec::new()
-        } else {
-            self.tools.definitions().await
-        };
-        if let Some((_, definition)) = &run.report {
-            tools.push(definition.clone());
+        if is_final {
+            return self.final_turn_tools(run);
         }
+        let mut tools = self.tools.definitions().await;
+        if run.report.is_some() && !tools.is_empty() {
+            let batch = batch_definition(&tools);
+            tools.push(task_status_definition());
+            tools.push(batch);
+        }
+        tools.extend(self.final_turn_tools(run));
         tools
+    }
+
+    /// The final report's definition alone (nothing in text mode).
+    pub(super) fn final_turn_tools(&self, run: &Run) -> Vec<ToolDefinition> {
+        run.report
+            .iter()
+            .map(|(_, definition)| definition.clone())
+            .collect()
     }
 
     /// Sleeps unless aborted first; returns true when aborted.
@@ -340,10 +445,30 @@ impl Session {
     }
 }
 
-fn new_run(request: SessionRequest) -> Run {
-    let mut conversation = vec![ChatMessage::system(request.agent.system_prompt.clone())];
+fn new_run(
+    request: SessionRequest,
+    catalog: &ModelCatalog,
+    instructions: &[(String, String)],
+) -> Run {
+    let mut conversation = vec![ChatMessage::system(system_prompt(&request, instructions))];
     conversation.extend(request.history.iter().cloned());
     conversation.push(ChatMessage::user(request.prompt.clone()));
+    let tokenizer = request
+        .agent
+        .targets
+        .first()
+        .map_or(Tokenizer::Approximate, |target| {
+            Tokenizer::resolve(
+                catalog
+                    .facts(&target.provider, &target.model)
+                    .tokenizer
+                    .as_deref(),
+                &target.model,
+            )
+        });
+    let guard = ContextGuard::new(tokenizer.messages(&conversation));
+    let request_transport = request.transport.unwrap_or(request.agent.transport);
+    let finalization = request.agent.finalization;
     let format = request
         .format
         .clone()
@@ -359,6 +484,12 @@ fn new_run(request: SessionRequest) -> Run {
         forced_final: None,
         report: None,
         format,
+        xml: xml_state(&request_transport, finalization),
+        xml_feedback: Vec::new(),
+        answer_streamed: false,
+        streamed_this_attempt: false,
+        guard,
+        tokenizer,
     }
 }
 
@@ -392,7 +523,7 @@ fn empty_notice(run: &Run) -> &'static str {
 }
 
 /// Messages added to one attempt only, never to the conversation.
-fn ephemeral_messages(
+pub(super) fn ephemeral_messages(
     run: &Run,
     retry_notice: Option<&'static str>,
     is_final: bool,
@@ -440,6 +571,33 @@ pub(super) fn longest_wait(suggestions: &[Option<Duration>], attempt: u32) -> Du
         .max()
         .unwrap_or(fallback)
         .clamp(Duration::from_secs(1), MAX_BACKOFF)
+}
+
+/// The agent's prompt, plus the isolation rule of `userScoped` agents (seeds/001).
+fn system_prompt(request: &SessionRequest, instructions: &[(String, String)]) -> String {
+    let mut prompt = request.agent.system_prompt.clone();
+    if let (Some(user), true) = (&request.user_id, request.agent.user_scoped) {
+        prompt.push_str(&format!(
+            "\n\nYou act for user `{user}` only. Every tool call runs with `user_id` = `{user}`, set by the system; \
+             you cannot read or change another user's data."
+        ));
+    }
+    for (server, text) in instructions
+        .iter()
+        .filter(|(_, text)| !text.trim().is_empty())
+    {
+        prompt.push_str(&format!("\n\n#### MCP Server: {server}\n\n{}", text.trim()));
+    }
+    prompt
+}
+
+/// The XML transport applies to sessions that end with a final report.
+fn xml_state(transport: &Transport, finalization: Finalization) -> Option<XmlState> {
+    match (transport, finalization) {
+        (_, Finalization::Text) | (Transport::Native, _) => None,
+        (Transport::XmlFinal, Finalization::Report) => Some(XmlState::new(XmlMode::FinalOnly)),
+        (Transport::Xml, Finalization::Report) => Some(XmlState::new(XmlMode::Full)),
+    }
 }
 
 #[cfg(test)]

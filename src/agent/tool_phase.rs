@@ -7,10 +7,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use tracing::{error, warn};
 
+use super::context_guard::BUDGET_EXCEEDED_STUB;
 use super::ending::Ending;
 use super::events::{AgentEvent, ToolFinished, ToolStarted};
 use super::final_report::FINAL_REPORT_TOOL;
-use super::result::{AccountingEntry, EntryStatus, ExitReason, ToolAccounting};
+use super::guard_phase::Refusal;
+use super::internal_tools::{BATCH_TOOL, TASK_STATUS_TOOL};
+use super::result::{AccountingEntry, EntryStatus, ExitReason, Lineage, ToolAccounting};
 use super::session::{EMPTY_RESPONSE_NOTICE, Run, Session};
 use super::tool_args::{ParsedArguments, parse_tool_arguments};
 use crate::config::agent_file::Finalization;
@@ -21,25 +24,28 @@ use crate::tools::ToolOutcome;
 pub(super) enum Handled {
     Next,
     End(Ending),
-    /// Retry this turn with the given ephemeral notice; nothing was added to the conversation.
-    Retry(&'static str),
+    /// Retry this turn, with an ephemeral notice if given; nothing was added to the conversation.
+    Retry(Option<&'static str>),
 }
 
 /// `charactersOut` the contract fixes for an accepted final report.
 const FINAL_REPORT_CHARS_OUT: usize = 12;
 
 /// Per-run facts the concurrent tool executions need.
-struct ToolContext {
-    timeout: Duration,
-    agent: String,
-    run_id: String,
+pub(super) struct ToolContext {
+    pub timeout: Duration,
+    /// `toolResponseMaxBytes`: longer outputs are truncated.
+    pub max_bytes: usize,
+    pub lineage: Lineage,
+    /// `xml` when the call came through a tag.
+    pub source: Option<&'static str>,
 }
 
 /// The result of one executed tool call.
-struct Executed {
-    index: usize,
-    message: String,
-    entry: AccountingEntry,
+pub(super) struct Executed {
+    pub index: usize,
+    pub message: String,
+    pub entry: AccountingEntry,
 }
 
 impl Session {
@@ -50,6 +56,11 @@ impl Session {
         is_final: bool,
         response: LlmResponse,
     ) -> Handled {
+        if run.xml.is_some() {
+            return self
+                .handle_xml_response(run, turn, is_final, response)
+                .await;
+        }
         let has_text = !response.text.trim().is_empty();
         if response.tool_calls.is_empty() {
             if !has_text {
@@ -84,31 +95,68 @@ impl Session {
                         None,
                     ))
                 }
-                Finalization::Report => Handled::Retry(EMPTY_RESPONSE_NOTICE),
+                Finalization::Report => Handled::Retry(Some(EMPTY_RESPONSE_NOTICE)),
             };
         }
         run.transcript
             .conversation
             .push(assistant_message(&response));
-        self.run_tool_calls(run, turn, is_final, &response.tool_calls)
+        self.run_native_calls(run, turn, is_final, &response.tool_calls)
             .await
     }
 
-    async fn run_tool_calls(
+    /// Runs a turn's native tool calls and adds the assistant's calls' replies as `tool` messages.
+    pub(super) async fn run_native_calls(
         &self,
         run: &mut Run,
         turn: u32,
         is_final: bool,
         calls: &[ToolCall],
     ) -> Handled {
+        let replies = match self.execute_calls(run, turn, is_final, calls, None).await {
+            Ok(replies) => replies,
+            Err(handled) => return handled,
+        };
+        for (call, content) in calls.iter().zip(replies) {
+            run.transcript.conversation.push(ChatMessage {
+                role: Role::Tool,
+                content: Some(content),
+                tool_calls: Vec::new(),
+                tool_call_id: Some(call.id.clone()),
+                reasoning: None,
+                reasoning_signature: None,
+            });
+        }
+        Handled::Next
+    }
+
+    /// Checks a turn's calls (final report, final turn, `maxToolCallsPerTurn`, arguments), runs
+    /// the valid ones concurrently and passes their outputs through the context guard. Returns
+    /// one reply per call, in order, or how the run ends.
+    pub(super) async fn execute_calls(
+        &self,
+        run: &mut Run,
+        turn: u32,
+        is_final: bool,
+        calls: &[ToolCall],
+        source: Option<&'static str>,
+    ) -> Result<Vec<String>, Handled> {
         let limit = run.request.agent.limits.max_tool_calls_per_turn as usize;
         let mut replies: Vec<Option<String>> = vec![None; calls.len()];
         let mut runnable: Vec<(usize, &ToolCall, Map<String, Value>)> = Vec::new();
         let mut requested = 0usize;
+        let mut batches: Vec<(usize, &ToolCall)> = Vec::new();
         for (index, call) in calls.iter().enumerate() {
             if call.name == FINAL_REPORT_TOOL && run.report.is_some() {
-                match self.accept_final_report(run, call).await {
-                    Ok(ending) => return Handled::End(ending),
+                let outcome = match run.xml.as_ref() {
+                    None => self.accept_final_report(run, call).await,
+                    Some(xml) => Err(format!(
+                        "the final report is not a tool in this session; write it inside the <ai-agent-{}-FINAL> tag",
+                        xml.nonce
+                    )),
+                };
+                match outcome {
+                    Ok(ending) => return Err(Handled::End(ending)),
                     Err(reason) => {
                         // A failing final report collapses the remaining turns: the next is the last.
                         run.max_turns = run.max_turns.min(turn + 1);
@@ -124,6 +172,14 @@ impl Session {
                 )));
                 continue;
             }
+            if call.name == TASK_STATUS_TOOL && run.report.is_some() {
+                replies[index] = Some(self.record_task_status(run, call).await);
+                continue;
+            }
+            if call.name == BATCH_TOOL && run.report.is_some() {
+                batches.push((index, call));
+                continue;
+            }
             requested += 1;
             if requested > limit {
                 replies[index] = Some(failed(&format!(
@@ -132,64 +188,78 @@ impl Session {
                 )));
                 continue;
             }
-            match parse_tool_arguments(&call.arguments) {
-                Ok(ParsedArguments::Clean(arguments)) => runnable.push((index, call, arguments)),
-                Ok(ParsedArguments::Repaired {
-                    arguments,
-                    repaired,
-                    steps,
-                }) => {
-                    warn!(tool = %call.name, original = %call.arguments, %repaired, steps = ?steps, "tool arguments repaired");
-                    runnable.push((index, call, arguments));
-                }
-                Err(reason) => {
-                    error!(tool = %call.name, payload = %call.arguments, %reason, "tool arguments unparseable; call dropped");
-                    replies[index] = Some(failed(&format!(
-                        "the arguments of {} are not a valid JSON object ({reason}); call it again with valid JSON",
-                        call.name
-                    )));
-                }
+            match call_arguments(call) {
+                Ok(arguments) => runnable.push((index, call, scope_to_user(run, arguments))),
+                Err(reply) => replies[index] = Some(reply),
             }
         }
         let context = ToolContext {
             timeout: run.request.agent.limits.tool_timeout,
-            agent: run.request.agent.name.clone(),
-            run_id: run.request.run_id.clone(),
+            max_bytes: usize::try_from(run.request.agent.limits.tool_response_max_bytes)
+                .unwrap_or(usize::MAX),
+            lineage: run.lineage(),
+            source,
         };
+        let mut admitted = vec![false; calls.len()];
+        for (index, call) in batches {
+            let remaining = limit.saturating_sub(requested);
+            let (reply, used) = self.run_batch(run, call, &context, remaining).await;
+            requested += used;
+            replies[index] = Some(match self.admit_tool_output(run, &reply) {
+                Ok(()) => reply,
+                Err(_) => BUDGET_EXCEEDED_STUB.to_string(),
+            });
+            admitted[index] = true;
+        }
         let executions = runnable
             .into_iter()
             .map(|(index, call, arguments)| self.execute_tool(index, call, arguments, &context));
         let executed = tokio::select! {
             biased;
-            _ = self.control.abort.cancelled() => return Handled::End(Ending::failure(ExitReason::Cancelled, "the run was cancelled")),
+            _ = self.control.abort.cancelled() => return Err(Handled::End(Ending::failure(ExitReason::Cancelled, "the run was cancelled"))),
             executed = futures_util::future::join_all(executions) => executed,
         };
+        let mut executed: Vec<Executed> = executed;
+        executed.sort_by_key(|e| e.index);
+        // Outputs of executed tools pass the guard's tool_preflight; the rest are short notices.
         for Executed {
             index,
             message,
-            entry,
+            mut entry,
         } in executed
         {
-            replies[index] = Some(message);
+            let message = match self.admit_tool_output(run, &message) {
+                Ok(()) => message,
+                Err(refusal) => {
+                    mark_dropped(&mut entry, &refusal);
+                    BUDGET_EXCEEDED_STUB.to_string()
+                }
+            };
+            self.events
+                .emit(AgentEvent::Accounting(entry.clone()))
+                .await;
             run.transcript.accounting.push(entry);
+            replies[index] = Some(message);
+            admitted[index] = true;
         }
-        for (call, reply) in calls.iter().zip(replies) {
-            run.transcript.conversation.push(ChatMessage {
-                role: Role::Tool,
-                content: Some(reply.unwrap_or_else(|| failed("not executed"))),
-                tool_calls: Vec::new(),
-                tool_call_id: Some(call.id.clone()),
-                reasoning: None,
-                reasoning_signature: None,
-            });
+        let mut contents = Vec::with_capacity(calls.len());
+        for (reply, admitted) in replies.into_iter().zip(admitted) {
+            let content = reply.unwrap_or_else(|| failed("not executed"));
+            if !admitted {
+                let tokens = run
+                    .tokenizer
+                    .message(&ChatMessage::new(Role::Tool, content.as_str()));
+                run.guard.add_new(tokens);
+            }
+            contents.push(content);
         }
         if self.control.abort.is_cancelled() {
-            return Handled::End(Ending::failure(
+            return Err(Handled::End(Ending::failure(
                 ExitReason::Cancelled,
                 "the run was cancelled",
-            ));
+            )));
         }
-        Handled::Next
+        Ok(contents)
     }
 
     /// Validates a final-report call; `Err` carries the reason the model will be told.
@@ -222,8 +292,8 @@ impl Session {
             },
             error: outcome.as_ref().err().cloned(),
             details: None,
-            agent_id: Some(run.request.agent.name.clone()),
-            txn_id: Some(run.request.run_id.clone()),
+            lineage: run.lineage(),
+            source: None,
         });
         run.transcript.accounting.push(entry.clone());
         self.events.emit(AgentEvent::Accounting(entry)).await;
@@ -249,7 +319,7 @@ impl Session {
     }
 
     /// Runs one tool in its own task, bounded by the tool timeout; emits its events.
-    async fn execute_tool(
+    pub(super) async fn execute_tool(
         &self,
         index: usize,
         call: &ToolCall,
@@ -291,7 +361,7 @@ impl Session {
         };
         let latency_ms = started.elapsed().as_millis() as u64;
         let (message, error) = match outcome {
-            ToolOutcome::Ok(text) => (text, None),
+            ToolOutcome::Ok(text) => (truncate_output(&call.name, text, context.max_bytes), None),
             ToolOutcome::Failed(reason) => (failed(&reason), Some(reason)),
         };
         let chars_out = message.chars().count();
@@ -322,12 +392,9 @@ impl Session {
             characters_out: chars_out,
             error,
             details: None,
-            agent_id: Some(context.agent.clone()),
-            txn_id: Some(context.run_id.clone()),
+            lineage: context.lineage.clone(),
+            source: context.source.map(str::to_string),
         });
-        self.events
-            .emit(AgentEvent::Accounting(entry.clone()))
-            .await;
         Executed {
             index,
             message,
@@ -336,11 +403,92 @@ impl Session {
     }
 }
 
-fn failed(reason: &str) -> String {
+/// `toolResponseMaxBytes`: keeps at most `max_bytes` of the output (never splitting a UTF-8
+/// character) behind the contract's notice.
+pub(super) fn truncate_output(tool: &str, text: String, max_bytes: usize) -> String {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut cut = max_bytes;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    warn!(
+        tool,
+        bytes = text.len(),
+        limit = max_bytes,
+        "tool response truncated"
+    );
+    format!(
+        "[TRUNCATED] Original size {} bytes; truncated to {cut} bytes.\n{}",
+        text.len(),
+        &text[..cut]
+    )
+}
+
+/// Records a guard drop in the tool's accounting entry (contract §2 and §4).
+fn mark_dropped(entry: &mut AccountingEntry, refusal: &Refusal) {
+    let AccountingEntry::Tool(tool) = entry else {
+        return;
+    };
+    tool.status = EntryStatus::Failed;
+    tool.error = Some("context_budget_exceeded".into());
+    tool.characters_out = BUDGET_EXCEEDED_STUB.chars().count();
+    let mut details = serde_json::Map::new();
+    details.insert(
+        "projected_tokens".into(),
+        refusal.projection.projected.into(),
+    );
+    details.insert("limit_tokens".into(), refusal.projection.limit.into());
+    if refusal.projection.remaining() > 0 {
+        details.insert(
+            "remaining_tokens".into(),
+            refusal.projection.remaining().into(),
+        );
+    }
+    details.insert("original_tokens".into(), refusal.original_tokens.into());
+    details.insert(
+        "replacement_tokens".into(),
+        refusal.replacement_tokens.into(),
+    );
+    tool.details = Some(details);
+}
+
+/// Parses a call's arguments (repairing them if needed); `Err` is the reply the model gets.
+pub(super) fn call_arguments(call: &ToolCall) -> Result<Map<String, Value>, String> {
+    match parse_tool_arguments(&call.arguments) {
+        Ok(ParsedArguments::Clean(arguments)) => Ok(arguments),
+        Ok(ParsedArguments::Repaired {
+            arguments,
+            repaired,
+            steps,
+        }) => {
+            warn!(tool = %call.name, original = %call.arguments, %repaired, steps = ?steps, "tool arguments repaired");
+            Ok(arguments)
+        }
+        Err(reason) => {
+            error!(tool = %call.name, payload = %call.arguments, %reason, "tool arguments unparseable; call dropped");
+            Err(failed(&format!(
+                "the arguments of {} are not a valid JSON object ({reason}); call it again with valid JSON",
+                call.name
+            )))
+        }
+    }
+}
+
+/// `userScoped` agents: the caller's `user_id` overrides whatever the model wrote (seeds/001).
+pub(super) fn scope_to_user(run: &Run, mut arguments: Map<String, Value>) -> Map<String, Value> {
+    if let (true, Some(user)) = (run.request.agent.user_scoped, &run.request.user_id) {
+        arguments.insert("user_id".into(), Value::String(user.clone()));
+    }
+    arguments
+}
+
+pub(super) fn failed(reason: &str) -> String {
     format!("(tool failed: {reason})")
 }
 
-fn assistant_message(response: &LlmResponse) -> ChatMessage {
+pub(super) fn assistant_message(response: &LlmResponse) -> ChatMessage {
     ChatMessage {
         role: Role::Assistant,
         content: Some(response.text.clone()).filter(|t| !t.is_empty()),

@@ -3,6 +3,7 @@
 //! initialisation failure, 4 bad arguments or configuration, 5 schema validation failure.
 
 mod run;
+mod tools;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -54,6 +55,8 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Connect MCP servers and list their tools (SERVER or `all`).
+    Tools(tools::ToolsArgs),
     /// Validate the configuration and every agent file without calling any LLM.
     Check {
         #[arg(long)]
@@ -85,6 +88,14 @@ impl Failure {
         Self {
             code: EXIT_INIT_FAILED,
             message: error.to_string(),
+        }
+    }
+    /// A runtime that did not start: bad configuration (4) or a failing service (3).
+    fn runtime(error: crate::runtime::RuntimeError) -> Self {
+        if error.is_config_error() {
+            Self::config(error)
+        } else {
+            Self::init(error)
         }
     }
     fn schema(error: impl std::fmt::Display) -> Self {
@@ -138,6 +149,7 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
         } => serve(config, agents, listen, database).await,
         Command::Run(args) => run::run(args).await,
         Command::Agents { config } => list_agents(config),
+        Command::Tools(args) => tools::tools(args).await,
         Command::Check { config } => check(config),
         Command::Migrate { config, database } => migrate(config, database).await,
     }
@@ -171,18 +183,15 @@ async fn serve(
     let registry = AgentRegistry::load(&config).map_err(Failure::config)?;
     let runtime = Runtime::start(config, registry)
         .await
-        .map_err(|e| match e {
-            crate::runtime::RuntimeError::Provider { .. } => Failure::config(e),
-            other => Failure::init(other),
-        })?;
+        .map_err(Failure::runtime)?;
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|e| Failure::init(format!("cannot listen on {address}: {e}")))?;
     let bound = listener.local_addr().map_err(Failure::init)?;
     tracing::info!(address = %bound, agents = runtime.agents.len(), store = %runtime.config.store.url, "agentd listening");
-    crate::http::serve(listener, runtime, shutdown_signal())
-        .await
-        .map_err(Failure::init)?;
+    let served = crate::http::serve(listener, runtime.clone(), shutdown_signal()).await;
+    runtime.close().await;
+    served.map_err(Failure::init)?;
     tracing::info!("agentd stopped");
     Ok(0)
 }
@@ -255,6 +264,7 @@ fn check(config: Option<PathBuf>) -> Result<u8, Failure> {
         .map_err(Failure::config)?;
     let registry = AgentRegistry::load(&loaded.config).map_err(Failure::config)?;
     crate::runtime::build_providers(&loaded.config).map_err(Failure::config)?;
+    crate::tools::hub::ToolHub::check(&loaded.config, &registry).map_err(Failure::config)?;
     let files: Vec<String> = loaded
         .files
         .iter()

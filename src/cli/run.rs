@@ -91,7 +91,7 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
     let prompt = read_prompt(prompt)?;
     let runtime = Runtime::start(config, registry)
         .await
-        .map_err(Failure::init)?;
+        .map_err(Failure::runtime)?;
     let request = SessionRequest {
         run_id: uuid::Uuid::now_v7().to_string(),
         agent: spec,
@@ -101,6 +101,8 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
         conversation_id: None,
         format: Some(format),
         schema,
+        user_id: None,
+        transport: None,
     };
     let mut handle = runtime.spawn_run(request, None);
     let mut progress = Progress::new(!options.json);
@@ -108,10 +110,9 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
         progress.show(&event);
     }
     progress.finish();
-    let result = handle
-        .result
-        .await
-        .map_err(|_| Failure::init("the session task ended unexpectedly"))?;
+    let result = handle.result.await;
+    runtime.close().await;
+    let result = result.map_err(|_| Failure::init("the session task ended unexpectedly"))?;
     let mut stdout = std::io::stdout().lock();
     let text = if options.json {
         serde_json::to_string_pretty(&result).map_err(Failure::init)?

@@ -39,6 +39,8 @@ pub struct AgentFrontmatter {
     pub finalization: Option<Finalization>,
     pub transport: Option<Transport>,
     pub user_scoped: Option<bool>,
+    /// OpenAI streaming: render progress (tools, task status, turns) into `reasoning_content`.
+    pub progress_in_reasoning: Option<bool>,
 }
 
 /// A YAML value that may be written as one string or a list of strings.

@@ -10,8 +10,10 @@ pub mod env_file;
 pub mod expand;
 pub mod layers;
 pub mod model_settings;
+pub mod models;
 pub mod reasoning;
 pub mod registry;
+pub mod tools;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -25,6 +27,7 @@ use duration::HumanDuration;
 pub use model_settings::{ModelConfig, ModelOverrides, ParamOverride};
 pub use reasoning::{ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue};
 pub use registry::{AgentRegistry, AgentSpec, Target};
+pub use tools::{McpServerConfig, QueueConfig, RestToolConfig};
 
 /// The whole configuration after merging every layer.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -34,15 +37,16 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// MCP servers; connected by the tools layer.
     #[serde(default)]
-    pub mcp_servers: BTreeMap<String, Value>,
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
     #[serde(default)]
-    pub rest_tools: BTreeMap<String, Value>,
+    pub rest_tools: BTreeMap<String, RestToolConfig>,
     #[serde(default)]
-    pub queues: BTreeMap<String, Value>,
+    pub queues: BTreeMap<String, QueueConfig>,
     #[serde(default)]
     pub defaults: Defaults,
+    /// `pricing.<provider>.<model>`: token prices for cost accounting.
     #[serde(default)]
-    pub pricing: Option<Value>,
+    pub pricing: BTreeMap<String, BTreeMap<String, models::ModelPrice>>,
     #[serde(default)]
     pub cache: Option<Value>,
     #[serde(default)]
@@ -248,6 +252,7 @@ pub fn load(options: &LoadOptions) -> Result<LoadedConfig, ConfigError> {
     }
     let files = loaded.iter().map(|l| l.source.path.clone()).collect();
     let config = parse_config(layers::merge_layers(&loaded), "merged configuration")?;
+    tools::validate_tools(&config, "merged configuration")?;
     Ok(LoadedConfig { config, files })
 }
 

@@ -72,6 +72,10 @@ pub struct AgentSpec {
     pub output_schema: Option<Value>,
     pub tools: Vec<String>,
     pub user_scoped: bool,
+    /// `contextWindow` from the frontmatter: overrides the model's for every target.
+    pub context_window: Option<u64>,
+    /// OpenAI streaming renders progress into `reasoning_content` (default on).
+    pub progress_in_reasoning: bool,
     /// Hash of prompt, frontmatter and model selection: part of response-cache keys.
     pub hash: String,
 }
@@ -295,6 +299,8 @@ pub fn resolve_agent(
         output_schema: output.and_then(|o| o.schema.clone()),
         tools: fm.tools.as_ref().map(|t| t.to_vec()).unwrap_or_default(),
         user_scoped: fm.user_scoped.unwrap_or(false),
+        context_window: fm.context_window,
+        progress_in_reasoning: fm.progress_in_reasoning.unwrap_or(true),
         hash,
     })
 }

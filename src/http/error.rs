@@ -9,6 +9,8 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use crate::agent::ExitReason;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
     pub status: StatusCode,
@@ -37,6 +39,14 @@ impl ApiError {
 
     pub fn invalid_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {
@@ -72,6 +82,36 @@ impl ApiError {
             "internal_error",
             "Internal error; the server log has the details",
         )
+    }
+
+    /// The client-facing error for a run that ended without an answer; internals are logged,
+    /// not returned.
+    pub fn from_run(exit_reason: ExitReason, error: Option<&str>) -> Self {
+        let detail = error.unwrap_or("no details");
+        match exit_reason {
+            ExitReason::EmptyInput => {
+                Self::invalid_request("The prompt is empty").with_param("messages")
+            }
+            ExitReason::AuthFailure
+            | ExitReason::QuotaExceeded
+            | ExitReason::RateLimited
+            | ExitReason::LlmError
+            | ExitReason::NoLlmResponse => {
+                Self::upstream(format!("The model provider failed: {detail}"))
+            }
+            ExitReason::Cancelled => Self::overloaded("The run was cancelled", None),
+            _ => {
+                tracing::warn!(exit_reason = exit_reason.as_str(), detail, "run failed");
+                Self::internal()
+            }
+        }
+    }
+
+    /// 503: the server cannot take the request now.
+    pub fn overloaded(message: impl Into<String>, retry_after_secs: Option<u64>) -> Self {
+        let mut error = Self::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", message);
+        error.retry_after_secs = retry_after_secs;
+        error
     }
 
     /// The OpenAI-style error family for `type`, so SDKs map errors to their exception classes.

@@ -2,9 +2,12 @@
 //! each request by route template, and `serve` with graceful shutdown. Handlers only translate
 //! between wire formats and [`SessionRequest`](crate::agent::SessionRequest)s.
 
+mod anthropic;
+pub mod auth;
 pub mod error;
 mod openai;
 mod ops;
+mod sse;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,14 +26,17 @@ use error::ApiError;
 /// The whole application; tests serve it on port 0.
 pub fn app(runtime: Arc<Runtime>) -> Router {
     let body_limit = runtime.config.server.request_body_limit_bytes;
+    let keys = Arc::new(auth::KeyTable::from_config(&runtime.config.auth));
     Router::new()
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
         .route("/metrics", get(ops::metrics))
         .route("/v1/models", get(openai::list_models))
         .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/messages", post(anthropic::messages))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(keys, auth::authenticate))
         .layer(middleware::from_fn_with_state(runtime.clone(), measure))
         .layer(middleware::from_fn(move |request, next| {
             limit_body(request, next, body_limit)

@@ -4,18 +4,18 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::HeaderValue;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tracing::warn;
 
+use super::auth::Caller;
 use super::error::{ApiError, ApiJson};
+use super::sse::sse_response;
 use crate::agent::events::AgentEvent;
 use crate::agent::result::{RunSummary, UsageTotals};
 use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingOverrides, SessionRequest};
@@ -35,6 +35,51 @@ pub struct ChatCompletionRequest {
     pub top_p: Option<f64>,
     pub max_tokens: Option<u32>,
     pub max_completion_tokens: Option<u32>,
+    #[serde(default)]
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// `response_format`: `text`, `json_object`, or `json_schema` with `{name, schema, strict?}`.
+#[derive(Debug, Deserialize)]
+pub struct ResponseFormat {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub json_schema: Option<JsonSchemaFormat>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct JsonSchemaFormat {
+    #[serde(default)]
+    pub schema: Option<Value>,
+}
+
+/// The run's output format and schema from `response_format`.
+fn output_of(format: Option<&ResponseFormat>) -> Result<(Option<String>, Option<Value>), ApiError> {
+    let Some(format) = format else {
+        return Ok((None, None));
+    };
+    match format.kind.as_str() {
+        "text" => Ok((None, None)),
+        "json_object" => Ok((Some("json".into()), Some(json!({"type": "object"})))),
+        "json_schema" => {
+            let schema = format
+                .json_schema
+                .as_ref()
+                .and_then(|f| f.schema.clone())
+                .ok_or_else(|| {
+                    ApiError::invalid_request(
+                        "`response_format.json_schema.schema` is required for json_schema",
+                    )
+                    .with_param("response_format.json_schema.schema")
+                })?;
+            Ok((Some("json".into()), Some(schema)))
+        }
+        other => Err(ApiError::invalid_request(format!(
+            "response_format type {other:?} is not one of text, json_object, json_schema"
+        ))
+        .with_param("response_format.type")),
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -82,24 +127,35 @@ pub struct WireFunction {
     pub arguments: String,
 }
 
-pub async fn list_models(State(runtime): State<Arc<Runtime>>) -> impl IntoResponse {
+/// Agents as models: OpenAI's list shape, or Anthropic's when the client sends `anthropic-version`.
+pub async fn list_models(
+    State(runtime): State<Arc<Runtime>>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    if headers.contains_key("anthropic-version") {
+        return super::anthropic::list_models(&runtime);
+    }
     let data: Vec<Value> = runtime
         .agents
         .iter()
         .map(|agent| json!({"id": agent.name, "object": "model", "created": runtime.started_at, "owned_by": "agentd"}))
         .collect();
-    axum::Json(json!({"object": "list", "data": data}))
+    axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
 pub async fn chat_completions(
     State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
     ApiJson(body): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let agent = runtime
         .agents
         .get(&body.model)
         .ok_or_else(|| ApiError::unknown_model(&body.model))?;
+    caller.check_agent(&agent.name)?;
     let (history, prompt) = split_messages(&body.messages)?;
+    let (format, schema) = output_of(body.response_format.as_ref())?;
+    let show_progress = agent.progress_in_reasoning;
     let run_id = uuid::Uuid::now_v7().to_string();
     let request = SessionRequest {
         run_id: run_id.clone(),
@@ -112,8 +168,10 @@ pub async fn chat_completions(
             max_output_tokens: body.max_completion_tokens.or(body.max_tokens),
         },
         conversation_id: None,
-        format: None,
-        schema: None,
+        format,
+        schema,
+        user_id: caller.user_id.clone(),
+        transport: None,
     };
     let reply = Completion {
         id: format!("chatcmpl-{run_id}"),
@@ -124,17 +182,13 @@ pub async fn chat_completions(
             .as_ref()
             .is_some_and(|o| o.include_usage),
     };
-    let handle = runtime.spawn_run(request, None);
+    let handle = runtime.spawn_run(request, caller.user_id.clone());
     let mut response = if body.stream.unwrap_or(false) {
-        let keep_alive = Duration::from_secs(runtime.config.server.keep_alive_seconds.max(1));
         let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
-        let mut response = Sse::new(stream_chunks(handle, reply, guard))
-            .keep_alive(KeepAlive::new().interval(keep_alive).text("ping"))
-            .into_response();
-        response
-            .headers_mut()
-            .insert("x-accel-buffering", HeaderValue::from_static("no"));
-        response
+        sse_response(
+            stream_chunks(handle, reply, guard, show_progress),
+            &runtime.config.server,
+        )
     } else {
         complete(handle, reply)
             .await
@@ -281,37 +335,11 @@ fn finish_reason(summary: &RunSummary) -> Option<&'static str> {
     }
 }
 
-/// The client-facing error for a run that ended without an answer.
-fn run_failure(exit_reason: ExitReason, error: Option<&str>) -> ApiError {
-    let detail = error.unwrap_or("no details");
-    match exit_reason {
-        ExitReason::EmptyInput => {
-            ApiError::invalid_request("The prompt is empty").with_param("messages")
-        }
-        ExitReason::AuthFailure
-        | ExitReason::QuotaExceeded
-        | ExitReason::RateLimited
-        | ExitReason::LlmError
-        | ExitReason::NoLlmResponse => {
-            ApiError::upstream(format!("The model provider failed: {detail}"))
-        }
-        ExitReason::Cancelled => {
-            let mut error = ApiError::upstream("The run was cancelled");
-            error.status = axum::http::StatusCode::SERVICE_UNAVAILABLE;
-            error.code = "overloaded";
-            error
-        }
-        _ => {
-            warn!(exit_reason = exit_reason.as_str(), detail, "run failed");
-            ApiError::internal()
-        }
-    }
-}
-
 fn stream_chunks(
     handle: RunHandle,
     reply: Completion,
     active: GaugeGuard,
+    show_progress: bool,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let RunHandle {
         mut events,
@@ -341,7 +369,7 @@ fn stream_chunks(
                             }
                             yield Ok(reply.chunk(json!({}), Some(reason)));
                         }
-                        None => yield Ok(Event::default().data(run_failure(summary.exit_reason, summary.error.as_deref()).body().to_string())),
+                        None => yield Ok(Event::default().data(ApiError::from_run(summary.exit_reason, summary.error.as_deref()).body().to_string())),
                     }
                     if reply.include_usage {
                         yield Ok(reply.usage_chunk(&summary.usage));
@@ -349,12 +377,37 @@ fn stream_chunks(
                     yield Ok(Event::default().data("[DONE]"));
                     return;
                 }
+                other if show_progress => {
+                    if let Some(line) = progress_line(&other) {
+                        yield Ok(reply.chunk(json!({"reasoning_content": line}), None));
+                    }
+                }
                 _ => {}
             }
         }
         // The run task ended without a final event: report it rather than dropping the connection.
         yield Ok(Event::default().data(ApiError::internal().body().to_string()));
         yield Ok(Event::default().data("[DONE]"));
+    }
+}
+
+/// Progress as markdown lines for `reasoning_content`: later turns, task status, tool calls.
+fn progress_line(event: &AgentEvent) -> Option<String> {
+    match event {
+        AgentEvent::TurnStarted(turn) if turn.turn > 1 && turn.attempt == 1 => {
+            Some(format!("\n### Turn {}\n", turn.turn))
+        }
+        AgentEvent::Progress(progress) => {
+            let text = progress.now.as_deref().or(progress.message.as_deref())?;
+            Some(format!("\n- **{}**: {text}\n", progress.call_path))
+        }
+        AgentEvent::ToolStarted(tool) => Some(format!("\n- calling `{}`\n", tool.tool)),
+        AgentEvent::ToolFinished(tool) if tool.status != "ok" => Some(format!(
+            "\n- `{}` failed: {}\n",
+            tool.tool,
+            tool.error.as_deref().unwrap_or("unknown error")
+        )),
+        _ => None,
     }
 }
 
@@ -371,7 +424,10 @@ async fn complete(handle: RunHandle, reply: Completion) -> Result<Response, ApiE
     let result: AgentResult = result.await.map_err(|_| ApiError::internal())?;
     let summary = result.summary();
     let Some(reason) = finish_reason(&summary) else {
-        return Err(run_failure(result.exit_reason, result.error.as_deref()));
+        return Err(ApiError::from_run(
+            result.exit_reason,
+            result.error.as_deref(),
+        ));
     };
     let body = json!({
         "id": reply.id, "object": "chat.completion", "created": reply.created, "model": reply.model,

@@ -16,6 +16,7 @@ pub mod openai;
 pub mod parameters;
 pub mod sse;
 pub mod stream;
+pub mod tokens;
 pub mod upstream;
 mod wire_body;
 

@@ -2,8 +2,12 @@
 //! tracing subscriber setup. Metric label values are bounded: route templates, configured
 //! agent, provider and model names, status codes; never user ids or raw paths.
 
+mod agent_metrics;
+
+pub use agent_metrics::AgentMetrics;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// Every metric handle, registered in one registry (not the process-global default).
@@ -21,6 +25,13 @@ pub struct Metrics {
     pub llm_completion_tokens_total: IntCounterVec,
     pub llm_errors_total: IntCounterVec,
     pub llm_retries_total: IntCounterVec,
+    /// Cost, tools, final reports and the context guard.
+    pub agent: AgentMetrics,
+    /// Calls waiting for a slot of each tool queue.
+    pub queue_depth: IntGaugeVec,
+    /// Slots of each tool queue held now.
+    pub queue_in_use: IntGaugeVec,
+    pub queue_wait_duration_ms: HistogramVec,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -51,8 +62,33 @@ impl Metrics {
             registry.register(Box::new(metric.clone()))?;
             Ok(metric)
         };
+        let gauges =
+            |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec, MetricsError> {
+                let metric = IntGaugeVec::new(Opts::new(name, help), labels)?;
+                registry.register(Box::new(metric.clone()))?;
+                Ok(metric)
+            };
         let llm = &["agent", "provider", "model"];
         Ok(Self {
+            queue_depth: gauges(
+                "ai_agent_queue_depth",
+                "Tool calls waiting for a slot, by queue.",
+                &["queue"],
+            )?,
+            queue_in_use: gauges(
+                "ai_agent_queue_in_use",
+                "Tool queue slots in use, by queue.",
+                &["queue"],
+            )?,
+            queue_wait_duration_ms: histogram(
+                "ai_agent_queue_wait_duration_ms",
+                "Time a tool call waited for its queue slot, in milliseconds.",
+                &["queue"],
+                vec![
+                    1.0, 5.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0,
+                    30000.0, 60000.0, 120000.0,
+                ],
+            )?,
             http_requests_total: counter(
                 "agentd_http_requests_total",
                 "HTTP requests by route template, method and status.",
@@ -104,6 +140,7 @@ impl Metrics {
                 "LLM attempts after the first within a turn.",
                 llm,
             )?,
+            agent: AgentMetrics::register(&registry)?,
             registry,
         })
     }
@@ -125,11 +162,15 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global tracing subscriber; `RUST_LOG` overrides the default `info` filter.
+/// `info`, but rmcp only from `warn`: it logs every MCP handshake in full at `info`.
+const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
+/// Installs the global tracing subscriber; `RUST_LOG` overrides the default filter.
 /// Logs go to stderr so stdout stays clean for `agentd run`.
 pub fn init_logging(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -1,6 +1,15 @@
 //! Tools the model may call, behind one [`ToolProvider`] trait so the session sees a single
 //! [`ToolRegistry`]: MCP servers (rmcp), REST tools, internal tools and sub-agents each become a
 //! provider. Tool names are `{namespace}__{tool}`. This module never talks to an LLM.
+//!
+//! [`hub::ToolHub`] builds the shared parts at start (queues, MCP connections, REST tools) and
+//! gives each agent the registry its `tools:` list asks for.
+
+pub mod hub;
+pub mod mcp;
+pub mod queue;
+pub mod rest;
+pub mod schema;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

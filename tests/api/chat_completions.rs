@@ -394,3 +394,77 @@ async fn client_disconnect_cancels_the_run() {
     }
     assert_eq!(status, "cancelled");
 }
+
+fn final_report_call(arguments: Value) -> Reply {
+    Reply::tool_calls(vec![crate::support::mock_llm::ToolCall::new(
+        "final",
+        "agent__final_report",
+        arguments.to_string(),
+    )])
+}
+
+#[tokio::test]
+async fn response_format_json_schema_selects_json_output_with_that_schema() {
+    let app = spawn_app().await;
+    app.llm.push(final_report_call(
+        json!({"report_format": "json", "content_json": {"city": "Paris"}}),
+    ));
+    let schema =
+        json!({"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}});
+    let body = json!({"model": "report", "messages": [{"role": "user", "content": "capital of France?"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}});
+    let response: Value = app
+        .post_json("/v1/chat/completions", &body)
+        .await
+        .json()
+        .await
+        .expect("json");
+    let content = response["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("content");
+    assert_eq!(
+        serde_json::from_str::<Value>(content).expect("JSON answer"),
+        json!({"city": "Paris"})
+    );
+    let tool = &app.llm.requests()[0]["tools"][0]["function"]["parameters"];
+    assert_eq!(tool["properties"]["report_format"]["const"], "json");
+    assert_eq!(tool["properties"]["content_json"], schema);
+    let bad = app
+        .post_json(
+            "/v1/chat/completions",
+            &json!({"model": "report", "messages": [{"role": "user", "content": "x"}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "n"}}}),
+        )
+        .await;
+    assert_eq!(bad.status(), 400);
+    let bad: Value = bad.json().await.expect("json");
+    assert_eq!(bad["error"]["param"], "response_format.json_schema.schema");
+}
+
+#[tokio::test]
+async fn progress_is_rendered_into_reasoning_content() {
+    let app = spawn_app().await;
+    app.llm.push(Reply::tool_calls(vec![
+        crate::support::mock_llm::ToolCall::new("c1", "lookup__find", "{}"),
+    ]));
+    app.llm.push(final_report_call(
+        json!({"report_format": "markdown", "report_content": "found it"}),
+    ));
+    let body = json!({"model": "report", "stream": true, "messages": [{"role": "user", "content": "search"}]});
+    let frames = json_frames(&sse_data(app.post_json("/v1/chat/completions", &body).await).await);
+    let reasoning: String = frames
+        .iter()
+        .filter_map(|f| f["choices"][0]["delta"]["reasoning_content"].as_str())
+        .collect();
+    assert!(
+        reasoning.contains("- calling `lookup__find`"),
+        "{reasoning}"
+    );
+    assert!(reasoning.contains("`lookup__find` failed"), "{reasoning}");
+    assert!(reasoning.contains("### Turn 2"), "{reasoning}");
+    let content: String = frames
+        .iter()
+        .filter_map(|f| f["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(content, "found it");
+}

@@ -9,13 +9,13 @@ use serde_json::{Value, json};
 use crate::support::CHAT_AGENT;
 use crate::support::mock_llm::{MockLlm, Reply};
 
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Output {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
-async fn agentd(dir: &Path, args: &[&str]) -> Output {
+pub(crate) async fn agentd(dir: &Path, args: &[&str]) -> Output {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
         .args(args)
         .current_dir(dir)
@@ -206,7 +206,7 @@ async fn serve_refuses_a_public_address_without_keys() {
     assert!(out.stderr.contains("auth.keys"), "{}", out.stderr);
 }
 
-const REPORT_AGENT: &str = "---\ndescription: Answers through the final report\nmodels: llm/upstream-model\n---\nYou report.\n";
+const REPORT_AGENT: &str = "---\ndescription: Answers through the final report\nmodels: llm/upstream-model\ntransport: native\n---\nYou report.\n";
 
 fn final_report_call(arguments: Value) -> Reply {
     Reply::tool_calls(vec![crate::support::mock_llm::ToolCall::new(

@@ -4,9 +4,18 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod anthropic;
+mod auth;
 mod chat_completions;
 mod cli;
+mod context;
+mod internal_tools;
+mod mcp;
 mod operations;
 mod providers;
+mod rest_tools;
 mod session;
 mod store;
+mod tool_runs;
+mod tools_cli;
+mod xml;

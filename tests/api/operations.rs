@@ -34,7 +34,7 @@ async fn models_lists_every_agent_as_a_model() {
         .iter()
         .map(|m| m["id"].as_str().expect("id"))
         .collect();
-    assert_eq!(ids, vec!["chat", "fallback"]);
+    assert_eq!(ids, vec!["chat", "fallback", "report", "tight"]);
     for model in body["data"].as_array().expect("data") {
         assert_eq!(model["object"], "model");
         assert_eq!(model["owned_by"], "agentd");
@@ -92,4 +92,49 @@ async fn metrics_count_requests_by_route_template_and_sessions() {
         "{text}"
     );
     assert!(text.contains(r#"ai_agent_llm_requests_total{agent="chat",model="upstream-model",provider="llm",status="ok"} 1"#), "{text}");
+}
+
+#[tokio::test]
+async fn a_context_guard_trip_shows_in_the_metrics() {
+    let app = spawn_app().await;
+    let long = "word ".repeat(2000);
+    let body = json!({"model": "tight", "messages": [{"role": "user", "content": long}]});
+    assert_eq!(
+        app.post_json("/v1/chat/completions", &body).await.status(),
+        200
+    );
+    let text = app.get("/metrics").await.text().await.expect("text");
+    let series = r#"ai_agent_context_guard_events_total{agent="tight",model="upstream-model",outcome="forced_final",provider="llm",trigger="turn_preflight"} 1"#;
+    assert!(text.contains(series), "{text}");
+    assert!(text.contains(r#"ai_agent_context_guard_remaining_tokens{agent="tight",model="upstream-model",outcome="over_after_shrink",provider="llm",trigger="turn_preflight"} -"#), "{text}");
+    assert!(
+        text.contains(r#"ai_agent_final_report_total{agent="tight",status="success"} 1"#),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn tool_names_the_model_made_up_never_become_label_values() {
+    let app = spawn_app().await;
+    let call = crate::support::mock_llm::ToolCall::new("c1", "invented__tool_name_42", "{}");
+    app.llm
+        .push(crate::support::mock_llm::Reply::tool_calls(vec![call]));
+    let report = json!({"report_format": "markdown", "report_content": "done"}).to_string();
+    app.llm
+        .push(crate::support::mock_llm::Reply::tool_calls(vec![
+            crate::support::mock_llm::ToolCall::new("f", "agent__final_report", report),
+        ]));
+    let body = json!({"model": "report", "messages": [{"role": "user", "content": "go"}]});
+    assert_eq!(
+        app.post_json("/v1/chat/completions", &body).await.status(),
+        200
+    );
+    let text = app.get("/metrics").await.text().await.expect("text");
+    assert!(!text.contains("invented__tool_name_42"), "{text}");
+    assert!(
+        text.contains(
+            r#"ai_agent_tool_errors_total{agent="report",server="unknown",tool="unknown"} 1"#
+        ),
+        "{text}"
+    );
 }

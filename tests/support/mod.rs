@@ -1,6 +1,8 @@
 //! Shared test support: the scripted mock LLM upstream and `spawn_app()`, which serves the
 //! real agentd app on 127.0.0.1:0 with a temporary SQLite store against that mock.
 
+pub mod mcp;
+pub mod mcp_server;
 pub mod mock_llm;
 pub mod scripted;
 pub mod wire;
@@ -16,6 +18,10 @@ use mock_llm::MockLlm;
 
 /// The agents every test app has.
 pub const CHAT_AGENT: &str = "---\ndescription: A helpful chat agent\nmodels: llm/upstream-model\nfinalization: text\n---\nYou are a helpful assistant.\n";
+/// A report agent whose final report is a tool call (the HTTP mock cannot echo XML nonces).
+pub const REPORT_AGENT: &str = "---\ndescription: Reports through the final-report tool\nmodels: llm/upstream-model\ntransport: native\n---\nYou report.\n";
+/// A text agent with a small context window, for context-guard tests over HTTP.
+pub const TIGHT_AGENT: &str = "---\ndescription: Has a small context window\nmodels: llm/upstream-model\ncontextWindow: 1000\nmaxOutputTokens: 100\nfinalization: text\n---\nYou answer.\n";
 pub const TWO_TARGET_AGENT: &str = "---\ndescription: Tries two targets\nmodels: [llm/first, llm/second]\nmaxRetries: 3\nfinalization: text\n---\nYou answer briefly.\n";
 
 pub struct TestApp {
@@ -40,6 +46,8 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Value)) -> TestApp {
     std::fs::create_dir(&agents_dir).expect("agents dir");
     std::fs::write(agents_dir.join("chat.ai"), CHAT_AGENT).expect("chat agent");
     std::fs::write(agents_dir.join("fallback.ai"), TWO_TARGET_AGENT).expect("fallback agent");
+    std::fs::write(agents_dir.join("tight.ai"), TIGHT_AGENT).expect("tight agent");
+    std::fs::write(agents_dir.join("report.ai"), REPORT_AGENT).expect("report agent");
     let mut config = json!({
         "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url(), "apiKey": "test-key"}},
         "store": {"url": format!("sqlite://{}", dir.path().join("agentd.db").display())},

@@ -6,10 +6,12 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use agentd::agent::observer::{GuardEvent, SessionObserver};
 use agentd::agent::{
     AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, SamplingOverrides, Session,
     SessionRequest,
 };
+use agentd::config::models::ModelCatalog;
 use agentd::config::{AgentSpec, parse_config, registry::resolve_agent};
 use agentd::llm::{
     DeltaStream, LlmDelta, LlmError, LlmRequest, Provider, StopReason, ToolDefinition, Usage,
@@ -112,6 +114,7 @@ impl ScriptedLlm {
 #[async_trait]
 impl Provider for ScriptedLlm {
     async fn stream(&self, request: LlmRequest) -> Result<DeltaStream, LlmError> {
+        let nonce = session_nonce(&request);
         self.requests
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -122,9 +125,12 @@ impl Provider for ScriptedLlm {
             .unwrap_or_else(PoisonError::into_inner)
             .pop_front();
         match step {
-            Some(Step::Deltas(deltas)) => Ok(Box::pin(futures_util::stream::iter(
-                deltas.into_iter().map(Ok),
-            ))),
+            Some(Step::Deltas(deltas)) => {
+                let deltas = with_nonce(deltas, nonce.as_deref());
+                Ok(Box::pin(futures_util::stream::iter(
+                    deltas.into_iter().map(Ok),
+                )))
+            }
             Some(Step::Fail(error)) => Err(error),
             Some(Step::Hang) => {
                 std::future::pending::<()>().await;
@@ -138,7 +144,37 @@ impl Provider for ScriptedLlm {
     }
 }
 
-/// Tools `test__echo`, `test__slow` (sleeps `ms`), `test__fail` and `test__panic`.
+/// The XML nonce the session advertised in this request's XML-NEXT, if any.
+pub fn session_nonce(request: &LlmRequest) -> Option<String> {
+    let text = request.messages.last()?.content.clone()?;
+    // Read it from the final-report slot: feedback may quote other nonces.
+    let slot = text.find("## Final report").unwrap_or(0);
+    let start = slot + text[slot..].find("<ai-agent-")? + "<ai-agent-".len();
+    text.get(start..start + 8).map(str::to_string)
+}
+
+/// Replaces `NONCE` in scripted text with the session's nonce.
+fn with_nonce(deltas: Vec<LlmDelta>, nonce: Option<&str>) -> Vec<LlmDelta> {
+    let Some(nonce) = nonce else { return deltas };
+    deltas
+        .into_iter()
+        .map(|delta| match delta {
+            LlmDelta::Text(text) => LlmDelta::Text(text.replace("NONCE", nonce)),
+            other => other,
+        })
+        .collect()
+}
+
+/// A text reply streamed in the given chunks, ending with `stop`.
+pub fn chunked(chunks: &[&str], stop: StopReason) -> Step {
+    let mut deltas: Vec<LlmDelta> = chunks.iter().map(|c| LlmDelta::Text((*c).into())).collect();
+    deltas.push(usage(10, 5));
+    deltas.push(LlmDelta::Stop(stop));
+    Step::Deltas(deltas)
+}
+
+/// Tools `test__echo`, `test__slow` (sleeps `ms`), `test__fail`, `test__panic`, `test__big`
+/// (`bytes` × "x") and `test__text` (returns `text`).
 #[derive(Default)]
 pub struct TestTools {
     calls: Mutex<Vec<(String, Value)>>,
@@ -160,7 +196,7 @@ impl ToolProvider for TestTools {
     }
 
     async fn list_tools(&self) -> Vec<ToolDefinition> {
-        ["echo", "slow", "fail", "panic"]
+        ["echo", "slow", "fail", "panic", "big", "text"]
             .iter()
             .map(|name| ToolDefinition {
                 name: format!("test__{name}"),
@@ -184,6 +220,8 @@ impl ToolProvider for TestTools {
             }
             "fail" => ToolOutcome::Failed("it broke".into()),
             "panic" => panic!("test tool panicked on purpose"),
+            "big" => ToolOutcome::Ok("x".repeat(arguments["bytes"].as_u64().unwrap_or(0) as usize)),
+            "text" => ToolOutcome::Ok(arguments["text"].as_str().unwrap_or_default().to_string()),
             other => ToolOutcome::Failed(format!("no tool {other}")),
         }
     }
@@ -201,7 +239,13 @@ pub fn agent(frontmatter: &str) -> Arc<AgentSpec> {
     } else {
         "models: [a/m1]\n"
     };
-    let text = format!("---\n{models}{frontmatter}\n---\nYou are a test agent.");
+    // The contract tests drive the final report as a tool call unless a test picks a transport.
+    let transport = if frontmatter.contains("transport:") {
+        ""
+    } else {
+        "transport: native\n"
+    };
+    let text = format!("---\n{models}{transport}{frontmatter}\n---\nYou are a test agent.");
     let file = agentd::config::agent_file::parse_agent_file(&text).expect("agent file");
     Arc::new(resolve_agent(std::path::Path::new("/test/agent.ai"), file, &config).expect("agent"))
 }
@@ -211,6 +255,32 @@ pub struct Harness {
     pub llm: Arc<ScriptedLlm>,
     pub tools: Arc<TestTools>,
     pub control: RunControl,
+    /// Context-guard trips the session reported.
+    pub guard_events: Arc<GuardRecorder>,
+    /// Config JSON the model catalog (context windows, prices) is built from.
+    pub catalog_config: Value,
+}
+
+/// Records every context-guard event.
+#[derive(Default)]
+pub struct GuardRecorder(Mutex<Vec<GuardEvent>>);
+
+impl GuardRecorder {
+    pub fn events(&self) -> Vec<GuardEvent> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl SessionObserver for GuardRecorder {
+    fn context_guard(&self, event: &GuardEvent) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event.clone());
+    }
 }
 
 impl Harness {
@@ -219,6 +289,8 @@ impl Harness {
             llm: ScriptedLlm::new(steps),
             tools: Arc::new(TestTools::default()),
             control: RunControl::default(),
+            guard_events: Arc::new(GuardRecorder::default()),
+            catalog_config: json!({}),
         }
     }
 
@@ -232,6 +304,8 @@ impl Harness {
             conversation_id: None,
             format: None,
             schema: None,
+            user_id: None,
+            transport: None,
         }
     }
 
@@ -250,7 +324,17 @@ impl Harness {
             }
             events
         });
-        let session = Session::new(providers, registry, sink, self.control.clone());
+        let mut config = json!({"providers": {"a": {"type": "openai-compatible"}, "b": {"type": "openai-compatible"}}});
+        if let (Some(target), Some(extra)) =
+            (config.as_object_mut(), self.catalog_config.as_object())
+        {
+            target.extend(extra.clone());
+        }
+        let catalog =
+            ModelCatalog::from_config(&parse_config(config, "catalog").expect("catalog config"));
+        let session = Session::new(providers, registry, sink, self.control.clone())
+            .with_catalog(Arc::new(catalog))
+            .with_observer(self.guard_events.clone());
         let result = session.run(request).await;
         drop(session);
         (result, collector.await.expect("collector"))

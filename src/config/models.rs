@@ -1,0 +1,208 @@
+//! What agentd knows about each provider/model pair from the config: context window, safety
+//! buffer, tokenizer and price. Resolution: model settings, then provider, then `defaults`,
+//! then built-ins (131,072-token window, 256-token buffer).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::{Config, ModelConfig};
+
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 131_072;
+pub const DEFAULT_BUFFER_TOKENS: u64 = 256;
+
+/// `pricing.<provider>.<model>`: prices per unit of tokens.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelPrice {
+    #[serde(default)]
+    pub unit: PriceUnit,
+    #[serde(default)]
+    pub currency: Option<String>,
+    #[serde(default)]
+    pub prompt: f64,
+    #[serde(default)]
+    pub completion: f64,
+    #[serde(default)]
+    pub cache_read: f64,
+    #[serde(default)]
+    pub cache_write: f64,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+pub enum PriceUnit {
+    #[serde(rename = "per_1k")]
+    PerThousand,
+    #[default]
+    #[serde(rename = "per_1m")]
+    PerMillion,
+}
+
+impl ModelPrice {
+    /// Cost in the price's currency. `input` counts every prompt token, cache reads and writes
+    /// included; those are charged at their own rates instead of the prompt rate.
+    pub fn cost(&self, input: u64, output: u64, cache_read: u64, cache_write: u64) -> f64 {
+        let divisor = match self.unit {
+            PriceUnit::PerThousand => 1_000.0,
+            PriceUnit::PerMillion => 1_000_000.0,
+        };
+        let plain_input = input.saturating_sub(cache_read).saturating_sub(cache_write);
+        (self.prompt * plain_input as f64
+            + self.completion * output as f64
+            + self.cache_read * cache_read as f64
+            + self.cache_write * cache_write as f64)
+            / divisor
+    }
+}
+
+/// The resolved facts about one provider/model pair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelFacts {
+    pub context_window: u64,
+    pub buffer_tokens: u64,
+    /// `tokenizer` from model or provider settings (`tiktoken:o200k_base`, `approximate`, …).
+    pub tokenizer: Option<String>,
+    pub price: Option<ModelPrice>,
+}
+
+/// Model facts for every configured provider, looked up by `provider/model`.
+#[derive(Debug, Clone, Default)]
+pub struct ModelCatalog {
+    providers: BTreeMap<String, ProviderFacts>,
+    default_window: Option<u64>,
+    default_buffer: Option<u64>,
+    pricing: BTreeMap<String, BTreeMap<String, ModelPrice>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ProviderFacts {
+    context_window: Option<u64>,
+    buffer_tokens: Option<u64>,
+    tokenizer: Option<String>,
+    models: BTreeMap<String, ModelConfig>,
+}
+
+impl ModelCatalog {
+    pub fn from_config(config: &Config) -> Self {
+        let providers = config
+            .providers
+            .iter()
+            .map(|(name, p)| {
+                let facts = ProviderFacts {
+                    context_window: p.context_window,
+                    buffer_tokens: p.context_window_buffer_tokens,
+                    tokenizer: p.tokenizer.clone(),
+                    models: p.models.clone(),
+                };
+                (name.clone(), facts)
+            })
+            .collect();
+        Self {
+            providers,
+            default_window: config.defaults.context_window,
+            default_buffer: config.defaults.context_window_buffer_tokens,
+            pricing: config.pricing.clone(),
+        }
+    }
+
+    pub fn facts(&self, provider: &str, model: &str) -> ModelFacts {
+        let provider_facts = self.providers.get(provider);
+        let model_settings = provider_facts.and_then(|p| p.models.get(model));
+        ModelFacts {
+            context_window: model_settings
+                .and_then(|m| m.context_window)
+                .or(provider_facts.and_then(|p| p.context_window))
+                .or(self.default_window)
+                .unwrap_or(DEFAULT_CONTEXT_WINDOW),
+            buffer_tokens: model_settings
+                .and_then(|m| m.context_window_buffer_tokens)
+                .or(provider_facts.and_then(|p| p.buffer_tokens))
+                .or(self.default_buffer)
+                .unwrap_or(DEFAULT_BUFFER_TOKENS),
+            tokenizer: model_settings
+                .and_then(|m| m.tokenizer.clone())
+                .or_else(|| provider_facts.and_then(|p| p.tokenizer.clone())),
+            price: self
+                .pricing
+                .get(provider)
+                .and_then(|models| models.get(model))
+                .cloned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_config;
+    use serde_json::json;
+
+    #[test]
+    fn model_settings_beat_provider_beat_defaults_beat_builtins() {
+        let config = parse_config(
+            json!({
+                "providers": {
+                    "p": {"type": "openai", "contextWindow": 50000, "tokenizer": "approximate",
+                          "models": {"big": {"contextWindow": 200000, "contextWindowBufferTokens": 1000}}},
+                    "q": {"type": "openai"}
+                },
+                "defaults": {"contextWindowBufferTokens": 500},
+                "pricing": {"p": {"big": {"unit": "per_1k", "prompt": 1.0, "completion": 2.0}}}
+            }),
+            "test",
+        )
+        .expect("config");
+        let catalog = ModelCatalog::from_config(&config);
+        let big = catalog.facts("p", "big");
+        assert_eq!(
+            (
+                big.context_window,
+                big.buffer_tokens,
+                big.tokenizer.as_deref()
+            ),
+            (200000, 1000, Some("approximate"))
+        );
+        assert_eq!(big.price.map(|p| p.unit), Some(PriceUnit::PerThousand));
+        let small = catalog.facts("p", "small");
+        assert_eq!((small.context_window, small.buffer_tokens), (50000, 500));
+        let other = catalog.facts("q", "m");
+        assert_eq!(
+            (other.context_window, other.buffer_tokens, other.price),
+            (DEFAULT_CONTEXT_WINDOW, 500, None)
+        );
+    }
+
+    #[test]
+    fn cost_charges_cache_reads_and_writes_at_their_own_rates() {
+        let price = ModelPrice {
+            prompt: 2.0,
+            completion: 10.0,
+            cache_read: 0.5,
+            cache_write: 3.0,
+            ..ModelPrice::default()
+        };
+        // 1,000,000 prompt tokens of which 400,000 cache reads and 100,000 cache writes.
+        let cost = price.cost(1_000_000, 100_000, 400_000, 100_000);
+        assert!(
+            (cost - (2.0 * 0.5 + 10.0 * 0.1 + 0.5 * 0.4 + 3.0 * 0.1)).abs() < 1e-9,
+            "{cost}"
+        );
+        let per_k = ModelPrice {
+            unit: PriceUnit::PerThousand,
+            prompt: 1.0,
+            ..ModelPrice::default()
+        };
+        assert!((per_k.cost(2_000, 0, 0, 0) - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn unknown_price_keys_are_rejected_with_their_path() {
+        let err = parse_config(json!({"pricing": {"p": {"m": {"promt": 1}}}}), "x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("pricing.p.m") && err.contains("promt"),
+            "{err}"
+        );
+    }
+}

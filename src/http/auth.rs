@@ -1,0 +1,185 @@
+//! Authentication (SPEC §2, §4): `Authorization: Bearer KEY` or `x-api-key: KEY` against
+//! `auth.keys`. With no keys configured (agentd then listens on loopback only) or
+//! `auth.disabled`, every caller is an admin. Keys are compared as SHA-256 digests in constant
+//! time and never logged. Liveness, readiness, metrics and the OpenAPI document stay public.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use secrecy::ExposeSecret;
+use sha2::{Digest, Sha256};
+
+use super::error::ApiError;
+use crate::config::AuthConfig;
+
+/// Who is calling, as far as authorization cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub admin: bool,
+    /// A key bound to a user may only act for that user.
+    pub user_id: Option<String>,
+    /// The agents this key may run; `None` is all.
+    pub agents: Option<Vec<String>>,
+}
+
+impl Caller {
+    fn admin() -> Self {
+        Self {
+            admin: true,
+            user_id: None,
+            agents: None,
+        }
+    }
+
+    pub fn may_use_agent(&self, agent: &str) -> bool {
+        self.admin
+            || self
+                .agents
+                .as_ref()
+                .is_none_or(|allowed| allowed.iter().any(|a| a == agent))
+    }
+
+    /// Admins act for anyone; a user-bound key only for its own user.
+    pub fn may_act_for(&self, user: &str) -> bool {
+        self.admin || self.user_id.as_deref() == Some(user)
+    }
+
+    /// 403 unless this key may run `agent`.
+    pub fn check_agent(&self, agent: &str) -> Result<(), ApiError> {
+        if self.may_use_agent(agent) {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!(
+                "This API key may not use the agent `{agent}`"
+            )))
+        }
+    }
+}
+
+/// The configured keys, digested once.
+pub struct KeyTable {
+    enforced: bool,
+    keys: Vec<([u8; 32], Caller)>,
+}
+
+impl KeyTable {
+    pub fn from_config(auth: &AuthConfig) -> Self {
+        let keys = auth
+            .keys
+            .iter()
+            .map(|k| {
+                let caller = Caller {
+                    admin: k.admin,
+                    user_id: k.user_id.clone(),
+                    agents: k.agents.clone(),
+                };
+                (digest(k.key.expose_secret()), caller)
+            })
+            .collect::<Vec<_>>();
+        Self {
+            enforced: !auth.disabled && !keys.is_empty(),
+            keys,
+        }
+    }
+
+    /// The caller a presented key belongs to; every key is compared, match or not.
+    fn lookup(&self, presented: &str) -> Option<Caller> {
+        let presented = digest(presented);
+        let mut found = None;
+        for (key, caller) in &self.keys {
+            if constant_time_eq(key, &presented) {
+                found = Some(caller.clone());
+            }
+        }
+        found
+    }
+}
+
+fn digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+const PUBLIC_PATHS: [&str; 4] = ["/health", "/ready", "/metrics", "/openapi.json"];
+
+/// Puts the [`Caller`] into the request's extensions, or answers 401.
+pub async fn authenticate(
+    State(keys): State<Arc<KeyTable>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if !keys.enforced || PUBLIC_PATHS.contains(&request.uri().path()) {
+        request.extensions_mut().insert(Caller::admin());
+        return next.run(request).await;
+    }
+    let headers = request.headers();
+    let presented = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+        .map(str::trim);
+    let Some(presented) = presented.filter(|k| !k.is_empty()) else {
+        return ApiError::unauthorized(
+            "Missing API key: send `Authorization: Bearer KEY` or `x-api-key: KEY`",
+        )
+        .into_response();
+    };
+    match keys.lookup(presented) {
+        Some(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        None => ApiError::unauthorized("Invalid API key").into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_config;
+    use serde_json::json;
+
+    fn table() -> KeyTable {
+        let config = parse_config(
+            json!({"auth": {"keys": [
+                {"key": "admin-key", "admin": true},
+                {"key": "alice-key", "userId": "alice", "agents": ["chat"]}
+            ]}}),
+            "test",
+        )
+        .expect("config");
+        KeyTable::from_config(&config.auth)
+    }
+
+    #[test]
+    fn keys_map_to_their_callers() {
+        let table = table();
+        assert!(table.enforced);
+        assert_eq!(table.lookup("admin-key"), Some(Caller::admin()));
+        let alice = table.lookup("alice-key").expect("alice");
+        assert!(alice.may_use_agent("chat") && !alice.may_use_agent("other"));
+        assert!(alice.may_act_for("alice") && !alice.may_act_for("bob"));
+        assert_eq!(table.lookup("alice-key "), None, "no near matches");
+        assert_eq!(table.lookup(""), None);
+    }
+
+    #[test]
+    fn no_keys_or_disabled_means_open() {
+        let config = parse_config(
+            json!({"auth": {"keys": [{"key": "k"}], "disabled": true}}),
+            "t",
+        )
+        .expect("config");
+        assert!(!KeyTable::from_config(&config.auth).enforced);
+        assert!(!KeyTable::from_config(&AuthConfig::default()).enforced);
+    }
+}

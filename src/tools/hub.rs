@@ -1,0 +1,208 @@
+//! The tools of one running agentd: the queues, the shared MCP server connections and the REST
+//! tools built from the configuration at start, and each agent's [`ToolRegistry`] made from its
+//! `tools:` list (MCP server names and `rest__<name>`). It connects only the servers some agent
+//! uses, and closes them at shutdown. It never runs a session.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use tracing::warn;
+
+use super::mcp::{McpError, McpServer};
+use super::queue::{QueueError, ToolQueues};
+use super::rest::{REST_NAMESPACE, RestToolError, RestTools};
+use super::{ToolProvider, ToolRegistry};
+use crate::config::tools::validate_tools;
+use crate::config::{AgentRegistry, AgentSpec, Config, ConfigError};
+use crate::telemetry::Metrics;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ToolSetupError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Rest(#[from] RestToolError),
+    #[error("mcpServers.{server}.queue: {source}")]
+    Queue { server: String, source: QueueError },
+    #[error(
+        "{file}: tools: {tool:?} is neither an MCP server in mcpServers nor a REST tool written rest__NAME from restTools"
+    )]
+    UnknownTool { file: String, tool: String },
+    #[error(transparent)]
+    Mcp(#[from] McpError),
+}
+
+impl ToolSetupError {
+    /// Whether the configuration is at fault (exit 4) rather than a server failing (exit 3).
+    pub fn is_config_error(&self) -> bool {
+        !matches!(self, Self::Mcp(_))
+    }
+}
+
+/// The connected tools, shared by every session.
+pub struct ToolHub {
+    servers: BTreeMap<String, Arc<McpServer>>,
+    rest: RestTools,
+}
+
+impl ToolHub {
+    /// Checks the tool configuration and every agent's `tools:` list, then connects the MCP
+    /// servers the agents use. A required server that fails to start is an error.
+    pub async fn start(
+        config: &Config,
+        agents: &AgentRegistry,
+        metrics: &Metrics,
+    ) -> Result<Self, ToolSetupError> {
+        let wanted: Vec<String> = config
+            .mcp_servers
+            .keys()
+            .filter(|name| agents.iter().any(|agent| agent.tools.contains(*name)))
+            .cloned()
+            .collect();
+        let (queues, rest) = Self::checked(config, agents, metrics)?;
+        let mut starts = Vec::new();
+        for name in &wanted {
+            let Some(server) = config.mcp_servers.get(name).filter(|s| s.is_enabled()) else {
+                continue;
+            };
+            let queue =
+                queues
+                    .get(server.queue_name())
+                    .map_err(|source| ToolSetupError::Queue {
+                        server: name.clone(),
+                        source,
+                    })?;
+            starts.push(McpServer::start(name, server, queue));
+        }
+        let mut connected = BTreeMap::new();
+        let mut failure = None;
+        for started in join_all(starts).await {
+            match started {
+                Ok(server) => {
+                    connected.insert(server.name().to_string(), server);
+                }
+                Err(error) => failure = failure.or(Some(error)),
+            }
+        }
+        let hub = Self {
+            servers: connected,
+            rest,
+        };
+        if let Some(error) = failure {
+            hub.shutdown().await;
+            return Err(error.into());
+        }
+        Ok(hub)
+    }
+
+    /// Everything [`ToolHub::start`] checks before connecting anything (`agentd check`).
+    pub fn check(config: &Config, agents: &AgentRegistry) -> Result<(), ToolSetupError> {
+        let metrics = Metrics::new().map_err(|e| ConfigError::Invalid {
+            file: "configuration".into(),
+            path: "queues".into(),
+            message: e.to_string(),
+        })?;
+        Self::checked(config, agents, &metrics).map(|_| ())
+    }
+
+    fn checked(
+        config: &Config,
+        agents: &AgentRegistry,
+        metrics: &Metrics,
+    ) -> Result<(ToolQueues, RestTools), ToolSetupError> {
+        validate_tools(config, "configuration")?;
+        let queues = ToolQueues::new(&config.queues, metrics);
+        let rest = RestTools::build(&config.rest_tools, &queues)?;
+        for agent in agents.iter() {
+            check_agent_tools(config, &rest, agent)?;
+        }
+        Ok((queues, rest))
+    }
+
+    /// The tools one agent may call. Entries that name nothing connected (a disabled server)
+    /// are skipped.
+    pub fn registry_for(&self, agent: &AgentSpec) -> ToolRegistry {
+        let mut registry = ToolRegistry::default();
+        let rest_names: Vec<&str> = agent
+            .tools
+            .iter()
+            .filter_map(|entry| rest_tool_name(entry))
+            .collect();
+        if !rest_names.is_empty() {
+            registry.add(Arc::new(self.rest.subset(rest_names)));
+        }
+        for entry in &agent.tools {
+            if let Some(server) = self.servers.get(entry) {
+                registry.add(Arc::clone(server) as Arc<dyn ToolProvider>);
+            }
+        }
+        registry
+    }
+
+    /// The `instructions` of the MCP servers an agent uses, as `(server, instructions)`, for
+    /// the system prompt.
+    pub fn instructions_for(&self, agent: &AgentSpec) -> Vec<(String, String)> {
+        agent
+            .tools
+            .iter()
+            .filter_map(|entry| self.servers.get(entry))
+            .filter_map(|server| Some((server.name().to_string(), server.instructions()?)))
+            .collect()
+    }
+
+    /// The connected MCP servers, by name.
+    pub fn servers(&self) -> impl Iterator<Item = &Arc<McpServer>> {
+        self.servers.values()
+    }
+
+    pub fn rest_tools(&self) -> &RestTools {
+        &self.rest
+    }
+
+    /// Closes every MCP connection and ends the stdio servers' process groups.
+    pub async fn shutdown(&self) {
+        join_all(self.servers.values().map(|server| server.shutdown())).await;
+    }
+}
+
+/// `rest__x` → `x`.
+fn rest_tool_name(entry: &str) -> Option<&str> {
+    entry
+        .strip_prefix(REST_NAMESPACE)
+        .and_then(|rest| rest.strip_prefix("__"))
+}
+
+/// Every `tools:` entry must name a configured MCP server or REST tool.
+fn check_agent_tools(
+    config: &Config,
+    rest: &RestTools,
+    agent: &AgentSpec,
+) -> Result<(), ToolSetupError> {
+    for entry in &agent.tools {
+        let known = match rest_tool_name(entry) {
+            Some(name) => rest.contains(name) || config.rest_tools.contains_key(name),
+            None => config.mcp_servers.contains_key(entry),
+        };
+        if !known {
+            return Err(ToolSetupError::UnknownTool {
+                file: agent
+                    .path
+                    .as_deref()
+                    .map_or_else(|| agent.name.clone(), |p| p.display().to_string()),
+                tool: entry.clone(),
+            });
+        }
+        let disabled = config
+            .mcp_servers
+            .get(entry)
+            .is_some_and(|server| !server.is_enabled())
+            || rest_tool_name(entry)
+                .and_then(|name| config.rest_tools.get(name))
+                .is_some_and(|tool| !tool.is_enabled());
+        if disabled {
+            warn!(agent = %agent.name, tool = %entry, "the agent names a disabled tool; it is not offered");
+        }
+    }
+    Ok(())
+}

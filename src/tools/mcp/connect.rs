@@ -1,0 +1,287 @@
+//! Opening one connection to an MCP server: spawning a stdio child in its own process group
+//! (stderr forwarded to the logs) or opening a streamable HTTP session (headers, bearer token),
+//! then initialising and listing the tools, all within `initTimeout`. `${VAR}` placeholders in
+//! `env` and `headers` are expanded here, from the process environment, because the config
+//! loader leaves them as written (contract §7).
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use process_wrap::tokio::{CommandWrap, ProcessGroup};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{IntoTransport, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::ChildStderr;
+use tracing::{debug, info};
+
+use super::McpError;
+use super::catalog::{ToolCatalog, ToolFilter};
+use crate::config::tools::McpTransport;
+use crate::config::{McpServerConfig, expand};
+
+/// `initTimeout` when the config names none.
+const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest stderr line logged as one record; longer lines are split.
+const MAX_STDERR_LINE: u64 = 8 * 1024;
+
+/// Where the server is.
+pub(crate) enum Endpoint {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+        bearer_token: Option<SecretString>,
+    },
+}
+
+/// One configured server, resolved from `mcpServers.<name>`.
+pub(crate) struct ServerSettings {
+    pub(crate) name: String,
+    pub(crate) endpoint: Endpoint,
+    pub(crate) filter: ToolFilter,
+    pub(crate) required: bool,
+    pub(crate) init_timeout: Duration,
+    pub(crate) request_timeout: Option<Duration>,
+}
+
+impl ServerSettings {
+    pub(crate) fn from_config(name: &str, config: &McpServerConfig) -> Self {
+        let endpoint = match config.transport() {
+            McpTransport::Stdio => Endpoint::Stdio {
+                command: config.command.clone().unwrap_or_default(),
+                args: config.args.clone(),
+                env: config.env.clone(),
+            },
+            McpTransport::Http => Endpoint::Http {
+                url: config.url.clone().unwrap_or_default(),
+                headers: config.headers.clone(),
+                bearer_token: config.bearer_token.clone(),
+            },
+        };
+        Self {
+            name: name.to_string(),
+            endpoint,
+            filter: ToolFilter::from_config(config),
+            required: config.is_required(),
+            init_timeout: config.init_timeout.map_or(DEFAULT_INIT_TIMEOUT, |d| d.0),
+            request_timeout: config.request_timeout.map(|d| d.0),
+        }
+    }
+}
+
+/// An initialised connection and what it offers.
+pub(crate) struct Live {
+    pub(crate) service: RunningService<RoleClient, ClientConfig>,
+    pub(crate) catalog: Arc<ToolCatalog>,
+    pub(crate) instructions: Option<String>,
+    /// The stdio child's process group, ended as a whole when the connection closes.
+    pub(crate) process_group: Option<u32>,
+}
+
+/// Starts the server and initialises it within `initTimeout`.
+pub(crate) async fn connect(settings: &ServerSettings) -> Result<Live, McpError> {
+    match &settings.endpoint {
+        Endpoint::Stdio { command, args, env } => {
+            let (transport, process_group) = spawn_stdio(settings, command, args, env)?;
+            let live = initialise(settings, transport, process_group).await;
+            if live.is_err()
+                && let Some(group) = process_group
+            {
+                kill_process_group(group);
+            }
+            live
+        }
+        Endpoint::Http {
+            url,
+            headers,
+            bearer_token,
+        } => {
+            let transport = http_transport(settings, url, headers, bearer_token.as_ref())?;
+            initialise(settings, transport, None).await
+        }
+    }
+}
+
+async fn initialise<T, E, A>(
+    settings: &ServerSettings,
+    transport: T,
+    process_group: Option<u32>,
+) -> Result<Live, McpError>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let handshake = async {
+        let service =
+            client_identity()
+                .serve(transport)
+                .await
+                .map_err(|e| McpError::Initialise {
+                    server: settings.name.clone(),
+                    detail: e.to_string(),
+                })?;
+        let tools: Vec<Tool> =
+            service
+                .list_all_tools()
+                .await
+                .map_err(|e| McpError::Initialise {
+                    server: settings.name.clone(),
+                    detail: format!("tools/list failed: {e}"),
+                })?;
+        Ok::<_, McpError>((service, tools))
+    };
+    let (service, tools) = tokio::time::timeout(settings.init_timeout, handshake)
+        .await
+        .map_err(|_| McpError::InitTimeout {
+            server: settings.name.clone(),
+            timeout: settings.init_timeout,
+        })??;
+    let instructions = service
+        .peer_info()
+        .and_then(|info| info.instructions.clone())
+        .filter(|text| !text.trim().is_empty());
+    let catalog = ToolCatalog::build(&settings.name, tools, &settings.filter);
+    info!(server = %settings.name, tools = catalog.definitions().len(), "MCP server connected");
+    Ok(Live {
+        service,
+        catalog: Arc::new(catalog),
+        instructions,
+        process_group,
+    })
+}
+
+fn client_identity() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("agentd", env!("CARGO_PKG_VERSION")),
+    )
+}
+
+/// Spawns the child as the leader of a new process group, so its whole tree can be ended.
+fn spawn_stdio(
+    settings: &ServerSettings,
+    command: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+) -> Result<(TokioChildProcess, Option<u32>), McpError> {
+    let mut child = tokio::process::Command::new(command);
+    child.args(args).kill_on_drop(true);
+    for (key, value) in env {
+        child.env(
+            key,
+            expand_at_connect(settings, &format!("env.{key}"), value)?,
+        );
+    }
+    let mut wrapped = CommandWrap::from(child);
+    wrapped.wrap(ProcessGroup::leader());
+    let (transport, stderr) = TokioChildProcess::builder(wrapped)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| McpError::Spawn {
+            server: settings.name.clone(),
+            command: command.to_string(),
+            detail: e.to_string(),
+        })?;
+    let process_group = transport.id();
+    if let Some(stderr) = stderr {
+        tokio::spawn(forward_stderr(settings.name.clone(), stderr));
+    }
+    Ok((transport, process_group))
+}
+
+fn http_transport(
+    settings: &ServerSettings,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    bearer_token: Option<&SecretString>,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, McpError> {
+    let mut custom = HashMap::new();
+    for (name, value) in headers {
+        let at = format!("headers.{name}");
+        let value = expand_at_connect(settings, &at, value)?;
+        let bad = |detail: String| McpError::Config {
+            server: settings.name.clone(),
+            detail: format!("{at}: {detail}"),
+        };
+        let header_name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|e| bad(format!("invalid header name ({e})")))?;
+        let header_value = reqwest::header::HeaderValue::from_str(&value)
+            .map_err(|e| bad(format!("invalid header value ({e})")))?;
+        custom.insert(header_name, header_value);
+    }
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+    if let Some(token) = bearer_token {
+        config = config.auth_header(token.expose_secret());
+    }
+    Ok(StreamableHttpClientTransport::from_config(config))
+}
+
+/// Expands `${VAR}` / `${VAR:-default}` in one `env` or `headers` value from the process
+/// environment; a missing variable names the server and key.
+fn expand_at_connect(
+    settings: &ServerSettings,
+    key: &str,
+    value: &str,
+) -> Result<String, McpError> {
+    let mut text = Value::String(value.to_string());
+    let lookup = |name: &str| std::env::var(name).ok();
+    let layer = format!("mcpServers.{}.{key}", settings.name);
+    expand::expand_layer(&mut text, &layer, &lookup).map_err(|e| McpError::Config {
+        server: settings.name.clone(),
+        detail: e.to_string(),
+    })?;
+    Ok(text.as_str().unwrap_or_default().to_string())
+}
+
+/// Logs every stderr line of the child (split every 8 KiB) until it closes.
+async fn forward_stderr(server: String, stderr: ChildStderr) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader)
+            .take(MAX_STDERR_LINE)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim_end();
+                if !text.is_empty() {
+                    info!(target: "agentd::mcp::stderr", server = %server, "{text}");
+                }
+            }
+            Err(error) => {
+                debug!(server = %server, %error, "MCP server stderr closed");
+                break;
+            }
+        }
+    }
+}
+
+/// Ends every process left in the group (grandchildren included). The group's leader has
+/// already been shut down by rmcp; an empty group is not an error.
+pub(crate) fn kill_process_group(group: u32) {
+    #[cfg(unix)]
+    {
+        use nix::sys::signal::{Signal, killpg};
+        use nix::unistd::Pid;
+        if let Ok(raw) = i32::try_from(group) {
+            let _ = killpg(Pid::from_raw(raw), Signal::SIGKILL);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = group;
+}

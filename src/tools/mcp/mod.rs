@@ -1,0 +1,246 @@
+//! MCP servers as tool providers, through rmcp (pinned exactly; every rmcp type stays inside
+//! this module). One [`McpServer`] per configured server is shared by all sessions: it keeps a
+//! single connection, restarts it when it dies (callers meanwhile get
+//! `mcp server restarting`), validates arguments against each tool's schema before calling, and
+//! bounds each call by the tool timeout and its queue. It knows nothing about sessions or LLMs.
+
+mod catalog;
+mod connect;
+mod supervisor;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rmcp::ServiceError;
+use rmcp::model::CallToolRequestParams;
+use rmcp::model::CallToolResponse;
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+pub use catalog::ListedTool;
+use catalog::{ToolCatalog, outcome_of};
+use connect::{ServerSettings, connect};
+use supervisor::{Connection, ServerState, supervise};
+
+use super::queue::ToolQueue;
+use super::{ToolOutcome, ToolProvider};
+use crate::config::McpServerConfig;
+use crate::llm::ToolDefinition;
+
+/// What callers are told while a server is down.
+pub const RESTARTING: &str = "mcp server restarting";
+/// How long [`McpServer::shutdown`] waits for the connection to close.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
+
+/// Why a server could not be started.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum McpError {
+    #[error("MCP server {server:?}: {detail}")]
+    Config { server: String, detail: String },
+    #[error("MCP server {server:?}: cannot start {command:?}: {detail}")]
+    Spawn {
+        server: String,
+        command: String,
+        detail: String,
+    },
+    #[error("MCP server {server:?}: initialisation failed: {detail}")]
+    Initialise { server: String, detail: String },
+    #[error(
+        "MCP server {server:?}: initialisation did not finish within {timeout:?} (initTimeout)"
+    )]
+    InitTimeout { server: String, timeout: Duration },
+}
+
+/// One shared MCP server.
+pub struct McpServer {
+    settings: Arc<ServerSettings>,
+    queue: Arc<ToolQueue>,
+    state: watch::Receiver<ServerState>,
+    stop: CancellationToken,
+    supervisor: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl McpServer {
+    /// Connects the server. A required server that fails is an error; an optional one is
+    /// returned down, and reconnects in the background with the restart backoff.
+    pub async fn start(
+        name: &str,
+        config: &McpServerConfig,
+        queue: Arc<ToolQueue>,
+    ) -> Result<Arc<Self>, McpError> {
+        let settings = Arc::new(ServerSettings::from_config(name, config));
+        let live = match connect(&settings).await {
+            Ok(live) => Some(live),
+            Err(error) if settings.required => return Err(error),
+            Err(error) => {
+                warn!(%error, "optional MCP server is not available; retrying in the background");
+                None
+            }
+        };
+        let connected = live.is_some();
+        let (sender, state) = watch::channel(ServerState::Restarting { last_catalog: None });
+        let stop = CancellationToken::new();
+        let supervisor = tokio::spawn(supervise(Arc::clone(&settings), live, sender, stop.clone()));
+        let server = Arc::new(Self {
+            settings,
+            queue,
+            state,
+            stop,
+            supervisor: Mutex::new(Some(supervisor)),
+        });
+        if connected {
+            server.wait_until_ready().await;
+        }
+        Ok(server)
+    }
+
+    /// Lets the supervisor publish the first connection before anyone calls.
+    async fn wait_until_ready(&self) {
+        let mut state = self.state.clone();
+        while matches!(
+            &*state.borrow_and_update(),
+            ServerState::Restarting { last_catalog: None }
+        ) {
+            if state.changed().await.is_err() {
+                break;
+            }
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.settings.name
+    }
+
+    /// The queue this server's calls wait in.
+    pub fn queue(&self) -> &str {
+        self.queue.name()
+    }
+
+    /// Whether a connection is up now.
+    pub fn is_ready(&self) -> bool {
+        matches!(&*self.state.borrow(), ServerState::Ready(_))
+    }
+
+    /// The offered tools as `agentd tools` lists them (empty while never connected).
+    pub fn listed_tools(&self) -> Vec<ListedTool> {
+        self.catalog()
+            .map(|c| c.listed().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// The server's `instructions` from initialisation, if any.
+    pub fn instructions(&self) -> Option<String> {
+        match &*self.state.borrow() {
+            ServerState::Ready(connection) => connection.instructions.clone(),
+            _ => None,
+        }
+    }
+
+    fn catalog(&self) -> Option<Arc<ToolCatalog>> {
+        match &*self.state.borrow() {
+            ServerState::Ready(connection) => Some(Arc::clone(&connection.catalog)),
+            ServerState::Restarting { last_catalog } => last_catalog.clone(),
+            ServerState::Stopped => None,
+        }
+    }
+
+    fn connection(&self) -> Result<Arc<Connection>, &'static str> {
+        match &*self.state.borrow() {
+            ServerState::Ready(connection) => Ok(Arc::clone(connection)),
+            ServerState::Restarting { .. } => Err(RESTARTING),
+            ServerState::Stopped => Err("mcp server stopped"),
+        }
+    }
+
+    /// Closes the connection and ends the server's processes; later calls fail.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        let supervisor = self
+            .supervisor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(supervisor) = supervisor
+            && tokio::time::timeout(SHUTDOWN_WAIT, supervisor)
+                .await
+                .is_err()
+        {
+            warn!(server = %self.settings.name, "MCP server did not shut down in time");
+        }
+    }
+
+    async fn call_connected(
+        &self,
+        connection: &Connection,
+        mcp_name: String,
+        arguments: serde_json::Map<String, Value>,
+    ) -> ToolOutcome {
+        let _slot = self.queue.acquire().await;
+        let request = CallToolRequestParams::new(mcp_name).with_arguments(arguments);
+        match connection.peer.call_tool_once(request).await {
+            Ok(CallToolResponse::Complete(result)) => outcome_of(result),
+            Ok(_) => ToolOutcome::Failed(
+                "the server asked for input or started a task, which agentd does not support"
+                    .into(),
+            ),
+            Err(error) => self.failure(connection, &error),
+        }
+    }
+
+    /// A transport failure marks the connection broken so the supervisor replaces it.
+    fn failure(&self, connection: &Connection, error: &ServiceError) -> ToolOutcome {
+        match error {
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                connection.broken.cancel();
+                ToolOutcome::Failed(RESTARTING.into())
+            }
+            ServiceError::McpError(data) => {
+                ToolOutcome::Failed(format!("mcp error {}: {}", data.code.0, data.message))
+            }
+            other => ToolOutcome::Failed(format!("mcp error: {other}")),
+        }
+    }
+}
+
+#[async_trait]
+impl ToolProvider for McpServer {
+    fn namespace(&self) -> &str {
+        &self.settings.name
+    }
+
+    async fn list_tools(&self) -> Vec<ToolDefinition> {
+        self.catalog()
+            .map(|c| c.definitions().to_vec())
+            .unwrap_or_default()
+    }
+
+    async fn call(&self, name: &str, arguments: Value, timeout: Duration) -> ToolOutcome {
+        let connection = match self.connection() {
+            Ok(connection) => connection,
+            Err(reason) => return ToolOutcome::Failed(reason.into()),
+        };
+        let (mcp_name, arguments) = match connection.catalog.prepare_call(name, arguments) {
+            Ok(prepared) => prepared,
+            Err(reason) => return ToolOutcome::Failed(reason),
+        };
+        let limit = self
+            .settings
+            .request_timeout
+            .map_or(timeout, |cap| cap.min(timeout));
+        // Dropping the call on timeout makes rmcp send notifications/cancelled to the server.
+        tokio::time::timeout(limit, self.call_connected(&connection, mcp_name, arguments))
+            .await
+            .unwrap_or_else(|_| ToolOutcome::Failed("timeout".into()))
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        // The supervisor closes the connection and ends the process group on its own.
+        self.stop.cancel();
+    }
+}

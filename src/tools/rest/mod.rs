@@ -1,0 +1,234 @@
+//! REST tools (`restTools.<name>` → `rest__<name>`): arguments validated against
+//! `parametersSchema`, substituted into the URL, headers and body template, one HTTP request
+//! within the timeout and the tool's queue, the response text returned. No retries: a failure
+//! goes back to the model. This module never talks to an LLM.
+
+pub mod template;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use serde_json::{Map, Value, json};
+
+use super::queue::{QueueError, ToolQueue, ToolQueues};
+use super::schema::{ArgumentSchema, checked_arguments};
+use super::{ToolOutcome, ToolProvider};
+use crate::config::RestToolConfig;
+use crate::config::tools::RestMethod;
+use crate::llm::ToolDefinition;
+
+/// The namespace of every REST tool.
+pub const REST_NAMESPACE: &str = "rest";
+/// Largest response body a REST tool returns; a larger one fails the call.
+pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+/// How much of an error response the model is shown.
+const ERROR_EXCERPT_CHARS: usize = 500;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RestToolError {
+    #[error("restTools.{tool}.parametersSchema: the schema does not compile: {detail}")]
+    Schema { tool: String, detail: String },
+    #[error("restTools.{tool}.queue: {source}")]
+    Queue { tool: String, source: QueueError },
+    #[error("REST tools: cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+/// One configured REST tool.
+struct RestTool {
+    description: String,
+    method: reqwest::Method,
+    url: String,
+    headers: BTreeMap<String, String>,
+    parameters: Value,
+    schema: ArgumentSchema,
+    body: Option<Value>,
+    queue: Arc<ToolQueue>,
+    timeout: Option<Duration>,
+}
+
+/// A set of REST tools behind the `rest` namespace.
+#[derive(Clone)]
+pub struct RestTools {
+    client: reqwest::Client,
+    tools: BTreeMap<String, Arc<RestTool>>,
+}
+
+impl RestTools {
+    /// Builds every enabled tool; a schema that does not compile or an unknown queue is an error.
+    pub fn build(
+        config: &BTreeMap<String, RestToolConfig>,
+        queues: &ToolQueues,
+    ) -> Result<Self, RestToolError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| RestToolError::Client(e.to_string()))?;
+        let mut tools = BTreeMap::new();
+        for (name, tool) in config.iter().filter(|(_, t)| t.is_enabled()) {
+            tools.insert(name.clone(), Arc::new(build_tool(name, tool, queues)?));
+        }
+        Ok(Self { client, tools })
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tools.contains_key(name)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The tools named (without `rest__`), sharing this set's HTTP client.
+    pub fn subset<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Self {
+        let tools = names
+            .into_iter()
+            .filter_map(|name| Some((name.to_string(), Arc::clone(self.tools.get(name)?))))
+            .collect();
+        Self {
+            client: self.client.clone(),
+            tools,
+        }
+    }
+
+    async fn execute(&self, tool: &RestTool, parameters: Map<String, Value>) -> ToolOutcome {
+        let request = match self.request(tool, &parameters) {
+            Ok(request) => request,
+            Err(reason) => return ToolOutcome::Failed(reason),
+        };
+        let _slot = tool.queue.acquire().await;
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => return ToolOutcome::Failed(format!("request failed: {error}")),
+        };
+        let status = response.status();
+        let body = match read_capped(response).await {
+            Ok(body) => body,
+            Err(reason) => return ToolOutcome::Failed(reason),
+        };
+        if status.is_success() {
+            ToolOutcome::Ok(body)
+        } else {
+            let excerpt: String = body.chars().take(ERROR_EXCERPT_CHARS).collect();
+            ToolOutcome::Failed(format!("HTTP {status}: {excerpt}"))
+        }
+    }
+
+    fn request(
+        &self,
+        tool: &RestTool,
+        parameters: &Map<String, Value>,
+    ) -> Result<reqwest::RequestBuilder, String> {
+        let url = template::render_url(&tool.url, parameters).map_err(|e| format!("url: {e}"))?;
+        let mut request = self.client.request(tool.method.clone(), url);
+        let mut has_content_type = false;
+        for (name, value) in &tool.headers {
+            let value = template::render_header(value, parameters)
+                .map_err(|e| format!("header {name}: {e}"))?;
+            has_content_type |= name.eq_ignore_ascii_case("content-type");
+            request = request.header(name, value);
+        }
+        if let Some(template) = &tool.body {
+            let body =
+                template::render_body(template, parameters).map_err(|e| format!("body: {e}"))?;
+            let (content_type, bytes) = match body {
+                Value::String(text) => ("text/plain; charset=utf-8", text.into_bytes()),
+                other => ("application/json", other.to_string().into_bytes()),
+            };
+            if !has_content_type {
+                request = request.header(reqwest::header::CONTENT_TYPE, content_type);
+            }
+            request = request.body(bytes);
+        }
+        Ok(request)
+    }
+}
+
+fn build_tool(
+    name: &str,
+    config: &RestToolConfig,
+    queues: &ToolQueues,
+) -> Result<RestTool, RestToolError> {
+    let parameters = config
+        .parameters_schema
+        .clone()
+        .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+    let schema = ArgumentSchema::compile(&parameters).map_err(|e| RestToolError::Schema {
+        tool: name.to_string(),
+        detail: e.0,
+    })?;
+    let queue = queues
+        .get(config.queue_name())
+        .map_err(|source| RestToolError::Queue {
+            tool: name.to_string(),
+            source,
+        })?;
+    Ok(RestTool {
+        description: config.description.clone().unwrap_or_default(),
+        method: match config.method.unwrap_or_default() {
+            RestMethod::Get => reqwest::Method::GET,
+            RestMethod::Post => reqwest::Method::POST,
+            RestMethod::Put => reqwest::Method::PUT,
+            RestMethod::Patch => reqwest::Method::PATCH,
+            RestMethod::Delete => reqwest::Method::DELETE,
+        },
+        url: config.url.clone().unwrap_or_default(),
+        headers: config.headers.clone(),
+        parameters,
+        schema,
+        body: config.body_template.clone(),
+        queue,
+        timeout: config.timeout.map(|d| d.0),
+    })
+}
+
+/// The body as text, or an error past [`MAX_RESPONSE_BYTES`].
+async fn read_capped(response: reqwest::Response) -> Result<String, String> {
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| format!("reading the response failed: {e}"))?;
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(format!(
+                "the response is larger than {MAX_RESPONSE_BYTES} bytes"
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+#[async_trait]
+impl ToolProvider for RestTools {
+    fn namespace(&self) -> &str {
+        REST_NAMESPACE
+    }
+
+    async fn list_tools(&self) -> Vec<ToolDefinition> {
+        self.tools
+            .iter()
+            .map(|(name, tool)| ToolDefinition {
+                name: format!("{REST_NAMESPACE}__{name}"),
+                description: tool.description.clone(),
+                parameters: tool.parameters.clone(),
+            })
+            .collect()
+    }
+
+    async fn call(&self, name: &str, arguments: Value, timeout: Duration) -> ToolOutcome {
+        let Some(tool) = self.tools.get(name) else {
+            return ToolOutcome::Failed(format!("unknown tool \"{REST_NAMESPACE}__{name}\""));
+        };
+        let parameters = match checked_arguments(arguments, Some(&tool.schema)) {
+            Ok(parameters) => parameters,
+            Err(reason) => return ToolOutcome::Failed(reason),
+        };
+        let limit = tool.timeout.map_or(timeout, |cap| cap.min(timeout));
+        tokio::time::timeout(limit, self.execute(tool, parameters))
+            .await
+            .unwrap_or_else(|_| ToolOutcome::Failed("timeout".into()))
+    }
+}

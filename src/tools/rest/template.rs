@@ -1,0 +1,192 @@
+//! `${parameters.x}` substitution for REST tools: URL-encoded in the URL, as text in headers,
+//! and in the body as text inside strings or as the parameter's raw JSON value when a string
+//! is exactly one placeholder. `x` may be a dotted path into nested objects. A placeholder
+//! whose parameter is missing is an error; nothing else (`${VAR}`) is touched here.
+
+use serde_json::{Map, Value};
+
+const OPEN: &str = "${parameters.";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("missing parameter {0:?}")]
+    Missing(String),
+    #[error("unterminated placeholder in {0:?}")]
+    Unterminated(String),
+}
+
+/// The URL with every placeholder replaced by its URL-encoded value.
+pub fn render_url(
+    template: &str,
+    parameters: &Map<String, Value>,
+) -> Result<String, TemplateError> {
+    substitute(template, parameters, |value| {
+        percent_encode(&as_text(value))
+    })
+}
+
+/// A header value with every placeholder replaced by its text.
+pub fn render_header(
+    template: &str,
+    parameters: &Map<String, Value>,
+) -> Result<String, TemplateError> {
+    substitute(template, parameters, as_text)
+}
+
+/// The body: a string that is exactly one placeholder becomes the raw JSON value; other
+/// strings get their placeholders replaced by text; objects and arrays are walked.
+pub fn render_body(
+    template: &Value,
+    parameters: &Map<String, Value>,
+) -> Result<Value, TemplateError> {
+    Ok(match template {
+        Value::String(text) => match sole_placeholder(text) {
+            Some(path) => lookup(parameters, path)?.clone(),
+            None => Value::String(substitute(text, parameters, as_text)?),
+        },
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| render_body(item, parameters))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(key, value)| Ok((key.clone(), render_body(value, parameters)?)))
+                .collect::<Result<_, TemplateError>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+fn substitute(
+    template: &str,
+    parameters: &Map<String, Value>,
+    encode: impl Fn(&Value) -> String,
+) -> Result<String, TemplateError> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find(OPEN) {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + OPEN.len()..];
+        let Some(end) = after.find('}') else {
+            return Err(TemplateError::Unterminated(template.to_string()));
+        };
+        out.push_str(&encode(lookup(parameters, &after[..end])?));
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// `Some(path)` when the whole string is `${parameters.path}`.
+fn sole_placeholder(text: &str) -> Option<&str> {
+    let path = text.strip_prefix(OPEN)?.strip_suffix('}')?;
+    (!path.contains('}')).then_some(path)
+}
+
+fn lookup<'a>(parameters: &'a Map<String, Value>, path: &str) -> Result<&'a Value, TemplateError> {
+    let mut segments = path.split('.');
+    let first = segments.next().unwrap_or_default();
+    let mut value = parameters.get(first);
+    for segment in segments {
+        value = value.and_then(|v| v.get(segment));
+    }
+    value.ok_or_else(|| TemplateError::Missing(path.to_string()))
+}
+
+/// Strings as they are, everything else as JSON text.
+fn as_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// RFC 3986: everything but unreserved characters is `%XX`-encoded.
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn params(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+
+    #[test]
+    fn url_values_are_percent_encoded() {
+        let p = params(json!({"q": "a b&c/é", "n": 5, "f": {"x": "y z"}}));
+        assert_eq!(
+            render_url(
+                "http://h/s?q=${parameters.q}&n=${parameters.n}&x=${parameters.f.x}",
+                &p
+            ),
+            Ok("http://h/s?q=a%20b%26c%2F%C3%A9&n=5&x=y%20z".into())
+        );
+    }
+
+    #[test]
+    fn headers_get_text() {
+        let p = params(json!({"t": "tok", "n": 2}));
+        assert_eq!(
+            render_header("Bearer ${parameters.t}-${parameters.n}", &p),
+            Ok("Bearer tok-2".into())
+        );
+    }
+
+    #[test]
+    fn a_sole_placeholder_body_is_raw_json() {
+        let p = params(json!({"doc": {"a": [1, 2]}, "name": "x"}));
+        assert_eq!(
+            render_body(&json!("${parameters.doc}"), &p),
+            Ok(json!({"a": [1, 2]}))
+        );
+        assert_eq!(
+            render_body(
+                &json!({"wrapped": "${parameters.doc}", "greeting": "hi ${parameters.name}", "k": 1}),
+                &p
+            ),
+            Ok(json!({"wrapped": {"a": [1, 2]}, "greeting": "hi x", "k": 1}))
+        );
+    }
+
+    #[test]
+    fn missing_and_unterminated_placeholders_are_errors() {
+        let p = params(json!({"a": 1}));
+        assert_eq!(
+            render_url("http://h/${parameters.b}", &p),
+            Err(TemplateError::Missing("b".into()))
+        );
+        assert_eq!(
+            render_body(&json!("${parameters.a.deep}"), &p),
+            Err(TemplateError::Missing("a.deep".into()))
+        );
+        assert!(matches!(
+            render_header("${parameters.a", &p),
+            Err(TemplateError::Unterminated(_))
+        ));
+    }
+
+    #[test]
+    fn other_placeholders_are_left_alone() {
+        let p = params(json!({}));
+        assert_eq!(render_header("${HOME} $x", &p), Ok("${HOME} $x".into()));
+    }
+}
