@@ -3,7 +3,6 @@
 //! [`Runtime::spawn_run`], so runs are recorded and measured the same way everywhere.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -17,8 +16,8 @@ use crate::agent::{
     AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, Session, SessionRequest,
 };
 use crate::config::models::ModelCatalog;
-use crate::config::{AgentRegistry, AgentSpec, Config, ProviderConfig, ProviderKind};
-use crate::llm::openai::{OpenAiProvider, OpenAiSettings};
+use crate::config::{AgentRegistry, AgentSpec, Config};
+use crate::llm::catalog;
 use crate::store::{NewRun, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
 use crate::tools::hub::{ToolHub, ToolSetupError};
@@ -344,69 +343,15 @@ impl SessionObserver for GuardMetrics {
     }
 }
 
-/// One provider object per configured provider; fails on a type this build cannot speak.
+/// One provider object per configured provider (built by [`crate::llm::catalog`]).
 pub fn build_providers(config: &Config) -> Result<ProviderSet, RuntimeError> {
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .tcp_nodelay(true)
-        .pool_idle_timeout(Duration::from_secs(90))
-        .build()
-        .map_err(|e| RuntimeError::Provider {
-            provider: "*".into(),
-            detail: format!("HTTP client: {e}"),
-        })?;
+    let built = catalog::build_providers(config).map_err(|e| RuntimeError::Provider {
+        provider: e.provider,
+        detail: e.detail,
+    })?;
     let mut providers = ProviderSet::default();
-    for (name, provider) in &config.providers {
-        let settings = openai_settings(name, provider)?;
-        let built =
-            OpenAiProvider::new(client.clone(), settings).map_err(|e| RuntimeError::Provider {
-                provider: name.clone(),
-                detail: e.to_string(),
-            })?;
-        providers.insert(name.clone(), Arc::new(built));
+    for (name, provider) in built {
+        providers.insert(name, provider);
     }
     Ok(providers)
-}
-
-fn openai_settings(name: &str, provider: &ProviderConfig) -> Result<OpenAiSettings, RuntimeError> {
-    let default_base = match provider.kind {
-        ProviderKind::Openai => "https://api.openai.com/v1",
-        ProviderKind::Openrouter => "https://openrouter.ai/api/v1",
-        ProviderKind::Ollama => "http://127.0.0.1:11434/v1",
-        ProviderKind::OpenaiCompatible => "",
-        ProviderKind::Anthropic | ProviderKind::Google => {
-            return Err(RuntimeError::Provider {
-                provider: name.to_string(),
-                detail: "type anthropic/google is not available in this build yet; use openai-compatible".into(),
-            });
-        }
-    };
-    let base_url = provider
-        .base_url
-        .clone()
-        .filter(|u| !u.trim().is_empty())
-        .unwrap_or_else(|| default_base.to_string());
-    if base_url.is_empty() {
-        return Err(RuntimeError::Provider {
-            provider: name.to_string(),
-            detail: "baseUrl is required for openai-compatible".into(),
-        });
-    }
-    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-        return Err(RuntimeError::Provider {
-            provider: name.to_string(),
-            detail: format!("baseUrl {base_url:?} must start with http:// or https://"),
-        });
-    }
-    Ok(OpenAiSettings {
-        base_url,
-        api_key: provider.api_key.clone(),
-        extra_headers: provider
-            .headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        include_usage: provider.include_usage.unwrap_or(true),
-        stream: provider.stream.unwrap_or(true),
-    })
 }

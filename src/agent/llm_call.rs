@@ -155,6 +155,8 @@ fn sampling(run: &Run) -> SamplingParams {
         top_k: agent.top_k,
         repeat_penalty: agent.repeat_penalty,
         max_output_tokens: overrides.max_output_tokens.or(agent.max_output_tokens),
+        reasoning: agent.reasoning,
+        reasoning_tokens: agent.reasoning_tokens,
     }
 }
 
@@ -180,6 +182,7 @@ fn commit_to_guard(run: &mut Run, response: &LlmResponse) {
             tool_calls: response.tool_calls.clone(),
             tool_call_id: None,
             reasoning: None,
+            reasoning_signature: None,
         };
         run.tokenizer.messages(&run.transcript.conversation) + run.tokenizer.message(&reply)
     };
@@ -195,13 +198,17 @@ fn llm_entry(
 ) -> AccountingEntry {
     let response = outcome.as_ref().ok();
     let usage = response.and_then(|r| r.usage).unwrap_or_default();
-    let cost_usd = price.map(|p| {
-        p.cost(
-            usage.input_tokens,
-            usage.output_tokens,
-            usage.cached_tokens,
-            0,
-        )
+    let metadata = response.map(|r| r.metadata.clone()).unwrap_or_default();
+    // A cost the provider reported (OpenRouter) beats one computed from the price table.
+    let cost_usd = metadata.cost_usd.or_else(|| {
+        price.map(|p| {
+            p.cost(
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cached_tokens,
+                usage.cache_write_tokens,
+            )
+        })
     });
     AccountingEntry::Llm(LlmAccounting {
         timestamp: chrono::Utc::now().timestamp_millis(),
@@ -215,6 +222,8 @@ fn llm_entry(
         model: target.model.clone(),
         tokens: TokenCounts::from(usage),
         cost_usd,
+        actual_provider: metadata.actual_provider,
+        actual_model: metadata.actual_model,
         stop_reason: response
             .and_then(|r| r.stop_reason.as_ref())
             .map(|s| s.as_str().to_string()),

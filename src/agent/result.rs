@@ -132,6 +132,11 @@ pub struct LlmAccounting {
     pub tokens: TokenCounts,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// The upstream that really served a routed call (OpenRouter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actual_provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actual_model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -305,6 +310,8 @@ mod tests {
                 total_tokens: 5,
             },
             cost_usd: None,
+            actual_provider: None,
+            actual_model: None,
             stop_reason: Some("stop".into()),
             error: None,
             lineage: Lineage {

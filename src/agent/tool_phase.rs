@@ -124,6 +124,7 @@ impl Session {
                 tool_calls: Vec::new(),
                 tool_call_id: Some(call.id.clone()),
                 reasoning: None,
+                reasoning_signature: None,
             });
         }
         Handled::Next
@@ -507,5 +508,6 @@ pub(super) fn assistant_message(response: &LlmResponse) -> ChatMessage {
         tool_calls: response.tool_calls.clone(),
         tool_call_id: None,
         reasoning: Some(response.reasoning.clone()).filter(|r| !r.is_empty()),
+        reasoning_signature: response.reasoning_signature.clone(),
     }
 }

@@ -9,7 +9,9 @@ pub mod duration;
 pub mod env_file;
 pub mod expand;
 pub mod layers;
+pub mod model_settings;
 pub mod models;
+pub mod reasoning;
 pub mod registry;
 mod sub_agents;
 pub mod tools;
@@ -23,6 +25,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use duration::HumanDuration;
+pub use model_settings::{ModelConfig, ModelOverrides, ParamOverride};
+pub use reasoning::{ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue};
 pub use registry::{AgentRegistry, AgentSpec, Target};
 pub use tools::{McpServerConfig, QueueConfig, RestToolConfig};
 
@@ -88,12 +92,17 @@ pub struct ProviderConfig {
     pub context_window: Option<u64>,
     pub context_window_buffer_tokens: Option<u64>,
     pub tokenizer: Option<String>,
-    pub reasoning: Option<Value>,
+    /// How reasoning levels map onto this provider's values (a budget, an effort name, a list
+    /// of 4 for `[minimal, low, medium, high]`, or `null` to never send reasoning).
+    #[serde(default, deserialize_with = "reasoning::explicit_mapping")]
+    pub reasoning: Option<ReasoningMapping>,
     pub tool_choice: Option<String>,
+    /// `none` turns prompt caching off (Anthropic `cache_control`); anything else leaves it on.
     pub cache_strategy: Option<String>,
     pub custom: Option<Value>,
+    /// Per-model settings, keyed by the upstream model id.
     #[serde(default)]
-    pub models: BTreeMap<String, Value>,
+    pub models: BTreeMap<String, ModelConfig>,
 }
 
 /// Settings agents inherit when their frontmatter is silent.

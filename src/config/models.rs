@@ -5,9 +5,8 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::Config;
+use super::{Config, ModelConfig};
 
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 131_072;
 pub const DEFAULT_BUFFER_TOKENS: u64 = 256;
@@ -80,7 +79,7 @@ struct ProviderFacts {
     context_window: Option<u64>,
     buffer_tokens: Option<u64>,
     tokenizer: Option<String>,
-    models: BTreeMap<String, Value>,
+    models: BTreeMap<String, ModelConfig>,
 }
 
 impl ModelCatalog {
@@ -109,24 +108,19 @@ impl ModelCatalog {
     pub fn facts(&self, provider: &str, model: &str) -> ModelFacts {
         let provider_facts = self.providers.get(provider);
         let model_settings = provider_facts.and_then(|p| p.models.get(model));
-        let model_u64 = |key: &str| {
-            model_settings
-                .and_then(|m| m.get(key))
-                .and_then(Value::as_u64)
-        };
         ModelFacts {
-            context_window: model_u64("contextWindow")
+            context_window: model_settings
+                .and_then(|m| m.context_window)
                 .or(provider_facts.and_then(|p| p.context_window))
                 .or(self.default_window)
                 .unwrap_or(DEFAULT_CONTEXT_WINDOW),
-            buffer_tokens: model_u64("contextWindowBufferTokens")
+            buffer_tokens: model_settings
+                .and_then(|m| m.context_window_buffer_tokens)
                 .or(provider_facts.and_then(|p| p.buffer_tokens))
                 .or(self.default_buffer)
                 .unwrap_or(DEFAULT_BUFFER_TOKENS),
             tokenizer: model_settings
-                .and_then(|m| m.get("tokenizer"))
-                .and_then(Value::as_str)
-                .map(str::to_string)
+                .and_then(|m| m.tokenizer.clone())
                 .or_else(|| provider_facts.and_then(|p| p.tokenizer.clone())),
             price: self
                 .pricing

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::Config;
 use super::agent_file::{AgentFile, AgentFileError, Finalization, Transport, read_agent_file};
+use super::reasoning::{ReasoningLevel, ReasoningTokens};
 
 /// One `provider/model` pair an agent may call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +48,10 @@ pub struct Sampling {
     pub top_k: Option<u32>,
     pub repeat_penalty: Option<f64>,
     pub max_output_tokens: Option<u32>,
+    /// `reasoning` (frontmatter, else `defaults.reasoning`); `None` leaves it to the provider.
+    pub reasoning: Option<ReasoningLevel>,
+    /// `reasoningTokens`: an explicit budget beating the level's derived one.
+    pub reasoning_tokens: Option<ReasoningTokens>,
 }
 
 /// An agent ready to run.
@@ -109,6 +114,12 @@ pub enum RegistryError {
     UnknownSubAgent { file: String, entry: String },
     #[error("sub-agents call each other in a cycle: {chain}")]
     SubAgentCycle { chain: String },
+    #[error("{file}: {key}: {detail}")]
+    BadSetting {
+        file: String,
+        key: &'static str,
+        detail: String,
+    },
 }
 
 const DEFAULT_MAX_TURNS: u32 = 10;
@@ -276,6 +287,14 @@ pub fn resolve_agent(
         top_k: fm.top_k.or(defaults.top_k),
         repeat_penalty: fm.repeat_penalty.or(defaults.repeat_penalty),
         max_output_tokens: fm.max_output_tokens.or(defaults.max_output_tokens),
+        reasoning: reasoning_level(fm.reasoning.as_ref(), defaults.reasoning.as_ref())
+            .map_err(|detail| bad_setting(&file_label, "reasoning", detail))?,
+        reasoning_tokens: fm
+            .reasoning_tokens
+            .as_ref()
+            .map(ReasoningTokens::parse)
+            .transpose()
+            .map_err(|detail| bad_setting(&file_label, "reasoningTokens", detail))?,
     };
     let output = fm.output.as_ref();
     let hash = agent_hash(&file, &targets);
@@ -301,6 +320,33 @@ pub fn resolve_agent(
         sub_agents: Vec::new(),
         hash,
     })
+}
+
+/// The frontmatter level, else the config default; "inherit" in the frontmatter falls through.
+fn reasoning_level(
+    frontmatter: Option<&Value>,
+    default: Option<&Value>,
+) -> Result<Option<ReasoningLevel>, String> {
+    let own = frontmatter
+        .map(ReasoningLevel::parse_setting)
+        .transpose()?
+        .flatten();
+    match own {
+        Some(level) => Ok(Some(level)),
+        None => Ok(default
+            .map(ReasoningLevel::parse_setting)
+            .transpose()
+            .map_err(|e| format!("defaults.reasoning: {e}"))?
+            .flatten()),
+    }
+}
+
+fn bad_setting(file: &str, key: &'static str, detail: String) -> RegistryError {
+    RegistryError::BadSetting {
+        file: file.to_string(),
+        key,
+        detail,
+    }
 }
 
 fn parse_target(model: &str, file: &str, config: &Config) -> Result<Target, RegistryError> {
@@ -415,6 +461,29 @@ mod tests {
             registry.insert(resolve("p").expect("spec")),
             Err(RegistryError::Duplicate { .. })
         ));
+    }
+
+    #[test]
+    fn reasoning_settings_resolve_and_bad_values_are_named() {
+        let spec = resolve("---\nreasoning: high\nreasoningTokens: 3000\n---\np").expect("spec");
+        assert_eq!(spec.sampling.reasoning, Some(ReasoningLevel::High));
+        assert_eq!(
+            spec.sampling.reasoning_tokens,
+            Some(ReasoningTokens::Budget(3000))
+        );
+        let off = resolve("---\nreasoning: none\n---\np").expect("spec");
+        assert_eq!(off.sampling.reasoning, Some(ReasoningLevel::Off));
+        let err = resolve("---\nreasoning: maximum\n---\np")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("reasoning") && err.contains("maximum") && err.contains("helper.ai"),
+            "{err}"
+        );
+        let err = resolve("---\nreasoningTokens: lots\n---\np")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("reasoningTokens"), "{err}");
     }
 
     #[test]

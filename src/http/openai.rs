@@ -261,6 +261,7 @@ fn to_chat_message(message: &WireMessage, index: usize) -> Result<ChatMessage, A
         tool_calls,
         tool_call_id: message.tool_call_id.clone(),
         reasoning: None,
+        reasoning_signature: None,
     })
 }
 

@@ -5,9 +5,23 @@
 //! failure exactly once as an [`LlmError`], so the session loop can decide retry, cycle or stop
 //! without knowing any wire format. Providers never touch the conversation or emit events.
 
+pub mod anthropic;
+mod assembler;
+pub mod catalog;
+pub mod failure;
+pub mod google;
+pub mod ndjson;
+pub mod ollama;
 pub mod openai;
+pub mod parameters;
 pub mod sse;
+pub mod stream;
 pub mod tokens;
+pub mod upstream;
+mod wire_body;
+
+pub use crate::config::{ReasoningLevel, ReasoningTokens};
+pub use assembler::{LlmResponse, ResponseAssembler};
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -30,6 +44,10 @@ pub struct ChatMessage {
     /// Reasoning the model produced with this message, kept so the next turn can see it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
+    /// The vendor's opaque proof of that reasoning (Anthropic thinking `signature`, Gemini
+    /// `thoughtSignature`); replayed with the reasoning so the model may continue from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_signature: Option<String>,
 }
 
 impl ChatMessage {
@@ -40,6 +58,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             reasoning: None,
+            reasoning_signature: None,
         }
     }
     pub fn system(content: impl Into<String>) -> Self {
@@ -86,6 +105,10 @@ pub struct SamplingParams {
     pub top_k: Option<u32>,
     pub repeat_penalty: Option<f64>,
     pub max_output_tokens: Option<u32>,
+    /// The reasoning level the agent asks for; `None` leaves the provider's default.
+    pub reasoning: Option<ReasoningLevel>,
+    /// An explicit reasoning budget, beating the one derived from the level.
+    pub reasoning_tokens: Option<ReasoningTokens>,
 }
 
 /// One LLM call as the session prepares it.
@@ -100,12 +123,18 @@ pub struct LlmRequest {
     pub timeout: Duration,
 }
 
-/// Token usage as reported by the provider.
+/// Token usage as reported by the provider, normalised to the OpenAI convention whatever the
+/// vendor: `input_tokens` counts the whole prompt, the cached part (`cached_tokens`, read from
+/// the prompt cache) and the part written to the cache (`cache_write_tokens`) included.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Prompt tokens served from the provider's cache.
     pub cached_tokens: u64,
+    /// Prompt tokens written to the provider's cache by this call.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
 }
 
 impl Usage {
@@ -116,6 +145,27 @@ impl Usage {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.cached_tokens += other.cached_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
+}
+
+/// What a routing provider (OpenRouter) reports about the call beyond tokens.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResponseMetadata {
+    /// The cost the provider charged, in USD; beats any cost computed from a price table.
+    pub cost_usd: Option<f64>,
+    /// The upstream that actually served the call (e.g. `Anthropic` behind OpenRouter).
+    pub actual_provider: Option<String>,
+    /// The model that actually answered, when the router reports one.
+    pub actual_model: Option<String>,
+}
+
+impl ResponseMetadata {
+    /// Fills what `other` knows, keeping what it does not.
+    pub fn merge(&mut self, other: ResponseMetadata) {
+        self.cost_usd = other.cost_usd.or(self.cost_usd);
+        self.actual_provider = other.actual_provider.or(self.actual_provider.take());
+        self.actual_model = other.actual_model.or(self.actual_model.take());
     }
 }
 
@@ -143,10 +193,10 @@ impl StopReason {
 
     pub fn from_openai(reason: &str) -> Self {
         match reason {
-            "stop" | "end_turn" | "eos" | "end" => Self::Stop,
+            "stop" | "end_turn" | "eos" | "end" | "stop_sequence" => Self::Stop,
             "length" | "max_tokens" => Self::Length,
             "tool_calls" | "function_call" | "tool_use" => Self::ToolCalls,
-            "content_filter" => Self::ContentFilter,
+            "content_filter" | "refusal" => Self::ContentFilter,
             other => Self::Other(other.to_string()),
         }
     }
@@ -164,7 +214,12 @@ pub enum LlmDelta {
         name: Option<String>,
         arguments: String,
     },
+    /// Cumulative usage so far; a later `Usage` replaces an earlier one.
     Usage(Usage),
+    /// The opaque signature of the reasoning streamed so far (see [`ChatMessage`]).
+    ReasoningSignature(String),
+    /// Cost and routing facts; merged into the response's [`ResponseMetadata`].
+    Metadata(ResponseMetadata),
     Stop(StopReason),
 }
 
@@ -207,126 +262,9 @@ pub trait Provider: Send + Sync {
     async fn stream(&self, request: LlmRequest) -> Result<DeltaStream, LlmError>;
 }
 
-/// The assembled result of one streamed response.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct LlmResponse {
-    pub text: String,
-    pub reasoning: String,
-    pub tool_calls: Vec<ToolCall>,
-    pub usage: Option<Usage>,
-    pub stop_reason: Option<StopReason>,
-}
-
-/// Accumulates deltas into an [`LlmResponse`], assembling tool-call fragments by index.
-#[derive(Debug, Default)]
-pub struct ResponseAssembler {
-    response: LlmResponse,
-    /// Tool calls under construction keyed by stream index, in first-seen order.
-    partial_calls: Vec<(usize, ToolCall)>,
-}
-
-impl ResponseAssembler {
-    pub fn push(&mut self, delta: &LlmDelta) {
-        match delta {
-            LlmDelta::Text(t) => self.response.text.push_str(t),
-            LlmDelta::Reasoning(t) => self.response.reasoning.push_str(t),
-            LlmDelta::ToolCallFragment {
-                index,
-                id,
-                name,
-                arguments,
-            } => self.push_fragment(*index, id.as_deref(), name.as_deref(), arguments),
-            LlmDelta::Usage(u) => self.response.usage = Some(*u),
-            LlmDelta::Stop(r) => self.response.stop_reason = Some(r.clone()),
-        }
-    }
-
-    fn push_fragment(
-        &mut self,
-        index: usize,
-        id: Option<&str>,
-        name: Option<&str>,
-        arguments: &str,
-    ) {
-        let position = self.partial_calls.iter().position(|(i, _)| *i == index);
-        let call = match position {
-            Some(p) => &mut self.partial_calls[p].1,
-            None => {
-                self.partial_calls.push((
-                    index,
-                    ToolCall {
-                        id: String::new(),
-                        name: String::new(),
-                        arguments: String::new(),
-                    },
-                ));
-                let last = self.partial_calls.len() - 1;
-                &mut self.partial_calls[last].1
-            }
-        };
-        if let Some(id) = id.filter(|s| !s.is_empty()) {
-            call.id = id.to_string();
-        }
-        if let Some(name) = name.filter(|s| !s.is_empty()) {
-            call.name.push_str(name);
-        }
-        call.arguments.push_str(arguments);
-    }
-
-    pub fn finish(mut self) -> LlmResponse {
-        self.response.tool_calls = self.partial_calls.into_iter().map(|(_, c)| c).collect();
-        self.response
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn assembler_joins_text_and_tool_fragments_by_index() {
-        let mut a = ResponseAssembler::default();
-        a.push(&LlmDelta::Text("Hel".into()));
-        a.push(&LlmDelta::Text("lo".into()));
-        a.push(&LlmDelta::ToolCallFragment {
-            index: 0,
-            id: Some("c1".into()),
-            name: Some("t__a".into()),
-            arguments: String::new(),
-        });
-        a.push(&LlmDelta::ToolCallFragment {
-            index: 1,
-            id: Some("c2".into()),
-            name: Some("t__b".into()),
-            arguments: "{}".into(),
-        });
-        a.push(&LlmDelta::ToolCallFragment {
-            index: 0,
-            id: None,
-            name: None,
-            arguments: "{\"x\":".into(),
-        });
-        a.push(&LlmDelta::ToolCallFragment {
-            index: 0,
-            id: None,
-            name: None,
-            arguments: "1}".into(),
-        });
-        a.push(&LlmDelta::Stop(StopReason::ToolCalls));
-        let r = a.finish();
-        assert_eq!(r.text, "Hello");
-        assert_eq!(r.tool_calls.len(), 2);
-        assert_eq!(
-            r.tool_calls[0],
-            ToolCall {
-                id: "c1".into(),
-                name: "t__a".into(),
-                arguments: "{\"x\":1}".into()
-            }
-        );
-        assert_eq!(r.tool_calls[1].arguments, "{}");
-        assert_eq!(r.stop_reason, Some(StopReason::ToolCalls));
-    }
 
     #[test]
     fn stop_reasons_normalise_across_vendors() {

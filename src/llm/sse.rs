@@ -1,45 +1,81 @@
-//! Decoding of upstream `text/event-stream` bodies into SSE events, with an inactivity timeout.
+//! Decoding of upstream `text/event-stream` bodies into frames (event name + data).
 //!
-//! Built on `sse-stream` (linear-time parsing, unlike a re-parse of the whole buffer per chunk).
+//! Built on `sse-stream`, whose parser consumes each byte once (no re-scan of a growing buffer),
+//! so decoding cost grows linearly with the stream (`bench/sse_decoder.rs` measures it).
 //! This module knows nothing about any vendor's JSON; providers interpret `data`.
 
-use std::time::Duration;
-
-use futures_util::{Stream, StreamExt};
+use futures_util::StreamExt;
 use sse_stream::{Sse, SseByteStream};
 
-/// What reading the next event produced.
-#[derive(Debug)]
-pub enum SseRead {
-    Event(Sse),
-    /// The body ended cleanly.
-    End,
-    /// No bytes arrived within the inactivity timeout.
-    Idle,
-    /// The connection broke or the framing was invalid.
-    Broken(String),
+use super::stream::{ByteStream, ChunkError, Frame, FrameRead};
+
+/// The SSE events of one response body.
+pub struct SseReader {
+    inner: SseByteStream<ByteStream>,
 }
 
-/// Upstream events of one response, read with a timeout that every event resets.
-pub struct UpstreamEvents {
-    inner: std::pin::Pin<Box<dyn Stream<Item = Result<Sse, sse_stream::Error>> + Send>>,
-    idle_timeout: Duration,
-}
-
-impl UpstreamEvents {
-    pub fn new(response: reqwest::Response, idle_timeout: Duration) -> Self {
+impl SseReader {
+    pub fn new(bytes: ByteStream) -> Self {
         Self {
-            inner: Box::pin(SseByteStream::new(response.bytes_stream())),
-            idle_timeout,
+            inner: SseByteStream::new(bytes),
         }
     }
 
-    pub async fn next(&mut self) -> SseRead {
-        match tokio::time::timeout(self.idle_timeout, self.inner.next()).await {
-            Err(_) => SseRead::Idle,
-            Ok(None) => SseRead::End,
-            Ok(Some(Ok(event))) => SseRead::Event(event),
-            Ok(Some(Err(e))) => SseRead::Broken(e.to_string()),
+    /// The next event that carries data; comment-only and metadata-only blocks are skipped.
+    pub async fn next(&mut self) -> FrameRead {
+        loop {
+            return match self.inner.next().await {
+                None => FrameRead::End,
+                Some(Ok(Sse { data: None, .. })) => continue,
+                Some(Ok(Sse { event, data, .. })) => FrameRead::Frame(Frame {
+                    event,
+                    data: data.unwrap_or_default(),
+                }),
+                Some(Err(sse_stream::Error::Body(source))) => {
+                    match source.downcast_ref::<ChunkError>() {
+                        Some(ChunkError::Idle(_)) => FrameRead::Idle,
+                        _ => FrameRead::Broken(source.to_string()),
+                    }
+                }
+                Some(Err(other)) => FrameRead::Broken(other.to_string()),
+            };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::stream::idle_guarded;
+    use bytes::Bytes;
+    use std::time::Duration;
+
+    fn reader(chunks: Vec<&'static [u8]>) -> SseReader {
+        let items = chunks
+            .into_iter()
+            .map(|c| Ok::<_, String>(Bytes::from_static(c)));
+        SseReader::new(idle_guarded(
+            futures_util::stream::iter(items),
+            Duration::from_secs(5),
+        ))
+    }
+
+    #[tokio::test]
+    async fn events_split_anywhere_are_joined() {
+        // "é" is two bytes; the split falls between them.
+        let mut r = reader(vec![
+            b"event: a\nda",
+            b"ta: {\"t\":\"\xc3",
+            b"\xa9\"}\n",
+            b"\n: comment\n\ndata: x\n\n",
+        ]);
+        let first = match r.next().await {
+            FrameRead::Frame(f) => f,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(first.event.as_deref(), Some("a"));
+        assert_eq!(first.data, "{\"t\":\"é\"}");
+        assert!(matches!(r.next().await, FrameRead::Frame(f) if f.data == "x"));
+        assert!(matches!(r.next().await, FrameRead::End));
     }
 }

@@ -320,3 +320,50 @@ async fn accounting_totals_equal_the_sum_of_entries_and_cost_follows_the_pricing
         assert_eq!(origin.as_deref(), Some("run-1"));
     }
 }
+
+#[tokio::test]
+async fn a_cost_the_provider_reports_beats_the_price_table() {
+    use agentd::llm::{LlmDelta, ResponseMetadata, StopReason, Usage};
+    let reported = ResponseMetadata {
+        cost_usd: Some(0.25),
+        actual_provider: Some("Anthropic".into()),
+        actual_model: Some("claude-x".into()),
+    };
+    let arguments = json!({"report_format": "markdown", "report_content": "done"}).to_string();
+    let step = crate::support::scripted::Step::Deltas(vec![
+        LlmDelta::ToolCallFragment {
+            index: 0,
+            id: Some("f".into()),
+            name: Some("agent__final_report".into()),
+            arguments,
+        },
+        LlmDelta::Usage(Usage {
+            input_tokens: 1000,
+            output_tokens: 100,
+            ..Usage::default()
+        }),
+        LlmDelta::Metadata(reported),
+        LlmDelta::Stop(StopReason::ToolCalls),
+    ]);
+    let mut harness = Harness::new(vec![step]);
+    harness.catalog_config =
+        json!({"pricing": {"a": {"m1": {"prompt": 1000.0, "completion": 1000.0}}}});
+    let (result, _) = harness.run(Harness::request(agent(""), "go")).await;
+    let entry = result
+        .accounting
+        .iter()
+        .find_map(|e| match e {
+            AccountingEntry::Llm(l) => Some(l.clone()),
+            _ => None,
+        })
+        .expect("llm entry");
+    assert_eq!(entry.cost_usd, Some(0.25));
+    assert_eq!(
+        (
+            entry.actual_provider.as_deref(),
+            entry.actual_model.as_deref()
+        ),
+        (Some("Anthropic"), Some("claude-x"))
+    );
+    assert!((result.cost_usd - 0.25).abs() < 1e-12);
+}

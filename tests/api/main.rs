@@ -12,6 +12,7 @@ mod context;
 mod internal_tools;
 mod mcp;
 mod operations;
+mod providers;
 mod rest_tools;
 mod session;
 mod store;

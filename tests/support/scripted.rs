@@ -79,7 +79,7 @@ fn usage(input: u64, output: u64) -> LlmDelta {
     LlmDelta::Usage(Usage {
         input_tokens: input,
         output_tokens: output,
-        cached_tokens: 0,
+        ..Usage::default()
     })
 }
 
