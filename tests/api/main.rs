@@ -11,6 +11,7 @@ mod cli;
 mod context;
 mod internal_tools;
 mod mcp;
+mod metrics_scrape;
 mod operations;
 mod providers;
 mod rest_tools;

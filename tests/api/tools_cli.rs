@@ -251,11 +251,19 @@ async fn serve_ends_its_mcp_servers_when_it_stops() {
         .expect("agentd stops")
         .expect("exit status");
     assert_eq!(exit.code(), Some(0));
+    // The group was killed before agentd exited; give the kernel a moment to finish them.
     for pid in [server_pid, grandchild_pid] {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let gone = || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.is_empty() || stat.contains(") Z")
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !gone() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         assert!(
-            stat.is_empty() || stat.contains(") Z"),
-            "process {pid} of the MCP server's tree outlived agentd: {stat}"
+            gone(),
+            "process {pid} of the MCP server's tree outlived agentd"
         );
     }
 }
