@@ -3,6 +3,7 @@
 //! [`Runtime::spawn_run`], so runs are recorded and measured the same way everywhere.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -59,6 +60,9 @@ pub struct Runtime {
     pub metrics: Metrics,
     /// Cancelled at shutdown; every run's token is a child of it.
     pub shutdown: CancellationToken,
+    /// Cancelled when a graceful shutdown begins: no new runs, running ones get
+    /// `server.drainSeconds` before `shutdown` cancels them.
+    pub draining: CancellationToken,
     /// Unix seconds when this runtime started (the `created` of `/v1/models`).
     pub started_at: i64,
     /// Context windows, tokenizers and prices by provider/model.
@@ -71,6 +75,8 @@ pub struct RunHandle {
     pub events: mpsc::Receiver<AgentEvent>,
     /// `stop` asks for a graceful final turn, `abort` ends the run now.
     pub control: RunControl,
+    /// Cancelled when the server shuts down: a run that then ends cancelled was cut off by it.
+    pub draining: CancellationToken,
     pub result: oneshot::Receiver<AgentResult>,
 }
 
@@ -91,6 +97,7 @@ impl Runtime {
             store,
             metrics,
             shutdown: CancellationToken::new(),
+            draining: CancellationToken::new(),
             started_at: chrono::Utc::now().timestamp(),
             catalog,
         }))
@@ -109,7 +116,7 @@ impl Runtime {
         let run_id = request.run_id.clone();
         let runtime = Arc::clone(self);
         let session_control = control.clone();
-        let span = info_span!("session", ai.agent.id = %request.agent.name, ai.session.txn_id = %request.run_id);
+        let span = session_span(&request);
         tokio::spawn(
             async move {
                 let result = runtime
@@ -123,6 +130,7 @@ impl Runtime {
             run_id,
             events,
             control,
+            draining: self.draining.clone(),
             result,
         }
     }
@@ -188,6 +196,43 @@ impl Runtime {
             warn!(%error, run_id = %result.run_id, "could not record the run end");
         }
         result
+    }
+
+    /// Starts the graceful end of the runs: no new runs are accepted, and running sessions get
+    /// `server.drainSeconds` before they are cancelled (their results are still recorded).
+    pub fn begin_drain(&self) {
+        if self.draining.is_cancelled() {
+            return;
+        }
+        self.draining.cancel();
+        let deadline = Duration::from_secs(self.config.server.drain_seconds);
+        let shutdown = self.shutdown.clone();
+        let sessions = self.metrics.sessions_active.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(deadline).await;
+            if sessions.get() > 0 {
+                warn!(
+                    running = sessions.get(),
+                    "drain time is over: cancelling the remaining sessions"
+                );
+            }
+            shutdown.cancel();
+        });
+    }
+
+    /// Waits until every session has ended (the drain deadline cancels stragglers), plus a
+    /// short grace for cancelled sessions to record their results.
+    pub async fn drain(&self) {
+        self.begin_drain();
+        let drain = Duration::from_secs(self.config.server.drain_seconds);
+        self.wait_for_sessions(tokio::time::Instant::now() + drain + Duration::from_secs(5))
+            .await;
+    }
+
+    async fn wait_for_sessions(&self, deadline: tokio::time::Instant) {
+        while self.metrics.sessions_active.get() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Ends what the runtime started outside this process: MCP connections and their child
@@ -302,6 +347,25 @@ impl Runtime {
     }
 }
 
+/// The `session` span of the reference's attribute names; every log line inside carries them,
+/// and `trace_id` (the OpenTelemetry trace when exported, else the run id) ties them together.
+fn session_span(request: &SessionRequest) -> tracing::Span {
+    let parent = request.parent.as_ref();
+    let span = info_span!(
+        "session",
+        ai.agent.id = %request.agent.name,
+        ai.session.txn_id = %request.run_id,
+        ai.session.parent_txn_id = parent.map(|p| p.txn_id.as_str()),
+        ai.session.origin_txn_id = %parent.map_or(request.run_id.as_str(), |p| p.origin_txn_id.as_str()),
+        trace_id = tracing::field::Empty,
+    );
+    let trace_id = span
+        .in_scope(crate::telemetry::trace_id_of_current_span)
+        .unwrap_or_else(|| request.run_id.clone());
+    span.record("trace_id", trace_id.as_str());
+    span
+}
+
 /// Runs sub-agent sessions with the same providers, tools and observers as top-level runs; their
 /// events are not streamed (the parent reports their progress) and they are not stored as runs
 /// of their own (their accounting is rolled into the parent's).
@@ -311,9 +375,11 @@ struct ChildSessions(Arc<Runtime>);
 impl ChildRunner for ChildSessions {
     async fn run_child(&self, request: SessionRequest, control: RunControl) -> AgentResult {
         let agent = request.agent.clone();
+        let span = session_span(&request);
         self.0
             .session_for(&agent, EventSink::discard(), control)
             .run(request)
+            .instrument(span)
             .await
     }
 }

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use futures_util::StreamExt;
+use tracing::Instrument;
 
 use super::events::{AgentEvent, TextDelta};
 use super::result::{AccountingEntry, EntryStatus, LlmAccounting, TokenCounts};
@@ -53,7 +54,9 @@ impl Session {
             Some(provider) => tokio::select! {
                 biased;
                 _ = self.control.abort.cancelled() => return AttemptOutcome::Aborted,
-                outcome = self.stream_response(provider.as_ref(), request, routing) => outcome,
+                outcome = self
+                    .stream_response(provider.as_ref(), request, routing)
+                    .instrument(tracing::info_span!("llm", ai.llm.provider = %target.provider, ai.llm.model = %target.model)) => outcome,
             },
         };
         let outcome = outcome.map(|(response, streamed)| {

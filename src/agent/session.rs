@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, warn};
+use tracing::{Instrument, error, warn};
 
 use super::context_guard::ContextGuard;
 use super::ending::{Ending, Transcript, assemble};
@@ -323,14 +323,26 @@ impl Session {
             let mut is_final = turn == run.max_turns;
             let tools = self.offered_tools(run, is_final).await;
             let tools = self.prepare_turn(run, turn, &mut is_final, tools);
-            match self.run_turn(run, turn, is_final, tools).await {
+            let span = tracing::info_span!("turn", ai.turn = turn, ai.turn.is_final = is_final);
+            match self
+                .run_turn(run, turn, is_final, tools)
+                .instrument(span)
+                .await
+            {
                 TurnEnd::Next => {}
                 TurnEnd::End(ending) => return ending,
                 TurnEnd::ProviderFailure(error) => return exhausted(&error),
                 TurnEnd::NoUsableResponse if !is_final => {
                     run.forced_final = Some(ForcedFinal::RetryExhaustion)
                 }
-                TurnEnd::NoUsableResponse => break,
+                TurnEnd::NoUsableResponse => {
+                    return Ending::synthetic_failure(
+                        ExitReason::NoLlmResponse,
+                        &run.format,
+                        "no_llm_response",
+                        "the model returned no usable response on its final turn",
+                    );
+                }
             }
         }
         let (reason, metadata_reason, message) = match run.forced_final {

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
-use tracing::{error, warn};
+use tracing::{Instrument, error, warn};
 
 use super::context_guard::BUDGET_EXCEEDED_STUB;
 use super::ending::Ending;
@@ -358,7 +358,10 @@ impl Session {
         let registry = self.tools.clone();
         let name = call.name.clone();
         let timeout = context.timeout;
-        let task = tokio::spawn(async move { registry.call(&name, arguments, timeout).await });
+        let span = tracing::info_span!("tool", ai.tool.name = %call.name, ai.tool.server = %server);
+        let task = tokio::spawn(
+            async move { registry.call(&name, arguments, timeout).await }.instrument(span),
+        );
         let abort_task = task.abort_handle();
         let outcome = match tokio::time::timeout(timeout, task).await {
             Err(_) => {

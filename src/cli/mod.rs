@@ -3,6 +3,7 @@
 //! initialisation failure, 4 bad arguments or configuration, 5 schema validation failure.
 
 mod run;
+mod signals;
 mod tools;
 
 use std::io::Write;
@@ -12,9 +13,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::config::TelemetryConfig;
 use crate::config::{self, AgentRegistry, Config, LoadOptions};
 use crate::runtime::Runtime;
-use crate::telemetry::{LogFormat, init_logging};
+use crate::telemetry::{TelemetryGuard, init_telemetry};
 
 const EXIT_SESSION_FAILED: u8 = 1;
 const EXIT_INIT_FAILED: u8 = 3;
@@ -119,7 +121,6 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging(LogFormat::Text);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -148,11 +149,27 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
             database,
         } => serve(config, agents, listen, database).await,
         Command::Run(args) => run::run(args).await,
+        other => {
+            let _quiet = start_telemetry(&TelemetryConfig::default())?;
+            dispatch_plain(other).await
+        }
+    }
+}
+
+/// Commands that log with the default settings.
+async fn dispatch_plain(command: Command) -> Result<u8, Failure> {
+    match command {
+        Command::Serve { .. } | Command::Run(_) => Ok(0),
         Command::Agents { config } => list_agents(config),
         Command::Tools(args) => tools::tools(args).await,
         Command::Check { config } => check(config),
         Command::Migrate { config, database } => migrate(config, database).await,
     }
+}
+
+/// Starts logs (and traces, when configured) for a command.
+pub(crate) fn start_telemetry(config: &TelemetryConfig) -> Result<TelemetryGuard, Failure> {
+    init_telemetry(config).map_err(Failure::config)
 }
 
 fn load_config(explicit: Option<PathBuf>, prompt_dir: Option<PathBuf>) -> Result<Config, Failure> {
@@ -170,7 +187,11 @@ async fn serve(
     listen: Option<String>,
     database: Option<String>,
 ) -> Result<u8, Failure> {
+    // Before anything slow: a signal during start-up then stops the server cleanly.
+    let first_signal = signals::install()
+        .map_err(|e| Failure::init(format!("cannot install signal handlers: {e}")))?;
     let mut config = load_config(config, None)?;
+    let telemetry = start_telemetry(&config.telemetry)?;
     config.agents.extend(agents);
     if let Some(listen) = listen {
         config.server.listen = listen;
@@ -189,10 +210,12 @@ async fn serve(
         .map_err(|e| Failure::init(format!("cannot listen on {address}: {e}")))?;
     let bound = listener.local_addr().map_err(Failure::init)?;
     tracing::info!(address = %bound, agents = runtime.agents.len(), store = %runtime.config.store.url, "agentd listening");
-    let served = crate::http::serve(listener, runtime.clone(), shutdown_signal()).await;
+    let served = crate::http::serve(listener, runtime.clone(), first_signal).await;
+    runtime.drain().await;
     runtime.close().await;
     served.map_err(Failure::init)?;
     tracing::info!("agentd stopped");
+    telemetry.shutdown();
     Ok(0)
 }
 
@@ -207,27 +230,6 @@ fn check_exposure(config: &Config, address: SocketAddr) -> Result<(), Failure> {
     Err(Failure::config(format!(
         "server.listen {address} is not a loopback address and auth.keys is empty: add keys or set auth.disabled: true"
     )))
-}
-
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(_) => {
-                    let _ = interrupt.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = interrupt => {},
-            _ = terminate.recv() => {},
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = interrupt.await;
 }
 
 fn list_agents(config: Option<PathBuf>) -> Result<u8, Failure> {

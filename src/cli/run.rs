@@ -59,6 +59,7 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
         .then(|| agent_path.parent().map(Path::to_path_buf))
         .flatten();
     let mut config = load_config(config, prompt_dir)?;
+    let telemetry = super::start_telemetry(&config.telemetry)?;
     // A CLI run keeps nothing unless asked to.
     config.store.url = options
         .database
@@ -128,6 +129,7 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
             result.error.as_deref().unwrap_or("no details")
         );
     }
+    telemetry.shutdown();
     Ok(if result.success {
         0
     } else {

@@ -51,7 +51,7 @@ pub struct Config {
     #[serde(default)]
     pub cache: Option<Value>,
     #[serde(default)]
-    pub telemetry: Option<Value>,
+    pub telemetry: TelemetryConfig,
     #[serde(default)]
     pub server: ServerConfig,
     #[serde(default)]
@@ -125,6 +125,36 @@ pub struct Defaults {
     pub context_window: Option<u64>,
     pub context_window_buffer_tokens: Option<u64>,
     pub reasoning: Option<Value>,
+}
+
+/// `telemetry`: log format and, when an endpoint is set, OpenTelemetry trace export.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TelemetryConfig {
+    #[serde(default)]
+    pub log_format: LogFormatSetting,
+    pub otlp: Option<OtlpConfig>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormatSetting {
+    /// `key=value` lines (the default).
+    #[default]
+    Logfmt,
+    /// One JSON object per line.
+    Json,
+}
+
+/// OTLP/HTTP (protobuf) trace export, e.g. `http://collector:4318/v1/traces`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OtlpConfig {
+    pub endpoint: String,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub service_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]

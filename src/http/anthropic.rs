@@ -128,6 +128,9 @@ pub async fn messages(
         .get(&body.model)
         .ok_or_else(|| ApiError::unknown_model(&body.model))?;
     caller.check_agent(&agent.name)?;
+    if runtime.draining.is_cancelled() {
+        return Err(ApiError::shutting_down().into());
+    }
     if body.tools.as_ref().is_some_and(|t| !t.is_empty()) {
         return Err(ApiError::invalid_request(
             "tool_use_not_supported: agents use their own tools; do not send `tools`",
@@ -277,6 +280,7 @@ fn stream_events(
     let RunHandle {
         mut events,
         control,
+        draining,
         ..
     } = handle;
     async_stream::stream! {
@@ -311,7 +315,7 @@ fn stream_events(
                                 "delta": {"stop_reason": reason, "stop_sequence": null}, "usage": wire_usage(&summary.usage)}));
                             yield event("message_stop", json!({"type": "message_stop"}));
                         }
-                        None => yield event("error", AnthropicError(ApiError::from_run(summary.exit_reason, summary.error.as_deref())).body()),
+                        None => yield event("error", AnthropicError(ApiError::from_run_ending(summary.exit_reason, summary.error.as_deref(), draining.is_cancelled())).body()),
                     }
                     return;
                 }
@@ -371,6 +375,7 @@ async fn complete(handle: RunHandle, reply: Reply) -> Result<Response, Anthropic
     let RunHandle {
         events,
         control,
+        draining,
         result,
         ..
     } = handle;
@@ -378,8 +383,13 @@ async fn complete(handle: RunHandle, reply: Reply) -> Result<Response, Anthropic
     let _cancel_on_drop = control.abort.drop_guard();
     let result: AgentResult = result.await.map_err(|_| ApiError::internal())?;
     let summary = result.summary();
-    let reason = stop_reason(&summary)
-        .ok_or_else(|| ApiError::from_run(result.exit_reason, result.error.as_deref()))?;
+    let reason = stop_reason(&summary).ok_or_else(|| {
+        ApiError::from_run_ending(
+            result.exit_reason,
+            result.error.as_deref(),
+            draining.is_cancelled(),
+        )
+    })?;
     let thinking: Vec<&str> = result
         .conversation
         .iter()

@@ -107,6 +107,26 @@ impl ApiError {
         }
     }
 
+    /// 503 while the server shuts down (new requests, and runs the drain deadline cut off).
+    pub fn shutting_down() -> Self {
+        let mut error = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "The server is shutting down; retry on another instance",
+        );
+        error.retry_after_secs = Some(1);
+        error
+    }
+
+    /// Like [`ApiError::from_run`], but a run cancelled by a shutdown says so.
+    pub fn from_run_ending(exit_reason: ExitReason, error: Option<&str>, draining: bool) -> Self {
+        if exit_reason == ExitReason::Cancelled && draining {
+            Self::shutting_down()
+        } else {
+            Self::from_run(exit_reason, error)
+        }
+    }
+
     /// 503: the server cannot take the request now.
     pub fn overloaded(message: impl Into<String>, retry_after_secs: Option<u64>) -> Self {
         let mut error = Self::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", message);

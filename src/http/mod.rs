@@ -51,11 +51,12 @@ pub async fn serve(
     runtime: Arc<Runtime>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let token = runtime.shutdown.clone();
+    let draining = runtime.clone();
     axum::serve(listener, app(runtime))
         .with_graceful_shutdown(async move {
             shutdown.await;
-            token.cancel();
+            // Stop accepting; open streams end as their runs do, within the drain time.
+            draining.begin_drain();
         })
         .await
 }

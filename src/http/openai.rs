@@ -153,6 +153,9 @@ pub async fn chat_completions(
         .get(&body.model)
         .ok_or_else(|| ApiError::unknown_model(&body.model))?;
     caller.check_agent(&agent.name)?;
+    if runtime.draining.is_cancelled() {
+        return Err(ApiError::shutting_down());
+    }
     let (history, prompt) = split_messages(&body.messages)?;
     let (format, schema) = output_of(body.response_format.as_ref())?;
     let show_progress = agent.progress_in_reasoning;
@@ -345,6 +348,7 @@ fn stream_chunks(
     let RunHandle {
         mut events,
         control,
+        draining,
         ..
     } = handle;
     async_stream::stream! {
@@ -370,7 +374,7 @@ fn stream_chunks(
                             }
                             yield Ok(reply.chunk(json!({}), Some(reason)));
                         }
-                        None => yield Ok(Event::default().data(ApiError::from_run(summary.exit_reason, summary.error.as_deref()).body().to_string())),
+                        None => yield Ok(Event::default().data(ApiError::from_run_ending(summary.exit_reason, summary.error.as_deref(), draining.is_cancelled()).body().to_string())),
                     }
                     if reply.include_usage {
                         yield Ok(reply.usage_chunk(&summary.usage));
@@ -416,6 +420,7 @@ async fn complete(handle: RunHandle, reply: Completion) -> Result<Response, ApiE
     let RunHandle {
         events,
         control,
+        draining,
         result,
         ..
     } = handle;
@@ -425,9 +430,10 @@ async fn complete(handle: RunHandle, reply: Completion) -> Result<Response, ApiE
     let result: AgentResult = result.await.map_err(|_| ApiError::internal())?;
     let summary = result.summary();
     let Some(reason) = finish_reason(&summary) else {
-        return Err(ApiError::from_run(
+        return Err(ApiError::from_run_ending(
             result.exit_reason,
             result.error.as_deref(),
+            draining.is_cancelled(),
         ));
     };
     let body = json!({

@@ -3,6 +3,9 @@
 //! agent, provider and model names, status codes; never user ids or raw paths.
 
 mod agent_metrics;
+mod logging;
+
+pub use logging::{TelemetryError, TelemetryGuard, init_telemetry, trace_id_of_current_span};
 
 pub use agent_metrics::AgentMetrics;
 use prometheus::{
@@ -152,33 +155,6 @@ impl Metrics {
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buffer);
         String::from_utf8(buffer).unwrap_or_default()
     }
-}
-
-/// Log line format (`telemetry.logFormat`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum LogFormat {
-    #[default]
-    Text,
-    Json,
-}
-
-/// `info`, but rmcp only from `warn`: it logs every MCP handshake in full at `info`.
-const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
-
-/// Installs the global tracing subscriber; `RUST_LOG` overrides the default filter.
-/// Logs go to stderr so stdout stays clean for `agentd run`.
-pub fn init_logging(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    // A subscriber may already be installed (tests); that is fine.
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
 }
 
 /// Holds a gauge up by one for as long as it lives (open streams, running sessions).

@@ -345,3 +345,52 @@ async fn run_reads_the_prompt_from_a_file() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(llm.requests()[0]["messages"][1]["content"], "from a file");
 }
+
+#[tokio::test]
+async fn every_session_log_line_carries_the_trace_id_in_logfmt_and_json() {
+    for format in ["logfmt", "json"] {
+        let llm = MockLlm::start().await;
+        llm.push(Reply::empty());
+        llm.push(Reply::text("fine"));
+        let mut config = config_for(&llm.base_url());
+        config["telemetry"] = json!({"logFormat": format});
+        let dir = project(&config);
+        let out = agentd(
+            dir.path(),
+            &["run", "chat", "hi", "--config", "agentd.json", "--json"],
+        )
+        .await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let run_id = serde_json::from_str::<Value>(&out.stdout).expect("result")["run_id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        let lines: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("empty response"))
+            .collect();
+        assert!(
+            !lines.is_empty(),
+            "{format}: a warning is logged: {}",
+            out.stderr
+        );
+        for line in lines {
+            match format {
+                "logfmt" => assert!(
+                    line.contains(&format!("trace_id={run_id}")) && line.contains("level=warn"),
+                    "{line}"
+                ),
+                _ => {
+                    let parsed: Value = serde_json::from_str(line).expect("a JSON log line");
+                    let spans = parsed["spans"].as_array().expect("spans");
+                    assert!(
+                        spans.iter().any(|span| span["trace_id"] == run_id.as_str()),
+                        "{line}"
+                    );
+                    assert_eq!(parsed["level"], "WARN");
+                }
+            }
+        }
+    }
+}

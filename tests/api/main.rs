@@ -16,6 +16,7 @@ mod operations;
 mod providers;
 mod rest_tools;
 mod session;
+mod shutdown;
 mod store;
 mod sub_agents;
 mod tool_runs;

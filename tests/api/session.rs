@@ -699,3 +699,22 @@ async fn a_panicking_provider_still_yields_a_result_and_a_final_event() {
     assert_eq!(result.exit_reason, ExitReason::InternalError);
     assert!(matches!(events.last(), Some(AgentEvent::RunFinished(_))));
 }
+
+#[tokio::test]
+async fn a_model_that_never_answers_usably_ends_with_no_llm_response() {
+    let harness = Harness::new(vec![empty(), empty(), empty(), empty()]);
+    let (result, _) = harness
+        .run(Harness::request(agent("maxTurns: 10\nmaxRetries: 2"), "go"))
+        .await;
+    assert_eq!(
+        harness.llm.requests().len(),
+        4,
+        "two attempts, then a forced final turn of two more"
+    );
+    assert_eq!(result.exit_reason, ExitReason::NoLlmResponse);
+    assert!(!result.success);
+    assert_eq!(
+        result.final_report.and_then(|r| r.metadata),
+        Some(json!({"reason": "no_llm_response"}))
+    );
+}

@@ -208,10 +208,10 @@ async fn serve_ends_its_mcp_servers_when_it_stops() {
     let listening = tokio::time::timeout(std::time::Duration::from_secs(30), async {
         while let Ok(Some(line)) = lines.next_line().await {
             if let Some((_, rest)) = line.split_once("mcp test server ready (pid ") {
-                server_pid = rest.split(')').next().map(str::to_string);
+                server_pid = leading_digits(rest);
             }
             if let Some((_, rest)) = line.split_once("grandchild pid ") {
-                grandchild_pid = rest.split_whitespace().next().map(str::to_string);
+                grandchild_pid = leading_digits(rest);
             }
             if line.contains("agentd listening") {
                 let plain = strip_ansi(&line);
@@ -266,6 +266,12 @@ async fn serve_ends_its_mcp_servers_when_it_stops() {
             "process {pid} of the MCP server's tree outlived agentd"
         );
     }
+}
+
+/// The number at the start of `text` (log formats may quote what follows).
+fn leading_digits(text: &str) -> Option<String> {
+    let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
+    (!digits.is_empty()).then_some(digits)
 }
 
 /// Log lines are coloured; tests read them plain.
