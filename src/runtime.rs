@@ -1,12 +1,16 @@
 //! The composition root: turns a loaded [`Config`] into live parts (providers, agents, store,
 //! metrics) and spawns sessions as tasks. Every headend (HTTP, CLI) starts runs through
-//! [`Runtime::spawn_run`], so runs are recorded and measured the same way everywhere.
+//! [`Runtime::spawn_run`], so runs are recorded, cached and measured the same way everywhere.
+
+mod cached;
+mod run_events;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::{Instrument, info_span, warn};
 
 use crate::agent::result::AccountingEntry;
@@ -15,7 +19,8 @@ use crate::agent::{
 };
 use crate::config::{AgentRegistry, Config, ProviderConfig, ProviderKind};
 use crate::llm::openai::{OpenAiProvider, OpenAiSettings};
-use crate::store::{NewRun, Store, StoreError};
+use crate::cache::{CacheError, ResponseCache};
+use crate::store::{NewRun, RecorderSettings, RunEventRecorder, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
 use crate::tools::ToolRegistry;
 
@@ -30,6 +35,19 @@ pub enum RuntimeError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Metrics(#[from] MetricsError),
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+}
+
+impl RuntimeError {
+    /// True when the configuration is at fault (exit 4) rather than a service (exit 3).
+    pub fn is_config(&self) -> bool {
+        match self {
+            Self::Provider { .. } => true,
+            Self::Cache(error) => error.is_config(),
+            Self::Store(_) | Self::Metrics(_) => false,
+        }
+    }
 }
 
 /// Everything a running server (or one CLI run) shares.
@@ -40,7 +58,13 @@ pub struct Runtime {
     /// Tools sessions may call (MCP servers, REST tools).
     pub tools: ToolRegistry,
     pub store: Arc<dyn Store>,
+    /// Persists every run's events in batches, off the sessions' path.
+    pub run_events: RunEventRecorder,
+    /// Answers repeated requests to agents with a `cache` TTL.
+    pub cache: Arc<dyn ResponseCache>,
     pub metrics: Metrics,
+    /// Every spawned session, so [`Runtime::close`] can wait for them before the last flush.
+    sessions: TaskTracker,
     /// Cancelled at shutdown; every run's token is a child of it.
     pub shutdown: CancellationToken,
     /// Unix seconds when this runtime started (the `created` of `/v1/models`).
@@ -50,6 +74,8 @@ pub struct Runtime {
 /// A run in progress: its events, a way to cancel it, and its result when it ends.
 pub struct RunHandle {
     pub run_id: String,
+    /// The run's events in order; the n-th event received is the one stored with seq n (the SSE
+    /// `id` of SPEC §4.2), so a stream resumed from the store continues where this one stopped.
     pub events: mpsc::Receiver<AgentEvent>,
     /// `stop` asks for a graceful final turn, `abort` ends the run now.
     pub control: RunControl,
@@ -61,37 +87,53 @@ impl Runtime {
     pub async fn start(config: Config, agents: AgentRegistry) -> Result<Arc<Self>, RuntimeError> {
         let providers = build_providers(&config)?;
         let store = crate::store::open(&config.store.url).await?;
+        let metrics = Metrics::new()?;
+        let cache = crate::cache::open(&config.cache, store.clone()).await?;
+        let run_events = RunEventRecorder::start(
+            store.clone(),
+            RecorderSettings::default(),
+            metrics.run_events_dropped_total.clone(),
+        );
         Ok(Arc::new(Self {
             config,
             agents,
             providers,
             tools: ToolRegistry::default(),
             store,
-            metrics: Metrics::new()?,
+            run_events,
+            cache,
+            metrics,
+            sessions: TaskTracker::new(),
             shutdown: CancellationToken::new(),
             started_at: chrono::Utc::now().timestamp(),
         }))
     }
 
     /// Starts a session task. The run is recorded in the store before it starts and after it
-    /// ends, even when nobody listens to its events any more.
+    /// ends, and every event is queued for the store, even when nobody listens any more.
     pub fn spawn_run(
         self: &Arc<Self>,
         request: SessionRequest,
         user_id: Option<String>,
     ) -> RunHandle {
-        let (sink, events) = EventSink::channel(RUN_EVENT_BUFFER);
+        let (sink, session_events) = EventSink::channel(RUN_EVENT_BUFFER);
+        let (listener, events) = mpsc::channel(RUN_EVENT_BUFFER);
         let control = RunControl::child_of(&self.shutdown);
         let (result_tx, result) = oneshot::channel();
         let run_id = request.run_id.clone();
         let runtime = Arc::clone(self);
         let session_control = control.clone();
         let span = info_span!("session", ai.agent.id = %request.agent.name, ai.session.txn_id = %request.run_id);
-        tokio::spawn(
+        self.sessions.spawn(
             async move {
-                let result = runtime
-                    .run_recorded(request, user_id, sink, session_control)
-                    .await;
+                let tee = run_events::tee(
+                    session_events,
+                    listener,
+                    &runtime.run_events,
+                    request.run_id.clone(),
+                );
+                let run = runtime.run_recorded(request, user_id, sink, session_control);
+                let (result, ()) = tokio::join!(run, tee);
                 let _ = result_tx.send(result);
             }
             .instrument(span),
@@ -123,19 +165,51 @@ impl Runtime {
             warn!(%error, run_id = %new_run.id, "could not record the run start");
         }
         self.metrics.sessions_active.inc();
-        let result = Session::new(self.providers.clone(), self.tools.clone(), sink, control)
-            .run(request)
-            .await;
+        let slot = self.cache_slot(&request, new_run.user_id.as_deref());
+        let cached = match &slot {
+            Some(slot) => self.answer_from_cache(slot, &request, &sink).await,
+            None => None,
+        };
+        let result = match cached {
+            Some(result) => result,
+            None => {
+                Session::new(self.providers.clone(), self.tools.clone(), sink, control)
+                    .run(request)
+                    .await
+            }
+        };
         self.metrics.sessions_active.dec();
         self.record_metrics(&agent, &result);
-        if let Err(error) = self
-            .store
-            .finish_run(&result.run_id, &(&result).into())
-            .await
-        {
-            warn!(%error, run_id = %result.run_id, "could not record the run end");
-        }
+        let finish = async {
+            if let Err(error) = self
+                .store
+                .finish_run(&result.run_id, &(&result).into())
+                .await
+            {
+                warn!(%error, run_id = %result.run_id, "could not record the run end");
+            }
+        };
+        tokio::join!(finish, self.remember(slot.as_ref(), &agent, &result));
         result
+    }
+
+    /// For a clean stop, after the server stopped taking requests: waits for running sessions
+    /// (they were cancelled with `shutdown`) up to `server.drainSeconds`, writes every queued run
+    /// event, and closes the store.
+    pub async fn close(&self) {
+        self.sessions.close();
+        let drain = Duration::from_secs(self.config.server.drain_seconds);
+        if tokio::time::timeout(drain, self.sessions.wait())
+            .await
+            .is_err()
+        {
+            warn!(
+                running = self.sessions.len(),
+                "sessions still running after the drain timeout; their last events are lost"
+            );
+        }
+        self.run_events.close().await;
+        self.store.close().await;
     }
 
     fn record_metrics(&self, agent: &str, result: &AgentResult) {

@@ -171,18 +171,19 @@ async fn serve(
     let registry = AgentRegistry::load(&config).map_err(Failure::config)?;
     let runtime = Runtime::start(config, registry)
         .await
-        .map_err(|e| match e {
-            crate::runtime::RuntimeError::Provider { .. } => Failure::config(e),
-            other => Failure::init(other),
+        .map_err(|e| match e.is_config() {
+            true => Failure::config(e),
+            false => Failure::init(e),
         })?;
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|e| Failure::init(format!("cannot listen on {address}: {e}")))?;
     let bound = listener.local_addr().map_err(Failure::init)?;
     tracing::info!(address = %bound, agents = runtime.agents.len(), store = %runtime.config.store.url, "agentd listening");
-    crate::http::serve(listener, runtime, shutdown_signal())
-        .await
-        .map_err(Failure::init)?;
+    let served = crate::http::serve(listener, runtime.clone(), shutdown_signal()).await;
+    // Sessions end and every queued run event is written even when serving failed.
+    runtime.close().await;
+    served.map_err(Failure::init)?;
     tracing::info!("agentd stopped");
     Ok(0)
 }
@@ -255,6 +256,7 @@ fn check(config: Option<PathBuf>) -> Result<u8, Failure> {
         .map_err(Failure::config)?;
     let registry = AgentRegistry::load(&loaded.config).map_err(Failure::config)?;
     crate::runtime::build_providers(&loaded.config).map_err(Failure::config)?;
+    crate::cache::check_config(&loaded.config.cache).map_err(Failure::config)?;
     let files: Vec<String> = loaded
         .files
         .iter()

@@ -91,7 +91,10 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
     let prompt = read_prompt(prompt)?;
     let runtime = Runtime::start(config, registry)
         .await
-        .map_err(Failure::init)?;
+        .map_err(|e| match e.is_config() {
+            true => Failure::config(e),
+            false => Failure::init(e),
+        })?;
     let request = SessionRequest {
         run_id: uuid::Uuid::now_v7().to_string(),
         agent: spec,
@@ -112,6 +115,7 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
         .result
         .await
         .map_err(|_| Failure::init("the session task ended unexpectedly"))?;
+    runtime.close().await;
     let mut stdout = std::io::stdout().lock();
     let text = if options.json {
         serde_json::to_string_pretty(&result).map_err(Failure::init)?

@@ -5,6 +5,7 @@
 //! always names the file, the key path and what is wrong.
 
 pub mod agent_file;
+pub mod cache;
 pub mod duration;
 pub mod env_file;
 pub mod expand;
@@ -39,8 +40,9 @@ pub struct Config {
     pub defaults: Defaults,
     #[serde(default)]
     pub pricing: Option<Value>,
+    /// The response cache (which agents are cached is their `cache` frontmatter).
     #[serde(default)]
-    pub cache: Option<Value>,
+    pub cache: cache::CacheConfig,
     #[serde(default)]
     pub telemetry: Option<Value>,
     #[serde(default)]

@@ -67,6 +67,8 @@ pub struct AgentSpec {
     pub output_schema: Option<Value>,
     pub tools: Vec<String>,
     pub user_scoped: bool,
+    /// How long a successful response is kept in the response cache; `None`: not cached.
+    pub cache_ttl: Option<Duration>,
     /// Hash of prompt, frontmatter and model selection: part of response-cache keys.
     pub hash: String,
 }
@@ -276,6 +278,7 @@ pub fn resolve_agent(
         output_schema: output.and_then(|o| o.schema.clone()),
         tools: fm.tools.as_ref().map(|t| t.to_vec()).unwrap_or_default(),
         user_scoped: fm.user_scoped.unwrap_or(false),
+        cache_ttl: fm.cache.and_then(|c| c.0),
         hash,
     })
 }

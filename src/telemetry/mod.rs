@@ -21,6 +21,10 @@ pub struct Metrics {
     pub llm_completion_tokens_total: IntCounterVec,
     pub llm_errors_total: IntCounterVec,
     pub llm_retries_total: IntCounterVec,
+    /// Run events not stored, by `reason` (`queue_full`, `store_error`, `closed`).
+    pub run_events_dropped_total: IntCounterVec,
+    /// Runs answered from the response cache, by agent.
+    pub cache_hits_total: IntCounterVec,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +107,16 @@ impl Metrics {
                 "ai_agent_llm_retries_total",
                 "LLM attempts after the first within a turn.",
                 llm,
+            )?,
+            run_events_dropped_total: counter(
+                "agentd_run_events_dropped_total",
+                "Run events that were not stored for replay, by reason.",
+                &["reason"],
+            )?,
+            cache_hits_total: counter(
+                "agentd_cache_hits_total",
+                "Runs answered from the response cache, by agent.",
+                &["agent"],
             )?,
             registry,
         })
