@@ -17,9 +17,9 @@ use crate::agent::result::AccountingEntry;
 use crate::agent::{
     AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, Session, SessionRequest,
 };
+use crate::cache::{CacheError, ResponseCache};
 use crate::config::{AgentRegistry, Config, ProviderConfig, ProviderKind};
 use crate::llm::openai::{OpenAiProvider, OpenAiSettings};
-use crate::cache::{CacheError, ResponseCache};
 use crate::store::{NewRun, RecorderSettings, RunEventRecorder, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
 use crate::tools::ToolRegistry;

@@ -19,8 +19,8 @@ use secrecy::ExposeSecret;
 use sha2::{Digest, Sha256};
 
 use crate::agent::events::{RunStarted, TextDelta};
-use crate::agent::{AgentEvent, AgentResult, ExitReason, ReportStatus, SessionRequest};
 use crate::agent::result::UsageTotals;
+use crate::agent::{AgentEvent, AgentResult, ExitReason, ReportStatus, SessionRequest};
 use crate::config::cache::{CacheBackend, CacheConfig};
 use crate::store::{CacheStore, StoreError};
 
@@ -35,7 +35,10 @@ pub enum CacheError {
     #[error("cache.backend is \"redis\" but cache.redis.url is not set")]
     NoRedisUrl,
     #[error("cache.redis.url: cannot use {url}: {source}")]
-    RedisConnect { url: String, source: ::redis::RedisError },
+    RedisConnect {
+        url: String,
+        source: ::redis::RedisError,
+    },
     #[error("response cache (redis): {0}")]
     Redis(#[from] ::redis::RedisError),
     #[error("response cache (store): {0}")]
@@ -73,7 +76,12 @@ impl CacheKey {
         field(agent.hash.as_bytes());
         field(request.prompt.as_bytes());
         field(format.as_bytes());
-        field(schema.map(ToString::to_string).unwrap_or_default().as_bytes());
+        field(
+            schema
+                .map(ToString::to_string)
+                .unwrap_or_default()
+                .as_bytes(),
+        );
         field(
             serde_json::to_string(&request.history)
                 .unwrap_or_default()
@@ -178,7 +186,11 @@ pub fn expiry(now: DateTime<Utc>, ttl: Duration) -> DateTime<Utc> {
 
 /// The result of a run answered from the cache: the stored answer and conversation under this
 /// run's id, with exit reason `cached` and no usage, cost or accounting (no LLM was called).
-pub fn cached_run_result(hit: CachedResult, request: &SessionRequest, duration_ms: u64) -> AgentResult {
+pub fn cached_run_result(
+    hit: CachedResult,
+    request: &SessionRequest,
+    duration_ms: u64,
+) -> AgentResult {
     AgentResult {
         run_id: request.run_id.clone(),
         exit_reason: ExitReason::Cached,

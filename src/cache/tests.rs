@@ -136,19 +136,28 @@ fn a_hit_is_the_stored_answer_under_the_new_run_with_no_usage() {
     assert_eq!(result.exit_reason, ExitReason::Cached);
     assert_eq!(result.status(), RunStatus::Completed);
     assert_eq!(result.answer_text(), "4");
-    assert_eq!((result.usage, result.cost_usd, result.turns), (UsageTotals::default(), 0.0, 0));
+    assert_eq!(
+        (result.usage, result.cost_usd, result.turns),
+        (UsageTotals::default(), 0.0, 0)
+    );
     assert_eq!(result.duration_ms, 3);
     let kinds: Vec<&str> = cached_run_events(&result, &request)
         .iter()
         .map(AgentEvent::kind)
         .collect();
-    assert_eq!(kinds, ["run.started", "output", "final_report", "run.finished"]);
+    assert_eq!(
+        kinds,
+        ["run.started", "output", "final_report", "run.finished"]
+    );
 }
 
 #[test]
 fn expiry_is_now_plus_ttl_and_absurd_ttls_are_cut() {
     let now = Utc::now();
-    assert_eq!(expiry(now, Duration::from_secs(30)), now + TimeDelta::seconds(30));
+    assert_eq!(
+        expiry(now, Duration::from_secs(30)),
+        now + TimeDelta::seconds(30)
+    );
     let far = expiry(now, Duration::from_secs(u64::MAX));
     assert_eq!(far, expiry(now, MAX_TTL));
     assert!(far > now);

@@ -81,7 +81,8 @@ impl<'de> Deserialize<'de> for CacheTtl {
     }
 }
 
-const CACHE_TTL_HINT: &str = "cache must be off, milliseconds, or a duration like 30s, 5m, 1h, 1d, 1w";
+const CACHE_TTL_HINT: &str =
+    "cache must be off, milliseconds, or a duration like 30s, 5m, 1h, 1d, 1w";
 
 #[cfg(test)]
 mod tests {
@@ -97,7 +98,12 @@ mod tests {
         assert_eq!(ttl("1w").ok(), Some(Some(Duration::from_secs(604_800))));
         let error = ttl("soon").unwrap_err().to_string();
         assert!(error.contains("cache must be off"), "{error}");
-        assert!(ttl("[1]").unwrap_err().to_string().contains("cache must be off"));
+        assert!(
+            ttl("[1]")
+                .unwrap_err()
+                .to_string()
+                .contains("cache must be off")
+        );
     }
 
     #[test]

@@ -65,12 +65,21 @@ impl Runtime {
     }
 
     /// Stores a cacheable result under its slot; anything else is left out.
-    pub(super) async fn remember(&self, slot: Option<&CacheSlot>, agent: &str, result: &AgentResult) {
+    pub(super) async fn remember(
+        &self,
+        slot: Option<&CacheSlot>,
+        agent: &str,
+        result: &AgentResult,
+    ) {
         let Some(slot) = slot.filter(|_| is_cacheable(result)) else {
             return;
         };
         let now = chrono::Utc::now();
-        if let Err(error) = self.cache.put(&slot.key, agent, result, slot.ttl, now).await {
+        if let Err(error) = self
+            .cache
+            .put(&slot.key, agent, result, slot.ttl, now)
+            .await
+        {
             warn!(%error, "could not store the result in the response cache");
         }
     }

@@ -28,8 +28,11 @@ pub struct CacheEntry {
 pub trait CacheStore: Send + Sync {
     /// The live entry under `key`, marking it used at `now`. An expired entry is deleted and
     /// reported as absent.
-    async fn cache_get(&self, key: &str, now: DateTime<Utc>)
-    -> Result<Option<CacheEntry>, StoreError>;
+    async fn cache_get(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<CacheEntry>, StoreError>;
     /// Inserts or replaces the entry, removes every expired entry, then evicts the least recently
     /// used entries until at most `max_entries` remain.
     async fn cache_put(

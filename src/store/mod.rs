@@ -25,8 +25,7 @@ use async_trait::async_trait;
 
 pub use cache_entries::{CacheEntry, CacheStore, NewCacheEntry};
 pub use conversations::{
-    Conversation, ConversationCursor, ConversationStore, NewConversation, NewMessage,
-    StoredMessage,
+    Conversation, ConversationCursor, ConversationStore, NewConversation, NewMessage, StoredMessage,
 };
 pub use postgres::PostgresStore;
 pub(crate) use postgres::redact_password;

@@ -76,7 +76,11 @@ fn event(seq: i64) -> NewRunEvent {
     }
 }
 
-fn settings(queue_capacity: usize, batch_size: usize, flush_interval: Duration) -> RecorderSettings {
+fn settings(
+    queue_capacity: usize,
+    batch_size: usize,
+    flush_interval: Duration,
+) -> RecorderSettings {
     RecorderSettings {
         queue_capacity,
         batch_size,
@@ -106,7 +110,11 @@ async fn full_batches_are_written_at_once_and_flush_writes_the_rest() {
         recorder.record(event(seq));
     }
     wait_for("two full batches", || store.batch_sizes().len() == 2).await;
-    assert_eq!(store.batch_sizes(), vec![3, 3], "the 7th waits for its batch");
+    assert_eq!(
+        store.batch_sizes(),
+        vec![3, 3],
+        "the 7th waits for its batch"
+    );
     recorder.flush().await;
     assert_eq!(store.batch_sizes(), vec![3, 3, 1]);
     assert_eq!(store.seqs(), (1..=7).collect::<Vec<_>>(), "order is kept");
@@ -122,7 +130,10 @@ async fn a_partial_batch_is_written_after_the_flush_interval() {
     );
     recorder.record(event(1));
     tokio::time::sleep(Duration::from_millis(40)).await;
-    assert!(store.batch_sizes().is_empty(), "written before the interval");
+    assert!(
+        store.batch_sizes().is_empty(),
+        "written before the interval"
+    );
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(store.batch_sizes(), vec![1]);
 }
