@@ -39,14 +39,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HumanDuration(pub Duration);
 
+/// How a duration may be written: a number of milliseconds or text.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Raw {
+    Millis(u64),
+    Text(String),
+}
+
 impl<'de> Deserialize<'de> for HumanDuration {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Millis(u64),
-            Text(String),
-        }
         match Raw::deserialize(deserializer)? {
             Raw::Millis(ms) => Ok(Self(Duration::from_millis(ms))),
             Raw::Text(text) => parse_duration(&text)
@@ -63,12 +65,6 @@ pub struct CacheTtl(pub Option<Duration>);
 
 impl<'de> Deserialize<'de> for CacheTtl {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Millis(u64),
-            Text(String),
-        }
         let ttl = match Raw::deserialize(deserializer)
             .map_err(|_| serde::de::Error::custom(CACHE_TTL_HINT))?
         {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::{Postgres, Transaction};
 
 use super::StoreError;
 
@@ -14,8 +15,11 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// Row locks taken by the statements inside serialize writers to the same rows.
-    const BEGIN_WRITE: &'static str = "BEGIN";
+    /// Row locks taken by the statements inside serialize writers to the same rows. (Not
+    /// `begin_with("BEGIN")`: with sqlx 0.9 that costs ~40 ms more per transaction here.)
+    async fn begin_write(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        self.writer.begin().await
+    }
 
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         let pool = PgPoolOptions::new()

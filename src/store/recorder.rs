@@ -100,7 +100,11 @@ impl RunEventRecorder {
         };
         self.dropped.with_label_values(&[reason]).inc();
         // One line per thousand drops: enough to notice, not enough to flood the log.
-        if self.dropped_so_far.fetch_add(1, Ordering::Relaxed) % 1000 == 0 {
+        if self
+            .dropped_so_far
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(1000)
+        {
             warn!(
                 reason,
                 "run events are being dropped: the store cannot keep up"

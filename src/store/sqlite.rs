@@ -9,6 +9,7 @@ use std::time::Duration;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
+use sqlx::{Sqlite, Transaction};
 
 use super::StoreError;
 
@@ -25,7 +26,9 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Takes the write lock at `BEGIN`, where the busy timeout applies, instead of at the first
     /// write, where SQLite fails at once rather than wait.
-    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
+    async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+        self.writer.begin_with("BEGIN IMMEDIATE").await
+    }
 
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         let open_error = |source| StoreError::Open {

@@ -78,7 +78,7 @@ macro_rules! impl_cache_store {
             ) -> Result<(), $crate::store::StoreError> {
                 use $crate::store::sql::{at, cache as sql};
                 let now = at(now);
-                let mut tx = self.writer.begin_with(Self::BEGIN_WRITE).await?;
+                let mut tx = self.begin_write().await?;
                 sqlx::query(sql::DELETE_ALL_EXPIRED)
                     .bind(now)
                     .execute(&mut *tx)

@@ -172,7 +172,7 @@ macro_rules! impl_conversation_store {
                     return Ok(Vec::new());
                 };
                 let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
-                let mut tx = self.writer.begin_with(Self::BEGIN_WRITE).await?;
+                let mut tx = self.begin_write().await?;
                 let reserved: Option<i64> = sqlx::query_scalar(sql::RESERVE_MESSAGE_SEQS)
                     .bind(user_id)
                     .bind(conversation_id)

@@ -48,7 +48,7 @@ macro_rules! impl_run_event_store {
                 if events.is_empty() {
                     return Ok(());
                 }
-                let mut tx = self.writer.begin_with(Self::BEGIN_WRITE).await?;
+                let mut tx = self.begin_write().await?;
                 for chunk in events.chunks(ROWS_PER_INSERT) {
                     let mut insert = sqlx::QueryBuilder::<$db>::new(sql::INSERT_EVENTS);
                     insert.push_values(chunk, |mut row, event| {

@@ -128,7 +128,7 @@ macro_rules! impl_run_store {
                 outcome: &$crate::store::RunOutcome,
             ) -> Result<(), $crate::store::StoreError> {
                 use $crate::store::sql::{ROWS_PER_INSERT, at, runs};
-                let mut tx = self.writer.begin_with(Self::BEGIN_WRITE).await?;
+                let mut tx = self.begin_write().await?;
                 sqlx::query(runs::FINISH_RUN)
                     .bind(run_id)
                     .bind(outcome.status)

@@ -5,26 +5,17 @@
 use std::time::Duration;
 
 use agentd::agent::result::{FinalReport, UsageTotals};
-use agentd::agent::{AgentResult, ExitReason, ReportStatus, SamplingOverrides, SessionRequest};
+use agentd::agent::{AgentResult, ExitReason, ReportStatus};
 use agentd::cache::{CacheKey, RedisCache, ResponseCache};
 use agentd::llm::ChatMessage;
 use chrono::{DateTime, Utc};
 
 use super::conformance::at;
+use crate::support::scripted::Harness;
 
 fn key(prompt: &str) -> CacheKey {
     let agent = crate::support::scripted::agent("cache: 1h\n");
-    let request = SessionRequest {
-        run_id: "r".into(),
-        agent,
-        prompt: prompt.into(),
-        history: Vec::new(),
-        overrides: SamplingOverrides::default(),
-        conversation_id: None,
-        format: None,
-        schema: None,
-    };
-    CacheKey::for_request(&request, None)
+    CacheKey::for_request(&Harness::request(agent, prompt), None)
 }
 
 fn answer(text: &str) -> AgentResult {
