@@ -152,6 +152,16 @@ fn a_hit_is_the_stored_answer_under_the_new_run_with_no_usage() {
 }
 
 #[test]
+fn the_redis_backend_needs_a_url() {
+    let mut config = crate::config::cache::CacheConfig::default();
+    assert!(check_config(&config).is_ok());
+    config.backend = CacheBackend::Redis;
+    let error = check_config(&config).unwrap_err();
+    assert!(error.is_config());
+    assert!(error.to_string().contains("cache.redis.url"), "{error}");
+}
+
+#[test]
 fn expiry_is_now_plus_ttl_and_absurd_ttls_are_cut() {
     let now = Utc::now();
     assert_eq!(

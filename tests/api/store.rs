@@ -5,6 +5,7 @@
 mod backends;
 mod cache_conformance;
 mod conformance;
+mod conversation_checks;
 mod server;
 
 use backends::Backend;
