@@ -8,7 +8,8 @@
 //! | [`agent`] | the session loop: turns, retries, provider cycling, final report, events, `AgentResult` |
 //! | [`llm`] | the `Provider` trait and the vendor adapters (OpenAI-compatible first), SSE decoding |
 //! | [`tools`] | the `ToolProvider` trait and the registry of tools a session may call |
-//! | [`store`] | the `Store` trait with SQLite and PostgreSQL backends; migrations |
+//! | [`store`] | the `Store` trait with SQLite and PostgreSQL backends; migrations; the batching run-event recorder |
+//! | [`cache`] | the response cache: keys, what may be cached, store and Redis backends |
 //! | [`http`] | the router, one file per API family, errors at the edge, SSE |
 //! | [`telemetry`] | Prometheus metrics and log setup |
 //! | [`runtime`] | the composition root: config → providers, store, metrics; spawns sessions |
@@ -18,6 +19,7 @@
 //! and the session's [`agent::AgentEvent`]s flow back to the headend that started it.
 
 pub mod agent;
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod http;

@@ -1,12 +1,16 @@
 //! The composition root: turns a loaded [`Config`] into live parts (providers, agents, store,
 //! metrics) and spawns sessions as tasks. Every headend (HTTP, CLI) starts runs through
-//! [`Runtime::spawn_run`], so runs are recorded and measured the same way everywhere.
+//! [`Runtime::spawn_run`], so runs are recorded, cached and measured the same way everywhere.
+
+mod cached;
+mod run_events;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::{Instrument, info_span, warn};
 
 use crate::agent::ReportStatus;
@@ -16,10 +20,11 @@ use crate::agent::sub_agents::{ChildRunner, SubAgents};
 use crate::agent::{
     AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, Session, SessionRequest,
 };
+use crate::cache::{CacheError, ResponseCache};
 use crate::config::models::ModelCatalog;
 use crate::config::{AgentRegistry, AgentSpec, Config};
 use crate::llm::catalog;
-use crate::store::{NewRun, Store, StoreError};
+use crate::store::{NewRun, RecorderSettings, RunEventRecorder, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
 use crate::tools::hub::{ToolHub, ToolSetupError};
 
@@ -36,6 +41,8 @@ pub enum RuntimeError {
     Metrics(#[from] MetricsError),
     #[error(transparent)]
     Tools(#[from] ToolSetupError),
+    #[error(transparent)]
+    Cache(#[from] CacheError),
 }
 
 impl RuntimeError {
@@ -44,6 +51,7 @@ impl RuntimeError {
         match self {
             Self::Provider { .. } => true,
             Self::Tools(error) => error.is_config_error(),
+            Self::Cache(error) => error.is_config(),
             Self::Store(_) | Self::Metrics(_) => false,
         }
     }
@@ -57,7 +65,13 @@ pub struct Runtime {
     /// The shared MCP connections and REST tools; each run gets its agent's registry.
     pub tools: ToolHub,
     pub store: Arc<dyn Store>,
+    /// Persists every run's events in batches, off the sessions' path.
+    pub run_events: RunEventRecorder,
+    /// Answers repeated requests to agents with a `cache` TTL.
+    pub cache: Arc<dyn ResponseCache>,
     pub metrics: Metrics,
+    /// Every spawned session, so [`Runtime::close`] can wait for them before the last flush.
+    sessions: TaskTracker,
     /// Cancelled at shutdown; every run's token is a child of it.
     pub shutdown: CancellationToken,
     /// Cancelled when a graceful shutdown begins: no new runs, running ones get
@@ -72,6 +86,8 @@ pub struct Runtime {
 /// A run in progress: its events, a way to cancel it, and its result when it ends.
 pub struct RunHandle {
     pub run_id: String,
+    /// The run's events in order; the n-th event received is the one stored with seq n (the SSE
+    /// `id` of SPEC §4.2), so a stream resumed from the store continues where this one stopped.
     pub events: mpsc::Receiver<AgentEvent>,
     /// `stop` asks for a graceful final turn, `abort` ends the run now.
     pub control: RunControl,
@@ -89,13 +105,22 @@ impl Runtime {
         let store = crate::store::open(&config.store.url).await?;
         let catalog = Arc::new(ModelCatalog::from_config(&config));
         let tools = ToolHub::start(&config, &agents, &metrics).await?;
+        let cache = crate::cache::open(&config.cache, store.clone()).await?;
+        let run_events = RunEventRecorder::start(
+            store.clone(),
+            RecorderSettings::default(),
+            metrics.run_events_dropped_total.clone(),
+        );
         Ok(Arc::new(Self {
             config,
             agents,
             providers,
             tools,
             store,
+            run_events,
+            cache,
             metrics,
+            sessions: TaskTracker::new(),
             shutdown: CancellationToken::new(),
             draining: CancellationToken::new(),
             started_at: chrono::Utc::now().timestamp(),
@@ -104,24 +129,30 @@ impl Runtime {
     }
 
     /// Starts a session task. The run is recorded in the store before it starts and after it
-    /// ends, even when nobody listens to its events any more.
+    /// ends, and every event is queued for the store, even when nobody listens any more.
     pub fn spawn_run(
         self: &Arc<Self>,
         request: SessionRequest,
         user_id: Option<String>,
     ) -> RunHandle {
-        let (sink, events) = EventSink::channel(RUN_EVENT_BUFFER);
+        let (sink, session_events) = EventSink::channel(RUN_EVENT_BUFFER);
+        let (listener, events) = mpsc::channel(RUN_EVENT_BUFFER);
         let control = RunControl::child_of(&self.shutdown);
         let (result_tx, result) = oneshot::channel();
         let run_id = request.run_id.clone();
         let runtime = Arc::clone(self);
         let session_control = control.clone();
         let span = session_span(&request);
-        tokio::spawn(
+        self.sessions.spawn(
             async move {
-                let result = runtime
-                    .run_recorded(request, user_id, sink, session_control)
-                    .await;
+                let tee = run_events::tee(
+                    session_events,
+                    listener,
+                    &runtime.run_events,
+                    request.run_id.clone(),
+                );
+                let run = runtime.run_recorded(request, user_id, sink, session_control);
+                let (result, ()) = tokio::join!(run, tee);
                 let _ = result_tx.send(result);
             }
             .instrument(span),
@@ -181,20 +212,32 @@ impl Runtime {
             warn!(%error, run_id = %new_run.id, "could not record the run start");
         }
         self.metrics.sessions_active.inc();
-        let agent_spec = request.agent.clone();
-        let result = self
-            .session_for(&agent_spec, sink, control)
-            .run(request)
-            .await;
+        let slot = self.cache_slot(&request, new_run.user_id.as_deref());
+        let cached = match &slot {
+            Some(slot) => self.answer_from_cache(slot, &request, &sink).await,
+            None => None,
+        };
+        let result = match cached {
+            Some(result) => result,
+            None => {
+                let agent_spec = request.agent.clone();
+                self.session_for(&agent_spec, sink, control)
+                    .run(request)
+                    .await
+            }
+        };
         self.metrics.sessions_active.dec();
         self.record_metrics(&agent, &result);
-        if let Err(error) = self
-            .store
-            .finish_run(&result.run_id, &(&result).into())
-            .await
-        {
-            warn!(%error, run_id = %result.run_id, "could not record the run end");
-        }
+        let finish = async {
+            if let Err(error) = self
+                .store
+                .finish_run(&result.run_id, &(&result).into())
+                .await
+            {
+                warn!(%error, run_id = %result.run_id, "could not record the run end");
+            }
+        };
+        tokio::join!(finish, self.remember(slot.as_ref(), &agent, &result));
         result
     }
 
@@ -235,9 +278,23 @@ impl Runtime {
         }
     }
 
-    /// Ends what the runtime started outside this process: MCP connections and their child
-    /// process trees. Call it after the last run; later tool calls fail.
+    /// For a clean stop, after the server stopped taking requests (and [`Runtime::drain`]):
+    /// waits for sessions still running up to `server.drainSeconds`, writes every queued run
+    /// event, closes the store, and ends the MCP connections and their process trees.
     pub async fn close(&self) {
+        self.sessions.close();
+        let drain = Duration::from_secs(self.config.server.drain_seconds);
+        if tokio::time::timeout(drain, self.sessions.wait())
+            .await
+            .is_err()
+        {
+            warn!(
+                running = self.sessions.len(),
+                "sessions still running after the drain timeout; their last events are lost"
+            );
+        }
+        self.run_events.close().await;
+        self.store.close().await;
         self.tools.shutdown().await;
     }
 

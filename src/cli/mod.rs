@@ -211,6 +211,7 @@ async fn serve(
     let bound = listener.local_addr().map_err(Failure::init)?;
     tracing::info!(address = %bound, agents = runtime.agents.len(), store = %runtime.config.store.url, "agentd listening");
     let served = crate::http::serve(listener, runtime.clone(), first_signal).await;
+    // Sessions end and every queued run event is written even when serving failed.
     runtime.drain().await;
     runtime.close().await;
     served.map_err(Failure::init)?;
@@ -270,6 +271,7 @@ fn check(config: Option<PathBuf>) -> Result<u8, Failure> {
     let registry = AgentRegistry::load(&loaded.config).map_err(Failure::config)?;
     crate::runtime::build_providers(&loaded.config).map_err(Failure::config)?;
     crate::tools::hub::ToolHub::check(&loaded.config, &registry).map_err(Failure::config)?;
+    crate::cache::check_config(&loaded.config.cache).map_err(Failure::config)?;
     let files: Vec<String> = loaded
         .files
         .iter()

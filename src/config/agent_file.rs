@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::duration::HumanDuration;
+use super::duration::{CacheTtl, HumanDuration};
 
 /// The frontmatter keys of SPEC §3, exactly; anything else is an error.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -34,7 +34,8 @@ pub struct AgentFrontmatter {
     pub tool_response_max_bytes: Option<u64>,
     pub reasoning: Option<Value>,
     pub reasoning_tokens: Option<Value>,
-    pub cache: Option<Value>,
+    /// How long responses are cached (`off` when absent).
+    pub cache: Option<CacheTtl>,
     pub context_window: Option<u64>,
     pub finalization: Option<Finalization>,
     pub transport: Option<Transport>,
@@ -183,6 +184,12 @@ mod tests {
         assert_eq!(file.frontmatter.finalization, Some(Finalization::Text));
         assert_eq!(file.frontmatter.transport, Some(Transport::Native));
         assert_eq!(file.prompt, "You are helpful.");
+    }
+
+    #[test]
+    fn bad_cache_ttl_is_named() {
+        let err = parse_agent_file("---\ncache: someday\n---\nhi").unwrap_err();
+        assert!(err.contains("cache") && err.contains("someday"), "{err}");
     }
 
     #[test]

@@ -39,14 +39,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HumanDuration(pub Duration);
 
+/// How a duration may be written: a number of milliseconds or text.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Raw {
+    Millis(u64),
+    Text(String),
+}
+
 impl<'de> Deserialize<'de> for HumanDuration {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Millis(u64),
-            Text(String),
-        }
         match Raw::deserialize(deserializer)? {
             Raw::Millis(ms) => Ok(Self(Duration::from_millis(ms))),
             Raw::Text(text) => parse_duration(&text)
@@ -56,9 +58,49 @@ impl<'de> Deserialize<'de> for HumanDuration {
     }
 }
 
+/// The `cache` frontmatter of an agent: `off` (or 0), or how long a response stays cached,
+/// as milliseconds or `<number><unit>` (`30s`, `5m`, `1h`, `1d`, `1w`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheTtl(pub Option<Duration>);
+
+impl<'de> Deserialize<'de> for CacheTtl {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let ttl = match Raw::deserialize(deserializer)
+            .map_err(|_| serde::de::Error::custom(CACHE_TTL_HINT))?
+        {
+            Raw::Millis(ms) => Duration::from_millis(ms),
+            Raw::Text(text) if text.trim().eq_ignore_ascii_case("off") => Duration::ZERO,
+            Raw::Text(text) => parse_duration(&text)
+                .map_err(|e| serde::de::Error::custom(format!("{e}; {CACHE_TTL_HINT}")))?,
+        };
+        Ok(Self((!ttl.is_zero()).then_some(ttl)))
+    }
+}
+
+const CACHE_TTL_HINT: &str =
+    "cache must be off, milliseconds, or a duration like 30s, 5m, 1h, 1d, 1w";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cache_ttl_accepts_off_milliseconds_and_units() {
+        let ttl = |yaml: &str| serde_yaml_ng::from_str::<CacheTtl>(yaml).map(|t| t.0);
+        assert_eq!(ttl("off").ok(), Some(None));
+        assert_eq!(ttl("0").ok(), Some(None));
+        assert_eq!(ttl("1500").ok(), Some(Some(Duration::from_millis(1500))));
+        assert_eq!(ttl("30s").ok(), Some(Some(Duration::from_secs(30))));
+        assert_eq!(ttl("1w").ok(), Some(Some(Duration::from_secs(604_800))));
+        let error = ttl("soon").unwrap_err().to_string();
+        assert!(error.contains("cache must be off"), "{error}");
+        assert!(
+            ttl("[1]")
+                .unwrap_err()
+                .to_string()
+                .contains("cache must be off")
+        );
+    }
 
     #[test]
     fn parses_units_and_plain_milliseconds() {

@@ -5,6 +5,7 @@
 //! always names the file, the key path and what is wrong.
 
 pub mod agent_file;
+pub mod cache;
 pub mod duration;
 pub mod env_file;
 pub mod expand;
@@ -48,8 +49,9 @@ pub struct Config {
     /// `pricing.<provider>.<model>`: token prices for cost accounting.
     #[serde(default)]
     pub pricing: BTreeMap<String, BTreeMap<String, models::ModelPrice>>,
+    /// The response cache (which agents are cached is their `cache` frontmatter).
     #[serde(default)]
-    pub cache: Option<Value>,
+    pub cache: cache::CacheConfig,
     #[serde(default)]
     pub telemetry: TelemetryConfig,
     #[serde(default)]

@@ -80,6 +80,8 @@ pub struct AgentSpec {
     pub agent_refs: Vec<String>,
     /// The agents this one may call as `agent__{name}` tools, after linking.
     pub sub_agents: Vec<String>,
+    /// How long a successful response is kept in the response cache; `None`: not cached.
+    pub cache_ttl: Option<Duration>,
     /// Hash of prompt, frontmatter and model selection: part of response-cache keys.
     pub hash: String,
 }
@@ -318,6 +320,7 @@ pub fn resolve_agent(
         progress_in_reasoning: fm.progress_in_reasoning.unwrap_or(true),
         agent_refs: fm.agents.as_ref().map(|a| a.to_vec()).unwrap_or_default(),
         sub_agents: Vec::new(),
+        cache_ttl: fm.cache.and_then(|c| c.0),
         hash,
     })
 }

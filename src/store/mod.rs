@@ -1,23 +1,41 @@
 //! Persistence: the `Store` trait and its backends. SQLite (`sqlite://PATH`, the default,
-//! created on first start) and PostgreSQL (`postgres://…`) keep the same data with native types.
+//! created on first start) and PostgreSQL (`postgres://…`) keep the same data with native types
+//! and behave identically (one conformance suite runs against both).
+//!
+//! The store holds runs and their accounting ([`RunStore`]), chat history ([`ConversationStore`]),
+//! run events for replay ([`RunEventStore`], written through the batching [`RunEventRecorder`])
+//! and the response cache table ([`CacheStore`]). It knows nothing about HTTP or sessions: callers
+//! pass plain records and scope every conversation query by user id.
 //!
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
 //! numbers and are embedded at compile time; no database is needed to build.
 
+mod cache_entries;
+mod conversations;
 mod postgres;
+mod recorder;
+mod run_events;
+mod runs;
 mod sql;
 mod sqlite;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
-use serde_json::Value;
 
-use crate::agent::AgentResult;
-
+pub use cache_entries::{CacheEntry, CacheStore, NewCacheEntry};
+pub use conversations::{
+    Conversation, ConversationCursor, ConversationStore, NewConversation, NewMessage, StoredMessage,
+};
 pub use postgres::PostgresStore;
+pub(crate) use postgres::redact_password;
+pub use recorder::{RecorderSettings, RunEventRecorder};
+pub use run_events::{NewRunEvent, RunEventRecord, RunEventStore};
+pub use runs::{AccountingRecord, NewRun, RunOutcome, RunRecord, RunStore};
 pub use sqlite::SqliteStore;
+
+/// The most rows one page of a listing may ask for.
+pub const MAX_PAGE_SIZE: u32 = 1000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -29,88 +47,23 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("store query failed: {0}")]
     Query(#[from] sqlx::Error),
-}
-
-/// A run as it starts.
-#[derive(Debug, Clone)]
-pub struct NewRun {
-    pub id: String,
-    pub agent: String,
-    pub user_id: Option<String>,
-    pub conversation_id: Option<String>,
-    pub created_at: DateTime<Utc>,
-}
-
-/// A stored run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunRecord {
-    pub id: String,
-    pub agent: String,
-    pub user_id: Option<String>,
-    pub conversation_id: Option<String>,
-    pub status: String,
-    pub exit_reason: Option<String>,
-    pub success: Option<bool>,
-    pub error: Option<String>,
-    pub final_report: Option<Value>,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub cached_tokens: i64,
-    pub cost_usd: f64,
-    pub turns: i64,
-    pub created_at: DateTime<Utc>,
-    pub finished_at: Option<DateTime<Utc>>,
-    pub duration_ms: Option<i64>,
-}
-
-/// What is written when a run ends.
-#[derive(Debug, Clone)]
-pub struct RunOutcome {
-    pub status: &'static str,
-    pub exit_reason: &'static str,
-    pub success: bool,
-    pub error: Option<String>,
-    pub final_report: Option<Value>,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub cached_tokens: i64,
-    pub cost_usd: f64,
-    pub turns: i64,
-    pub finished_at: DateTime<Utc>,
-    pub duration_ms: i64,
-}
-
-impl From<&AgentResult> for RunOutcome {
-    fn from(result: &AgentResult) -> Self {
-        let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        Self {
-            status: result.status().as_str(),
-            exit_reason: result.exit_reason.as_str(),
-            success: result.success,
-            error: result.error.clone(),
-            final_report: result
-                .final_report
-                .as_ref()
-                .and_then(|r| serde_json::to_value(r).ok()),
-            input_tokens: clamp(result.usage.input_tokens),
-            output_tokens: clamp(result.usage.output_tokens),
-            cached_tokens: clamp(result.usage.cached_tokens),
-            cost_usd: result.cost_usd,
-            turns: i64::from(result.turns),
-            finished_at: Utc::now(),
-            duration_ms: clamp(result.duration_ms),
-        }
-    }
+    #[error("no {what} {id:?} for this user")]
+    NotFound { what: &'static str, id: String },
+    #[error("a {what} with id {id:?} already exists")]
+    Conflict { what: &'static str, id: String },
+    #[error("page size {requested} is out of range: ask for 1 to {MAX_PAGE_SIZE} rows")]
+    PageSize { requested: u32 },
+    #[error("cannot encode {what} as JSON: {detail}")]
+    Encode { what: &'static str, detail: String },
 }
 
 /// Everything agentd persists. Implementations must behave identically.
 #[async_trait]
-pub trait Store: Send + Sync {
+pub trait Store: RunStore + ConversationStore + RunEventStore + CacheStore + Send + Sync {
     /// Cheap reachability check for `/ready`.
     async fn ping(&self) -> Result<(), StoreError>;
-    async fn insert_run(&self, run: &NewRun) -> Result<(), StoreError>;
-    async fn finish_run(&self, run_id: &str, outcome: &RunOutcome) -> Result<(), StoreError>;
-    async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
+    /// Closes every connection once in-flight queries finish; later calls fail.
+    async fn close(&self);
 }
 
 /// Opens the store named by `url` and applies pending migrations.
@@ -126,5 +79,16 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>, StoreError> {
 
 /// Applies migrations without keeping the store open (`agentd migrate`).
 pub async fn migrate(url: &str) -> Result<(), StoreError> {
-    open(url).await.map(|_| ())
+    let store = open(url).await?;
+    store.close().await;
+    Ok(())
+}
+
+/// Rejects page sizes outside 1..=[`MAX_PAGE_SIZE`] with an error naming the size.
+fn check_page_size(limit: u32) -> Result<i64, StoreError> {
+    if (1..=MAX_PAGE_SIZE).contains(&limit) {
+        Ok(i64::from(limit))
+    } else {
+        Err(StoreError::PageSize { requested: limit })
+    }
 }

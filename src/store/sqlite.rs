@@ -1,5 +1,7 @@
-//! The SQLite backend: one file, WAL journal, `synchronous=NORMAL`, a busy timeout, and only
-//! single-statement writes so no transaction can hit SQLITE_BUSY half-way.
+//! The SQLite backend: one file, WAL journal, `synchronous=NORMAL`, a busy timeout, a
+//! one-connection writer pool whose transactions start with `BEGIN IMMEDIATE` (writers queue in
+//! the pool instead of failing with SQLITE_BUSY half-way) and a read-only pool for queries, which
+//! WAL lets run while the writer writes.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -7,14 +9,27 @@ use std::time::Duration;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
+use sqlx::{Sqlite, Transaction};
 
 use super::StoreError;
 
+/// Connections of the read pool; reads never wait for the writer under WAL.
+const READERS: u32 = 4;
+/// How long a connection waits for another process's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
 pub struct SqliteStore {
-    pool: SqlitePool,
+    reader: SqlitePool,
+    writer: SqlitePool,
 }
 
 impl SqliteStore {
+    /// Takes the write lock at `BEGIN`, where the busy timeout applies, instead of at the first
+    /// write, where SQLite fails at once rather than wait.
+    async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+        self.writer.begin_with("BEGIN IMMEDIATE").await
+    }
+
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         let open_error = |source| StoreError::Open {
             url: url.to_string(),
@@ -22,18 +37,31 @@ impl SqliteStore {
         };
         let options = SqliteConnectOptions::from_str(url)
             .map_err(open_error)?
-            .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(5));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
+            .busy_timeout(BUSY_TIMEOUT);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone().create_if_missing(true))
             .await
             .map_err(open_error)?;
-        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        Ok(Self { pool })
+        sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
+        // An in-memory database exists once per connection: it can only be served by the writer.
+        let reader = if is_in_memory(url) {
+            writer.clone()
+        } else {
+            SqlitePoolOptions::new()
+                .max_connections(READERS)
+                .connect_with(options.read_only(true))
+                .await
+                .map_err(open_error)?
+        };
+        Ok(Self { reader, writer })
     }
 }
 
-super::sql::shared_store_impl!(SqliteStore);
+fn is_in_memory(url: &str) -> bool {
+    url.contains(":memory:") || url.contains("mode=memory")
+}
+
+super::sql::shared_store_impl!(SqliteStore, sqlx::Sqlite);

@@ -35,6 +35,10 @@ pub struct Metrics {
     /// Slots of each tool queue held now.
     pub queue_in_use: IntGaugeVec,
     pub queue_wait_duration_ms: HistogramVec,
+    /// Run events not stored, by `reason` (`queue_full`, `store_error`, `closed`).
+    pub run_events_dropped_total: IntCounterVec,
+    /// Runs answered from the response cache, by agent.
+    pub cache_hits_total: IntCounterVec,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +148,16 @@ impl Metrics {
                 llm,
             )?,
             agent: AgentMetrics::register(&registry)?,
+            run_events_dropped_total: counter(
+                "agentd_run_events_dropped_total",
+                "Run events that were not stored for replay, by reason.",
+                &["reason"],
+            )?,
+            cache_hits_total: counter(
+                "agentd_cache_hits_total",
+                "Runs answered from the response cache, by agent.",
+                &["agent"],
+            )?,
             registry,
         })
     }

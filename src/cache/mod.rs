@@ -1,0 +1,228 @@
+//! The response cache (reference §7.1, seeds/002 §8): a successful run's `AgentResult`, kept for
+//! the agent's `cache` TTL and returned for an identical request without calling any LLM.
+//!
+//! This module owns the key (what makes two requests identical), what may be cached, what a hit
+//! looks like, and the two backends: a table in the store (default) and Redis (`cache.backend:
+//! "redis"`, for several servers). It never runs sessions; the runtime asks it before the first
+//! LLM turn and tells it the result after. A cache failure never fails a run: callers log it and
+//! carry on without the cache.
+
+mod redis;
+mod store_backend;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeDelta, Utc};
+use secrecy::ExposeSecret;
+use sha2::{Digest, Sha256};
+
+use crate::agent::events::{RunStarted, TextDelta};
+use crate::agent::result::UsageTotals;
+use crate::agent::{AgentEvent, AgentResult, ExitReason, ReportStatus, SessionRequest};
+use crate::config::cache::{CacheBackend, CacheConfig};
+use crate::store::{CacheStore, StoreError};
+
+pub use self::redis::RedisCache;
+pub use store_backend::StoreCache;
+
+/// The longest TTL honoured; longer ones are cut to this (the stores need a finite expiry).
+const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("cache.backend is \"redis\" but cache.redis.url is not set")]
+    NoRedisUrl,
+    #[error("cache.redis.url: cannot use {url}: {source}")]
+    RedisConnect {
+        url: String,
+        source: ::redis::RedisError,
+    },
+    #[error("response cache (redis): {0}")]
+    Redis(#[from] ::redis::RedisError),
+    #[error("response cache (store): {0}")]
+    Store(#[from] StoreError),
+    #[error("response cache entry is not a valid result: {0}")]
+    Decode(#[from] serde_json::Error),
+}
+
+impl CacheError {
+    /// True when the configuration is at fault (exit 4), not a service (exit 3).
+    pub fn is_config(&self) -> bool {
+        matches!(self, Self::NoRedisUrl)
+    }
+}
+
+/// The sha256 (hex) identifying one cacheable request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CacheKey(String);
+
+impl CacheKey {
+    /// Hashes everything that changes the answer: the agent's hash (prompt, frontmatter, models),
+    /// the user prompt, the output format and schema, plus the earlier messages and sampling
+    /// overrides (the same prompt in another conversation is another question) and, for
+    /// `userScoped` agents, the user (their tools see only that user's data).
+    pub fn for_request(request: &SessionRequest, user_id: Option<&str>) -> Self {
+        let agent = &request.agent;
+        let format = request.format.as_deref().unwrap_or(&agent.output_format);
+        let schema = request.schema.as_ref().or(agent.output_schema.as_ref());
+        let overrides = &request.overrides;
+        let mut hasher = Sha256::new();
+        let mut field = |bytes: &[u8]| {
+            hasher.update((bytes.len() as u64).to_le_bytes());
+            hasher.update(bytes);
+        };
+        field(agent.hash.as_bytes());
+        field(request.prompt.as_bytes());
+        field(format.as_bytes());
+        field(
+            schema
+                .map(ToString::to_string)
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+        field(
+            serde_json::to_string(&request.history)
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+        field(
+            format!(
+                "{:?}/{:?}/{:?}",
+                overrides.temperature, overrides.top_p, overrides.max_output_tokens
+            )
+            .as_bytes(),
+        );
+        field(
+            user_id
+                .filter(|_| agent.user_scoped)
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+        let digest = hasher.finalize();
+        Self(digest.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A result found in the cache and when it was stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedResult {
+    pub result: AgentResult,
+    pub stored_at: DateTime<Utc>,
+}
+
+/// Where cached results live. `now` is passed in so expiry is decided the same way everywhere.
+#[async_trait]
+pub trait ResponseCache: Send + Sync {
+    /// The live result under `key`, marked as used; expired entries are removed and absent.
+    async fn get(
+        &self,
+        key: &CacheKey,
+        now: DateTime<Utc>,
+    ) -> Result<Option<CachedResult>, CacheError>;
+    /// Stores `agent`'s `result` until `now + ttl`, evicting least recently used entries past
+    /// the limit.
+    async fn put(
+        &self,
+        key: &CacheKey,
+        agent: &str,
+        result: &AgentResult,
+        ttl: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<(), CacheError>;
+}
+
+/// Checks what serde cannot: the Redis backend needs `cache.redis.url`.
+pub fn check_config(config: &CacheConfig) -> Result<(), CacheError> {
+    match (config.backend, &config.redis) {
+        (CacheBackend::Redis, None) => Err(CacheError::NoRedisUrl),
+        _ => Ok(()),
+    }
+}
+
+/// Opens the configured backend (connecting to Redis if that is the one).
+pub async fn open(
+    config: &CacheConfig,
+    store: Arc<dyn CacheStore>,
+) -> Result<Arc<dyn ResponseCache>, CacheError> {
+    let max_entries = config.max_entries.get();
+    match config.backend {
+        CacheBackend::Store => Ok(Arc::new(StoreCache::new(store, max_entries))),
+        CacheBackend::Redis => {
+            let redis = config.redis.as_ref().ok_or(CacheError::NoRedisUrl)?;
+            let cache =
+                RedisCache::connect(redis.url.expose_secret(), &redis.key_prefix, max_entries)
+                    .await?;
+            Ok(Arc::new(cache))
+        }
+    }
+}
+
+/// Only real answers are cached: a successful run whose report is a success with content.
+/// Failures, empty answers and answers that came from the cache themselves are not.
+pub fn is_cacheable(result: &AgentResult) -> bool {
+    result.success
+        && matches!(
+            result.exit_reason,
+            ExitReason::FinalAnswer | ExitReason::TextFallback
+        )
+        && result
+            .final_report
+            .as_ref()
+            .is_some_and(|r| r.status == ReportStatus::Success)
+        && !result.answer_text().trim().is_empty()
+}
+
+/// `now + ttl`, with absurd TTLs cut to [`MAX_TTL`].
+pub fn expiry(now: DateTime<Utc>, ttl: Duration) -> DateTime<Utc> {
+    let ttl = TimeDelta::from_std(ttl.min(MAX_TTL)).unwrap_or(TimeDelta::zero());
+    now.checked_add_signed(ttl).unwrap_or(now)
+}
+
+/// The result of a run answered from the cache: the stored answer and conversation under this
+/// run's id, with exit reason `cached` and no usage, cost or accounting (no LLM was called).
+pub fn cached_run_result(
+    hit: CachedResult,
+    request: &SessionRequest,
+    duration_ms: u64,
+) -> AgentResult {
+    AgentResult {
+        run_id: request.run_id.clone(),
+        exit_reason: ExitReason::Cached,
+        accounting: Vec::new(),
+        usage: UsageTotals::default(),
+        cost_usd: 0.0,
+        turns: 0,
+        duration_ms,
+        ..hit.result
+    }
+}
+
+/// The events a cached run emits, as a live run would: `run.started`, the answer as one
+/// `output`, `final_report`, `run.finished`.
+pub fn cached_run_events(result: &AgentResult, request: &SessionRequest) -> Vec<AgentEvent> {
+    let mut events = vec![AgentEvent::RunStarted(RunStarted {
+        run_id: request.run_id.clone(),
+        agent: request.agent.name.clone(),
+        conversation_id: request.conversation_id.clone(),
+        created_at: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    })];
+    let text = result.answer_text();
+    if !text.is_empty() {
+        events.push(AgentEvent::Output(TextDelta { text }));
+    }
+    if let Some(report) = &result.final_report {
+        events.push(AgentEvent::FinalReport(report.clone()));
+    }
+    events.push(AgentEvent::RunFinished(result.summary()));
+    events
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

@@ -1,0 +1,170 @@
+//! The response cache in Redis, for deployments with several servers.
+//!
+//! Keys (all under the configured prefix): `e:<key>` holds `{"stored_at", "result"}` with a
+//! Redis expiry equal to the TTL; the sorted set `lru` scores entries by last use and `exp` by
+//! expiry time. Each read and write is one Lua script, so concurrent servers cannot interleave
+//! half-done updates; expiry is judged against the caller's clock (like the store backend) and
+//! the Redis expiry only collects what nobody reads again. Not for Redis Cluster: eviction
+//! deletes keys it computes inside the script.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use redis::Script;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use serde::{Deserialize, Serialize};
+
+use super::{CacheError, CacheKey, CachedResult, ResponseCache, expiry};
+use crate::agent::AgentResult;
+use crate::store::redact_password;
+
+/// A Redis that does not answer within this fails the cache call (the run goes on without it).
+const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// KEYS: entry, lru index, expiry index. ARGV: now (ms). Returns the value, or nil when absent or
+/// expired (removing it); a hit is marked used.
+const GET_SCRIPT: &str = r"
+local value = redis.call('GET', KEYS[1])
+local expires = redis.call('ZSCORE', KEYS[3], KEYS[1])
+if (not value) or (not expires) or tonumber(expires) <= tonumber(ARGV[1]) then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[2], KEYS[1])
+  redis.call('ZREM', KEYS[3], KEYS[1])
+  return false
+end
+redis.call('ZADD', KEYS[2], ARGV[1], KEYS[1])
+return value
+";
+
+/// KEYS: entry, lru index, expiry index. ARGV: value, now (ms), expires at (ms), TTL (ms), most
+/// entries. Removes expired entries, stores this one, then evicts the least recently used.
+const PUT_SCRIPT: &str = r"
+local now = tonumber(ARGV[2])
+local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
+for _, key in ipairs(expired) do
+  redis.call('DEL', key)
+  redis.call('ZREM', KEYS[2], key)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
+redis.call('ZADD', KEYS[2], now, KEYS[1])
+redis.call('ZADD', KEYS[3], ARGV[3], KEYS[1])
+local excess = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
+if excess > 0 then
+  local victims = redis.call('ZRANGE', KEYS[2], 0, excess - 1)
+  for _, key in ipairs(victims) do
+    redis.call('DEL', key)
+    redis.call('ZREM', KEYS[3], key)
+  end
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, excess - 1)
+end
+return 0
+";
+
+#[derive(Serialize, Deserialize)]
+struct StoredValue {
+    /// Unix milliseconds.
+    stored_at: i64,
+    result: AgentResult,
+}
+
+pub struct RedisCache {
+    connection: ConnectionManager,
+    prefix: String,
+    max_entries: u64,
+    get_script: Script,
+    put_script: Script,
+}
+
+impl RedisCache {
+    /// Connects (and keeps reconnecting) to `url`; every key starts with `prefix`.
+    pub async fn connect(url: &str, prefix: &str, max_entries: u64) -> Result<Self, CacheError> {
+        let connect_error = |source| CacheError::RedisConnect {
+            url: redact_password(url),
+            source,
+        };
+        let client = redis::Client::open(url).map_err(connect_error)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(REDIS_TIMEOUT))
+            .set_response_timeout(Some(REDIS_TIMEOUT));
+        let connection = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(connect_error)?;
+        Ok(Self {
+            connection,
+            prefix: prefix.to_string(),
+            max_entries,
+            get_script: Script::new(GET_SCRIPT),
+            put_script: Script::new(PUT_SCRIPT),
+        })
+    }
+
+    fn keys(&self, key: &CacheKey) -> [String; 3] {
+        [
+            format!("{}e:{}", self.prefix, key.as_str()),
+            format!("{}lru", self.prefix),
+            format!("{}exp", self.prefix),
+        ]
+    }
+}
+
+#[async_trait]
+impl ResponseCache for RedisCache {
+    async fn get(
+        &self,
+        key: &CacheKey,
+        now: DateTime<Utc>,
+    ) -> Result<Option<CachedResult>, CacheError> {
+        let [entry, lru, exp] = self.keys(key);
+        let mut connection = self.connection.clone();
+        let value: Option<String> = self
+            .get_script
+            .key(entry)
+            .key(lru)
+            .key(exp)
+            .arg(now.timestamp_millis())
+            .invoke_async(&mut connection)
+            .await?;
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        let stored: StoredValue = serde_json::from_str(&value)?;
+        Ok(Some(CachedResult {
+            result: stored.result,
+            stored_at: DateTime::from_timestamp_millis(stored.stored_at).unwrap_or_default(),
+        }))
+    }
+
+    async fn put(
+        &self,
+        key: &CacheKey,
+        _agent: &str,
+        result: &AgentResult,
+        ttl: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<(), CacheError> {
+        let [entry, lru, exp] = self.keys(key);
+        let expires_at = expiry(now, ttl);
+        let ttl_ms = (expires_at - now).num_milliseconds().max(1);
+        let value = serde_json::to_string(&StoredValue {
+            stored_at: now.timestamp_millis(),
+            result: result.clone(),
+        })?;
+        let mut connection = self.connection.clone();
+        let _: i64 = self
+            .put_script
+            .key(entry)
+            .key(lru)
+            .key(exp)
+            .arg(value)
+            .arg(now.timestamp_millis())
+            .arg(expires_at.timestamp_millis())
+            .arg(ttl_ms)
+            .arg(self.max_entries)
+            .invoke_async(&mut connection)
+            .await?;
+        Ok(())
+    }
+}

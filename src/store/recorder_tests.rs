@@ -1,0 +1,209 @@
+use std::sync::atomic::AtomicU32;
+
+use async_trait::async_trait;
+use prometheus::Opts;
+use tokio::sync::{Notify, Semaphore};
+
+use super::*;
+use crate::store::{RunEventRecord, StoreError};
+
+/// A store that records the batches it is given, optionally blocking or failing first.
+#[derive(Default)]
+struct FakeEvents {
+    batches: Mutex<Vec<Vec<i64>>>,
+    /// When set, every write waits for a permit.
+    gate: Option<Arc<Semaphore>>,
+    entered: Notify,
+    failures_left: AtomicU32,
+}
+
+#[async_trait]
+impl RunEventStore for FakeEvents {
+    async fn append_run_events(&self, events: &[NewRunEvent]) -> Result<(), StoreError> {
+        self.entered.notify_one();
+        if let Some(gate) = &self.gate {
+            gate.acquire().await.expect("gate open").forget();
+        }
+        if self
+            .failures_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(StoreError::Query(sqlx::Error::PoolTimedOut));
+        }
+        self.batches
+            .lock()
+            .expect("lock")
+            .push(events.iter().map(|e| e.seq).collect());
+        Ok(())
+    }
+
+    async fn list_run_events(
+        &self,
+        _: &str,
+        _: i64,
+        _: u32,
+    ) -> Result<Vec<RunEventRecord>, StoreError> {
+        Ok(Vec::new())
+    }
+}
+
+impl FakeEvents {
+    fn batch_sizes(&self) -> Vec<usize> {
+        self.batches
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(Vec::len)
+            .collect()
+    }
+    fn seqs(&self) -> Vec<i64> {
+        self.batches.lock().expect("lock").concat()
+    }
+}
+
+fn counter() -> IntCounterVec {
+    IntCounterVec::new(Opts::new("dropped", "dropped"), &["reason"]).expect("counter")
+}
+
+fn event(seq: i64) -> NewRunEvent {
+    NewRunEvent {
+        run_id: "run".into(),
+        seq,
+        event_type: "output".into(),
+        data: serde_json::json!({"text": "x"}),
+        ts: chrono::Utc::now(),
+    }
+}
+
+fn settings(
+    queue_capacity: usize,
+    batch_size: usize,
+    flush_interval: Duration,
+) -> RecorderSettings {
+    RecorderSettings {
+        queue_capacity,
+        batch_size,
+        flush_interval,
+        write_attempts: 3,
+        retry_backoff: Duration::from_millis(100),
+    }
+}
+
+async fn wait_for(what: &str, condition: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn full_batches_are_written_at_once_and_flush_writes_the_rest() {
+    let store = Arc::new(FakeEvents::default());
+    let recorder = RunEventRecorder::start(
+        store.clone(),
+        settings(100, 3, Duration::from_secs(3600)),
+        counter(),
+    );
+    for seq in 1..=7 {
+        recorder.record(event(seq));
+    }
+    wait_for("two full batches", || store.batch_sizes().len() == 2).await;
+    assert_eq!(
+        store.batch_sizes(),
+        vec![3, 3],
+        "the 7th waits for its batch"
+    );
+    recorder.flush().await;
+    assert_eq!(store.batch_sizes(), vec![3, 3, 1]);
+    assert_eq!(store.seqs(), (1..=7).collect::<Vec<_>>(), "order is kept");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_partial_batch_is_written_after_the_flush_interval() {
+    let store = Arc::new(FakeEvents::default());
+    let recorder = RunEventRecorder::start(
+        store.clone(),
+        settings(100, 100, Duration::from_millis(50)),
+        counter(),
+    );
+    recorder.record(event(1));
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    assert!(
+        store.batch_sizes().is_empty(),
+        "written before the interval"
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(store.batch_sizes(), vec![1]);
+}
+
+#[tokio::test]
+async fn a_full_queue_drops_and_counts_without_waiting() {
+    let gate = Arc::new(Semaphore::new(0));
+    let store = Arc::new(FakeEvents {
+        gate: Some(gate.clone()),
+        ..FakeEvents::default()
+    });
+    let dropped = counter();
+    let recorder = RunEventRecorder::start(
+        store.clone(),
+        settings(4, 1, Duration::from_secs(3600)),
+        dropped.clone(),
+    );
+    recorder.record(event(1));
+    // The writer now holds event 1 and waits on the store: the queue is empty, capacity 4.
+    store.entered.notified().await;
+    let started = std::time::Instant::now();
+    for seq in 2..=8 {
+        recorder.record(event(seq));
+    }
+    assert!(started.elapsed() < Duration::from_secs(1), "record waited");
+    assert_eq!(dropped.with_label_values(&["queue_full"]).get(), 3);
+    gate.add_permits(100);
+    recorder.flush().await;
+    assert_eq!(store.seqs(), vec![1, 2, 3, 4, 5], "queued events are kept");
+}
+
+#[tokio::test]
+async fn close_writes_everything_queued_and_later_events_count_as_closed() {
+    let store = Arc::new(FakeEvents::default());
+    let dropped = counter();
+    let recorder = RunEventRecorder::start(
+        store.clone(),
+        settings(1000, 1000, Duration::from_secs(3600)),
+        dropped.clone(),
+    );
+    for seq in 1..=10 {
+        recorder.record(event(seq));
+    }
+    recorder.close().await;
+    assert_eq!(store.seqs(), (1..=10).collect::<Vec<_>>());
+    recorder.record(event(11));
+    assert_eq!(dropped.with_label_values(&["closed"]).get(), 1);
+    recorder.flush().await; // returns at once on a closed recorder
+}
+
+#[tokio::test(start_paused = true)]
+async fn store_errors_are_retried_then_the_batch_is_dropped_and_counted() {
+    let store = Arc::new(FakeEvents {
+        failures_left: AtomicU32::new(2),
+        ..FakeEvents::default()
+    });
+    let dropped = counter();
+    let recorder = RunEventRecorder::start(
+        store.clone(),
+        settings(100, 2, Duration::from_secs(3600)),
+        dropped.clone(),
+    );
+    recorder.record(event(1));
+    recorder.record(event(2));
+    recorder.flush().await;
+    assert_eq!(store.seqs(), vec![1, 2], "the third try succeeds");
+    store.failures_left.store(3, Ordering::SeqCst);
+    recorder.record(event(3));
+    recorder.record(event(4));
+    recorder.flush().await;
+    assert_eq!(store.seqs(), vec![1, 2], "three failures drop the batch");
+    assert_eq!(dropped.with_label_values(&["store_error"]).get(), 2);
+}

@@ -1,0 +1,37 @@
+//! Run events as stored (SPEC §4.2): every event a run emitted, numbered 1, 2, 3… per run, so a
+//! client can replay a stream and resume it after the `Last-Event-ID` it saw.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::StoreError;
+
+/// An event to append; `seq` is assigned by the runtime in emission order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRunEvent {
+    pub run_id: String,
+    pub seq: i64,
+    /// The SSE `event:` name (`run.started`, `output`, …).
+    pub event_type: String,
+    pub data: Value,
+    pub ts: DateTime<Utc>,
+}
+
+/// A stored event; the same fields as it was appended with.
+pub type RunEventRecord = NewRunEvent;
+
+#[async_trait]
+pub trait RunEventStore: Send + Sync {
+    /// Appends a batch in one transaction. Re-appending an existing `(run_id, seq)` is a no-op,
+    /// so a batch retried after an unclear failure is not duplicated.
+    async fn append_run_events(&self, events: &[NewRunEvent]) -> Result<(), StoreError>;
+    /// The run's events with seq greater than `after_seq`, in seq order, `limit` (1..=1000) at a
+    /// time.
+    async fn list_run_events(
+        &self,
+        run_id: &str,
+        after_seq: i64,
+        limit: u32,
+    ) -> Result<Vec<RunEventRecord>, StoreError>;
+}

@@ -1,0 +1,200 @@
+//! Statements and rows of `runs` and `run_accounting`.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+
+use crate::store::{AccountingRecord, RunRecord};
+
+pub const INSERT_RUN: &str = "INSERT INTO runs (id, agent, user_id, conversation_id, status, created_at) \
+     VALUES ($1, $2, $3, $4, 'running', $5)";
+
+pub const FINISH_RUN: &str = "UPDATE runs SET status = $2, exit_reason = $3, success = $4, error = $5, final_report = $6, \
+     input_tokens = $7, output_tokens = $8, cached_tokens = $9, cost_usd = $10, turns = $11, finished_at = $12, \
+     duration_ms = $13, total_tokens = $14, result = $15 WHERE id = $1";
+
+pub const SELECT_RUN: &str = "SELECT id, agent, user_id, conversation_id, status, exit_reason, success, error, final_report, \
+     input_tokens, output_tokens, cached_tokens, total_tokens, cost_usd, turns, created_at, finished_at, duration_ms, result \
+     FROM runs WHERE id = $1";
+
+/// Followed by the VALUES rows; a repeated `(run_id, idx)` is skipped so a retry cannot duplicate.
+pub const INSERT_ACCOUNTING: &str =
+    "INSERT INTO run_accounting (run_id, idx, type, provider, model, tool, status, ts, entry) ";
+pub const INSERT_ACCOUNTING_END: &str = " ON CONFLICT (run_id, idx) DO NOTHING";
+
+pub const SELECT_ACCOUNTING: &str = "SELECT type, provider, model, tool, status, ts, entry \
+     FROM run_accounting WHERE run_id = $1 ORDER BY idx";
+
+#[derive(sqlx::FromRow)]
+pub struct RunRow {
+    id: String,
+    agent: String,
+    user_id: Option<String>,
+    conversation_id: Option<String>,
+    status: String,
+    exit_reason: Option<String>,
+    success: Option<bool>,
+    error: Option<String>,
+    final_report: Option<Json<Value>>,
+    input_tokens: i64,
+    output_tokens: i64,
+    cached_tokens: i64,
+    total_tokens: i64,
+    cost_usd: f64,
+    turns: i64,
+    created_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+    duration_ms: Option<i64>,
+    result: Option<Json<Value>>,
+}
+
+impl From<RunRow> for RunRecord {
+    fn from(row: RunRow) -> Self {
+        Self {
+            id: row.id,
+            agent: row.agent,
+            user_id: row.user_id,
+            conversation_id: row.conversation_id,
+            status: row.status,
+            exit_reason: row.exit_reason,
+            success: row.success,
+            error: row.error,
+            final_report: row.final_report.map(|j| j.0),
+            input_tokens: row.input_tokens,
+            output_tokens: row.output_tokens,
+            cached_tokens: row.cached_tokens,
+            total_tokens: row.total_tokens,
+            cost_usd: row.cost_usd,
+            turns: row.turns,
+            created_at: row.created_at,
+            finished_at: row.finished_at,
+            duration_ms: row.duration_ms,
+            result: row.result.map(|j| j.0),
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub struct AccountingRow {
+    #[sqlx(rename = "type")]
+    entry_type: String,
+    provider: Option<String>,
+    model: Option<String>,
+    tool: Option<String>,
+    status: String,
+    ts: DateTime<Utc>,
+    entry: Json<Value>,
+}
+
+impl From<AccountingRow> for AccountingRecord {
+    fn from(row: AccountingRow) -> Self {
+        Self {
+            entry_type: row.entry_type,
+            provider: row.provider,
+            model: row.model,
+            tool: row.tool,
+            status: row.status,
+            ts: row.ts,
+            entry: row.entry.0,
+        }
+    }
+}
+
+/// Implements [`RunStore`](crate::store::RunStore) for a backend.
+macro_rules! impl_run_store {
+    ($store:ty, $db:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::RunStore for $store {
+            async fn insert_run(
+                &self,
+                run: &$crate::store::NewRun,
+            ) -> Result<(), $crate::store::StoreError> {
+                use $crate::store::sql::{at, conflict_or_query, runs};
+                sqlx::query(runs::INSERT_RUN)
+                    .bind(&run.id)
+                    .bind(&run.agent)
+                    .bind(&run.user_id)
+                    .bind(&run.conversation_id)
+                    .bind(at(run.created_at))
+                    .execute(&self.writer)
+                    .await
+                    .map_err(|e| conflict_or_query(e, "run", &run.id))?;
+                Ok(())
+            }
+
+            async fn finish_run(
+                &self,
+                run_id: &str,
+                outcome: &$crate::store::RunOutcome,
+            ) -> Result<(), $crate::store::StoreError> {
+                use $crate::store::sql::{ROWS_PER_INSERT, at, runs};
+                let mut tx = self.begin_write().await?;
+                sqlx::query(runs::FINISH_RUN)
+                    .bind(run_id)
+                    .bind(outcome.status)
+                    .bind(outcome.exit_reason)
+                    .bind(outcome.success)
+                    .bind(&outcome.error)
+                    .bind(outcome.final_report.as_ref().map(sqlx::types::Json))
+                    .bind(outcome.input_tokens)
+                    .bind(outcome.output_tokens)
+                    .bind(outcome.cached_tokens)
+                    .bind(outcome.cost_usd)
+                    .bind(outcome.turns)
+                    .bind(at(outcome.finished_at))
+                    .bind(outcome.duration_ms)
+                    .bind(outcome.total_tokens)
+                    .bind(outcome.result.as_ref().map(sqlx::types::Json))
+                    .execute(&mut *tx)
+                    .await?;
+                let numbered: Vec<(i64, &$crate::store::AccountingRecord)> =
+                    (0_i64..).zip(outcome.accounting.iter()).collect();
+                for chunk in numbered.chunks(ROWS_PER_INSERT) {
+                    let mut insert = sqlx::QueryBuilder::<$db>::new(runs::INSERT_ACCOUNTING);
+                    insert.push_values(chunk, |mut row, (idx, entry)| {
+                        row.push_bind(run_id)
+                            .push_bind(*idx)
+                            .push_bind(&entry.entry_type)
+                            .push_bind(&entry.provider)
+                            .push_bind(&entry.model)
+                            .push_bind(&entry.tool)
+                            .push_bind(&entry.status)
+                            .push_bind(at(entry.ts))
+                            .push_bind(sqlx::types::Json(&entry.entry));
+                    });
+                    insert.push(runs::INSERT_ACCOUNTING_END);
+                    insert.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn get_run(
+                &self,
+                run_id: &str,
+            ) -> Result<Option<$crate::store::RunRecord>, $crate::store::StoreError> {
+                let row = sqlx::query_as::<_, $crate::store::sql::runs::RunRow>(
+                    $crate::store::sql::runs::SELECT_RUN,
+                )
+                .bind(run_id)
+                .fetch_optional(&self.reader)
+                .await?;
+                Ok(row.map(Into::into))
+            }
+
+            async fn list_accounting(
+                &self,
+                run_id: &str,
+            ) -> Result<Vec<$crate::store::AccountingRecord>, $crate::store::StoreError> {
+                let rows = sqlx::query_as::<_, $crate::store::sql::runs::AccountingRow>(
+                    $crate::store::sql::runs::SELECT_ACCOUNTING,
+                )
+                .bind(run_id)
+                .fetch_all(&self.reader)
+                .await?;
+                Ok(rows.into_iter().map(Into::into).collect())
+            }
+        }
+    };
+}
+pub(crate) use impl_run_store;

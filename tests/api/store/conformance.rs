@@ -1,0 +1,331 @@
+//! The checks every store backend must pass identically.
+
+use std::sync::Arc;
+
+use agentd::store::{
+    AccountingRecord, NewConversation, NewMessage, NewRun, NewRunEvent, RunOutcome, Store,
+    StoreError,
+};
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::Backend;
+use super::cache_conformance;
+pub use super::conversation_checks::{
+    concurrent_appenders_get_unique_ordered_seqs,
+    conversations_are_listed_newest_first_page_by_page, messages_keep_their_order_and_fields,
+    no_query_returns_another_users_rows,
+};
+
+/// A fixed instant with microseconds, plus `seconds`.
+pub fn at(seconds: i64) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-11-21T10:00:00.123456Z")
+        .expect("time")
+        .with_timezone(&Utc)
+        + chrono::Duration::seconds(seconds)
+}
+
+pub fn conversation(id: &str, user: &str, created: i64) -> NewConversation {
+    NewConversation {
+        id: id.into(),
+        user_id: user.into(),
+        agent: "chat".into(),
+        title: Some(format!("about {id}")),
+        created_at: at(created),
+    }
+}
+
+pub fn message(role: &str, content: &str, seconds: i64) -> NewMessage {
+    NewMessage {
+        role: role.into(),
+        content: Some(content.into()),
+        tool_calls: None,
+        tool_call_id: None,
+        reasoning: None,
+        created_at: at(seconds),
+    }
+}
+
+fn event(run_id: &str, seq: i64) -> NewRunEvent {
+    NewRunEvent {
+        run_id: run_id.into(),
+        seq,
+        event_type: if seq == 1 { "run.started" } else { "output" }.into(),
+        data: json!({"text": format!("chunk {seq} ✓"), "n": seq}),
+        ts: at(seq),
+    }
+}
+
+fn new_run(id: &str, user: Option<&str>) -> NewRun {
+    NewRun {
+        id: id.into(),
+        agent: "chat".into(),
+        user_id: user.map(Into::into),
+        conversation_id: Some("c-1".into()),
+        created_at: at(0),
+    }
+}
+
+fn outcome() -> RunOutcome {
+    RunOutcome {
+        status: "completed",
+        exit_reason: "final_answer",
+        success: true,
+        error: None,
+        final_report: Some(
+            json!({"status": "success", "format": "markdown", "content": "hi ✓", "ts": 1}),
+        ),
+        input_tokens: 10,
+        output_tokens: 5,
+        cached_tokens: 2,
+        total_tokens: 17,
+        cost_usd: 0.0125,
+        turns: 1,
+        finished_at: at(1) + chrono::Duration::milliseconds(500),
+        duration_ms: 1500,
+        result: Some(json!({"run_id": "r", "exit_reason": "final_answer"})),
+        accounting: vec![
+            AccountingRecord {
+                entry_type: "llm".into(),
+                provider: Some("llm".into()),
+                model: Some("m1".into()),
+                tool: None,
+                status: "failed".into(),
+                ts: at(1),
+                entry: json!({"type": "llm", "status": "failed", "error": "HTTP 500"}),
+            },
+            AccountingRecord {
+                entry_type: "tool".into(),
+                provider: Some("time".into()),
+                model: None,
+                tool: Some("now".into()),
+                status: "ok".into(),
+                ts: at(2),
+                entry: json!({"type": "tool", "mcpServer": "time", "command": "now"}),
+            },
+        ],
+    }
+}
+
+pub async fn runs_are_recorded_with_their_outcome_and_accounting(backend: &Backend) {
+    let store = backend.open().await;
+    store.ping().await.expect("ping");
+    store
+        .insert_run(&new_run("r-1", Some("alice")))
+        .await
+        .expect("insert");
+    let started = store.get_run("r-1").await.expect("get").expect("exists");
+    assert_eq!(started.status, "running");
+    assert_eq!(started.user_id.as_deref(), Some("alice"));
+    assert_eq!(started.created_at, at(0));
+    assert_eq!((started.success, started.result.as_ref()), (None, None));
+    assert!(matches!(
+        store.insert_run(&new_run("r-1", None)).await,
+        Err(StoreError::Conflict { what: "run", .. })
+    ));
+
+    let outcome = outcome();
+    store.finish_run("r-1", &outcome).await.expect("finish");
+    let finished = store.get_run("r-1").await.expect("get").expect("exists");
+    assert_eq!(finished.status, "completed");
+    assert_eq!(finished.exit_reason.as_deref(), Some("final_answer"));
+    assert_eq!(finished.success, Some(true));
+    assert_eq!(finished.final_report, outcome.final_report);
+    assert_eq!(finished.result, outcome.result);
+    let tokens = (
+        finished.input_tokens,
+        finished.output_tokens,
+        finished.cached_tokens,
+        finished.total_tokens,
+    );
+    assert_eq!(tokens, (10, 5, 2, 17));
+    assert!((finished.cost_usd - 0.0125).abs() < 1e-12);
+    assert_eq!(finished.duration_ms, Some(1500));
+    assert_eq!(finished.finished_at, Some(outcome.finished_at));
+    assert_eq!(
+        store.list_accounting("r-1").await.expect("list"),
+        outcome.accounting
+    );
+    assert!(store.list_accounting("r-2").await.expect("list").is_empty());
+    assert!(store.get_run("no-such-run").await.expect("get").is_none());
+}
+
+pub async fn run_events_are_listed_in_seq_order_after_a_seq(backend: &Backend) {
+    let store = backend.open().await;
+    // More rows than one INSERT statement carries.
+    let events: Vec<_> = (1..=1200).map(|seq| event("run-a", seq)).collect();
+    store.append_run_events(&events).await.expect("append");
+    store
+        .append_run_events(&[event("run-b", 1)])
+        .await
+        .expect("append");
+    store
+        .append_run_events(&events[..10])
+        .await
+        .expect("re-appending is a no-op");
+    store
+        .append_run_events(&[])
+        .await
+        .expect("nothing to append");
+
+    let first = store.list_run_events("run-a", 0, 1000).await.expect("list");
+    assert_eq!(first.len(), 1000);
+    assert_eq!(first[0], events[0], "fields round-trip");
+    let rest = store
+        .list_run_events("run-a", 1000, 1000)
+        .await
+        .expect("list");
+    assert_eq!(
+        rest.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1001..=1200).collect::<Vec<_>>()
+    );
+    let resumed = store
+        .list_run_events("run-a", 1197, 10)
+        .await
+        .expect("list");
+    assert_eq!(
+        resumed.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1198, 1199, 1200]
+    );
+    assert_eq!(
+        store
+            .list_run_events("run-b", 0, 10)
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .list_run_events("run-c", 0, 10)
+            .await
+            .expect("list")
+            .is_empty()
+    );
+}
+
+pub async fn concurrent_sessions_append_events_without_losing_any(backend: &Backend) {
+    let store = backend.open().await;
+    let tasks: Vec<_> = (0..50)
+        .map(|task| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let run = format!("run-{task}");
+                for batch in 0..4 {
+                    let events: Vec<_> = (1..=5).map(|n| event(&run, batch * 5 + n)).collect();
+                    store.append_run_events(&events).await?;
+                }
+                Ok::<_, StoreError>(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task").expect("append");
+    }
+    for task in 0..50 {
+        let events = store
+            .list_run_events(&format!("run-{task}"), 0, 100)
+            .await
+            .expect("list");
+        assert_eq!(
+            events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            (1..=20).collect::<Vec<_>>(),
+            "run-{task}"
+        );
+    }
+}
+
+pub async fn data_survives_close_and_reopen(backend: &Backend) {
+    let store = backend.open().await;
+    store
+        .insert_run(&new_run("kept", Some("alice")))
+        .await
+        .expect("run");
+    store.finish_run("kept", &outcome()).await.expect("finish");
+    store
+        .create_conversation(&conversation("c", "alice", 0))
+        .await
+        .expect("create");
+    store
+        .append_messages("alice", "c", &[message("user", "remember me", 1)])
+        .await
+        .expect("append");
+    store
+        .append_run_events(&[event("kept", 1), event("kept", 2)])
+        .await
+        .expect("events");
+    store.close().await;
+    assert!(
+        store.ping().await.is_err(),
+        "a closed store refuses queries"
+    );
+
+    let reopened: Arc<dyn Store> = backend.open().await;
+    let run = reopened
+        .get_run("kept")
+        .await
+        .expect("get")
+        .expect("run kept");
+    assert_eq!(run.status, "completed");
+    assert_eq!(
+        reopened.list_accounting("kept").await.expect("list").len(),
+        2
+    );
+    let messages = reopened
+        .list_messages("alice", "c", 0, 10)
+        .await
+        .expect("list");
+    assert_eq!(messages[0].content.as_deref(), Some("remember me"));
+    assert_eq!(
+        reopened
+            .list_run_events("kept", 0, 10)
+            .await
+            .expect("list")
+            .len(),
+        2
+    );
+    // Numbering continues where it stopped.
+    let seqs = reopened
+        .append_messages("alice", "c", &[message("assistant", "I do", 2)])
+        .await
+        .expect("append");
+    assert_eq!(seqs, [2]);
+}
+
+pub async fn page_sizes_are_checked_at_and_past_the_limit(backend: &Backend) {
+    let store = backend.open().await;
+    store
+        .create_conversation(&conversation("c", "alice", 0))
+        .await
+        .expect("create");
+    let max = agentd::store::MAX_PAGE_SIZE;
+    assert!(store.list_conversations("alice", None, max).await.is_ok());
+    assert!(store.list_messages("alice", "c", 0, max).await.is_ok());
+    assert!(store.list_run_events("r", 0, max).await.is_ok());
+    for bad in [0, max + 1] {
+        let errors = [
+            store.list_conversations("alice", None, bad).await.err(),
+            store.list_messages("alice", "c", 0, bad).await.err(),
+            store.list_run_events("r", 0, bad).await.err(),
+        ];
+        for error in errors {
+            let text = error.map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                text.contains(&format!("page size {bad}")) && text.contains("1 to 1000"),
+                "{text}"
+            );
+        }
+    }
+}
+
+pub async fn cache_entries_expire_and_are_removed(backend: &Backend) {
+    let store = backend.open().await;
+    let cache = agentd::cache::StoreCache::new(store, 100);
+    cache_conformance::entries_expire_and_are_removed(&cache).await;
+}
+
+pub async fn cache_evicts_least_recently_used_past_max_entries(backend: &Backend) {
+    let store = backend.open().await;
+    let cache = agentd::cache::StoreCache::new(store, 3);
+    cache_conformance::least_recently_used_are_evicted_past_three(&cache).await;
+}
