@@ -3,6 +3,7 @@
 //! [`Runtime::spawn_run`], so runs are recorded, cached and measured the same way everywhere.
 
 mod cached;
+mod live;
 mod run_events;
 
 use std::sync::Arc;
@@ -81,6 +82,8 @@ pub struct Runtime {
     pub started_at: i64,
     /// Context windows, tokenizers and prices by provider/model.
     pub catalog: Arc<ModelCatalog>,
+    /// Runs in progress (for cancellation) and request ids (for idempotency).
+    pub live: live::LiveRuns,
 }
 
 /// A run in progress: its events, a way to cancel it, and its result when it ends.
@@ -125,6 +128,7 @@ impl Runtime {
             draining: CancellationToken::new(),
             started_at: chrono::Utc::now().timestamp(),
             catalog,
+            live: live::LiveRuns::default(),
         }))
     }
 
@@ -142,6 +146,7 @@ impl Runtime {
         let run_id = request.run_id.clone();
         let runtime = Arc::clone(self);
         let session_control = control.clone();
+        self.live.started(&run_id, control.clone());
         let span = session_span(&request);
         self.sessions.spawn(
             async move {
@@ -153,6 +158,7 @@ impl Runtime {
                 );
                 let run = runtime.run_recorded(request, user_id, sink, session_control);
                 let (result, ()) = tokio::join!(run, tee);
+                runtime.live.ended(&result.run_id);
                 let _ = result_tx.send(result);
             }
             .instrument(span),

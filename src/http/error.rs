@@ -49,6 +49,16 @@ impl ApiError {
         Self::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
 
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    /// A store failure: logged, never shown.
+    pub fn store(error: impl std::fmt::Display) -> Self {
+        tracing::error!(%error, "store failure");
+        Self::internal()
+    }
+
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
@@ -137,7 +147,7 @@ impl ApiError {
     /// The OpenAI-style error family for `type`, so SDKs map errors to their exception classes.
     fn error_type(&self) -> &'static str {
         match self.status.as_u16() {
-            400 | 404 | 413 => "invalid_request_error",
+            400 | 404 | 409 | 413 => "invalid_request_error",
             401 => "authentication_error",
             403 => "permission_error",
             429 => "rate_limit_error",

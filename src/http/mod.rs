@@ -7,6 +7,7 @@ pub mod auth;
 pub mod error;
 mod openai;
 mod ops;
+mod runs;
 mod sse;
 
 use std::future::Future;
@@ -34,6 +35,12 @@ pub fn app(runtime: Arc<Runtime>) -> Router {
         .route("/v1/models", get(openai::list_models))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/agents", get(runs::list_agents))
+        .route("/v1/agents/{agent}", get(runs::get_agent))
+        .route("/v1/agents/{agent}/runs", post(runs::create_run))
+        .route("/v1/runs/{run_id}", get(runs::get_run))
+        .route("/v1/runs/{run_id}/events", get(runs::run_events))
+        .route("/v1/runs/{run_id}/cancel", post(runs::cancel_run))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(keys, auth::authenticate))

@@ -15,6 +15,7 @@ mod metrics_scrape;
 mod operations;
 mod providers;
 mod rest_tools;
+mod runs;
 mod session;
 mod shutdown;
 mod store;

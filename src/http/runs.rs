@@ -1,0 +1,409 @@
+//! Agent runs (SPEC §4): `GET /v1/agents[/{agent}]`, `POST /v1/agents/{agent}/runs` (the
+//! AgentResult as JSON, or the run's events as SSE with `id: seq`), `GET /v1/runs/{id}`,
+//! `GET /v1/runs/{id}/events` (stored events replayed from after `Last-Event-ID`, then followed
+//! until `run.finished`), and `POST /v1/runs/{id}/cancel` (`stop` or `abort`).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::auth::Caller;
+use super::error::{ApiError, ApiJson};
+use super::sse::sse_response;
+use crate::agent::{AgentEvent, SamplingOverrides, SessionRequest};
+use crate::config::{AgentSpec, OnDisconnect};
+use crate::llm::ChatMessage;
+use crate::runtime::{RunHandle, Runtime};
+use crate::store::RunRecord;
+use crate::telemetry::GaugeGuard;
+
+/// How often a follower looks for new stored events of a run still going.
+const FOLLOW_INTERVAL: Duration = Duration::from_millis(100);
+/// Stored events fetched per query while replaying.
+const REPLAY_PAGE: u32 = 500;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunRequest {
+    pub prompt: String,
+    #[serde(default)]
+    pub format: Option<String>,
+    #[serde(default)]
+    pub schema: Option<Value>,
+    #[serde(default)]
+    pub history: Vec<ChatMessage>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub on_disconnect: Option<OnDisconnect>,
+    #[serde(default)]
+    pub request_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelRequest {
+    #[serde(default)]
+    pub mode: Option<CancelMode>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CancelMode {
+    /// A graceful final turn.
+    Stop,
+    /// End now.
+    Abort,
+}
+
+pub fn agent_json(agent: &AgentSpec) -> Value {
+    json!({
+        "name": agent.name,
+        "description": agent.description,
+        "models": agent.targets.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "tools": agent.tools,
+        "agents": agent.sub_agents,
+        "output": {"format": agent.output_format, "schema": agent.output_schema},
+        "finalization": format!("{:?}", agent.finalization).to_lowercase(),
+    })
+}
+
+pub async fn list_agents(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+) -> impl IntoResponse {
+    let data: Vec<Value> = runtime
+        .agents
+        .iter()
+        .filter(|a| caller.may_use_agent(&a.name))
+        .map(|a| agent_json(a))
+        .collect();
+    axum::Json(json!({"object": "list", "data": data}))
+}
+
+pub async fn get_agent(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let agent = find_agent(&runtime, &caller, &name)?;
+    Ok(axum::Json(agent_json(&agent)).into_response())
+}
+
+fn find_agent(runtime: &Runtime, caller: &Caller, name: &str) -> Result<Arc<AgentSpec>, ApiError> {
+    let agent = runtime.agents.get(name).ok_or_else(|| {
+        ApiError::not_found(format!(
+            "No agent named `{name}`; GET /v1/agents lists them"
+        ))
+    })?;
+    caller.check_agent(&agent.name)?;
+    Ok(agent)
+}
+
+pub async fn create_run(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<RunRequest>,
+) -> Result<Response, ApiError> {
+    let agent = find_agent(&runtime, &caller, &name)?;
+    if body.prompt.trim().is_empty() {
+        return Err(ApiError::invalid_request("`prompt` must not be empty").with_param("prompt"));
+    }
+    if runtime.draining.is_cancelled() {
+        return Err(ApiError::shutting_down());
+    }
+    let wants_stream = body.stream.unwrap_or(false) || accepts_event_stream(&headers);
+    let run_id = uuid::Uuid::now_v7().to_string();
+    if let Some(request_id) = body.request_id.as_deref()
+        && let Some(existing) =
+            runtime
+                .live
+                .claim_request(caller.user_id.as_deref(), request_id, &run_id)
+    {
+        return existing_run(&runtime, &caller, &existing, wants_stream).await;
+    }
+    let request = SessionRequest {
+        run_id: run_id.clone(),
+        agent,
+        prompt: body.prompt,
+        history: body.history,
+        overrides: SamplingOverrides::default(),
+        conversation_id: None,
+        format: body.format,
+        schema: body.schema,
+        user_id: caller.user_id.clone(),
+        transport: None,
+        parent: None,
+    };
+    let handle = runtime.spawn_run(request, caller.user_id.clone());
+    let on_disconnect = body
+        .on_disconnect
+        .unwrap_or(runtime.config.server.on_disconnect);
+    let mut response = if wants_stream {
+        let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
+        sse_response(
+            live_events(handle, on_disconnect, guard),
+            &runtime.config.server,
+        )
+    } else {
+        finished_result(handle, on_disconnect).await?
+    };
+    if let Ok(value) = HeaderValue::from_str(&run_id) {
+        response.headers_mut().insert("x-agentd-run-id", value);
+    }
+    Ok(response)
+}
+
+fn accepts_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"))
+}
+
+/// A retried submission: the first run's events (SSE) or its current state (JSON).
+async fn existing_run(
+    runtime: &Arc<Runtime>,
+    caller: &Caller,
+    run_id: &str,
+    stream: bool,
+) -> Result<Response, ApiError> {
+    if stream {
+        let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
+        return Ok(sse_response(
+            stored_events(runtime.clone(), run_id.to_string(), 0, guard),
+            &runtime.config.server,
+        ));
+    }
+    match visible_run(runtime, caller, run_id).await {
+        Ok(run) => Ok(axum::Json(run_json(&run)).into_response()),
+        // The first submission has not recorded its run yet.
+        Err(_) => Ok((
+            StatusCode::ACCEPTED,
+            axum::Json(json!({"run_id": run_id, "status": "running"})),
+        )
+            .into_response()),
+    }
+}
+
+fn event_frame(seq: i64, kind: &str, data: &Value) -> Result<Event, Infallible> {
+    Ok(Event::default()
+        .id(seq.to_string())
+        .event(kind)
+        .data(data.to_string()))
+}
+
+/// The events of a run this request started, numbered as the store numbers them.
+fn live_events(
+    handle: RunHandle,
+    on_disconnect: OnDisconnect,
+    active: GaugeGuard,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let RunHandle {
+        mut events,
+        control,
+        ..
+    } = handle;
+    async_stream::stream! {
+        // A client that leaves cancels the run unless it asked the run to continue.
+        let _cancel_on_drop = (on_disconnect == OnDisconnect::Cancel).then(|| control.abort.clone().drop_guard());
+        let _active = active;
+        let mut seq = 0;
+        while let Some(event) = events.recv().await {
+            seq += 1;
+            let finished = matches!(event, AgentEvent::RunFinished(_));
+            yield event_frame(seq, event.kind(), &event.data());
+            if finished {
+                return;
+            }
+        }
+    }
+}
+
+async fn finished_result(
+    handle: RunHandle,
+    on_disconnect: OnDisconnect,
+) -> Result<Response, ApiError> {
+    let RunHandle {
+        events,
+        control,
+        result,
+        ..
+    } = handle;
+    drop(events);
+    let _cancel_on_drop =
+        (on_disconnect == OnDisconnect::Cancel).then(|| control.abort.clone().drop_guard());
+    let result = result.await.map_err(|_| ApiError::internal())?;
+    Ok(axum::Json(result).into_response())
+}
+
+/// Stored events after `after`, then new ones as they are stored, until `run.finished`.
+fn stored_events(
+    runtime: Arc<Runtime>,
+    run_id: String,
+    mut after: i64,
+    active: GaugeGuard,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    async_stream::stream! {
+        let _active = active;
+        loop {
+            let page = match runtime.store.list_run_events(&run_id, after, REPLAY_PAGE).await {
+                Ok(page) => page,
+                Err(error) => {
+                    yield event_frame(after + 1, "error", &ApiError::store(error).body()["error"]);
+                    return;
+                }
+            };
+            let full_page = page.len() as u32 == REPLAY_PAGE;
+            for event in page {
+                after = event.seq;
+                yield event_frame(event.seq, &event.event_type, &event.data);
+                if event.event_type == "run.finished" {
+                    return;
+                }
+            }
+            if full_page {
+                continue;
+            }
+            if runtime.live.control(&run_id).is_none() && run_has_ended(&runtime, &run_id).await {
+                // Ended, but its last events may still be on their way to the store.
+                tokio::time::sleep(FOLLOW_INTERVAL * 3).await;
+                if let Ok(rest) = runtime.store.list_run_events(&run_id, after, REPLAY_PAGE).await {
+                    for event in rest {
+                        yield event_frame(event.seq, &event.event_type, &event.data);
+                    }
+                }
+                return;
+            }
+            tokio::time::sleep(FOLLOW_INTERVAL).await;
+        }
+    }
+}
+
+async fn run_has_ended(runtime: &Runtime, run_id: &str) -> bool {
+    matches!(runtime.store.get_run(run_id).await, Ok(Some(run)) if run.status != "running")
+}
+
+/// The run, if it exists and the caller may see it (admins all, user keys their own).
+async fn visible_run(
+    runtime: &Runtime,
+    caller: &Caller,
+    run_id: &str,
+) -> Result<RunRecord, ApiError> {
+    let run = runtime
+        .store
+        .get_run(run_id)
+        .await
+        .map_err(ApiError::store)?;
+    let run = run.ok_or_else(|| ApiError::not_found(format!("No run `{run_id}`")))?;
+    if !caller.admin && run.user_id.as_deref() != caller.user_id.as_deref() {
+        return Err(ApiError::forbidden("This API key may not read that run"));
+    }
+    Ok(run)
+}
+
+fn run_json(run: &RunRecord) -> Value {
+    json!({
+        "run_id": run.id,
+        "agent": run.agent,
+        "status": run.status,
+        "exit_reason": run.exit_reason,
+        "success": run.success,
+        "conversation_id": run.conversation_id,
+        "created_at": run.created_at.to_rfc3339(),
+        "finished_at": run.finished_at.map(|t| t.to_rfc3339()),
+        "duration_ms": run.duration_ms,
+        "result": run.result,
+    })
+}
+
+pub async fn get_run(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    Path(run_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let run = visible_run(&runtime, &caller, &run_id).await?;
+    Ok(axum::Json(run_json(&run)).into_response())
+}
+
+pub async fn run_events(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    visible_run(&runtime, &caller, &run_id).await?;
+    let after = match headers
+        .get("last-event-id")
+        .map(|v| v.to_str().map(str::trim))
+    {
+        None => 0,
+        Some(Ok(text)) => text
+            .parse::<i64>()
+            .ok()
+            .filter(|seq| *seq >= 0)
+            .ok_or_else(|| {
+                ApiError::invalid_request(format!(
+                    "Last-Event-ID {text:?} is not an event id (a number)"
+                ))
+                .with_param("Last-Event-ID")
+            })?,
+        Some(Err(_)) => {
+            return Err(
+                ApiError::invalid_request("Last-Event-ID is not text").with_param("Last-Event-ID")
+            );
+        }
+    };
+    let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
+    Ok(sse_response(
+        stored_events(runtime.clone(), run_id, after, guard),
+        &runtime.config.server,
+    ))
+}
+
+pub async fn cancel_run(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    Path(run_id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let run = visible_run(&runtime, &caller, &run_id).await?;
+    // An empty body means the default mode, `abort`.
+    let request: CancelRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        CancelRequest { mode: None }
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid_request(format!("Invalid cancel request: {e}")))?
+    };
+    let mode = request.mode.unwrap_or(CancelMode::Abort);
+    let Some(control) = runtime.live.control(&run_id) else {
+        return Err(ApiError::conflict(format!(
+            "Run `{run_id}` is not running (status {})",
+            run.status
+        )));
+    };
+    match mode {
+        CancelMode::Stop => control.stop.cancel(),
+        CancelMode::Abort => control.abort.cancel(),
+    }
+    let mode = if mode == CancelMode::Stop {
+        "stop"
+    } else {
+        "abort"
+    };
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(json!({"run_id": run_id, "mode": mode, "status": "cancelling"})),
+    )
+        .into_response())
+}
