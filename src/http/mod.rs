@@ -4,6 +4,7 @@
 
 mod anthropic;
 pub mod auth;
+mod chat;
 pub mod error;
 mod openai;
 mod ops;
@@ -41,6 +42,15 @@ pub fn app(runtime: Arc<Runtime>) -> Router {
         .route("/v1/runs/{run_id}", get(runs::get_run))
         .route("/v1/runs/{run_id}/events", get(runs::run_events))
         .route("/v1/runs/{run_id}/cancel", post(runs::cancel_run))
+        .route("/api/{user_id}/chat", post(chat::chat))
+        .route(
+            "/api/{user_id}/conversations",
+            get(chat::list_conversations),
+        )
+        .route(
+            "/api/{user_id}/conversations/{id}",
+            get(chat::get_conversation).delete(chat::delete_conversation),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(keys, auth::authenticate))

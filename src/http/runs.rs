@@ -210,10 +210,18 @@ fn live_events(
     active: GaugeGuard,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let RunHandle {
-        mut events,
-        control,
-        ..
+        events, control, ..
     } = handle;
+    numbered_events(events, control, on_disconnect, active)
+}
+
+/// A run's events as SSE frames numbered like the stored ones, until `run.finished`.
+pub fn numbered_events(
+    mut events: tokio::sync::mpsc::Receiver<AgentEvent>,
+    control: crate::agent::RunControl,
+    on_disconnect: OnDisconnect,
+    active: GaugeGuard,
+) -> impl Stream<Item = Result<Event, Infallible>> {
     async_stream::stream! {
         // A client that leaves cancels the run unless it asked the run to continue.
         let _cancel_on_drop = (on_disconnect == OnDisconnect::Cancel).then(|| control.abort.clone().drop_guard());

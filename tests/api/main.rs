@@ -6,6 +6,7 @@ mod support;
 
 mod anthropic;
 mod auth;
+mod chat;
 mod chat_completions;
 mod cli;
 mod context;
