@@ -2,6 +2,7 @@
 //! metrics) and spawns sessions as tasks. Every headend (HTTP, CLI) starts runs through
 //! [`Runtime::spawn_run`], so runs are recorded, cached and measured the same way everywhere.
 
+mod admission;
 mod cached;
 mod live;
 mod run_events;
@@ -28,6 +29,7 @@ use crate::llm::catalog;
 use crate::store::{NewRun, RecorderSettings, RunEventRecorder, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
 use crate::tools::hub::{ToolHub, ToolSetupError};
+pub use admission::{Overloaded, SessionSlot};
 
 /// Events buffered per run before the session waits for a slow consumer.
 const RUN_EVENT_BUFFER: usize = 256;
@@ -84,6 +86,8 @@ pub struct Runtime {
     pub catalog: Arc<ModelCatalog>,
     /// Runs in progress (for cancellation) and request ids (for idempotency).
     pub live: live::LiveRuns,
+    /// `server.maxConcurrentSessions` running, `server.maxQueuedSessions` waiting.
+    pub admission: admission::Admission,
 }
 
 /// A run in progress: its events, a way to cancel it, and its result when it ends.
@@ -114,6 +118,10 @@ impl Runtime {
             RecorderSettings::default(),
             metrics.run_events_dropped_total.clone(),
         );
+        let server_limits = (
+            config.server.max_concurrent_sessions,
+            config.server.max_queued_sessions,
+        );
         Ok(Arc::new(Self {
             config,
             agents,
@@ -129,13 +137,33 @@ impl Runtime {
             started_at: chrono::Utc::now().timestamp(),
             catalog,
             live: live::LiveRuns::default(),
+            admission: admission::Admission::new(server_limits.0, server_limits.1),
         }))
     }
 
     /// Starts a session task. The run is recorded in the store before it starts and after it
     /// ends, and every event is queued for the store, even when nobody listens any more.
+    /// Like [`Runtime::spawn_run`], for a run that was admitted: it holds `slot` until it ends.
+    pub fn spawn_admitted(
+        self: &Arc<Self>,
+        slot: SessionSlot,
+        request: SessionRequest,
+        user_id: Option<String>,
+    ) -> RunHandle {
+        self.spawn_with_slot(Some(slot), request, user_id)
+    }
+
     pub fn spawn_run(
         self: &Arc<Self>,
+        request: SessionRequest,
+        user_id: Option<String>,
+    ) -> RunHandle {
+        self.spawn_with_slot(None, request, user_id)
+    }
+
+    fn spawn_with_slot(
+        self: &Arc<Self>,
+        slot: Option<SessionSlot>,
         request: SessionRequest,
         user_id: Option<String>,
     ) -> RunHandle {
@@ -158,6 +186,7 @@ impl Runtime {
                 );
                 let run = runtime.run_recorded(request, user_id, sink, session_control);
                 let (result, ()) = tokio::join!(run, tee);
+                drop(slot);
                 runtime.live.ended(&result.run_id);
                 let _ = result_tx.send(result);
             }

@@ -161,7 +161,8 @@ pub async fn messages(
         id: format!("msg_{}", run_id.replace('-', "")),
         model: body.model.clone(),
     };
-    let handle = runtime.spawn_run(request, caller.user_id.clone());
+    let slot = runtime.admission.admit().await.map_err(ApiError::from)?;
+    let handle = runtime.spawn_admitted(slot, request, caller.user_id.clone());
     let mut response = if body.stream.unwrap_or(false) {
         let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
         sse_response(stream_events(handle, reply, guard), &runtime.config.server)

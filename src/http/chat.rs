@@ -98,6 +98,8 @@ pub async fn chat(
     if runtime.draining.is_cancelled() {
         return Err(ApiError::shutting_down());
     }
+    // Admitted before anything is stored: a refused request leaves no trace.
+    let slot = runtime.admission.admit().await.map_err(ApiError::from)?;
     let conversation = open_conversation(
         &runtime,
         &user_id,
@@ -127,7 +129,7 @@ pub async fn chat(
         transport: None,
         parent: None,
     };
-    let handle = runtime.spawn_run(request, Some(user_id.clone()));
+    let handle = runtime.spawn_admitted(slot, request, Some(user_id.clone()));
     let RunHandle {
         events,
         control,

@@ -217,3 +217,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             })
     }
 }
+
+impl From<crate::runtime::Overloaded> for ApiError {
+    fn from(overloaded: crate::runtime::Overloaded) -> Self {
+        Self::overloaded(format!("Too busy: {overloaded}; retry shortly"), Some(1))
+    }
+}

@@ -186,7 +186,8 @@ pub async fn chat_completions(
             .as_ref()
             .is_some_and(|o| o.include_usage),
     };
-    let handle = runtime.spawn_run(request, caller.user_id.clone());
+    let slot = runtime.admission.admit().await.map_err(ApiError::from)?;
+    let handle = runtime.spawn_admitted(slot, request, caller.user_id.clone());
     let mut response = if body.stream.unwrap_or(false) {
         let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
         sse_response(

@@ -145,7 +145,8 @@ pub async fn create_run(
         transport: None,
         parent: None,
     };
-    let handle = runtime.spawn_run(request, caller.user_id.clone());
+    let slot = runtime.admission.admit().await.map_err(ApiError::from)?;
+    let handle = runtime.spawn_admitted(slot, request, caller.user_id.clone());
     let on_disconnect = body
         .on_disconnect
         .unwrap_or(runtime.config.server.on_disconnect);

@@ -11,6 +11,7 @@ mod chat_completions;
 mod cli;
 mod context;
 mod internal_tools;
+mod limits;
 mod mcp;
 mod metrics_scrape;
 mod operations;
