@@ -18,6 +18,7 @@ mod operations;
 mod providers;
 mod rest_tools;
 mod runs;
+mod sdk_clients;
 mod session;
 mod shutdown;
 mod store;

@@ -1,0 +1,109 @@
+//! The real OpenAI and Anthropic Python SDKs against the real `agentd` binary: both must parse
+//! every response, streamed and not (tests/sdk/clients.py). The SDKs live in `.ci/venv`, which
+//! this test fills with pip when they are missing.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::AsyncBufReadExt;
+
+use crate::support::CHAT_AGENT;
+use crate::support::mock_llm::{MockLlm, Reply};
+
+const SDKS: [&str; 2] = ["openai==3.52.0", "anthropic==2.11.0"];
+
+/// `.ci/venv/bin/python` with both SDKs, installed once per test run if needed.
+fn sdk_python() -> PathBuf {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv");
+    let python = venv.join("bin/python");
+    let has_sdks = || {
+        std::process::Command::new(&python)
+            .args(["-c", "import openai, anthropic"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !has_sdks() {
+        if !python.exists() {
+            let created = std::process::Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .status();
+            assert!(
+                created.is_ok_and(|s| s.success()),
+                "cannot create {}: install python3-venv",
+                venv.display()
+            );
+        }
+        let installed = std::process::Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .args(SDKS)
+            .status();
+        assert!(
+            installed.is_ok_and(|s| s.success()) && has_sdks(),
+            "the OpenAI and Anthropic SDKs are missing: `{} -m pip install {}`",
+            python.display(),
+            SDKS.join(" ")
+        );
+    }
+    python
+}
+
+#[tokio::test]
+async fn the_openai_and_anthropic_sdks_parse_every_response() {
+    let python = tokio::task::spawn_blocking(sdk_python).await.expect("venv");
+    let llm = MockLlm::start().await;
+    for _ in 0..6 {
+        llm.push(Reply::text("Hello from the mock upstream!").with_chunks(5));
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::create_dir(dir.path().join("agents")).expect("agents");
+    std::fs::write(dir.path().join("agents/chat.ai"), CHAT_AGENT).expect("agent");
+    let config = json!({
+        "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url()}},
+        "agents": ["agents"],
+        "auth": {"keys": [{"key": "sdk-key", "admin": true}]},
+        "server": {"listen": "127.0.0.1:0"},
+        "store": {"url": "sqlite::memory:"},
+    });
+    std::fs::write(dir.path().join("agentd.json"), config.to_string()).expect("config");
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
+        .args(["serve", "--config", "agentd.json"])
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("agentd starts");
+    let mut lines = tokio::io::BufReader::new(server.stderr.take().expect("stderr")).lines();
+    let address = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some((_, rest)) = line.split_once("address=") {
+                return rest.split_whitespace().next().map(str::to_string);
+            }
+        }
+        None
+    })
+    .await
+    .expect("listens")
+    .expect("address logged");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/clients.py");
+    let output = tokio::process::Command::new(python)
+        .arg(script)
+        .args([format!("http://{address}"), "sdk-key".to_string()])
+        .output()
+        .await
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        stdout.lines().filter(|l| l.ends_with(" ok")).count(),
+        7,
+        "{stdout}"
+    );
+}
