@@ -7,6 +7,7 @@ pub mod auth;
 mod chat;
 pub mod error;
 mod openai;
+pub mod openapi;
 mod ops;
 mod runs;
 mod sse;
@@ -33,6 +34,7 @@ pub fn app(runtime: Arc<Runtime>) -> Router {
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
         .route("/metrics", get(ops::metrics))
+        .route("/openapi.json", get(openapi::openapi))
         .route("/v1/models", get(openai::list_models))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/messages", post(anthropic::messages))

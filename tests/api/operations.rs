@@ -142,3 +142,38 @@ async fn tool_names_the_model_made_up_never_become_label_values() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn the_openapi_document_describes_every_route_the_router_serves() {
+    let app = spawn_app().await;
+    let document: Value = app.get("/openapi.json").await.json().await.expect("json");
+    assert_eq!(document["openapi"], "3.1.0");
+    let mut documented = 0;
+    for operation in agentd::http::openapi::OPERATIONS {
+        let path = operation
+            .path
+            .replace("{agent}", "chat")
+            .replace("{run_id}", "r")
+            .replace("{user_id}", "u")
+            .replace("{id}", "c");
+        let method = reqwest::Method::from_bytes(operation.method.to_uppercase().as_bytes())
+            .expect("method");
+        let response = app
+            .client
+            .request(method, app.url(&path))
+            .send()
+            .await
+            .expect("sent");
+        let status = response.status().as_u16();
+        let body = response.text().await.unwrap_or_default();
+        assert!(
+            status != 405 && !body.contains("No such route"),
+            "{} {} is documented but not served: {status} {body}",
+            operation.method,
+            operation.path
+        );
+        assert!(document["paths"][operation.path][operation.method]["summary"].is_string());
+        documented += 1;
+    }
+    assert_eq!(documented, 17);
+}
