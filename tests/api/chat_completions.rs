@@ -468,3 +468,38 @@ async fn progress_is_rendered_into_reasoning_content() {
         .collect();
     assert_eq!(content, "found it");
 }
+
+#[tokio::test]
+async fn a_client_disconnect_cancels_the_upstream_request_promptly() {
+    let app = spawn_app().await;
+    let mut delays = Vec::new();
+    for _ in 0..3 {
+        app.llm
+            .push(Reply::text("tok ".repeat(500)).with_chunk_gap(Duration::from_millis(5)));
+        let body = json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+        let response = app.post_json("/v1/chat/completions", &body).await;
+        let mut stream = response.bytes_stream();
+        for _ in 0..3 {
+            let _ = stream.next().await;
+        }
+        let before = app.llm.abandoned().len();
+        let dropped = std::time::Instant::now();
+        drop(stream);
+        let mut waited = None;
+        for _ in 0..400 {
+            if let Some(at) = app.llm.abandoned().get(before) {
+                waited = Some(at.duration_since(dropped));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        delays.push(waited.expect("the upstream request was abandoned"));
+    }
+    delays.sort();
+    // The median of three: one slow scheduling hiccup on a shared CI box does not decide it.
+    eprintln!("upstream cancelled after {delays:?}");
+    assert!(
+        delays[1] <= Duration::from_millis(100),
+        "upstream cancelled after {delays:?}"
+    );
+}

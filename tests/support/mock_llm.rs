@@ -305,6 +305,8 @@ struct MockState {
     record: bool,
     /// Requests answered so far.
     answered: usize,
+    /// When each streamed response was dropped before its last frame (the client went away).
+    abandoned: Vec<std::time::Instant>,
 }
 
 impl Default for MockState {
@@ -316,6 +318,7 @@ impl Default for MockState {
             default_reply: Reply::text("mock answer"),
             record: true,
             answered: 0,
+            abandoned: Vec::new(),
         }
     }
 }
@@ -388,6 +391,11 @@ impl MockLlm {
     /// headers joined with `", "`), in order.
     pub fn request_headers(&self) -> Vec<HashMap<String, String>> {
         lock(&self.state).headers.clone()
+    }
+
+    /// When each streamed response was abandoned by the client before it ended.
+    pub fn abandoned(&self) -> Vec<std::time::Instant> {
+        lock(&self.state).abandoned.clone()
     }
 
     /// Number of chat requests received so far.
@@ -488,7 +496,12 @@ async fn chat_completions(
     }
     if streaming {
         let steps = stream_steps(&reply, &ctx, include_usage);
-        let body = paced(steps, reply.first_byte_delay, reply.chunk_gap);
+        let body = paced(
+            steps,
+            reply.first_byte_delay,
+            reply.chunk_gap,
+            Some(state.clone()),
+        );
         return respond(&reply, StatusCode::OK, "text/event-stream", body);
     }
 
@@ -502,6 +515,7 @@ async fn chat_completions(
                 vec![Step::Frame(half), Step::Abort],
                 Duration::ZERO,
                 Duration::ZERO,
+                None,
             )
         }
         _ => Body::from(completion_json(&reply, &ctx).to_string()),
@@ -649,14 +663,35 @@ fn stream_steps(reply: &Reply, ctx: &Ctx, include_usage: bool) -> Vec<Step> {
     steps
 }
 
+/// Records the moment a streamed response is dropped before its last frame.
+struct Unfinished(Option<Shared>);
+
+impl Unfinished {
+    /// The last frame went out: dropping is no longer abandoning.
+    fn completed(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(state) = &self.0 {
+            lock(state).abandoned.push(std::time::Instant::now());
+        }
+    }
+}
+
 /// A streaming body yielding each step as its own body chunk: `first` is slept
 /// before the first step, `gap` before each later one. `Step::Abort` makes the
 /// body fail, so the connection is dropped mid-response.
-fn paced(steps: Vec<Step>, first: Duration, gap: Duration) -> Body {
+fn paced(steps: Vec<Step>, first: Duration, gap: Duration, watch: Option<Shared>) -> Body {
     let frames = stream::unfold(
-        (steps.into_iter(), true),
-        move |(mut steps, is_first)| async move {
-            let step = steps.next()?;
+        (steps.into_iter(), true, Unfinished(watch)),
+        move |(mut steps, is_first, unfinished)| async move {
+            let Some(step) = steps.next() else {
+                unfinished.completed();
+                return None;
+            };
             sleep(if is_first { first } else { gap }).await;
             let item = match step {
                 Step::Frame(bytes) => Ok(bytes),
@@ -669,7 +704,7 @@ fn paced(steps: Vec<Step>, first: Duration, gap: Duration) -> Body {
                     ))
                 }
             };
-            Some((item, (steps, false)))
+            Some((item, (steps, false, unfinished)))
         },
     );
     Body::from_stream(frames)
