@@ -6,6 +6,7 @@ COPY src src
 COPY migrations migrations
 COPY tests tests
 COPY examples examples
+COPY bench bench
 RUN cargo build --release --locked --bin agentd
 
 FROM debian:bookworm-slim
