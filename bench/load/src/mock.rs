@@ -14,6 +14,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use futures_util::stream;
 use serde::Deserialize;
 use serde_json::json;
@@ -97,6 +98,11 @@ pub async fn serve(listen: &str) -> std::io::Result<()> {
     let app = Router::new().route("/v1/chat/completions", post(chat));
     let listener = tokio::net::TcpListener::bind(listen).await?;
     eprintln!("bench mock upstream listening on {listen}");
+    // Without TCP_NODELAY a frame written while the previous one is unacknowledged waits for
+    // the peer's delayed ACK (~40 ms on Linux), which would be the mock's latency, not agentd's.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app).await
 }
 
@@ -124,7 +130,10 @@ async fn chat(body: Bytes) -> Response {
     if request.stream {
         streamed(shape, answer)
     } else {
-        tokio::time::sleep(Duration::from_millis(shape.first_byte_ms)).await;
+        // A zero sleep still waits for the timer's next 1 ms tick.
+        if shape.first_byte_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(shape.first_byte_ms)).await;
+        }
         whole(&request.model, answer)
     }
 }
