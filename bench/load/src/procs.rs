@@ -102,7 +102,8 @@ pub fn start_agentd(
             "whole": {"type": "openai-compatible", "baseUrl": format!("http://{upstream}/v1"), "stream": false}
         },
         "server": {"listen": listen, "maxConcurrentSessions": 20000, "maxQueuedSessions": 20000},
-        "store": {"url": format!("sqlite://{}", dir.join("bench.db").display())},
+        "store": {"url": std::env::var("AGENTD_BENCH_STORE_URL")
+            .unwrap_or_else(|_| format!("sqlite://{}", dir.join("bench.db").display()))},
         "mcpServers": {"mcp": {"type": "stdio", "command": mcp_server.display().to_string()}},
         "agents": ["agents"]
     });
