@@ -1,0 +1,162 @@
+//! The open-loop load driver: requests leave on a fixed schedule whatever the earlier ones are
+//! doing (no coordinated omission), and each one records its latency, its time to the first
+//! content byte when streamed, and whether it completed. It knows nothing about agentd.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+
+/// One request's target and body.
+#[derive(Clone)]
+pub struct Call {
+    pub url: Arc<str>,
+    pub body: Bytes,
+    pub streamed: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    pub latency: Duration,
+    /// Streams: until the first body chunk holding answer text.
+    pub first_content: Option<Duration>,
+    pub ok: bool,
+    /// How late the request left against its schedule (the generator's own lag).
+    pub lag: Duration,
+}
+
+pub fn client(pool: usize) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(pool)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .tcp_nodelay(true)
+        .no_proxy()
+        .build()
+}
+
+/// Sends `count` calls at `rate` per second and waits for all of them.
+pub async fn open_loop(
+    client: &reqwest::Client,
+    call: &Call,
+    rate: f64,
+    count: usize,
+) -> Vec<Sample> {
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(count);
+    for index in 0..count {
+        let due = start + Duration::from_secs_f64(index as f64 / rate);
+        tokio::time::sleep_until(due.into()).await;
+        let (client, call) = (client.clone(), call.clone());
+        tasks.push(tokio::spawn(async move { one(&client, &call, due).await }));
+    }
+    let mut samples = Vec::with_capacity(count);
+    for task in tasks {
+        samples.push(task.await.unwrap_or(Sample {
+            latency: Duration::ZERO,
+            first_content: None,
+            ok: false,
+            lag: Duration::ZERO,
+        }));
+    }
+    samples
+}
+
+/// One call, timed from when it actually left.
+pub async fn one(client: &reqwest::Client, call: &Call, due: Instant) -> Sample {
+    let sent = Instant::now();
+    let lag = sent.saturating_duration_since(due);
+    let (ok, first_content) = send(client, call, sent).await;
+    Sample {
+        latency: sent.elapsed(),
+        first_content,
+        ok,
+        lag,
+    }
+}
+
+async fn send(client: &reqwest::Client, call: &Call, sent: Instant) -> (bool, Option<Duration>) {
+    let response = client
+        .post(&*call.url)
+        .header("content-type", "application/json")
+        .body(call.body.clone())
+        .send()
+        .await;
+    let Ok(response) = response else {
+        return (false, None);
+    };
+    if !response.status().is_success() {
+        return (false, None);
+    }
+    if !call.streamed {
+        let body = response.bytes().await;
+        return (body.is_ok_and(|b| contains(&b, b"token")), None);
+    }
+    let mut first_content = None;
+    let mut done = false;
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let Ok(chunk) = chunk else {
+            return (false, first_content);
+        };
+        if first_content.is_none() && contains(&chunk, b"\"content\":\"token") {
+            first_content = Some(sent.elapsed());
+        }
+        done |= contains(&chunk, b"[DONE]");
+    }
+    (done && first_content.is_some(), first_content)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Percentiles of one series, in milliseconds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Summary {
+    pub count: usize,
+    pub errors: usize,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+pub fn summarize(samples: &[Sample], pick: impl Fn(&Sample) -> Option<Duration>) -> Summary {
+    let mut values: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.ok)
+        .filter_map(&pick)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .collect();
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        if values.is_empty() {
+            return f64::NAN;
+        }
+        values[((values.len() as f64 * q).ceil() as usize).clamp(1, values.len()) - 1]
+    };
+    Summary {
+        count: samples.len(),
+        errors: samples.iter().filter(|s| !s.ok).count(),
+        p50: at(0.50),
+        p90: at(0.90),
+        p99: at(0.99),
+        max: at(1.0),
+    }
+}
+
+pub fn latency(samples: &[Sample]) -> Summary {
+    summarize(samples, |s| Some(s.latency))
+}
+
+pub fn first_content(samples: &[Sample]) -> Summary {
+    summarize(samples, |s| s.first_content)
+}
+
+pub fn lag_p99(samples: &[Sample]) -> f64 {
+    let mut lags: Vec<Duration> = samples.iter().map(|s| s.lag).collect();
+    lags.sort();
+    lags.get(lags.len() * 99 / 100)
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}

@@ -1,0 +1,207 @@
+//! agentd's end-to-end benchmark (see bench/README.md). `agentd-bench run` starts the mock
+//! upstream and agentd (release builds) on 127.0.0.1, runs every scenario through agentd and
+//! directly against the mock in the same run, and prints the table; `agentd-bench mock` is the
+//! mock upstream process itself.
+
+mod load;
+mod mcp_probe;
+mod mock;
+mod procs;
+mod report;
+mod scenarios;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use mock::Shape;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// The mock upstream (shape chosen per request by the model name).
+    Mock {
+        #[arg(long, default_value = "127.0.0.1:19090")]
+        listen: String,
+    },
+    /// Every scenario; prints the markdown table.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// agentd's target dir (holds release/agentd and release/examples/mcp_test_server).
+    #[arg(long, default_value = "target")]
+    target: PathBuf,
+    #[arg(long, default_value = "127.0.0.1:19090")]
+    mock_listen: String,
+    #[arg(long, default_value = "127.0.0.1:19080")]
+    agentd_listen: String,
+    /// Seconds per rate step of scenario 1.
+    #[arg(long, default_value_t = 3.0)]
+    step_seconds: f64,
+    /// Rates of scenario 1, requests per second.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "100,500,1000,2000,3000,4000,6000,8000"
+    )]
+    rates: Vec<f64>,
+    /// Streams held open at once in scenario 3 (capped by the open-file limit).
+    #[arg(long, default_value_t = 10_000)]
+    open_streams: usize,
+    /// Runs of the multi-turn agent in scenario 4.
+    #[arg(long, default_value_t = 200)]
+    runs: usize,
+    /// Scenarios to run (1-4; 5 is store_events, run by bench/run.sh).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4")]
+    only: Vec<u8>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("tokio runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match cli.command {
+        Cmd::Mock { listen } => runtime
+            .block_on(mock::serve(&listen))
+            .map_err(|e| format!("mock: {e}")),
+        Cmd::Run(args) => runtime.block_on(run(args)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("agentd-bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Open files the soft limit allows: each open stream costs agentd two (client and upstream).
+fn open_file_limit() -> usize {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+        })
+        .unwrap_or(1024)
+}
+
+async fn run(args: RunArgs) -> Result<(), String> {
+    let agentd_bin = procs::release_binary(&args.target, "release/agentd")?;
+    let mcp_server = procs::release_binary(&args.target, "release/examples/mcp_test_server")?;
+    let dir = std::env::temp_dir().join(format!("agentd-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let shapes = procs::Agents {
+        single: Shape {
+            first_byte_ms: 0,
+            chunks: 1,
+            gap_ms: 0,
+            script_turns: None,
+        },
+        streamed: Shape {
+            first_byte_ms: 5,
+            chunks: 64,
+            gap_ms: 1,
+            script_turns: None,
+        },
+        slow: Shape {
+            first_byte_ms: 0,
+            chunks: 4,
+            gap_ms: 0,
+            script_turns: None,
+        },
+        turns: Shape {
+            first_byte_ms: 0,
+            chunks: 1,
+            gap_ms: 0,
+            script_turns: Some(5),
+        },
+    };
+    let limit = open_file_limit();
+    let open_streams = args.open_streams.min(limit.saturating_sub(256) / 2);
+    // The slow upstream holds every stream until all are open, plus a margin to sample RSS.
+    let hold_ms = (open_streams as u64 * 1000 / 1000) + 8000;
+    let slow = Shape {
+        first_byte_ms: hold_ms,
+        ..shapes.slow
+    };
+    let shapes = procs::Agents { slow, ..shapes };
+
+    let mut mock = procs::start_mock(&args.mock_listen)?;
+    let mut agentd = procs::start_agentd(
+        &agentd_bin,
+        &mcp_server,
+        &dir,
+        &args.agentd_listen,
+        &args.mock_listen,
+        &shapes,
+    )?;
+    let client = load::client(4096).map_err(|e| format!("http client: {e}"))?;
+    procs::wait_ready(
+        &client,
+        &format!("http://{}/health", args.agentd_listen),
+        Duration::from_secs(60),
+    )
+    .await?;
+    mock.check_alive()?;
+    let bench = scenarios::Bench {
+        client,
+        agentd: args.agentd_listen.clone(),
+        mock: args.mock_listen.clone(),
+        step_seconds: args.step_seconds,
+        rates: args.rates.clone(),
+        open_streams,
+        runs: args.runs,
+    };
+    let mut report = report::Report::default();
+    report.note(format!(
+        "agentd pid {}, mock pid {}, open-file limit {limit}, {} CPUs",
+        agentd.pid(),
+        mock.pid(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    ));
+    if open_streams < args.open_streams {
+        report.note(format!(
+            "scenario 3 holds {open_streams} streams, not {}: the open-file limit is {limit} and agentd needs two descriptors per stream",
+            args.open_streams
+        ));
+    }
+    if args.only.contains(&1) {
+        eprintln!("scenario 1: non-streaming single turn");
+        scenarios::single_turn(&bench, &shapes.single, &agentd, &mut report).await;
+    }
+    if args.only.contains(&2) {
+        eprintln!("scenario 2: streaming, 64 chunks");
+        scenarios::streaming(&bench, &shapes.streamed, &mut report).await;
+    }
+    if args.only.contains(&4) {
+        eprintln!("scenario 4: 5-turn agent with an MCP tool each turn");
+        scenarios::turns(&bench, &shapes.turns, &mcp_server, &mut report).await;
+    }
+    if args.only.contains(&3) {
+        eprintln!("scenario 3: {open_streams} open streams");
+        scenarios::open_streams(&bench, &shapes.slow, &agentd, &mut report).await;
+    }
+    agentd.check_alive()?;
+    mock.check_alive()?;
+    println!("{}", report.render());
+    drop(agentd);
+    drop(mock);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

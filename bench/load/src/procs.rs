@@ -1,0 +1,177 @@
+//! The processes under test: starting the mock upstream and agentd on 127.0.0.1, waiting until
+//! they answer, reading agentd's RSS and metrics, and killing exactly the children it started.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::mock::Shape;
+
+/// A child process killed when dropped.
+pub struct Process {
+    child: Child,
+    name: &'static str,
+}
+
+impl Process {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident set size in KiB, from `/proc/PID/status`.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()));
+        status
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    pub fn check_alive(&mut self) -> Result<(), String> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(format!("{} exited early: {status}", self.name)),
+            Err(error) => Err(format!("{}: {error}", self.name)),
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn start_mock(listen: &str) -> Result<Process, String> {
+    let me = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
+    let child = Command::new(me)
+        .args(["mock", "--listen", listen])
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting the mock: {e}"))?;
+    Ok(Process {
+        child,
+        name: "mock upstream",
+    })
+}
+
+/// The agents every scenario needs, named after what they do.
+pub struct Agents {
+    pub single: Shape,
+    pub streamed: Shape,
+    pub slow: Shape,
+    pub turns: Shape,
+}
+
+pub fn start_agentd(
+    agentd: &Path,
+    mcp_server: &Path,
+    dir: &Path,
+    listen: &str,
+    upstream: &str,
+    agents: &Agents,
+) -> Result<Process, String> {
+    let agent_dir = dir.join("agents");
+    std::fs::create_dir_all(&agent_dir).map_err(|e| format!("{}: {e}", agent_dir.display()))?;
+    let write = |name: &str, text: String| {
+        let path = agent_dir.join(format!("{name}.ai"));
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let agent = |provider: &str, shape: &Shape, tools: &str| {
+        format!(
+            "---\ndescription: bench\nmodels: [{provider}/{}]\nfinalization: text\nmaxTurns: 10\nmaxRetries: 1\n{tools}---\nYou answer.\n",
+            shape.model()
+        )
+    };
+    // Non-streaming clients go through a provider that calls the upstream non-streaming, so
+    // both sides of the comparison move the same bytes.
+    write("single", agent("whole", &agents.single, ""))?;
+    write("streamed", agent("llm", &agents.streamed, ""))?;
+    write("slow", agent("llm", &agents.slow, ""))?;
+    write("turns", agent("whole", &agents.turns, "tools: [mcp]\n"))?;
+    let config = json!({
+        "providers": {
+            "llm": {"type": "openai-compatible", "baseUrl": format!("http://{upstream}/v1")},
+            "whole": {"type": "openai-compatible", "baseUrl": format!("http://{upstream}/v1"), "stream": false}
+        },
+        "server": {"listen": listen, "maxConcurrentSessions": 20000, "maxQueuedSessions": 20000},
+        "store": {"url": std::env::var("AGENTD_BENCH_STORE_URL")
+            .unwrap_or_else(|_| format!("sqlite://{}", dir.join("bench.db").display()))},
+        "mcpServers": {"mcp": {"type": "stdio", "command": mcp_server.display().to_string()}},
+        "agents": ["agents"]
+    });
+    let config_path = dir.join("agentd.json");
+    std::fs::write(&config_path, config.to_string())
+        .map_err(|e| format!("{}: {e}", config_path.display()))?;
+    let log =
+        std::fs::File::create(dir.join("agentd.log")).map_err(|e| format!("agentd.log: {e}"))?;
+    let child = Command::new(agentd)
+        .args(["serve", "--config"])
+        .arg(&config_path)
+        .env(
+            "RUST_LOG",
+            std::env::var("AGENTD_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("starting {}: {e}", agentd.display()))?;
+    Ok(Process {
+        child,
+        name: "agentd",
+    })
+}
+
+/// Polls `url` until it answers 2xx, or fails after `limit`.
+pub async fn wait_ready(
+    client: &reqwest::Client,
+    url: &str,
+    limit: Duration,
+) -> Result<(), String> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Ok(r) = client.get(url).send().await
+            && r.status().is_success()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(format!("{url} did not answer within {limit:?}"))
+}
+
+/// The sum and count of a Prometheus histogram, over all its label sets.
+pub async fn histogram(client: &reqwest::Client, url: &str, name: &str) -> (f64, f64) {
+    let Ok(response) = client.get(url).send().await else {
+        return (0.0, 0.0);
+    };
+    let text = response.text().await.unwrap_or_default();
+    let total = |suffix: &str| -> f64 {
+        let prefix = format!("{name}{suffix}");
+        text.lines()
+            .filter(|l| l.starts_with(&prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    (total("_sum"), total("_count"))
+}
+
+/// The release binaries the bench drives, next to each other in the agentd target dir.
+pub fn release_binary(target: &Path, relative: &str) -> Result<PathBuf, String> {
+    let path = target.join(relative);
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} is missing: run bench/run.sh (it builds it)",
+            path.display()
+        ))
+    }
+}
