@@ -243,24 +243,31 @@ impl Runtime {
             conversation_id: request.conversation_id.clone(),
             created_at: chrono::Utc::now(),
         };
-        if let Err(error) = self.store.insert_run(&new_run).await {
-            warn!(%error, run_id = %new_run.id, "could not record the run start");
-        }
-        self.metrics.sessions_active.inc();
-        let slot = self.cache_slot(&request, new_run.user_id.as_deref());
-        let cached = match &slot {
-            Some(slot) => self.answer_from_cache(slot, &request, &sink).await,
-            None => None,
-        };
-        let result = match cached {
-            Some(result) => result,
-            None => {
-                let agent_spec = request.agent.clone();
-                self.session_for(&agent_spec, sink, control)
-                    .run(request)
-                    .await
+        // The run's start is recorded while the session already runs; its end is recorded
+        // before the result goes back, so a read after the response sees the finished run.
+        let record_start = async {
+            if let Err(error) = self.store.insert_run(&new_run).await {
+                warn!(%error, run_id = %new_run.id, "could not record the run start");
             }
         };
+        self.metrics.sessions_active.inc();
+        let slot = self.cache_slot(&request, new_run.user_id.as_deref());
+        let session = async {
+            let cached = match &slot {
+                Some(slot) => self.answer_from_cache(slot, &request, &sink).await,
+                None => None,
+            };
+            match cached {
+                Some(result) => result,
+                None => {
+                    let agent_spec = request.agent.clone();
+                    self.session_for(&agent_spec, sink, control)
+                        .run(request)
+                        .await
+                }
+            }
+        };
+        let ((), result) = tokio::join!(record_start, session);
         self.metrics.sessions_active.dec();
         self.record_metrics(&agent, &result);
         let finish = async {
