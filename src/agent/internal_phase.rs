@@ -40,25 +40,17 @@ impl Session {
             }
             Err(reply) => (reply.clone(), Some(reply)),
         };
-        let entry = AccountingEntry::Tool(ToolAccounting {
-            timestamp: chrono::Utc::now().timestamp_millis(),
-            status: if error.is_some() {
-                EntryStatus::Failed
-            } else {
-                EntryStatus::Ok
-            },
-            latency: started.elapsed().as_millis() as u64,
-            mcp_server: "agent".into(),
-            command: TASK_STATUS_TOOL.into(),
-            characters_in: call.arguments.chars().count(),
-            characters_out: reply.chars().count(),
+        let entry = ToolAccounting::finished(
+            "agent",
+            TASK_STATUS_TOOL,
+            started.elapsed().as_millis() as u64,
+            call.arguments.chars().count(),
+            reply.chars().count(),
             error,
-            details: None,
-            lineage: run.lineage(),
-            source: None,
-        });
-        run.transcript.accounting.push(entry.clone());
-        self.events.emit(AgentEvent::Accounting(entry)).await;
+            run.lineage(),
+        );
+        self.record_accounting(run, AccountingEntry::Tool(entry))
+            .await;
         reply
     }
 
@@ -135,10 +127,7 @@ impl Session {
                     json!(message),
                 );
             }
-            self.events
-                .emit(AgentEvent::Accounting(entry.clone()))
-                .await;
-            run.transcript.accounting.push(entry);
+            self.record_accounting(run, entry).await;
         }
         (json!({ "results": results }).to_string(), used)
     }

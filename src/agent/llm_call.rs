@@ -68,8 +68,7 @@ impl Session {
         }
         let price = self.catalog.facts(&target.provider, &target.model).price;
         let entry = llm_entry(run, target, started, &outcome, price.as_ref());
-        run.transcript.accounting.push(entry.clone());
-        self.events.emit(AgentEvent::Accounting(entry)).await;
+        self.record_accounting(run, entry).await;
         match outcome {
             Ok(response) if is_empty(&response) => AttemptOutcome::Empty,
             Ok(response) => AttemptOutcome::Answer(response),

@@ -169,6 +169,37 @@ pub struct ToolAccounting {
     pub lineage: Lineage,
 }
 
+impl ToolAccounting {
+    /// The entry of one finished call, timestamped now: `Failed` when it carries an error.
+    pub fn finished(
+        server: impl Into<String>,
+        command: impl Into<String>,
+        latency: u64,
+        characters_in: usize,
+        characters_out: usize,
+        error: Option<String>,
+        lineage: Lineage,
+    ) -> Self {
+        Self {
+            timestamp: chrono::Utc::now().timestamp_millis(),
+            status: if error.is_some() {
+                EntryStatus::Failed
+            } else {
+                EntryStatus::Ok
+            },
+            latency,
+            mcp_server: server.into(),
+            command: command.into(),
+            characters_in,
+            characters_out,
+            error,
+            details: None,
+            source: None,
+            lineage,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum AccountingEntry {

@@ -19,7 +19,7 @@ use super::final_report::{
 use super::internal_tools::{batch_definition, task_status_definition};
 use super::llm_call::AttemptOutcome;
 use super::observer::SessionObserver;
-use super::result::{AgentResult, ExitReason, ReportStatus};
+use super::result::{AccountingEntry, AgentResult, ExitReason, ReportStatus};
 use super::sub_agents::{SubAgents, definition as sub_agent_tool};
 use super::tool_phase::Handled;
 use super::xml::{XmlMode, XmlState};
@@ -179,6 +179,12 @@ enum TurnEnd {
 }
 
 impl Session {
+    /// Keeps an accounting entry in the run's transcript and emits it.
+    pub(super) async fn record_accounting(&self, run: &mut Run, entry: AccountingEntry) {
+        run.transcript.accounting.push(entry.clone());
+        self.events.emit(AgentEvent::Accounting(entry)).await;
+    }
+
     pub fn new(
         providers: ProviderSet,
         tools: ToolRegistry,

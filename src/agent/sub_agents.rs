@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
 use super::events::{AgentEvent, Progress};
-use super::result::{AccountingEntry, EntryStatus, ToolAccounting};
+use super::result::{AccountingEntry, ToolAccounting};
 use super::session::{Run, RunControl, Session};
 use super::tool_phase::failed;
 use super::{AgentResult, SamplingOverrides, SessionRequest};
@@ -120,27 +120,17 @@ impl Session {
             }
             Err(reason) => (failed(&reason), Some(reason)),
         };
-        let entry = AccountingEntry::Tool(ToolAccounting {
-            timestamp: chrono::Utc::now().timestamp_millis(),
-            status: if error.is_some() {
-                EntryStatus::Failed
-            } else {
-                EntryStatus::Ok
-            },
-            latency: started.elapsed().as_millis() as u64,
-            mcp_server: "agent".into(),
-            command: call.name.clone(),
-            characters_in: call.arguments.chars().count(),
-            characters_out: reply.chars().count(),
+        let entry = ToolAccounting::finished(
+            "agent",
+            call.name.clone(),
+            started.elapsed().as_millis() as u64,
+            call.arguments.chars().count(),
+            reply.chars().count(),
             error,
-            details: None,
-            lineage: run.lineage(),
-            source: None,
-        });
-        self.events
-            .emit(AgentEvent::Accounting(entry.clone()))
+            run.lineage(),
+        );
+        self.record_accounting(run, AccountingEntry::Tool(entry))
             .await;
-        run.transcript.accounting.push(entry);
         reply
     }
 

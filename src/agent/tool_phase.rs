@@ -248,10 +248,7 @@ impl Session {
                     BUDGET_EXCEEDED_STUB.to_string()
                 }
             };
-            self.events
-                .emit(AgentEvent::Accounting(entry.clone()))
-                .await;
-            run.transcript.accounting.push(entry);
+            self.record_accounting(run, entry).await;
             replies[index] = Some(message);
             admitted[index] = true;
         }
@@ -287,29 +284,21 @@ impl Session {
             (Err(e), _) => Err(format!("the arguments are not a valid JSON object ({e})")),
             (Ok(_), None) => Err("no final report is expected".into()),
         };
-        let entry = AccountingEntry::Tool(ToolAccounting {
-            timestamp: chrono::Utc::now().timestamp_millis(),
-            status: if outcome.is_ok() {
-                EntryStatus::Ok
-            } else {
-                EntryStatus::Failed
-            },
-            latency: 0,
-            mcp_server: "agent".into(),
-            command: FINAL_REPORT_TOOL.into(),
-            characters_in: call.arguments.len(),
-            characters_out: if outcome.is_ok() {
+        let entry = ToolAccounting::finished(
+            "agent",
+            FINAL_REPORT_TOOL,
+            0,
+            call.arguments.len(),
+            if outcome.is_ok() {
                 FINAL_REPORT_CHARS_OUT
             } else {
                 0
             },
-            error: outcome.as_ref().err().cloned(),
-            details: None,
-            lineage: run.lineage(),
-            source: None,
-        });
-        run.transcript.accounting.push(entry.clone());
-        self.events.emit(AgentEvent::Accounting(entry)).await;
+            outcome.as_ref().err().cloned(),
+            run.lineage(),
+        );
+        self.record_accounting(run, AccountingEntry::Tool(entry))
+            .await;
         match outcome {
             Ok(report) => {
                 for warning in &report.warnings {
@@ -395,21 +384,16 @@ impl Session {
             }))
             .await;
         let entry = AccountingEntry::Tool(ToolAccounting {
-            timestamp: chrono::Utc::now().timestamp_millis(),
-            status: if error.is_some() {
-                EntryStatus::Failed
-            } else {
-                EntryStatus::Ok
-            },
-            latency: latency_ms,
-            mcp_server: server,
-            command: call.name.clone(),
-            characters_in: chars_in,
-            characters_out: chars_out,
-            error,
-            details: None,
-            lineage: context.lineage.clone(),
             source: context.source.map(str::to_string),
+            ..ToolAccounting::finished(
+                server,
+                call.name.clone(),
+                latency_ms,
+                chars_in,
+                chars_out,
+                error,
+                context.lineage.clone(),
+            )
         });
         Executed {
             index,

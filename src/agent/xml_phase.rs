@@ -9,7 +9,7 @@ use tracing::{error, warn};
 use super::ending::Ending;
 use super::events::{AgentEvent, Progress};
 use super::final_report::FINAL_REPORT_TOOL;
-use super::result::{AccountingEntry, EntryStatus, ExitReason, ToolAccounting};
+use super::result::{AccountingEntry, ExitReason, ToolAccounting};
 use super::session::{Run, Session, ephemeral_messages};
 use super::tool_args::{ParsedArguments, parse_tool_arguments};
 use super::tool_phase::{Handled, assistant_message};
@@ -324,25 +324,20 @@ impl Session {
     }
 
     async fn record_xml_final(&self, run: &mut Run, tag: &FinalTag, outcome: Result<(), &str>) {
-        let entry = AccountingEntry::Tool(ToolAccounting {
-            timestamp: chrono::Utc::now().timestamp_millis(),
-            status: if outcome.is_ok() {
-                EntryStatus::Ok
-            } else {
-                EntryStatus::Failed
-            },
-            latency: 0,
-            mcp_server: "agent".into(),
-            command: "agent__final_report_xml".into(),
-            characters_in: tag.payload.chars().count(),
-            characters_out: 0,
-            error: outcome.err().map(str::to_string),
-            details: None,
-            lineage: run.lineage(),
+        let entry = ToolAccounting {
             source: Some("xml".into()),
-        });
-        run.transcript.accounting.push(entry.clone());
-        self.events.emit(AgentEvent::Accounting(entry)).await;
+            ..ToolAccounting::finished(
+                "agent",
+                "agent__final_report_xml",
+                0,
+                tag.payload.chars().count(),
+                0,
+                outcome.err().map(str::to_string),
+                run.lineage(),
+            )
+        };
+        self.record_accounting(run, AccountingEntry::Tool(entry))
+            .await;
     }
 
     async fn emit_progress(&self, run: &Run, message: String) {
