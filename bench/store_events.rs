@@ -2,14 +2,14 @@
 //!
 //! `cargo bench --bench store_events [-- --events N]`. For each backend it measures the writer
 //! the server uses (batches of 256 in one transaction, one writer), one event per transaction
-//! (what batching saves), and the cost a session pays per event (`RunEventRecorder::record`,
+//! (what batching saves), and the cost a session pays per event (`RunRecorder::event`,
 //! which only queues). PostgreSQL is the local service (`AGENTD_BENCH_POSTGRES_URL`, default
 //! `postgres://postgres@127.0.0.1:5432/test`); a fresh database is created and dropped.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentd::store::{NewRunEvent, RecorderSettings, RunEventRecorder, Store};
+use agentd::store::{NewRunEvent, RecorderSettings, RunRecorder, Store};
 use serde_json::json;
 use sqlx::Connection;
 
@@ -65,7 +65,7 @@ async fn measure(backend: &'static str, store: Arc<dyn Store>, count: usize) -> 
         queue_capacity: count + 1,
         ..RecorderSettings::default()
     };
-    let recorder = RunEventRecorder::start(store.clone(), settings, dropped.clone());
+    let recorder = RunRecorder::start(store.clone(), settings, dropped.clone());
     let queued: Vec<NewRunEvent> = (0..8)
         .flat_map(|run| events(&format!("recorded-{run}"), count / 8))
         .collect();
@@ -74,7 +74,7 @@ async fn measure(backend: &'static str, store: Arc<dyn Store>, count: usize) -> 
     let mut recording = Duration::ZERO;
     for event in queued {
         let before = Instant::now();
-        recorder.record(event);
+        recorder.event(event);
         recording += before.elapsed();
     }
     recorder.flush().await;

@@ -8,7 +8,7 @@
 //! | [`agent`] | the session loop: turns, retries, provider cycling, final report, events, `AgentResult` |
 //! | [`llm`] | the `Provider` trait and the vendor adapters (OpenAI-compatible first), SSE decoding |
 //! | [`tools`] | the `ToolProvider` trait and the registry of tools a session may call |
-//! | [`store`] | the `Store` trait with SQLite and PostgreSQL backends; migrations; the batching run-event recorder |
+//! | [`store`] | the `Store` trait with SQLite and PostgreSQL backends; migrations; the run recorder (runs and run events written in batches) |
 //! | [`cache`] | the response cache: keys, what may be cached, store and Redis backends |
 //! | [`http`] | the router, one file per API family, errors at the edge, SSE |
 //! | [`telemetry`] | Prometheus metrics and log setup |

@@ -26,7 +26,7 @@ use crate::cache::{CacheError, ResponseCache};
 use crate::config::models::ModelCatalog;
 use crate::config::{AgentRegistry, AgentSpec, Config};
 use crate::llm::catalog;
-use crate::store::{NewRun, RecorderSettings, RunEventRecorder, Store, StoreError};
+use crate::store::{NewRun, RecorderSettings, RunRecorder, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
 use crate::tools::hub::{ToolHub, ToolSetupError};
 pub use admission::{Overloaded, SessionSlot};
@@ -68,8 +68,8 @@ pub struct Runtime {
     /// The shared MCP connections and REST tools; each run gets its agent's registry.
     pub tools: ToolHub,
     pub store: Arc<dyn Store>,
-    /// Persists every run's events in batches, off the sessions' path.
-    pub run_events: RunEventRecorder,
+    /// Persists every run and its events in batches, off the sessions' and responses' path.
+    pub recorder: RunRecorder,
     /// Answers repeated requests to agents with a `cache` TTL.
     pub cache: Arc<dyn ResponseCache>,
     pub metrics: Metrics,
@@ -113,7 +113,7 @@ impl Runtime {
         let catalog = Arc::new(ModelCatalog::from_config(&config));
         let tools = ToolHub::start(&config, &agents, &metrics).await?;
         let cache = crate::cache::open(&config.cache, store.clone()).await?;
-        let run_events = RunEventRecorder::start(
+        let recorder = RunRecorder::start(
             store.clone(),
             RecorderSettings::default(),
             metrics.run_events_dropped_total.clone(),
@@ -128,7 +128,7 @@ impl Runtime {
             providers,
             tools,
             store,
-            run_events,
+            recorder,
             cache,
             metrics,
             sessions: TaskTracker::new(),
@@ -141,8 +141,9 @@ impl Runtime {
         }))
     }
 
-    /// Starts a session task. The run is recorded in the store before it starts and after it
-    /// ends, and every event is queued for the store, even when nobody listens any more.
+    /// Starts a session task. The run's start, every event (even when nobody listens any more)
+    /// and its end are queued for the store in that order; the end is queued before the result
+    /// is handed over, so a read that flushes the recorder first sees the finished run.
     /// Like [`Runtime::spawn_run`], for a run that was admitted: it holds `slot` until it ends.
     pub fn spawn_admitted(
         self: &Arc<Self>,
@@ -176,16 +177,29 @@ impl Runtime {
         let session_control = control.clone();
         self.live.started(&run_id, control.clone());
         let span = session_span(&request);
+        let new_run = NewRun {
+            id: request.run_id.clone(),
+            agent: request.agent.name.clone(),
+            user_id,
+            conversation_id: request.conversation_id.clone(),
+            created_at: chrono::Utc::now(),
+        };
         self.sessions.spawn(
             async move {
+                runtime.recorder.run_started(new_run.clone()).await;
                 let tee = run_events::tee(
                     session_events,
                     listener,
-                    &runtime.run_events,
+                    &runtime.recorder,
                     request.run_id.clone(),
                 );
-                let run = runtime.run_recorded(request, user_id, sink, session_control);
+                let user_id = new_run.user_id.as_deref();
+                let run = runtime.run_measured(request, user_id, sink, session_control);
                 let (result, ()) = tokio::join!(run, tee);
+                runtime
+                    .recorder
+                    .run_finished(new_run, (&result).into())
+                    .await;
                 drop(slot);
                 runtime.live.ended(&result.run_id);
                 let _ = result_tx.send(result);
@@ -228,58 +242,34 @@ impl Runtime {
         })
     }
 
-    async fn run_recorded(
+    /// Runs the session (or answers from the cache), counts it in the metrics and remembers a
+    /// cacheable answer.
+    async fn run_measured(
         self: &Arc<Self>,
         request: SessionRequest,
-        user_id: Option<String>,
+        user_id: Option<&str>,
         sink: EventSink,
         control: RunControl,
     ) -> AgentResult {
         let agent = request.agent.name.clone();
-        let new_run = NewRun {
-            id: request.run_id.clone(),
-            agent: agent.clone(),
-            user_id,
-            conversation_id: request.conversation_id.clone(),
-            created_at: chrono::Utc::now(),
-        };
-        // The run's start is recorded while the session already runs; its end is recorded
-        // before the result goes back, so a read after the response sees the finished run.
-        let record_start = async {
-            if let Err(error) = self.store.insert_run(&new_run).await {
-                warn!(%error, run_id = %new_run.id, "could not record the run start");
-            }
-        };
         self.metrics.sessions_active.inc();
-        let slot = self.cache_slot(&request, new_run.user_id.as_deref());
-        let session = async {
-            let cached = match &slot {
-                Some(slot) => self.answer_from_cache(slot, &request, &sink).await,
-                None => None,
-            };
-            match cached {
-                Some(result) => result,
-                None => {
-                    let agent_spec = request.agent.clone();
-                    self.session_for(&agent_spec, sink, control)
-                        .run(request)
-                        .await
-                }
+        let slot = self.cache_slot(&request, user_id);
+        let cached = match &slot {
+            Some(slot) => self.answer_from_cache(slot, &request, &sink).await,
+            None => None,
+        };
+        let result = match cached {
+            Some(result) => result,
+            None => {
+                let agent_spec = request.agent.clone();
+                self.session_for(&agent_spec, sink, control)
+                    .run(request)
+                    .await
             }
         };
-        let ((), result) = tokio::join!(record_start, session);
         self.metrics.sessions_active.dec();
         self.record_metrics(&agent, &result);
-        let finish = async {
-            if let Err(error) = self
-                .store
-                .finish_run(&result.run_id, &(&result).into())
-                .await
-            {
-                warn!(%error, run_id = %result.run_id, "could not record the run end");
-            }
-        };
-        tokio::join!(finish, self.remember(slot.as_ref(), &agent, &result));
+        self.remember(slot.as_ref(), &agent, &result).await;
         result
     }
 
@@ -335,7 +325,7 @@ impl Runtime {
                 "sessions still running after the drain timeout; their last events are lost"
             );
         }
-        self.run_events.close().await;
+        self.recorder.close().await;
         self.store.close().await;
         self.tools.shutdown().await;
     }

@@ -285,8 +285,7 @@ fn stored_events(
                 continue;
             }
             if runtime.live.control(&run_id).is_none() && run_has_ended(&runtime, &run_id).await {
-                // Ended, but its last events may still be on their way to the store.
-                tokio::time::sleep(FOLLOW_INTERVAL * 3).await;
+                // Ended: its last events were queued before its end, and the flush wrote them.
                 if let Ok(rest) = runtime.store.list_run_events(&run_id, after, REPLAY_PAGE).await {
                     for event in rest {
                         yield event_frame(event.seq, &event.event_type, &event.data);
@@ -299,16 +298,20 @@ fn stored_events(
     }
 }
 
+/// Whether the stored run has ended, once everything queued for the store is written.
 async fn run_has_ended(runtime: &Runtime, run_id: &str) -> bool {
+    runtime.recorder.flush().await;
     matches!(runtime.store.get_run(run_id).await, Ok(Some(run)) if run.status != "running")
 }
 
-/// The run, if it exists and the caller may see it (admins all, user keys their own).
+/// The run, if it exists and the caller may see it (admins all, user keys their own), as it is
+/// once everything queued for the store before this request is written.
 async fn visible_run(
     runtime: &Runtime,
     caller: &Caller,
     run_id: &str,
 ) -> Result<RunRecord, ApiError> {
+    runtime.recorder.flush().await;
     let run = runtime
         .store
         .get_run(run_id)

@@ -3,7 +3,8 @@
 //! and behave identically (one conformance suite runs against both).
 //!
 //! The store holds runs and their accounting ([`RunStore`]), chat history ([`ConversationStore`]),
-//! run events for replay ([`RunEventStore`], written through the batching [`RunEventRecorder`])
+//! run events for replay ([`RunEventStore`]; runs and events are written in batches through the
+//! [`RunRecorder`], [`RunBatchStore`])
 //! and the response cache table ([`CacheStore`]). It knows nothing about HTTP or sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
@@ -29,9 +30,11 @@ pub use conversations::{
 };
 pub use postgres::PostgresStore;
 pub(crate) use postgres::redact_password;
-pub use recorder::{RecorderSettings, RunEventRecorder};
+pub use recorder::{RecorderSettings, RunRecorder};
 pub use run_events::{NewRunEvent, RunEventRecord, RunEventStore};
-pub use runs::{AccountingRecord, NewRun, RunOutcome, RunRecord, RunStore};
+pub use runs::{
+    AccountingRecord, NewRun, RunBatch, RunBatchStore, RunOutcome, RunRecord, RunStore, RunWrite,
+};
 pub use sqlite::SqliteStore;
 
 /// The most rows one page of a listing may ask for.
@@ -59,7 +62,9 @@ pub enum StoreError {
 
 /// Everything agentd persists. Implementations must behave identically.
 #[async_trait]
-pub trait Store: RunStore + ConversationStore + RunEventStore + CacheStore + Send + Sync {
+pub trait Store:
+    RunStore + RunBatchStore + ConversationStore + RunEventStore + CacheStore + Send + Sync
+{
     /// Cheap reachability check for `/ready`.
     async fn ping(&self) -> Result<(), StoreError>;
     /// Closes every connection once in-flight queries finish; later calls fail.

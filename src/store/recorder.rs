@@ -1,15 +1,23 @@
-//! The run-event recorder: a bounded queue and one background task that writes run events to
-//! the store in batches, so a session never waits on the database.
+//! The run recorder: a bounded queue and one background task that writes runs (their start and
+//! their end, with accounting) and run events to the store in batches, one transaction each, so
+//! neither a session nor the response to its client waits on the database.
 //!
-//! [`RunEventRecorder::record`] never waits. The writer flushes when a batch reaches
-//! `batch_size` events or `flush_interval` after the first event of a batch, whichever comes
-//! first. When the queue is full (the store is slower than the sessions for a sustained time)
-//! the event is dropped and counted in `agentd_run_events_dropped_total{reason="queue_full"}`:
-//! streaming to the client matters more than the replay log, and an unbounded queue would trade
-//! a slow database for an out-of-memory server. A batch the store rejects `write_attempts` times
-//! is dropped and counted with `reason="store_error"`. [`RunEventRecorder::close`] writes
-//! everything queued before it returns (a clean shutdown loses nothing).
+//! The writer flushes when a batch reaches `batch_size` writes or `flush_interval` after the
+//! first write of a batch, whichever comes first. A run started and finished within one batch is
+//! written as one finished row. Run rows are never dropped for a full queue: [`RunRecorder::run_started`]
+//! and [`RunRecorder::run_finished`] wait for room (the store sets the pace), and after
+//! [`RunRecorder::close`] they are written directly. Events never wait: when the queue is full
+//! (the store is slower than the sessions for a sustained time) the event is dropped and counted
+//! in `agentd_run_events_dropped_total{reason="queue_full"}`: streaming to the client matters
+//! more than the replay log, and an unbounded queue would trade a slow database for an
+//! out-of-memory server. A batch the store rejects `write_attempts` times is dropped and its
+//! events counted with `reason="store_error"`.
+//!
+//! Readers that must see what was queued before them (a run read after its response was sent)
+//! call [`RunRecorder::flush`] first. [`RunRecorder::close`] writes everything queued before it
+//! returns (a clean shutdown loses nothing).
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError};
@@ -22,16 +30,16 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::{NewRunEvent, RunEventStore};
+use super::{NewRun, NewRunEvent, RunBatch, RunBatchStore, RunOutcome, RunWrite};
 
 /// Tuning of the recorder; the defaults suit a server.
 #[derive(Debug, Clone)]
 pub struct RecorderSettings {
-    /// Events waiting to be written before new ones are dropped.
+    /// Writes (events and run rows) waiting before new events are dropped.
     pub queue_capacity: usize,
-    /// Events written in one transaction.
+    /// Writes in one transaction.
     pub batch_size: usize,
-    /// Longest time an event waits in a partial batch.
+    /// Longest time a write waits in a partial batch.
     pub flush_interval: Duration,
     /// Tries per batch before it is dropped.
     pub write_attempts: u32,
@@ -53,37 +61,41 @@ impl Default for RecorderSettings {
 
 enum Command {
     Event(NewRunEvent),
-    /// Answered once every event queued before it has been written (or dropped).
+    /// Boxed: a finished run is several times the size of an event.
+    Run(Box<RunWrite>),
+    /// Answered once every write queued before it has been made (or dropped).
     Flush(oneshot::Sender<()>),
 }
 
-/// Cheap to share: `record` only pushes onto a bounded queue.
-pub struct RunEventRecorder {
+/// Cheap to share: recording only pushes onto a bounded queue.
+pub struct RunRecorder {
     queue: mpsc::Sender<Command>,
+    store: Arc<dyn RunBatchStore>,
     dropped: IntCounterVec,
     dropped_so_far: AtomicU64,
     stop: CancellationToken,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl RunEventRecorder {
+impl RunRecorder {
     /// Starts the writer task. `dropped` is a counter with one label, `reason`.
     pub fn start(
-        store: Arc<dyn RunEventStore>,
+        store: Arc<dyn RunBatchStore>,
         settings: RecorderSettings,
         dropped: IntCounterVec,
     ) -> Self {
         let (queue, receiver) = mpsc::channel(settings.queue_capacity.max(1));
         let stop = CancellationToken::new();
         let writer = Writer {
-            store,
-            batch: Vec::with_capacity(settings.batch_size),
+            store: store.clone(),
+            batch: PendingBatch::default(),
             settings,
             dropped: dropped.clone(),
         };
         let task = tokio::spawn(writer.run(receiver, stop.clone()));
         Self {
             queue,
+            store,
             dropped,
             dropped_so_far: AtomicU64::new(0),
             stop,
@@ -91,8 +103,38 @@ impl RunEventRecorder {
         }
     }
 
+    /// Queues a run's start (status `running`).
+    pub async fn run_started(&self, run: NewRun) {
+        self.write_run(RunWrite { run, outcome: None }).await;
+    }
+
+    /// Queues a run's end with its accounting; `run` is the same as at its start.
+    pub async fn run_finished(&self, run: NewRun, outcome: RunOutcome) {
+        self.write_run(RunWrite {
+            run,
+            outcome: Some(outcome),
+        })
+        .await;
+    }
+
+    /// Waits for room in the queue; once the recorder is closed, writes to the store directly.
+    async fn write_run(&self, write: RunWrite) {
+        let Err(mpsc::error::SendError(Command::Run(write))) =
+            self.queue.send(Command::Run(Box::new(write))).await
+        else {
+            return;
+        };
+        let batch = RunBatch {
+            runs: vec![*write],
+            events: Vec::new(),
+        };
+        if let Err(error) = self.store.write_run_batch(&batch).await {
+            warn!(%error, run_id = %batch.runs[0].run.id, "could not record the run");
+        }
+    }
+
     /// Queues an event without waiting; drops and counts it when the queue is full or closed.
-    pub fn record(&self, event: NewRunEvent) {
+    pub fn event(&self, event: NewRunEvent) {
         let reason = match self.queue.try_send(Command::Event(event)) {
             Ok(()) => return,
             Err(mpsc::error::TrySendError::Full(_)) => "queue_full",
@@ -112,7 +154,7 @@ impl RunEventRecorder {
         }
     }
 
-    /// Waits until every event recorded before this call is written (or dropped).
+    /// Waits until every write queued before this call is made (or dropped).
     pub async fn flush(&self) {
         let (ack, done) = oneshot::channel();
         if self.queue.send(Command::Flush(ack)).await.is_ok() {
@@ -120,7 +162,8 @@ impl RunEventRecorder {
         }
     }
 
-    /// Writes everything queued, then stops the writer; later events are dropped as `closed`.
+    /// Writes everything queued, then stops the writer; later events are dropped as `closed`
+    /// and later run rows are written directly.
     pub async fn close(&self) {
         self.stop.cancel();
         let task = self
@@ -131,14 +174,44 @@ impl RunEventRecorder {
         if let Some(task) = task
             && let Err(error) = task.await
         {
-            warn!(%error, "the run-event writer ended abnormally");
+            warn!(%error, "the run writer ended abnormally");
         }
     }
 }
 
+/// The writes of the next transaction. A run appears once: its end replaces its queued start.
+#[derive(Default)]
+struct PendingBatch {
+    batch: RunBatch,
+    run_index: HashMap<String, usize>,
+}
+
+impl PendingBatch {
+    fn len(&self) -> usize {
+        self.batch.runs.len() + self.batch.events.len()
+    }
+
+    fn push_run(&mut self, write: RunWrite) {
+        match self.run_index.get(&write.run.id) {
+            Some(&index) => self.batch.runs[index] = write,
+            None => {
+                self.run_index
+                    .insert(write.run.id.clone(), self.batch.runs.len());
+                self.batch.runs.push(write);
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.batch.runs.clear();
+        self.batch.events.clear();
+        self.run_index.clear();
+    }
+}
+
 struct Writer {
-    store: Arc<dyn RunEventStore>,
-    batch: Vec<NewRunEvent>,
+    store: Arc<dyn RunBatchStore>,
+    batch: PendingBatch,
     settings: RecorderSettings,
     dropped: IntCounterVec,
 }
@@ -151,19 +224,18 @@ impl Writer {
             tokio::select! {
                 biased;
                 () = stop.cancelled(), if !stopping => {
-                    // No new events; the ones already queued are still received below.
+                    // Nothing new; what is already queued is still received below.
                     queue.close();
                     stopping = true;
                 }
                 command = queue.recv() => match command {
                     Some(Command::Event(event)) => {
-                        self.batch.push(event);
-                        if self.batch.len() >= self.settings.batch_size {
-                            self.write_batch().await;
-                            deadline = None;
-                        } else if deadline.is_none() {
-                            deadline = Some(Instant::now() + self.settings.flush_interval);
-                        }
+                        self.batch.batch.events.push(event);
+                        self.after_push(&mut deadline).await;
+                    }
+                    Some(Command::Run(write)) => {
+                        self.batch.push_run(*write);
+                        self.after_push(&mut deadline).await;
                     }
                     Some(Command::Flush(ack)) => {
                         self.write_batch().await;
@@ -183,23 +255,35 @@ impl Writer {
         }
     }
 
+    /// Writes a full batch now; starts the flush clock on a batch's first write.
+    async fn after_push(&mut self, deadline: &mut Option<Instant>) {
+        if self.batch.len() >= self.settings.batch_size {
+            self.write_batch().await;
+            *deadline = None;
+        } else if deadline.is_none() {
+            *deadline = Some(Instant::now() + self.settings.flush_interval);
+        }
+    }
+
     async fn write_batch(&mut self) {
-        if self.batch.is_empty() {
+        if self.batch.len() == 0 {
             return;
         }
         let attempts = self.settings.write_attempts.max(1);
         let mut backoff = self.settings.retry_backoff;
+        let batch = &self.batch.batch;
         for attempt in 1..=attempts {
-            match self.store.append_run_events(&self.batch).await {
+            match self.store.write_run_batch(batch).await {
                 Ok(()) => break,
                 Err(error) if attempt == attempts => {
-                    warn!(%error, events = self.batch.len(), "run events could not be stored; dropped");
+                    warn!(%error, runs = batch.runs.len(), events = batch.events.len(),
+                        "runs and run events could not be stored; dropped");
                     self.dropped
                         .with_label_values(&["store_error"])
-                        .inc_by(self.batch.len() as u64);
+                        .inc_by(batch.events.len() as u64);
                 }
                 Err(error) => {
-                    warn!(%error, attempt, "storing run events failed; retrying");
+                    warn!(%error, attempt, "storing runs and run events failed; retrying");
                     tokio::time::sleep(backoff).await;
                     backoff *= 2;
                 }

@@ -5,12 +5,14 @@ use prometheus::Opts;
 use tokio::sync::{Notify, Semaphore};
 
 use super::*;
-use crate::store::{RunEventRecord, StoreError};
+use crate::store::StoreError;
 
 /// A store that records the batches it is given, optionally blocking or failing first.
 #[derive(Default)]
 struct FakeEvents {
     batches: Mutex<Vec<Vec<i64>>>,
+    /// Per batch: (run id, finished) of each run row.
+    runs: Mutex<Vec<Vec<(String, bool)>>>,
     /// When set, every write waits for a permit.
     gate: Option<Arc<Semaphore>>,
     entered: Notify,
@@ -18,8 +20,8 @@ struct FakeEvents {
 }
 
 #[async_trait]
-impl RunEventStore for FakeEvents {
-    async fn append_run_events(&self, events: &[NewRunEvent]) -> Result<(), StoreError> {
+impl RunBatchStore for FakeEvents {
+    async fn write_run_batch(&self, batch: &RunBatch) -> Result<(), StoreError> {
         self.entered.notify_one();
         if let Some(gate) = &self.gate {
             gate.acquire().await.expect("gate open").forget();
@@ -34,17 +36,15 @@ impl RunEventStore for FakeEvents {
         self.batches
             .lock()
             .expect("lock")
-            .push(events.iter().map(|e| e.seq).collect());
+            .push(batch.events.iter().map(|e| e.seq).collect());
+        self.runs.lock().expect("lock").push(
+            batch
+                .runs
+                .iter()
+                .map(|w| (w.run.id.clone(), w.outcome.is_some()))
+                .collect(),
+        );
         Ok(())
-    }
-
-    async fn list_run_events(
-        &self,
-        _: &str,
-        _: i64,
-        _: u32,
-    ) -> Result<Vec<RunEventRecord>, StoreError> {
-        Ok(Vec::new())
     }
 }
 
@@ -101,13 +101,13 @@ async fn wait_for(what: &str, condition: impl Fn() -> bool) {
 #[tokio::test]
 async fn full_batches_are_written_at_once_and_flush_writes_the_rest() {
     let store = Arc::new(FakeEvents::default());
-    let recorder = RunEventRecorder::start(
+    let recorder = RunRecorder::start(
         store.clone(),
         settings(100, 3, Duration::from_secs(3600)),
         counter(),
     );
     for seq in 1..=7 {
-        recorder.record(event(seq));
+        recorder.event(event(seq));
     }
     wait_for("two full batches", || store.batch_sizes().len() == 2).await;
     assert_eq!(
@@ -123,12 +123,12 @@ async fn full_batches_are_written_at_once_and_flush_writes_the_rest() {
 #[tokio::test(start_paused = true)]
 async fn a_partial_batch_is_written_after_the_flush_interval() {
     let store = Arc::new(FakeEvents::default());
-    let recorder = RunEventRecorder::start(
+    let recorder = RunRecorder::start(
         store.clone(),
         settings(100, 100, Duration::from_millis(50)),
         counter(),
     );
-    recorder.record(event(1));
+    recorder.event(event(1));
     tokio::time::sleep(Duration::from_millis(40)).await;
     assert!(
         store.batch_sizes().is_empty(),
@@ -146,17 +146,17 @@ async fn a_full_queue_drops_and_counts_without_waiting() {
         ..FakeEvents::default()
     });
     let dropped = counter();
-    let recorder = RunEventRecorder::start(
+    let recorder = RunRecorder::start(
         store.clone(),
         settings(4, 1, Duration::from_secs(3600)),
         dropped.clone(),
     );
-    recorder.record(event(1));
+    recorder.event(event(1));
     // The writer now holds event 1 and waits on the store: the queue is empty, capacity 4.
     store.entered.notified().await;
     let started = std::time::Instant::now();
     for seq in 2..=8 {
-        recorder.record(event(seq));
+        recorder.event(event(seq));
     }
     assert!(started.elapsed() < Duration::from_secs(1), "record waited");
     assert_eq!(dropped.with_label_values(&["queue_full"]).get(), 3);
@@ -169,17 +169,17 @@ async fn a_full_queue_drops_and_counts_without_waiting() {
 async fn close_writes_everything_queued_and_later_events_count_as_closed() {
     let store = Arc::new(FakeEvents::default());
     let dropped = counter();
-    let recorder = RunEventRecorder::start(
+    let recorder = RunRecorder::start(
         store.clone(),
         settings(1000, 1000, Duration::from_secs(3600)),
         dropped.clone(),
     );
     for seq in 1..=10 {
-        recorder.record(event(seq));
+        recorder.event(event(seq));
     }
     recorder.close().await;
     assert_eq!(store.seqs(), (1..=10).collect::<Vec<_>>());
-    recorder.record(event(11));
+    recorder.event(event(11));
     assert_eq!(dropped.with_label_values(&["closed"]).get(), 1);
     recorder.flush().await; // returns at once on a closed recorder
 }
@@ -191,19 +191,133 @@ async fn store_errors_are_retried_then_the_batch_is_dropped_and_counted() {
         ..FakeEvents::default()
     });
     let dropped = counter();
-    let recorder = RunEventRecorder::start(
+    let recorder = RunRecorder::start(
         store.clone(),
         settings(100, 2, Duration::from_secs(3600)),
         dropped.clone(),
     );
-    recorder.record(event(1));
-    recorder.record(event(2));
+    recorder.event(event(1));
+    recorder.event(event(2));
     recorder.flush().await;
     assert_eq!(store.seqs(), vec![1, 2], "the third try succeeds");
     store.failures_left.store(3, Ordering::SeqCst);
-    recorder.record(event(3));
-    recorder.record(event(4));
+    recorder.event(event(3));
+    recorder.event(event(4));
     recorder.flush().await;
     assert_eq!(store.seqs(), vec![1, 2], "three failures drop the batch");
     assert_eq!(dropped.with_label_values(&["store_error"]).get(), 2);
+}
+
+fn run(id: &str) -> NewRun {
+    NewRun {
+        id: id.into(),
+        agent: "agent".into(),
+        user_id: None,
+        conversation_id: None,
+        created_at: chrono::Utc::now(),
+    }
+}
+
+fn ended() -> RunOutcome {
+    RunOutcome {
+        status: "completed",
+        exit_reason: "final_answer",
+        success: true,
+        error: None,
+        final_report: None,
+        input_tokens: 0,
+        output_tokens: 0,
+        cached_tokens: 0,
+        total_tokens: 0,
+        cost_usd: 0.0,
+        turns: 1,
+        finished_at: chrono::Utc::now(),
+        duration_ms: 1,
+        result: None,
+        accounting: Vec::new(),
+    }
+}
+
+impl FakeEvents {
+    fn run_rows(&self) -> Vec<Vec<(String, bool)>> {
+        self.runs.lock().expect("lock").clone()
+    }
+}
+
+#[tokio::test]
+async fn a_run_started_and_finished_in_one_batch_is_one_finished_row_beside_its_events() {
+    let store = Arc::new(FakeEvents::default());
+    let recorder = RunRecorder::start(
+        store.clone(),
+        settings(100, 100, Duration::from_secs(3600)),
+        counter(),
+    );
+    recorder.run_started(run("a")).await;
+    recorder.run_started(run("b")).await;
+    recorder.event(event(1));
+    recorder.run_finished(run("a"), ended()).await;
+    recorder.flush().await;
+    assert_eq!(
+        store.run_rows(),
+        vec![vec![("a".to_string(), true), ("b".to_string(), false)]],
+        "one transaction; a's end replaced its start, in place"
+    );
+    assert_eq!(store.seqs(), vec![1]);
+    recorder.run_finished(run("b"), ended()).await;
+    recorder.flush().await;
+    assert_eq!(store.run_rows()[1], vec![("b".to_string(), true)]);
+}
+
+#[tokio::test]
+async fn run_rows_wait_for_room_in_a_full_queue_instead_of_being_dropped() {
+    let gate = Arc::new(Semaphore::new(0));
+    let store = Arc::new(FakeEvents {
+        gate: Some(gate.clone()),
+        ..FakeEvents::default()
+    });
+    let dropped = counter();
+    let recorder = Arc::new(RunRecorder::start(
+        store.clone(),
+        settings(2, 1, Duration::from_secs(3600)),
+        dropped.clone(),
+    ));
+    recorder.event(event(1));
+    store.entered.notified().await;
+    recorder.event(event(2));
+    recorder.event(event(3));
+    let waiting = tokio::spawn({
+        let recorder = recorder.clone();
+        async move { recorder.run_finished(run("r"), ended()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the run row waits while the queue is full"
+    );
+    gate.add_permits(100);
+    waiting.await.expect("queued");
+    recorder.flush().await;
+    let finished: Vec<(String, bool)> = store.run_rows().concat();
+    assert_eq!(finished, vec![("r".to_string(), true)]);
+    assert_eq!(dropped.with_label_values(&["queue_full"]).get(), 0);
+}
+
+#[tokio::test]
+async fn after_close_run_rows_are_written_directly() {
+    let store = Arc::new(FakeEvents::default());
+    let recorder = RunRecorder::start(
+        store.clone(),
+        settings(100, 100, Duration::from_secs(3600)),
+        counter(),
+    );
+    recorder.run_started(run("late")).await;
+    recorder.close().await;
+    recorder.run_finished(run("late"), ended()).await;
+    assert_eq!(
+        store.run_rows(),
+        vec![
+            vec![("late".to_string(), false)],
+            vec![("late".to_string(), true)]
+        ]
+    );
 }

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::StoreError;
+use super::{NewRunEvent, StoreError};
 use crate::agent::AgentResult;
 use crate::agent::result::{AccountingEntry, EntryStatus};
 
@@ -90,6 +90,31 @@ pub trait RunStore: Send + Sync {
     async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
     /// The run's accounting entries in the order they were produced.
     async fn list_accounting(&self, run_id: &str) -> Result<Vec<AccountingRecord>, StoreError>;
+}
+
+/// A run row as the recorder writes it: as started (`outcome` empty, status `running`) or as
+/// finished.
+#[derive(Debug, Clone)]
+pub struct RunWrite {
+    pub run: NewRun,
+    pub outcome: Option<RunOutcome>,
+}
+
+/// One transaction of the run recorder.
+#[derive(Debug, Clone, Default)]
+pub struct RunBatch {
+    /// At most one write per run.
+    pub runs: Vec<RunWrite>,
+    pub events: Vec<NewRunEvent>,
+}
+
+/// What the run recorder writes through.
+#[async_trait]
+pub trait RunBatchStore: Send + Sync {
+    /// Writes the batch in one transaction. A run is inserted whole; a finished run already
+    /// stored as running gets its end (and accounting); a start of a run already stored changes
+    /// nothing, and so does writing the same batch again.
+    async fn write_run_batch(&self, batch: &RunBatch) -> Result<(), StoreError>;
 }
 
 fn clamp(value: u64) -> i64 {

@@ -106,6 +106,7 @@ async fn a_key_may_only_use_its_allowed_agents() {
         .to_str()
         .expect("id")
         .to_string();
+    app.runtime.recorder.flush().await;
     let run = app
         .runtime
         .store

@@ -36,6 +36,8 @@ macro_rules! on_both_backends {
 
 on_both_backends!(
     runs_are_recorded_with_their_outcome_and_accounting,
+    run_batches_insert_finish_and_never_undo_a_finished_run,
+    a_run_batch_larger_than_one_statement_is_written_whole,
     conversations_are_listed_newest_first_page_by_page,
     no_query_returns_another_users_rows,
     messages_keep_their_order_and_fields,

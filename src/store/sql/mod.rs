@@ -9,6 +9,7 @@
 
 pub mod cache;
 pub mod conversations;
+pub mod run_batch;
 pub mod run_events;
 pub mod runs;
 
@@ -45,6 +46,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::runs::impl_run_store!($store, $db);
         $crate::store::sql::conversations::impl_conversation_store!($store, $db);
         $crate::store::sql::run_events::impl_run_event_store!($store, $db);
+        $crate::store::sql::run_batch::impl_run_batch_store!($store, $db);
         $crate::store::sql::cache::impl_cache_store!($store, $db);
 
         #[async_trait::async_trait]

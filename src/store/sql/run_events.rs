@@ -44,23 +44,11 @@ macro_rules! impl_run_event_store {
                 &self,
                 events: &[$crate::store::NewRunEvent],
             ) -> Result<(), $crate::store::StoreError> {
-                use $crate::store::sql::{ROWS_PER_INSERT, at, run_events as sql};
                 if events.is_empty() {
                     return Ok(());
                 }
                 let mut tx = self.begin_write().await?;
-                for chunk in events.chunks(ROWS_PER_INSERT) {
-                    let mut insert = sqlx::QueryBuilder::<$db>::new(sql::INSERT_EVENTS);
-                    insert.push_values(chunk, |mut row, event| {
-                        row.push_bind(&event.run_id)
-                            .push_bind(event.seq)
-                            .push_bind(&event.event_type)
-                            .push_bind(sqlx::types::Json(&event.data))
-                            .push_bind(at(event.ts));
-                    });
-                    insert.push(sql::INSERT_EVENTS_END);
-                    insert.build().execute(&mut *tx).await?;
-                }
+                Self::insert_event_rows(&mut tx, events).await?;
                 tx.commit().await?;
                 Ok(())
             }

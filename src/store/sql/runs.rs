@@ -127,7 +127,7 @@ macro_rules! impl_run_store {
                 run_id: &str,
                 outcome: &$crate::store::RunOutcome,
             ) -> Result<(), $crate::store::StoreError> {
-                use $crate::store::sql::{ROWS_PER_INSERT, at, runs};
+                use $crate::store::sql::{at, runs};
                 let mut tx = self.begin_write().await?;
                 sqlx::query(runs::FINISH_RUN)
                     .bind(run_id)
@@ -147,24 +147,11 @@ macro_rules! impl_run_store {
                     .bind(outcome.result.as_ref().map(sqlx::types::Json))
                     .execute(&mut *tx)
                     .await?;
-                let numbered: Vec<(i64, &$crate::store::AccountingRecord)> =
-                    (0_i64..).zip(outcome.accounting.iter()).collect();
-                for chunk in numbered.chunks(ROWS_PER_INSERT) {
-                    let mut insert = sqlx::QueryBuilder::<$db>::new(runs::INSERT_ACCOUNTING);
-                    insert.push_values(chunk, |mut row, (idx, entry)| {
-                        row.push_bind(run_id)
-                            .push_bind(*idx)
-                            .push_bind(&entry.entry_type)
-                            .push_bind(&entry.provider)
-                            .push_bind(&entry.model)
-                            .push_bind(&entry.tool)
-                            .push_bind(&entry.status)
-                            .push_bind(at(entry.ts))
-                            .push_bind(sqlx::types::Json(&entry.entry));
-                    });
-                    insert.push(runs::INSERT_ACCOUNTING_END);
-                    insert.build().execute(&mut *tx).await?;
-                }
+                let numbered: Vec<(&str, i64, &$crate::store::AccountingRecord)> = (0_i64..)
+                    .zip(outcome.accounting.iter())
+                    .map(|(idx, entry)| (run_id, idx, entry))
+                    .collect();
+                Self::insert_accounting_rows(&mut tx, &numbered).await?;
                 tx.commit().await?;
                 Ok(())
             }

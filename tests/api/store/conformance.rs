@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use agentd::store::{
-    AccountingRecord, NewConversation, NewMessage, NewRun, NewRunEvent, RunOutcome, Store,
-    StoreError,
+    AccountingRecord, NewConversation, NewMessage, NewRun, NewRunEvent, RunBatch, RunOutcome,
+    RunWrite, Store, StoreError,
 };
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -148,6 +148,106 @@ pub async fn runs_are_recorded_with_their_outcome_and_accounting(backend: &Backe
     );
     assert!(store.list_accounting("r-2").await.expect("list").is_empty());
     assert!(store.get_run("no-such-run").await.expect("get").is_none());
+}
+
+fn write(id: &str, finished: bool) -> RunWrite {
+    RunWrite {
+        run: new_run(id, Some("alice")),
+        outcome: finished.then(outcome),
+    }
+}
+
+/// What the run recorder writes: runs whole or as started, their end later, events alongside;
+/// every batch idempotent, and a late start never undoes an end.
+pub async fn run_batches_insert_finish_and_never_undo_a_finished_run(backend: &Backend) {
+    let store = backend.open().await;
+    let first = RunBatch {
+        runs: vec![write("started", false), write("whole", true)],
+        events: vec![event("started", 1), event("whole", 1), event("whole", 2)],
+    };
+    store.write_run_batch(&first).await.expect("first batch");
+    store
+        .write_run_batch(&first)
+        .await
+        .expect("same batch again");
+    let started = store
+        .get_run("started")
+        .await
+        .expect("get")
+        .expect("stored");
+    assert_eq!(
+        (started.status.as_str(), started.finished_at),
+        ("running", None)
+    );
+    let whole = store.get_run("whole").await.expect("get").expect("stored");
+    assert_eq!(whole.status, "completed");
+    assert_eq!(whole.user_id.as_deref(), Some("alice"));
+    assert_eq!(whole.created_at, at(0));
+    assert_eq!(whole.result, outcome().result);
+    assert_eq!(
+        store.list_accounting("whole").await.expect("list"),
+        outcome().accounting,
+        "accounting once, in order, after the batch was written twice"
+    );
+    let events = store.list_run_events("whole", 0, 10).await.expect("events");
+    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
+
+    let second = RunBatch {
+        runs: vec![write("started", true), write("whole", false)],
+        events: vec![event("started", 2)],
+    };
+    store.write_run_batch(&second).await.expect("second batch");
+    let ended = store
+        .get_run("started")
+        .await
+        .expect("get")
+        .expect("stored");
+    assert_eq!(ended.status, "completed");
+    assert_eq!(ended.exit_reason.as_deref(), Some("final_answer"));
+    assert_eq!(ended.total_tokens, 17);
+    assert_eq!(ended.finished_at, Some(outcome().finished_at));
+    assert_eq!(ended.created_at, at(0), "the start is kept");
+    assert_eq!(
+        store.list_accounting("started").await.expect("list").len(),
+        2
+    );
+    let still = store.get_run("whole").await.expect("get").expect("stored");
+    assert_eq!(
+        still, whole,
+        "a running row never overwrites a finished one"
+    );
+    store
+        .write_run_batch(&RunBatch::default())
+        .await
+        .expect("an empty batch is nothing to do");
+}
+
+/// 60 runs in one batch: more than one multi-row statement of runs and of accounting.
+pub async fn a_run_batch_larger_than_one_statement_is_written_whole(backend: &Backend) {
+    let store = backend.open().await;
+    let ids: Vec<String> = (0..60).map(|n| format!("run-{n}")).collect();
+    let batch = RunBatch {
+        runs: ids.iter().map(|id| write(id, true)).collect(),
+        events: ids.iter().map(|id| event(id, 1)).collect(),
+    };
+    store.write_run_batch(&batch).await.expect("batch");
+    for id in &ids {
+        let run = store.get_run(id).await.expect("get").expect("stored");
+        assert_eq!(run.status, "completed", "{id}");
+        assert_eq!(
+            store.list_accounting(id).await.expect("list").len(),
+            2,
+            "{id}"
+        );
+        assert_eq!(
+            store
+                .list_run_events(id, 0, 10)
+                .await
+                .expect("events")
+                .len(),
+            1
+        );
+    }
 }
 
 pub async fn run_events_are_listed_in_seq_order_after_a_seq(backend: &Backend) {

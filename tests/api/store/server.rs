@@ -25,6 +25,7 @@ async fn complete(app: &TestApp, model: &str, prompt: &str) -> (String, reqwest:
 }
 
 async fn stored_run(app: &TestApp, run_id: &str) -> RunRecord {
+    app.runtime.recorder.flush().await;
     app.runtime
         .store
         .get_run(run_id)
@@ -34,7 +35,7 @@ async fn stored_run(app: &TestApp, run_id: &str) -> RunRecord {
 }
 
 async fn stored_events(app: &TestApp, run_id: &str) -> Vec<RunEventRecord> {
-    app.runtime.run_events.flush().await;
+    app.runtime.recorder.flush().await;
     app.runtime
         .store
         .list_run_events(run_id, 0, 1000)

@@ -1,0 +1,203 @@
+//! The run recorder's transaction: whole run rows (upserted), accounting rows and events, each
+//! as multi-row INSERTs, so a batch of many runs costs a handful of statements. The row
+//! writers here are shared with `finish_run` and `append_run_events`.
+
+use serde_json::Value;
+use sqlx::types::Json;
+
+use crate::store::sql::at;
+use crate::store::{NewRun, RunOutcome, RunWrite};
+
+/// Runs per multi-row statement: a run row binds 19 values, one of them the whole result.
+pub const RUNS_PER_INSERT: usize = 25;
+
+/// Followed by the VALUES rows. A run already stored as running gets the end of a finished
+/// row; a running row never overwrites anything.
+pub const UPSERT_RUNS: &str = "INSERT INTO runs (id, agent, user_id, conversation_id, created_at, status, \
+     exit_reason, success, error, final_report, input_tokens, output_tokens, cached_tokens, total_tokens, \
+     cost_usd, turns, finished_at, duration_ms, result) ";
+pub const UPSERT_RUNS_END: &str = " ON CONFLICT (id) DO UPDATE SET status = excluded.status, \
+     exit_reason = excluded.exit_reason, success = excluded.success, error = excluded.error, \
+     final_report = excluded.final_report, input_tokens = excluded.input_tokens, \
+     output_tokens = excluded.output_tokens, cached_tokens = excluded.cached_tokens, \
+     total_tokens = excluded.total_tokens, cost_usd = excluded.cost_usd, turns = excluded.turns, \
+     finished_at = excluded.finished_at, duration_ms = excluded.duration_ms, result = excluded.result \
+     WHERE excluded.status <> 'running'";
+
+/// The columns of one run row after `id, agent, user_id, conversation_id, created_at`; a run
+/// that has not finished has status `running` and empty end columns.
+pub struct EndColumns<'a> {
+    pub status: &'a str,
+    pub exit_reason: Option<&'a str>,
+    pub success: Option<bool>,
+    pub error: Option<&'a str>,
+    pub final_report: Option<Json<&'a Value>>,
+    pub tokens: [i64; 4],
+    pub cost_usd: f64,
+    pub turns: i64,
+    pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub duration_ms: Option<i64>,
+    pub result: Option<Json<&'a Value>>,
+}
+
+impl<'a> EndColumns<'a> {
+    pub fn of(outcome: Option<&'a RunOutcome>) -> Self {
+        match outcome {
+            None => Self {
+                status: "running",
+                exit_reason: None,
+                success: None,
+                error: None,
+                final_report: None,
+                tokens: [0; 4],
+                cost_usd: 0.0,
+                turns: 0,
+                finished_at: None,
+                duration_ms: None,
+                result: None,
+            },
+            Some(end) => Self {
+                status: end.status,
+                exit_reason: Some(end.exit_reason),
+                success: Some(end.success),
+                error: end.error.as_deref(),
+                final_report: end.final_report.as_ref().map(Json),
+                tokens: [
+                    end.input_tokens,
+                    end.output_tokens,
+                    end.cached_tokens,
+                    end.total_tokens,
+                ],
+                cost_usd: end.cost_usd,
+                turns: end.turns,
+                finished_at: Some(at(end.finished_at)),
+                duration_ms: Some(end.duration_ms),
+                result: end.result.as_ref().map(Json),
+            },
+        }
+    }
+}
+
+/// The accounting rows of the finished runs among `writes`: (run id, index, record).
+pub fn accounting_rows(writes: &[RunWrite]) -> Vec<(&str, i64, &crate::store::AccountingRecord)> {
+    writes
+        .iter()
+        .filter_map(|write| write.outcome.as_ref().map(|end| (&write.run, end)))
+        .flat_map(|(run, end): (&NewRun, &RunOutcome)| {
+            (0_i64..)
+                .zip(end.accounting.iter())
+                .map(move |(idx, record)| (run.id.as_str(), idx, record))
+        })
+        .collect()
+}
+
+/// Implements [`RunBatchStore`](crate::store::RunBatchStore) and the row writers the other
+/// store traits share, for a backend.
+macro_rules! impl_run_batch_store {
+    ($store:ty, $db:ty) => {
+        impl $store {
+            async fn insert_event_rows(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                events: &[$crate::store::NewRunEvent],
+            ) -> Result<(), sqlx::Error> {
+                use $crate::store::sql::{ROWS_PER_INSERT, at, run_events as sql};
+                for chunk in events.chunks(ROWS_PER_INSERT) {
+                    let mut insert = sqlx::QueryBuilder::<$db>::new(sql::INSERT_EVENTS);
+                    insert.push_values(chunk, |mut row, event| {
+                        row.push_bind(&event.run_id)
+                            .push_bind(event.seq)
+                            .push_bind(&event.event_type)
+                            .push_bind(sqlx::types::Json(&event.data))
+                            .push_bind(at(event.ts));
+                    });
+                    insert.push(sql::INSERT_EVENTS_END);
+                    insert.build().execute(&mut **tx).await?;
+                }
+                Ok(())
+            }
+
+            async fn insert_accounting_rows(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                rows: &[(&str, i64, &$crate::store::AccountingRecord)],
+            ) -> Result<(), sqlx::Error> {
+                use $crate::store::sql::{ROWS_PER_INSERT, at, runs};
+                for chunk in rows.chunks(ROWS_PER_INSERT) {
+                    let mut insert = sqlx::QueryBuilder::<$db>::new(runs::INSERT_ACCOUNTING);
+                    insert.push_values(chunk, |mut row, (run_id, idx, entry)| {
+                        row.push_bind(*run_id)
+                            .push_bind(*idx)
+                            .push_bind(&entry.entry_type)
+                            .push_bind(&entry.provider)
+                            .push_bind(&entry.model)
+                            .push_bind(&entry.tool)
+                            .push_bind(&entry.status)
+                            .push_bind(at(entry.ts))
+                            .push_bind(sqlx::types::Json(&entry.entry));
+                    });
+                    insert.push(runs::INSERT_ACCOUNTING_END);
+                    insert.build().execute(&mut **tx).await?;
+                }
+                Ok(())
+            }
+
+            async fn upsert_run_rows(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                writes: &[$crate::store::RunWrite],
+            ) -> Result<(), sqlx::Error> {
+                use $crate::store::sql::at;
+                use $crate::store::sql::run_batch::{
+                    EndColumns, RUNS_PER_INSERT, UPSERT_RUNS, UPSERT_RUNS_END,
+                };
+                for chunk in writes.chunks(RUNS_PER_INSERT) {
+                    let mut upsert = sqlx::QueryBuilder::<$db>::new(UPSERT_RUNS);
+                    upsert.push_values(chunk, |mut row, write| {
+                        let run = &write.run;
+                        let end = EndColumns::of(write.outcome.as_ref());
+                        row.push_bind(&run.id)
+                            .push_bind(&run.agent)
+                            .push_bind(&run.user_id)
+                            .push_bind(&run.conversation_id)
+                            .push_bind(at(run.created_at))
+                            .push_bind(end.status)
+                            .push_bind(end.exit_reason)
+                            .push_bind(end.success)
+                            .push_bind(end.error)
+                            .push_bind(end.final_report)
+                            .push_bind(end.tokens[0])
+                            .push_bind(end.tokens[1])
+                            .push_bind(end.tokens[2])
+                            .push_bind(end.tokens[3])
+                            .push_bind(end.cost_usd)
+                            .push_bind(end.turns)
+                            .push_bind(end.finished_at)
+                            .push_bind(end.duration_ms)
+                            .push_bind(end.result);
+                    });
+                    upsert.push(UPSERT_RUNS_END);
+                    upsert.build().execute(&mut **tx).await?;
+                }
+                Ok(())
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::store::RunBatchStore for $store {
+            async fn write_run_batch(
+                &self,
+                batch: &$crate::store::RunBatch,
+            ) -> Result<(), $crate::store::StoreError> {
+                if batch.runs.is_empty() && batch.events.is_empty() {
+                    return Ok(());
+                }
+                let mut tx = self.begin_write().await?;
+                Self::upsert_run_rows(&mut tx, &batch.runs).await?;
+                let accounting = $crate::store::sql::run_batch::accounting_rows(&batch.runs);
+                Self::insert_accounting_rows(&mut tx, &accounting).await?;
+                Self::insert_event_rows(&mut tx, &batch.events).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+        }
+    };
+}
+pub(crate) use impl_run_batch_store;
