@@ -74,19 +74,21 @@ pub struct ErrorEvent {
     pub message: String,
 }
 
-/// One event of a run, in the order the session produced it.
+/// One event of a run, in the order the session produced it. Payloads larger than a text delta
+/// are boxed: every run buffers events in channels that allocate 32 slots at a time, so the
+/// enum's size is paid per open stream (336 bytes unboxed, 56 boxed).
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentEvent {
-    RunStarted(RunStarted),
+    RunStarted(Box<RunStarted>),
     TurnStarted(TurnStarted),
     Output(TextDelta),
     Thinking(TextDelta),
-    Progress(Progress),
-    ToolStarted(ToolStarted),
-    ToolFinished(ToolFinished),
-    Accounting(AccountingEntry),
-    FinalReport(FinalReport),
-    RunFinished(RunSummary),
+    Progress(Box<Progress>),
+    ToolStarted(Box<ToolStarted>),
+    ToolFinished(Box<ToolFinished>),
+    Accounting(Box<AccountingEntry>),
+    FinalReport(Box<FinalReport>),
+    RunFinished(Box<RunSummary>),
     Error(ErrorEvent),
 }
 

@@ -23,7 +23,7 @@ impl Session {
         let (reply, error) = match parsed {
             Ok(status) => {
                 self.events
-                    .emit(AgentEvent::Progress(Progress {
+                    .emit(AgentEvent::Progress(Box::new(Progress {
                         kind: "task_status".into(),
                         agent: run.request.agent.name.clone(),
                         call_path: run.call_path(),
@@ -31,7 +31,7 @@ impl Session {
                         done: status.done.clone(),
                         pending: status.pending.clone(),
                         now: status.now.clone(),
-                    }))
+                    })))
                     .await;
                 if status.completes_the_task() && run.forced_final.is_none() {
                     run.forced_final = Some(ForcedFinal::TaskCompleted);

@@ -182,7 +182,9 @@ impl Session {
     /// Keeps an accounting entry in the run's transcript and emits it.
     pub(super) async fn record_accounting(&self, run: &mut Run, entry: AccountingEntry) {
         run.transcript.accounting.push(entry.clone());
-        self.events.emit(AgentEvent::Accounting(entry)).await;
+        self.events
+            .emit(AgentEvent::Accounting(Box::new(entry)))
+            .await;
     }
 
     pub fn new(
@@ -231,12 +233,12 @@ impl Session {
     pub async fn run(&self, request: SessionRequest) -> AgentResult {
         let started = Instant::now();
         self.events
-            .emit(AgentEvent::RunStarted(RunStarted {
+            .emit(AgentEvent::RunStarted(Box::new(RunStarted {
                 run_id: request.run_id.clone(),
                 agent: request.agent.name.clone(),
                 conversation_id: request.conversation_id.clone(),
                 created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            }))
+            })))
             .await;
         let mut run = new_run(request, &self.catalog, &self.tool_instructions);
         let ending = match AssertUnwindSafe(self.drive(&mut run)).catch_unwind().await {
@@ -258,11 +260,11 @@ impl Session {
         );
         if let Some(report) = &result.final_report {
             self.events
-                .emit(AgentEvent::FinalReport(report.clone()))
+                .emit(AgentEvent::FinalReport(Box::new(report.clone())))
                 .await;
         }
         self.events
-            .emit(AgentEvent::RunFinished(result.summary()))
+            .emit(AgentEvent::RunFinished(Box::new(result.summary())))
             .await;
         result
     }

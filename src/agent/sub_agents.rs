@@ -200,7 +200,7 @@ impl Session {
         message: Option<String>,
     ) {
         self.events
-            .emit(AgentEvent::Progress(Progress {
+            .emit(AgentEvent::Progress(Box::new(Progress {
                 kind: kind.into(),
                 agent: agent.into(),
                 call_path: call_path.into(),
@@ -208,7 +208,7 @@ impl Session {
                 done: None,
                 pending: None,
                 now: None,
-            }))
+            })))
             .await;
     }
 }

@@ -336,12 +336,12 @@ impl Session {
         let arguments = Value::Object(arguments);
         let chars_in = arguments.to_string().chars().count();
         self.events
-            .emit(AgentEvent::ToolStarted(ToolStarted {
+            .emit(AgentEvent::ToolStarted(Box::new(ToolStarted {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 server: server.clone(),
                 arguments: arguments.clone(),
-            }))
+            })))
             .await;
         let started = Instant::now();
         let registry = self.tools.clone();
@@ -372,7 +372,7 @@ impl Session {
         let chars_out = message.chars().count();
         let status = if error.is_some() { "failed" } else { "ok" };
         self.events
-            .emit(AgentEvent::ToolFinished(ToolFinished {
+            .emit(AgentEvent::ToolFinished(Box::new(ToolFinished {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 server: server.clone(),
@@ -381,7 +381,7 @@ impl Session {
                 chars_in,
                 chars_out,
                 error: error.clone(),
-            }))
+            })))
             .await;
         let entry = AccountingEntry::Tool(ToolAccounting {
             source: context.source.map(str::to_string),

@@ -342,7 +342,7 @@ impl Session {
 
     async fn emit_progress(&self, run: &Run, message: String) {
         self.events
-            .emit(AgentEvent::Progress(Progress {
+            .emit(AgentEvent::Progress(Box::new(Progress {
                 kind: "agent_update".into(),
                 agent: run.request.agent.name.clone(),
                 call_path: run.call_path(),
@@ -350,7 +350,7 @@ impl Session {
                 done: None,
                 pending: None,
                 now: None,
-            }))
+            })))
             .await;
     }
 }

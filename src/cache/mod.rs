@@ -206,20 +206,20 @@ pub fn cached_run_result(
 /// The events a cached run emits, as a live run would: `run.started`, the answer as one
 /// `output`, `final_report`, `run.finished`.
 pub fn cached_run_events(result: &AgentResult, request: &SessionRequest) -> Vec<AgentEvent> {
-    let mut events = vec![AgentEvent::RunStarted(RunStarted {
+    let mut events = vec![AgentEvent::RunStarted(Box::new(RunStarted {
         run_id: request.run_id.clone(),
         agent: request.agent.name.clone(),
         conversation_id: request.conversation_id.clone(),
         created_at: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-    })];
+    }))];
     let text = result.answer_text();
     if !text.is_empty() {
         events.push(AgentEvent::Output(TextDelta { text }));
     }
     if let Some(report) = &result.final_report {
-        events.push(AgentEvent::FinalReport(report.clone()));
+        events.push(AgentEvent::FinalReport(Box::new(report.clone())));
     }
-    events.push(AgentEvent::RunFinished(result.summary()));
+    events.push(AgentEvent::RunFinished(Box::new(result.summary())));
     events
 }
 

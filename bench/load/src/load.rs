@@ -16,12 +16,48 @@ pub struct Call {
     pub streamed: bool,
 }
 
+/// Why a request did not count as answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Failure {
+    /// No response: connect, send or header error (`timeout` when reqwest says so).
+    Send { timeout: bool, connect: bool },
+    Status(u16),
+    /// The body broke off.
+    Body,
+    /// 200, but no answer text (or, streamed, no `[DONE]`).
+    Incomplete,
+    /// The task driving the request failed.
+    Task,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Send { timeout, connect } => write!(
+                f,
+                "no response ({})",
+                match (connect, timeout) {
+                    (true, true) => "connect timeout",
+                    (true, false) => "connect error",
+                    (false, true) => "timeout",
+                    (false, false) => "send error",
+                }
+            ),
+            Self::Status(code) => write!(f, "HTTP {code}"),
+            Self::Body => f.write_str("body broke off"),
+            Self::Incomplete => f.write_str("no answer or no [DONE]"),
+            Self::Task => f.write_str("driver task failed"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Sample {
     pub latency: Duration,
     /// Streams: until the first body chunk holding answer text.
     pub first_content: Option<Duration>,
     pub ok: bool,
+    pub failure: Option<Failure>,
     /// How late the request left against its schedule (the generator's own lag).
     pub lag: Duration,
 }
@@ -56,6 +92,7 @@ pub async fn open_loop(
             latency: Duration::ZERO,
             first_content: None,
             ok: false,
+            failure: Some(Failure::Task),
             lag: Duration::ZERO,
         }));
     }
@@ -66,45 +103,80 @@ pub async fn open_loop(
 pub async fn one(client: &reqwest::Client, call: &Call, due: Instant) -> Sample {
     let sent = Instant::now();
     let lag = sent.saturating_duration_since(due);
-    let (ok, first_content) = send(client, call, sent).await;
+    let (failure, first_content) = match send(client, call, sent).await {
+        Ok(first_content) => (None, first_content),
+        Err((failure, first_content)) => (Some(failure), first_content),
+    };
     Sample {
         latency: sent.elapsed(),
         first_content,
-        ok,
+        ok: failure.is_none(),
+        failure,
         lag,
     }
 }
 
-async fn send(client: &reqwest::Client, call: &Call, sent: Instant) -> (bool, Option<Duration>) {
+type Sent = Result<Option<Duration>, (Failure, Option<Duration>)>;
+
+async fn send(client: &reqwest::Client, call: &Call, sent: Instant) -> Sent {
     let response = client
         .post(&*call.url)
         .header("content-type", "application/json")
         .body(call.body.clone())
         .send()
         .await;
-    let Ok(response) = response else {
-        return (false, None);
+    let response = match response {
+        Ok(response) => response,
+        Err(error) => {
+            let failure = Failure::Send {
+                timeout: error.is_timeout(),
+                connect: error.is_connect(),
+            };
+            return Err((failure, None));
+        }
     };
     if !response.status().is_success() {
-        return (false, None);
+        return Err((Failure::Status(response.status().as_u16()), None));
     }
     if !call.streamed {
-        let body = response.bytes().await;
-        return (body.is_ok_and(|b| contains(&b, b"token")), None);
+        return match response.bytes().await {
+            Ok(body) if contains(&body, b"token") => Ok(None),
+            Ok(_) => Err((Failure::Incomplete, None)),
+            Err(_) => Err((Failure::Body, None)),
+        };
     }
     let mut first_content = None;
     let mut done = false;
     let mut body = response.bytes_stream();
     while let Some(chunk) = body.next().await {
         let Ok(chunk) = chunk else {
-            return (false, first_content);
+            return Err((Failure::Body, first_content));
         };
         if first_content.is_none() && contains(&chunk, b"\"content\":\"token") {
             first_content = Some(sent.elapsed());
         }
         done |= contains(&chunk, b"[DONE]");
     }
-    (done && first_content.is_some(), first_content)
+    if done && first_content.is_some() {
+        Ok(first_content)
+    } else {
+        Err((Failure::Incomplete, first_content))
+    }
+}
+
+/// "3× HTTP 503, 2× body broke off": the failures of a series, most frequent first.
+pub fn failures(samples: &[Sample]) -> String {
+    let mut counts = std::collections::BTreeMap::new();
+    for failure in samples.iter().filter_map(|s| s.failure) {
+        *counts.entry(failure).or_insert(0usize) += 1;
+    }
+    let mut counts: Vec<_> = counts.into_iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts
+        .iter()
+        .map(|(failure, n)| format!("{n}× {failure}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {

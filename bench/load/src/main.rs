@@ -202,6 +202,10 @@ async fn run(args: RunArgs) -> Result<(), String> {
     println!("{}", report.render());
     drop(agentd);
     drop(mock);
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("AGENTD_BENCH_KEEP").is_some() {
+        eprintln!("kept {} (agentd.json, agentd.log, the store)", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     Ok(())
 }

@@ -54,6 +54,12 @@ pub async fn single_turn(bench: &Bench, shape: &Shape, agentd: &Process, report:
             let summary = load::latency(samples);
             let sustained = summary.errors == 0 && summary.p99 < 50.0;
             report.rate_row(name, rate, &summary, load::lag_p99(samples), sustained);
+            if summary.errors > 0 {
+                report.note(format!(
+                    "  {name} errors at {rate} req/s: {}",
+                    load::failures(samples)
+                ));
+            }
             sustained
         };
         let d = if direct_alive {
@@ -132,6 +138,13 @@ pub async fn open_streams(bench: &Bench, shape: &Shape, agentd: &Process, report
         let samples = run.await.unwrap_or_default();
         let completed = samples.iter().filter(|s| s.ok).count();
         let last = load::latency(&samples);
+        if completed < count {
+            let target = if through_agentd { "agentd" } else { "direct" };
+            report.note(format!(
+                "3. {target}: not completed: {}",
+                load::failures(&samples)
+            ));
+        }
         if through_agentd {
             report.open_stream_row("agentd", count, completed, &last, Some((baseline, peak)));
         } else {
@@ -177,14 +190,15 @@ pub async fn turns(
     let mut direct = Vec::with_capacity(bench.runs);
     for _ in 0..bench.runs {
         let start = Instant::now();
-        let mut ok = true;
+        let mut failure = None;
         for body in &bodies {
-            ok &= load::one(&bench.client, body, Instant::now()).await.ok;
+            failure = failure.or(load::one(&bench.client, body, Instant::now()).await.failure);
         }
         direct.push(Sample {
             latency: start.elapsed(),
             first_content: None,
-            ok,
+            ok: failure.is_none(),
+            failure,
             lag: Duration::ZERO,
         });
     }
@@ -213,6 +227,7 @@ pub fn tool_summary(latencies: &[Duration]) -> Summary {
             latency,
             first_content: None,
             ok: true,
+            failure: None,
             lag: Duration::ZERO,
         })
         .collect();
