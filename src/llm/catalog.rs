@@ -28,6 +28,11 @@ pub struct CatalogError {
 /// Output size assumed for derived reasoning budgets when nothing sets `maxOutputTokens`.
 const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 16_384;
 
+/// Idle upstream connections kept per host: enough for thousands of short requests a second;
+/// the rest of a burst of long streams is closed when it ends instead of holding descriptors
+/// for the idle timeout.
+const IDLE_CONNECTIONS_PER_HOST: usize = 256;
+
 /// Every configured provider by name, sharing one HTTP client (and its connection pool).
 pub fn build_providers(
     config: &Config,
@@ -36,6 +41,7 @@ pub fn build_providers(
         .connect_timeout(Duration::from_secs(10))
         .tcp_nodelay(true)
         .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
         .build()
         .map_err(|e| CatalogError {
             provider: "*".into(),

@@ -10,8 +10,8 @@
 //! (the store is slower than the sessions for a sustained time) the event is dropped and counted
 //! in `agentd_run_events_dropped_total{reason="queue_full"}`: streaming to the client matters
 //! more than the replay log, and an unbounded queue would trade a slow database for an
-//! out-of-memory server. A batch the store rejects `write_attempts` times is dropped and its
-//! events counted with `reason="store_error"`.
+//! out-of-memory server. When the store rejects a batch `write_attempts` times, its events are
+//! dropped and counted with `reason="store_error"`; its run rows are kept for the next batch.
 //!
 //! Readers that must see what was queued before them (a run read after its response was sent)
 //! call [`RunRecorder::flush`] first. [`RunRecorder::close`] writes everything queued before it
@@ -244,6 +244,10 @@ impl Writer {
                     }
                     None => {
                         self.write_batch().await;
+                        if !self.batch.batch.runs.is_empty() {
+                            warn!(runs = self.batch.batch.runs.len(),
+                                "closing with run records the store did not take; they are lost");
+                        }
                         return;
                     }
                 },
@@ -265,22 +269,25 @@ impl Writer {
         }
     }
 
+    /// Writes the pending batch. When the store keeps failing, the events are dropped (and
+    /// counted) but the run rows stay for the next batch, up to `queue_capacity` of them: a
+    /// passing fault (a full disk, no file descriptors left) must not lose a run's record.
     async fn write_batch(&mut self) {
         if self.batch.len() == 0 {
             return;
         }
         let attempts = self.settings.write_attempts.max(1);
         let mut backoff = self.settings.retry_backoff;
-        let batch = &self.batch.batch;
         for attempt in 1..=attempts {
-            match self.store.write_run_batch(batch).await {
-                Ok(()) => break,
+            match self.store.write_run_batch(&self.batch.batch).await {
+                Ok(()) => {
+                    self.batch.clear();
+                    return;
+                }
                 Err(error) if attempt == attempts => {
+                    let batch = &self.batch.batch;
                     warn!(%error, runs = batch.runs.len(), events = batch.events.len(),
-                        "runs and run events could not be stored; dropped");
-                    self.dropped
-                        .with_label_values(&["store_error"])
-                        .inc_by(batch.events.len() as u64);
+                        "runs and run events could not be stored; the events are dropped, the runs kept for the next batch");
                 }
                 Err(error) => {
                     warn!(%error, attempt, "storing runs and run events failed; retrying");
@@ -289,7 +296,18 @@ impl Writer {
                 }
             }
         }
-        self.batch.clear();
+        self.dropped
+            .with_label_values(&["store_error"])
+            .inc_by(self.batch.batch.events.len() as u64);
+        self.batch.batch.events.clear();
+        let carried = self.batch.batch.runs.len();
+        if carried > self.settings.queue_capacity {
+            warn!(
+                runs = carried,
+                "run records could not be stored for too long; dropped"
+            );
+            self.batch.clear();
+        }
     }
 }
 

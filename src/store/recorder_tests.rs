@@ -321,3 +321,58 @@ async fn after_close_run_rows_are_written_directly() {
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_the_store_keeps_rejecting_drops_its_events_but_keeps_its_runs() {
+    let store = Arc::new(FakeEvents {
+        failures_left: AtomicU32::new(3),
+        ..FakeEvents::default()
+    });
+    let dropped = counter();
+    let recorder = RunRecorder::start(
+        store.clone(),
+        settings(100, 100, Duration::from_secs(3600)),
+        dropped.clone(),
+    );
+    recorder.run_started(run("kept")).await;
+    recorder.event(event(1));
+    recorder.flush().await;
+    assert!(
+        store.run_rows().is_empty(),
+        "three failures, nothing stored"
+    );
+    assert_eq!(dropped.with_label_values(&["store_error"]).get(), 1);
+    recorder.run_finished(run("kept"), ended()).await;
+    recorder.flush().await;
+    assert_eq!(
+        store.run_rows(),
+        vec![vec![("kept".to_string(), true)]],
+        "the run's start was carried and replaced by its end"
+    );
+    assert!(store.seqs().is_empty(), "the event was dropped");
+}
+
+#[tokio::test(start_paused = true)]
+async fn carried_runs_are_dropped_past_the_queue_capacity() {
+    let store = Arc::new(FakeEvents {
+        failures_left: AtomicU32::new(6),
+        ..FakeEvents::default()
+    });
+    let recorder = RunRecorder::start(
+        store.clone(),
+        settings(2, 100, Duration::from_secs(3600)),
+        counter(),
+    );
+    recorder.run_started(run("a")).await;
+    recorder.run_started(run("b")).await;
+    recorder.flush().await;
+    recorder.run_started(run("c")).await;
+    recorder.flush().await;
+    recorder.run_started(run("d")).await;
+    recorder.flush().await;
+    assert_eq!(
+        store.run_rows(),
+        vec![vec![("d".to_string(), false)]],
+        "2 carried are kept, 3 are more than the capacity of 2"
+    );
+}

@@ -20,7 +20,10 @@ pub struct Call {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Failure {
     /// No response: connect, send or header error (`timeout` when reqwest says so).
-    Send { timeout: bool, connect: bool },
+    Send {
+        timeout: bool,
+        connect: bool,
+    },
     Status(u16),
     /// The body broke off.
     Body,
@@ -171,7 +174,7 @@ pub fn failures(samples: &[Sample]) -> String {
         *counts.entry(failure).or_insert(0usize) += 1;
     }
     let mut counts: Vec<_> = counts.into_iter().collect();
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     counts
         .iter()
         .map(|(failure, n)| format!("{n}× {failure}"))
