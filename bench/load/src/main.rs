@@ -56,7 +56,7 @@ struct RunArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "100,500,1000,2000,3000,4000,5000,6000,7000,8000,10000,12000,16000,20000"
+        default_value = "100,500,1000,2000,3000,4000,5000,6000,7000,8000,10000,12000,16000,20000,24000,32000,40000,48000"
     )]
     rates: Vec<f64>,
     /// Streams held open at once in scenario 3 (capped by the open-file limit).
