@@ -1,15 +1,19 @@
-//! Appended run events per second on SQLite and PostgreSQL, measured in one run.
+//! Appended run events and recorded runs per second on SQLite and PostgreSQL, measured in one
+//! run.
 //!
 //! `cargo bench --bench store_events [-- --events N]`. For each backend it measures the writer
 //! the server uses (batches of 256 in one transaction, one writer), one event per transaction
-//! (what batching saves), and the cost a session pays per event (`RunRecorder::event`,
-//! which only queues). PostgreSQL is the local service (`AGENTD_BENCH_POSTGRES_URL`, default
+//! (what batching saves), the cost a session pays per event (`RunRecorder::event`, which only
+//! queues), and whole runs through the recorder as a single-turn run writes them (start, six
+//! events, end with one accounting entry and the whole result). PostgreSQL is the local service (`AGENTD_BENCH_POSTGRES_URL`, default
 //! `postgres://postgres@127.0.0.1:5432/test`); a fresh database is created and dropped.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentd::store::{NewRunEvent, RecorderSettings, RunRecorder, Store};
+use agentd::store::{
+    AccountingRecord, NewRun, NewRunEvent, RecorderSettings, RunOutcome, RunRecorder, Store,
+};
 use serde_json::json;
 use sqlx::Connection;
 
@@ -21,6 +25,100 @@ struct Measured {
     single_per_s: f64,
     record_ns: f64,
     recorder_per_s: f64,
+    runs_per_s: f64,
+}
+
+/// The events of a single-turn run, in the kinds and rough sizes the server stores.
+const RUN_EVENTS: [&str; 6] = [
+    "run.started",
+    "turn.started",
+    "output",
+    "accounting",
+    "final_report",
+    "run.finished",
+];
+
+fn new_run(id: &str) -> NewRun {
+    NewRun {
+        id: id.to_string(),
+        agent: "bench".into(),
+        user_id: Some("user-1".into()),
+        conversation_id: None,
+        created_at: chrono::Utc::now(),
+    }
+}
+
+fn outcome() -> RunOutcome {
+    let entry = json!({"type": "llm", "status": "ok", "provider": "llm", "model": "m", "latency": 1,
+        "tokens": {"inputTokens": 20, "outputTokens": 5, "totalTokens": 25}, "timestamp": 0});
+    RunOutcome {
+        status: "completed",
+        exit_reason: "final_answer",
+        success: true,
+        error: None,
+        final_report: Some(
+            json!({"status": "success", "format": "text", "content": "token token"}),
+        ),
+        input_tokens: 20,
+        output_tokens: 5,
+        cached_tokens: 0,
+        total_tokens: 25,
+        cost_usd: 0.0,
+        turns: 1,
+        finished_at: chrono::Utc::now(),
+        duration_ms: 1,
+        result: Some(
+            json!({"run_id": "r", "success": true, "exit_reason": "final_answer",
+            "conversation": [{"role": "user", "content": "Say something."}, {"role": "assistant", "content": "token token"}],
+            "accounting": [entry.clone()], "usage": {"inputTokens": 20, "outputTokens": 5}, "turns": 1}),
+        ),
+        accounting: vec![AccountingRecord {
+            entry_type: "llm".into(),
+            provider: Some("llm".into()),
+            model: Some("m".into()),
+            tool: None,
+            status: "ok".into(),
+            ts: chrono::Utc::now(),
+            entry,
+        }],
+    }
+}
+
+/// `runs` single-turn runs queued through a recorder as the runtime does, until all are stored.
+async fn runs_per_second(backend: &str, store: Arc<dyn Store>, runs: usize) -> f64 {
+    let dropped =
+        prometheus::IntCounterVec::new(prometheus::Opts::new("dropped", "dropped"), &["reason"])
+            .expect("counter");
+    let recorder = RunRecorder::start(store.clone(), RecorderSettings::default(), dropped);
+    let template = outcome();
+    let started = Instant::now();
+    for n in 0..runs {
+        let run = new_run(&format!("run-{n}"));
+        recorder.run_started(run.clone()).await;
+        for (seq, kind) in (1..).zip(RUN_EVENTS) {
+            recorder.event(NewRunEvent {
+                run_id: run.id.clone(),
+                seq,
+                event_type: kind.into(),
+                data: json!({"text": "token", "turn": 1, "status": "ok"}),
+                ts: chrono::Utc::now(),
+            });
+        }
+        recorder.run_finished(run, template.clone()).await;
+    }
+    recorder.flush().await;
+    let per_s = per_second(runs, started.elapsed());
+    recorder.close().await;
+    let last = store
+        .get_run(&format!("run-{}", runs - 1))
+        .await
+        .expect("get")
+        .expect("stored");
+    assert_eq!(
+        last.status, "completed",
+        "{backend}: the last run is not finished"
+    );
+    per_s
 }
 
 fn events(run: &str, count: usize) -> Vec<NewRunEvent> {
@@ -91,12 +189,14 @@ async fn measure(backend: &'static str, store: Arc<dyn Store>, count: usize) -> 
         .expect("list")
         .len();
     assert_eq!(stored, (count / 8).min(1000), "{backend}: events missing");
+    let runs_per_s = runs_per_second(backend, store, (count / 8).max(100)).await;
     Measured {
         backend,
         batched_per_s,
         single_per_s,
         record_ns: recording.as_nanos() as f64 / total as f64,
         recorder_per_s,
+        runs_per_s,
     }
 }
 
@@ -148,18 +248,19 @@ async fn main() {
 
     println!("{count} events per measurement, batches of {BATCH}\n");
     println!(
-        "| backend | batched events/s | 1 event per transaction, events/s | batching gain | recorder end to end, events/s | record() per event |"
+        "| backend | batched events/s | 1 event per transaction, events/s | batching gain | recorder end to end, events/s | record() per event | runs/s (start + 6 events + end) |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for m in [&sqlite, &pg] {
         println!(
-            "| {} | {:.0} | {:.0} | {:.1}x | {:.0} | {:.0} ns |",
+            "| {} | {:.0} | {:.0} | {:.1}x | {:.0} | {:.0} ns | {:.0} |",
             m.backend,
             m.batched_per_s,
             m.single_per_s,
             m.batched_per_s / m.single_per_s,
             m.recorder_per_s,
-            m.record_ns
+            m.record_ns,
+            m.runs_per_s
         );
     }
     println!(
