@@ -182,29 +182,29 @@ impl RunRecorder {
 /// The writes of the next transaction. A run appears once: its end replaces its queued start.
 #[derive(Default)]
 struct PendingBatch {
-    batch: RunBatch,
+    writes: RunBatch,
     run_index: HashMap<String, usize>,
 }
 
 impl PendingBatch {
     fn len(&self) -> usize {
-        self.batch.runs.len() + self.batch.events.len()
+        self.writes.runs.len() + self.writes.events.len()
     }
 
     fn push_run(&mut self, write: RunWrite) {
         match self.run_index.get(&write.run.id) {
-            Some(&index) => self.batch.runs[index] = write,
+            Some(&index) => self.writes.runs[index] = write,
             None => {
                 self.run_index
-                    .insert(write.run.id.clone(), self.batch.runs.len());
-                self.batch.runs.push(write);
+                    .insert(write.run.id.clone(), self.writes.runs.len());
+                self.writes.runs.push(write);
             }
         }
     }
 
     fn clear(&mut self) {
-        self.batch.runs.clear();
-        self.batch.events.clear();
+        self.writes.runs.clear();
+        self.writes.events.clear();
         self.run_index.clear();
     }
 }
@@ -230,7 +230,7 @@ impl Writer {
                 }
                 command = queue.recv() => match command {
                     Some(Command::Event(event)) => {
-                        self.batch.batch.events.push(event);
+                        self.batch.writes.events.push(event);
                         self.after_push(&mut deadline).await;
                     }
                     Some(Command::Run(write)) => {
@@ -239,13 +239,13 @@ impl Writer {
                     }
                     Some(Command::Flush(ack)) => {
                         self.write_batch().await;
-                        deadline = None;
+                        deadline = self.retry_deadline();
                         let _ = ack.send(());
                     }
                     None => {
                         self.write_batch().await;
-                        if !self.batch.batch.runs.is_empty() {
-                            warn!(runs = self.batch.batch.runs.len(),
+                        if !self.batch.writes.runs.is_empty() {
+                            warn!(runs = self.batch.writes.runs.len(),
                                 "closing with run records the store did not take; they are lost");
                         }
                         return;
@@ -253,7 +253,7 @@ impl Writer {
                 },
                 () = sleep_until(deadline), if deadline.is_some() => {
                     self.write_batch().await;
-                    deadline = None;
+                    deadline = self.retry_deadline();
                 }
             }
         }
@@ -263,10 +263,16 @@ impl Writer {
     async fn after_push(&mut self, deadline: &mut Option<Instant>) {
         if self.batch.len() >= self.settings.batch_size {
             self.write_batch().await;
-            *deadline = None;
+            *deadline = self.retry_deadline();
         } else if deadline.is_none() {
             *deadline = Some(Instant::now() + self.settings.flush_interval);
         }
+    }
+
+    /// After a write: run rows carried over from a failed batch are tried again after the
+    /// flush interval even if nothing new arrives.
+    fn retry_deadline(&self) -> Option<Instant> {
+        (self.batch.len() > 0).then(|| Instant::now() + self.settings.flush_interval)
     }
 
     /// Writes the pending batch. When the store keeps failing, the events are dropped (and
@@ -279,13 +285,13 @@ impl Writer {
         let attempts = self.settings.write_attempts.max(1);
         let mut backoff = self.settings.retry_backoff;
         for attempt in 1..=attempts {
-            match self.store.write_run_batch(&self.batch.batch).await {
+            match self.store.write_run_batch(&self.batch.writes).await {
                 Ok(()) => {
                     self.batch.clear();
                     return;
                 }
                 Err(error) if attempt == attempts => {
-                    let batch = &self.batch.batch;
+                    let batch = &self.batch.writes;
                     warn!(%error, runs = batch.runs.len(), events = batch.events.len(),
                         "runs and run events could not be stored; the events are dropped, the runs kept for the next batch");
                 }
@@ -298,9 +304,9 @@ impl Writer {
         }
         self.dropped
             .with_label_values(&["store_error"])
-            .inc_by(self.batch.batch.events.len() as u64);
-        self.batch.batch.events.clear();
-        let carried = self.batch.batch.runs.len();
+            .inc_by(self.batch.writes.events.len() as u64);
+        self.batch.writes.events.clear();
+        let carried = self.batch.writes.runs.len();
         if carried > self.settings.queue_capacity {
             warn!(
                 runs = carried,

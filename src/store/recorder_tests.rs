@@ -376,3 +376,20 @@ async fn carried_runs_are_dropped_past_the_queue_capacity() {
         "2 carried are kept, 3 are more than the capacity of 2"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn carried_runs_are_retried_after_the_flush_interval_without_new_writes() {
+    let store = Arc::new(FakeEvents {
+        failures_left: AtomicU32::new(3),
+        ..FakeEvents::default()
+    });
+    let recorder = RunRecorder::start(
+        store.clone(),
+        settings(100, 100, Duration::from_millis(50)),
+        counter(),
+    );
+    recorder.run_finished(run("idle"), ended()).await;
+    // 50 ms to the first write, 100 + 200 ms of backoff, then 50 ms to the retry.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert_eq!(store.run_rows(), vec![vec![("idle".to_string(), true)]]);
+}
