@@ -112,7 +112,13 @@ pub fn start_agentd(
         .map_err(|e| format!("{}: {e}", config_path.display()))?;
     let log =
         std::fs::File::create(dir.join("agentd.log")).map_err(|e| format!("agentd.log: {e}"))?;
-    let child = Command::new(agentd)
+    let mut command = Command::new(agentd);
+    // agentd's tokio worker threads (tokio reads TOKIO_WORKER_THREADS), for agentd alone: the
+    // driver and the mock keep theirs.
+    if let Some(workers) = std::env::var_os("AGENTD_BENCH_AGENTD_WORKERS") {
+        command.env("TOKIO_WORKER_THREADS", workers);
+    }
+    let child = command
         .args(["serve", "--config"])
         .arg(&config_path)
         .env(
