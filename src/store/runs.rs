@@ -81,12 +81,9 @@ pub struct AccountingRecord {
     pub entry: Value,
 }
 
-/// Runs and their accounting.
+/// Reading runs and their accounting; they are written through [`RunBatchStore`].
 #[async_trait]
 pub trait RunStore: Send + Sync {
-    async fn insert_run(&self, run: &NewRun) -> Result<(), StoreError>;
-    /// Records the end of a run and its accounting entries, atomically.
-    async fn finish_run(&self, run_id: &str, outcome: &RunOutcome) -> Result<(), StoreError>;
     async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
     /// The run's accounting entries in the order they were produced.
     async fn list_accounting(&self, run_id: &str) -> Result<Vec<AccountingRecord>, StoreError>;

@@ -1,6 +1,6 @@
 //! The run recorder's transaction: whole run rows (upserted), accounting rows and events, each
 //! as multi-row INSERTs, so a batch of many runs costs a handful of statements. The row
-//! writers here are shared with `finish_run` and `append_run_events`.
+//! event writer here is shared with `append_run_events`.
 
 use serde_json::Value;
 use sqlx::types::Json;

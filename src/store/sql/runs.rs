@@ -6,13 +6,6 @@ use sqlx::types::Json;
 
 use crate::store::{AccountingRecord, RunRecord};
 
-pub const INSERT_RUN: &str = "INSERT INTO runs (id, agent, user_id, conversation_id, status, created_at) \
-     VALUES ($1, $2, $3, $4, 'running', $5)";
-
-pub const FINISH_RUN: &str = "UPDATE runs SET status = $2, exit_reason = $3, success = $4, error = $5, final_report = $6, \
-     input_tokens = $7, output_tokens = $8, cached_tokens = $9, cost_usd = $10, turns = $11, finished_at = $12, \
-     duration_ms = $13, total_tokens = $14, result = $15 WHERE id = $1";
-
 pub const SELECT_RUN: &str = "SELECT id, agent, user_id, conversation_id, status, exit_reason, success, error, final_report, \
      input_tokens, output_tokens, cached_tokens, total_tokens, cost_usd, turns, created_at, finished_at, duration_ms, result \
      FROM runs WHERE id = $1";
@@ -105,57 +98,6 @@ macro_rules! impl_run_store {
     ($store:ty, $db:ty) => {
         #[async_trait::async_trait]
         impl $crate::store::RunStore for $store {
-            async fn insert_run(
-                &self,
-                run: &$crate::store::NewRun,
-            ) -> Result<(), $crate::store::StoreError> {
-                use $crate::store::sql::{at, conflict_or_query, runs};
-                sqlx::query(runs::INSERT_RUN)
-                    .bind(&run.id)
-                    .bind(&run.agent)
-                    .bind(&run.user_id)
-                    .bind(&run.conversation_id)
-                    .bind(at(run.created_at))
-                    .execute(&self.writer)
-                    .await
-                    .map_err(|e| conflict_or_query(e, "run", &run.id))?;
-                Ok(())
-            }
-
-            async fn finish_run(
-                &self,
-                run_id: &str,
-                outcome: &$crate::store::RunOutcome,
-            ) -> Result<(), $crate::store::StoreError> {
-                use $crate::store::sql::{at, runs};
-                let mut tx = self.begin_write().await?;
-                sqlx::query(runs::FINISH_RUN)
-                    .bind(run_id)
-                    .bind(outcome.status)
-                    .bind(outcome.exit_reason)
-                    .bind(outcome.success)
-                    .bind(&outcome.error)
-                    .bind(outcome.final_report.as_ref().map(sqlx::types::Json))
-                    .bind(outcome.input_tokens)
-                    .bind(outcome.output_tokens)
-                    .bind(outcome.cached_tokens)
-                    .bind(outcome.cost_usd)
-                    .bind(outcome.turns)
-                    .bind(at(outcome.finished_at))
-                    .bind(outcome.duration_ms)
-                    .bind(outcome.total_tokens)
-                    .bind(outcome.result.as_ref().map(sqlx::types::Json))
-                    .execute(&mut *tx)
-                    .await?;
-                let numbered: Vec<(&str, i64, &$crate::store::AccountingRecord)> = (0_i64..)
-                    .zip(outcome.accounting.iter())
-                    .map(|(idx, entry)| (run_id, idx, entry))
-                    .collect();
-                Self::insert_accounting_rows(&mut tx, &numbered).await?;
-                tx.commit().await?;
-                Ok(())
-            }
-
             async fn get_run(
                 &self,
                 run_id: &str,

@@ -110,22 +110,22 @@ fn outcome() -> RunOutcome {
 pub async fn runs_are_recorded_with_their_outcome_and_accounting(backend: &Backend) {
     let store = backend.open().await;
     store.ping().await.expect("ping");
-    store
-        .insert_run(&new_run("r-1", Some("alice")))
-        .await
-        .expect("insert");
+    write_runs(&store, vec![write("r-1", false)]).await;
     let started = store.get_run("r-1").await.expect("get").expect("exists");
     assert_eq!(started.status, "running");
     assert_eq!(started.user_id.as_deref(), Some("alice"));
     assert_eq!(started.created_at, at(0));
     assert_eq!((started.success, started.result.as_ref()), (None, None));
-    assert!(matches!(
-        store.insert_run(&new_run("r-1", None)).await,
-        Err(StoreError::Conflict { what: "run", .. })
-    ));
+    let again = RunWrite {
+        run: new_run("r-1", None),
+        outcome: None,
+    };
+    write_runs(&store, vec![again]).await;
+    let unchanged = store.get_run("r-1").await.expect("get").expect("exists");
+    assert_eq!(unchanged, started, "a second start changes nothing");
 
     let outcome = outcome();
-    store.finish_run("r-1", &outcome).await.expect("finish");
+    write_runs(&store, vec![write("r-1", true)]).await;
     let finished = store.get_run("r-1").await.expect("get").expect("exists");
     assert_eq!(finished.status, "completed");
     assert_eq!(finished.exit_reason.as_deref(), Some("final_answer"));
@@ -148,6 +148,14 @@ pub async fn runs_are_recorded_with_their_outcome_and_accounting(backend: &Backe
     );
     assert!(store.list_accounting("r-2").await.expect("list").is_empty());
     assert!(store.get_run("no-such-run").await.expect("get").is_none());
+}
+
+async fn write_runs(store: &Arc<dyn Store>, runs: Vec<RunWrite>) {
+    let batch = RunBatch {
+        runs,
+        events: Vec::new(),
+    };
+    store.write_run_batch(&batch).await.expect("write runs");
 }
 
 fn write(id: &str, finished: bool) -> RunWrite {
@@ -337,11 +345,8 @@ pub async fn concurrent_sessions_append_events_without_losing_any(backend: &Back
 
 pub async fn data_survives_close_and_reopen(backend: &Backend) {
     let store = backend.open().await;
-    store
-        .insert_run(&new_run("kept", Some("alice")))
-        .await
-        .expect("run");
-    store.finish_run("kept", &outcome()).await.expect("finish");
+    write_runs(&store, vec![write("kept", false)]).await;
+    write_runs(&store, vec![write("kept", true)]).await;
     store
         .create_conversation(&conversation("c", "alice", 0))
         .await
