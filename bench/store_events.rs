@@ -57,7 +57,7 @@ fn outcome() -> RunOutcome {
         success: true,
         error: None,
         final_report: Some(
-            json!({"status": "success", "format": "text", "content": "token token"}),
+            json!({"status": "success", "format": "text", "content": "token token"}).into(),
         ),
         input_tokens: 20,
         output_tokens: 5,
@@ -70,7 +70,8 @@ fn outcome() -> RunOutcome {
         result: Some(
             json!({"run_id": "r", "success": true, "exit_reason": "final_answer",
             "conversation": [{"role": "user", "content": "Say something."}, {"role": "assistant", "content": "token token"}],
-            "accounting": [entry.clone()], "usage": {"inputTokens": 20, "outputTokens": 5}, "turns": 1}),
+            "accounting": [entry.clone()], "usage": {"inputTokens": 20, "outputTokens": 5}, "turns": 1})
+            .into(),
         ),
         accounting: vec![AccountingRecord {
             entry_type: "llm".into(),
@@ -79,7 +80,7 @@ fn outcome() -> RunOutcome {
             tool: None,
             status: "ok".into(),
             ts: chrono::Utc::now(),
-            entry,
+            entry: entry.into(),
         }],
     }
 }
@@ -100,7 +101,7 @@ async fn runs_per_second(backend: &str, store: Arc<dyn Store>, runs: usize) -> f
                 run_id: run.id.clone(),
                 seq,
                 event_type: kind.into(),
-                data: json!({"text": "token", "turn": 1, "status": "ok"}),
+                data: json!({"text": "token", "turn": 1, "status": "ok"}).into(),
                 ts: chrono::Utc::now(),
             });
         }
@@ -127,7 +128,7 @@ fn events(run: &str, count: usize) -> Vec<NewRunEvent> {
             run_id: run.to_string(),
             seq: seq as i64,
             event_type: "output".into(),
-            data: json!({"text": "a typical streamed token or two"}),
+            data: json!({"text": "a typical streamed token or two"}).into(),
             ts: chrono::Utc::now(),
         })
         .collect()

@@ -23,6 +23,7 @@ pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod http;
+pub mod json_text;
 pub mod llm;
 pub mod runtime;
 pub mod store;

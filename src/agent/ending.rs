@@ -110,7 +110,8 @@ pub(super) fn assemble(
     }
 }
 
-/// The run's cost: the sum of its LLM entries' costs.
+/// The run's cost: the sum of its LLM entries' costs. Folded from `0.0`: an empty `f64` sum is
+/// `-0.0`, which JSON clients would see as `"cost_usd": -0.0`.
 fn total_cost(accounting: &[AccountingEntry]) -> f64 {
     accounting
         .iter()
@@ -118,5 +119,16 @@ fn total_cost(accounting: &[AccountingEntry]) -> f64 {
             AccountingEntry::Llm(llm) => llm.cost_usd,
             AccountingEntry::Tool(_) => None,
         })
-        .sum()
+        .fold(0.0, |total, cost| total + cost)
+}
+
+#[cfg(test)]
+mod cost_tests {
+    use super::*;
+
+    #[test]
+    fn a_run_without_priced_calls_costs_positive_zero() {
+        let cost = total_cost(&[]);
+        assert_eq!(serde_json::to_string(&cost).expect("json"), "0.0");
+    }
 }

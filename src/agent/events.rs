@@ -7,6 +7,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::result::{AccountingEntry, FinalReport, RunSummary};
+use crate::json_text::JsonText;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct RunStarted {
@@ -110,22 +111,20 @@ impl AgentEvent {
         }
     }
 
-    /// The event's `data` as JSON.
-    pub fn data(&self) -> serde_json::Value {
-        let value = match self {
-            Self::RunStarted(d) => serde_json::to_value(d),
-            Self::TurnStarted(d) => serde_json::to_value(d),
-            Self::Output(d) | Self::Thinking(d) => serde_json::to_value(d),
-            Self::Progress(d) => serde_json::to_value(d),
-            Self::ToolStarted(d) => serde_json::to_value(d),
-            Self::ToolFinished(d) => serde_json::to_value(d),
-            Self::Accounting(d) => serde_json::to_value(d),
-            Self::FinalReport(d) => serde_json::to_value(d),
-            Self::RunFinished(d) => serde_json::to_value(d),
-            Self::Error(d) => serde_json::to_value(d),
-        };
-        // These types hold only strings, numbers and JSON values: serialization cannot fail.
-        value.unwrap_or(serde_json::Value::Null)
+    /// The event's `data`, serialized once (stored and streamed as this text).
+    pub fn data(&self) -> JsonText {
+        match self {
+            Self::RunStarted(d) => JsonText::of(d),
+            Self::TurnStarted(d) => JsonText::of(d),
+            Self::Output(d) | Self::Thinking(d) => JsonText::of(d),
+            Self::Progress(d) => JsonText::of(d),
+            Self::ToolStarted(d) => JsonText::of(d),
+            Self::ToolFinished(d) => JsonText::of(d),
+            Self::Accounting(d) => JsonText::of(d),
+            Self::FinalReport(d) => JsonText::of(d),
+            Self::RunFinished(d) => JsonText::of(d),
+            Self::Error(d) => JsonText::of(d),
+        }
     }
 }
 

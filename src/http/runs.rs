@@ -197,11 +197,8 @@ async fn existing_run(
     }
 }
 
-fn event_frame(seq: i64, kind: &str, data: &Value) -> Result<Event, Infallible> {
-    Ok(Event::default()
-        .id(seq.to_string())
-        .event(kind)
-        .data(data.to_string()))
+fn event_frame(seq: i64, kind: &str, data: &str) -> Result<Event, Infallible> {
+    Ok(Event::default().id(seq.to_string()).event(kind).data(data))
 }
 
 /// The events of a run this request started, numbered as the store numbers them.
@@ -231,7 +228,7 @@ pub fn numbered_events(
         while let Some(event) = events.recv().await {
             seq += 1;
             let finished = matches!(event, AgentEvent::RunFinished(_));
-            yield event_frame(seq, event.kind(), &event.data());
+            yield event_frame(seq, event.kind(), event.data().as_str());
             if finished {
                 return;
             }
@@ -269,14 +266,14 @@ fn stored_events(
             let page = match runtime.store.list_run_events(&run_id, after, REPLAY_PAGE).await {
                 Ok(page) => page,
                 Err(error) => {
-                    yield event_frame(after + 1, "error", &ApiError::store(error).body()["error"]);
+                    yield event_frame(after + 1, "error", &ApiError::store(error).body()["error"].to_string());
                     return;
                 }
             };
             let full_page = page.len() as u32 == REPLAY_PAGE;
             for event in page {
                 after = event.seq;
-                yield event_frame(event.seq, &event.event_type, &event.data);
+                yield event_frame(event.seq, &event.event_type, event.data.as_str());
                 if event.event_type == "run.finished" {
                     return;
                 }
@@ -288,7 +285,7 @@ fn stored_events(
                 // Ended: its last events were queued before its end, and the flush wrote them.
                 if let Ok(rest) = runtime.store.list_run_events(&run_id, after, REPLAY_PAGE).await {
                     for event in rest {
-                        yield event_frame(event.seq, &event.event_type, &event.data);
+                        yield event_frame(event.seq, &event.event_type, event.data.as_str());
                     }
                 }
                 return;

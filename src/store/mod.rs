@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+pub use crate::json_text::JsonText;
 pub use cache_entries::{CacheEntry, CacheStore, NewCacheEntry};
 pub use conversations::{
     Conversation, ConversationCursor, ConversationStore, NewConversation, NewMessage, StoredMessage,

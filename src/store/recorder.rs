@@ -35,7 +35,7 @@ use super::{NewRun, NewRunEvent, RunBatch, RunBatchStore, RunOutcome, RunWrite};
 /// Tuning of the recorder; the defaults suit a server.
 #[derive(Debug, Clone)]
 pub struct RecorderSettings {
-    /// Writes (events and run rows) waiting before new events are dropped.
+    /// Queued items (a run row, or one burst of a run's events) before new events are dropped.
     pub queue_capacity: usize,
     /// Writes in one transaction.
     pub batch_size: usize,
@@ -60,7 +60,8 @@ impl Default for RecorderSettings {
 }
 
 enum Command {
-    Event(NewRunEvent),
+    /// Events in seq order, usually all a session emitted between two waits.
+    Events(Vec<NewRunEvent>),
     /// Boxed: a finished run is several times the size of an event.
     Run(Box<RunWrite>),
     /// Answered once every write queued before it has been made (or dropped).
@@ -135,18 +136,25 @@ impl RunRecorder {
 
     /// Queues an event without waiting; drops and counts it when the queue is full or closed.
     pub fn event(&self, event: NewRunEvent) {
-        let reason = match self.queue.try_send(Command::Event(event)) {
+        self.events(vec![event]);
+    }
+
+    /// Queues events as one item without waiting; drops and counts them when the queue is full
+    /// or closed.
+    pub fn events(&self, events: Vec<NewRunEvent>) {
+        if events.is_empty() {
+            return;
+        }
+        let count = events.len() as u64;
+        let reason = match self.queue.try_send(Command::Events(events)) {
             Ok(()) => return,
             Err(mpsc::error::TrySendError::Full(_)) => "queue_full",
             Err(mpsc::error::TrySendError::Closed(_)) => "closed",
         };
-        self.dropped.with_label_values(&[reason]).inc();
+        self.dropped.with_label_values(&[reason]).inc_by(count);
         // One line per thousand drops: enough to notice, not enough to flood the log.
-        if self
-            .dropped_so_far
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(1000)
-        {
+        let before = self.dropped_so_far.fetch_add(count, Ordering::Relaxed);
+        if before / 1000 != (before + count) / 1000 || before == 0 {
             warn!(
                 reason,
                 "run events are being dropped: the store cannot keep up"
@@ -220,6 +228,7 @@ impl Writer {
     async fn run(mut self, mut queue: mpsc::Receiver<Command>, stop: CancellationToken) {
         let mut deadline: Option<Instant> = None;
         let mut stopping = false;
+        let mut commands = Vec::with_capacity(self.settings.batch_size);
         loop {
             tokio::select! {
                 biased;
@@ -228,21 +237,8 @@ impl Writer {
                     queue.close();
                     stopping = true;
                 }
-                command = queue.recv() => match command {
-                    Some(Command::Event(event)) => {
-                        self.batch.writes.events.push(event);
-                        self.after_push(&mut deadline).await;
-                    }
-                    Some(Command::Run(write)) => {
-                        self.batch.push_run(*write);
-                        self.after_push(&mut deadline).await;
-                    }
-                    Some(Command::Flush(ack)) => {
-                        self.write_batch().await;
-                        deadline = self.retry_deadline();
-                        let _ = ack.send(());
-                    }
-                    None => {
+                received = queue.recv_many(&mut commands, self.settings.batch_size.max(1)) => {
+                    if received == 0 {
                         self.write_batch().await;
                         if !self.batch.writes.runs.is_empty() {
                             warn!(runs = self.batch.writes.runs.len(),
@@ -250,11 +246,32 @@ impl Writer {
                         }
                         return;
                     }
-                },
+                    for command in commands.drain(..) {
+                        self.apply(command, &mut deadline).await;
+                    }
+                }
                 () = sleep_until(deadline), if deadline.is_some() => {
                     self.write_batch().await;
                     deadline = self.retry_deadline();
                 }
+            }
+        }
+    }
+
+    async fn apply(&mut self, command: Command, deadline: &mut Option<Instant>) {
+        match command {
+            Command::Events(mut events) => {
+                self.batch.writes.events.append(&mut events);
+                self.after_push(deadline).await;
+            }
+            Command::Run(write) => {
+                self.batch.push_run(*write);
+                self.after_push(deadline).await;
+            }
+            Command::Flush(ack) => {
+                self.write_batch().await;
+                *deadline = self.retry_deadline();
+                let _ = ack.send(());
             }
         }
     }

@@ -71,7 +71,7 @@ fn event(seq: i64) -> NewRunEvent {
         run_id: "run".into(),
         seq,
         event_type: "output".into(),
-        data: serde_json::json!({"text": "x"}),
+        data: serde_json::json!({"text": "x"}).into(),
         ts: chrono::Utc::now(),
     }
 }
@@ -163,6 +163,32 @@ async fn a_full_queue_drops_and_counts_without_waiting() {
     gate.add_permits(100);
     recorder.flush().await;
     assert_eq!(store.seqs(), vec![1, 2, 3, 4, 5], "queued events are kept");
+}
+
+#[tokio::test]
+async fn a_burst_of_events_is_one_queue_item_and_dropped_whole_when_full() {
+    let gate = Arc::new(Semaphore::new(0));
+    let store = Arc::new(FakeEvents {
+        gate: Some(gate.clone()),
+        ..FakeEvents::default()
+    });
+    let dropped = counter();
+    let recorder = RunRecorder::start(
+        store.clone(),
+        settings(2, 1, Duration::from_secs(3600)),
+        dropped.clone(),
+    );
+    recorder.event(event(1));
+    store.entered.notified().await;
+    // Capacity 2 holds two bursts however many events they carry; the third is dropped whole.
+    recorder.events((2..=5).map(event).collect());
+    recorder.events((6..=9).map(event).collect());
+    recorder.events((10..=12).map(event).collect());
+    recorder.events(Vec::new());
+    assert_eq!(dropped.with_label_values(&["queue_full"]).get(), 3);
+    gate.add_permits(100);
+    recorder.flush().await;
+    assert_eq!(store.seqs(), (1..=9).collect::<Vec<_>>());
 }
 
 #[tokio::test]

@@ -1,11 +1,9 @@
 //! Run events as stored (SPEC §4.2): every event a run emitted, numbered 1, 2, 3… per run, so a
 //! client can replay a stream and resume it after the `Last-Event-ID` it saw.
 
+use super::{JsonText, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
-
-use super::StoreError;
 
 /// An event to append; `seq` is assigned by the runtime in emission order.
 #[derive(Debug, Clone, PartialEq)]
@@ -14,7 +12,8 @@ pub struct NewRunEvent {
     pub seq: i64,
     /// The SSE `event:` name (`run.started`, `output`, …).
     pub event_type: String,
-    pub data: Value,
+    /// Serialized once, when the event is recorded.
+    pub data: JsonText,
     pub ts: DateTime<Utc>,
 }
 

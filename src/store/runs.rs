@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{NewRunEvent, StoreError};
+use super::{JsonText, NewRunEvent, StoreError};
 use crate::agent::AgentResult;
 use crate::agent::result::{AccountingEntry, EntryStatus};
 
@@ -51,7 +51,7 @@ pub struct RunOutcome {
     pub exit_reason: &'static str,
     pub success: bool,
     pub error: Option<String>,
-    pub final_report: Option<Value>,
+    pub final_report: Option<JsonText>,
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cached_tokens: i64,
@@ -60,7 +60,7 @@ pub struct RunOutcome {
     pub turns: i64,
     pub finished_at: DateTime<Utc>,
     pub duration_ms: i64,
-    pub result: Option<Value>,
+    pub result: Option<JsonText>,
     /// Written in the same transaction as the run's end, numbered 0, 1, 2… in this order.
     pub accounting: Vec<AccountingRecord>,
 }
@@ -78,7 +78,7 @@ pub struct AccountingRecord {
     pub status: String,
     pub ts: DateTime<Utc>,
     /// The entry in the contract's record format, as emitted.
-    pub entry: Value,
+    pub entry: JsonText,
 }
 
 /// Reading runs and their accounting; they are written through [`RunBatchStore`].
@@ -125,10 +125,7 @@ impl From<&AgentResult> for RunOutcome {
             exit_reason: result.exit_reason.as_str(),
             success: result.success,
             error: result.error.clone(),
-            final_report: result
-                .final_report
-                .as_ref()
-                .and_then(|r| serde_json::to_value(r).ok()),
+            final_report: result.final_report.as_ref().map(JsonText::of),
             input_tokens: clamp(result.usage.input_tokens),
             output_tokens: clamp(result.usage.output_tokens),
             cached_tokens: clamp(result.usage.cached_tokens),
@@ -137,7 +134,7 @@ impl From<&AgentResult> for RunOutcome {
             turns: i64::from(result.turns),
             finished_at: Utc::now(),
             duration_ms: clamp(result.duration_ms),
-            result: serde_json::to_value(result).ok(),
+            result: Some(JsonText::of(result)),
             accounting: result.accounting.iter().map(Into::into).collect(),
         }
     }
@@ -150,7 +147,7 @@ impl From<&AccountingEntry> for AccountingRecord {
             EntryStatus::Failed => "failed",
         };
         let at = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap_or_default();
-        let json = serde_json::to_value(entry).unwrap_or(Value::Null);
+        let json = JsonText::of(entry);
         match entry {
             AccountingEntry::Llm(llm) => Self {
                 entry_type: "llm".into(),

@@ -15,6 +15,9 @@ pub struct Process {
     name: &'static str,
 }
 
+/// `sysconf(_SC_CLK_TCK)` on Linux.
+const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
+
 impl Process {
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -31,6 +34,24 @@ impl Process {
                     .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             })
             .unwrap_or(0)
+    }
+
+    /// CPU time used so far (user + system, all threads), from `/proc/PID/stat`, in seconds.
+    pub fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()));
+        // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+        let ticks: u64 = stat
+            .ok()
+            .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.to_string()))
+            .map(|rest| {
+                rest.split_whitespace()
+                    .skip(11)
+                    .take(2)
+                    .filter_map(|v| v.parse::<u64>().ok())
+                    .sum()
+            })
+            .unwrap_or(0);
+        ticks as f64 / CLOCK_TICKS_PER_SECOND
     }
 
     pub fn check_alive(&mut self) -> Result<(), String> {

@@ -69,6 +69,7 @@ pub async fn single_turn(bench: &Bench, shape: &Shape, agentd: &Process, report:
             None
         };
         let rss_before = agentd.rss_kib();
+        let cpu_before = agentd.cpu_seconds();
         let a = if agentd_alive {
             Some(load::open_loop(&bench.client, &through, rate, count).await)
         } else {
@@ -99,6 +100,13 @@ pub async fn single_turn(bench: &Bench, shape: &Shape, agentd: &Process, report:
         }
         // Let agentd's store writes from this step settle before the next one.
         tokio::time::sleep(Duration::from_millis(500)).await;
+        if a.is_some() {
+            let cpu = agentd.cpu_seconds() - cpu_before;
+            report.note(format!(
+                "  agentd CPU at {rate} req/s: {:.0} µs per request (user + system, {count} requests, store writes included)",
+                cpu * 1e6 / count as f64
+            ));
+        }
     }
     report.throughput(direct_max, agentd_max);
 }

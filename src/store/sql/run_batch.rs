@@ -2,11 +2,10 @@
 //! as multi-row INSERTs, so a batch of many runs costs a handful of statements. The row
 //! event writer here is shared with `append_run_events`.
 
-use serde_json::Value;
 use sqlx::types::Json;
 
 use crate::store::sql::at;
-use crate::store::{NewRun, RunOutcome, RunWrite};
+use crate::store::{JsonText, NewRun, RunOutcome, RunWrite};
 
 /// Runs per multi-row statement: a run row binds 19 values, one of them the whole result.
 pub const RUNS_PER_INSERT: usize = 25;
@@ -31,13 +30,13 @@ pub struct EndColumns<'a> {
     pub exit_reason: Option<&'a str>,
     pub success: Option<bool>,
     pub error: Option<&'a str>,
-    pub final_report: Option<Json<&'a Value>>,
+    pub final_report: Option<Json<&'a JsonText>>,
     pub tokens: [i64; 4],
     pub cost_usd: f64,
     pub turns: i64,
     pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
     pub duration_ms: Option<i64>,
-    pub result: Option<Json<&'a Value>>,
+    pub result: Option<Json<&'a JsonText>>,
 }
 
 impl<'a> EndColumns<'a> {

@@ -1,10 +1,9 @@
 //! Statements and rows of `run_events`.
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::store::RunEventRecord;
+use crate::store::{JsonText, RunEventRecord};
 
 /// Followed by the VALUES rows; a repeated `(run_id, seq)` is skipped so a retry cannot duplicate.
 pub const INSERT_EVENTS: &str = "INSERT INTO run_events (run_id, seq, type, data, ts) ";
@@ -19,7 +18,7 @@ pub struct EventRow {
     seq: i64,
     #[sqlx(rename = "type")]
     event_type: String,
-    data: Json<Value>,
+    data: Json<JsonText>,
     ts: DateTime<Utc>,
 }
 

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::store::{AccountingRecord, RunRecord};
+use crate::store::{AccountingRecord, JsonText, RunRecord};
 
 pub const SELECT_RUN: &str = "SELECT id, agent, user_id, conversation_id, status, exit_reason, success, error, final_report, \
      input_tokens, output_tokens, cached_tokens, total_tokens, cost_usd, turns, created_at, finished_at, duration_ms, result \
@@ -76,7 +76,7 @@ pub struct AccountingRow {
     tool: Option<String>,
     status: String,
     ts: DateTime<Utc>,
-    entry: Json<Value>,
+    entry: Json<JsonText>,
 }
 
 impl From<AccountingRow> for AccountingRecord {

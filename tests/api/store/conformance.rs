@@ -51,7 +51,7 @@ fn event(run_id: &str, seq: i64) -> NewRunEvent {
         run_id: run_id.into(),
         seq,
         event_type: if seq == 1 { "run.started" } else { "output" }.into(),
-        data: json!({"text": format!("chunk {seq} ✓"), "n": seq}),
+        data: json!({"text": format!("chunk {seq} ✓"), "n": seq}).into(),
         ts: at(seq),
     }
 }
@@ -73,7 +73,7 @@ fn outcome() -> RunOutcome {
         success: true,
         error: None,
         final_report: Some(
-            json!({"status": "success", "format": "markdown", "content": "hi ✓", "ts": 1}),
+            json!({"status": "success", "format": "markdown", "content": "hi ✓", "ts": 1}).into(),
         ),
         input_tokens: 10,
         output_tokens: 5,
@@ -83,7 +83,7 @@ fn outcome() -> RunOutcome {
         turns: 1,
         finished_at: at(1) + chrono::Duration::milliseconds(500),
         duration_ms: 1500,
-        result: Some(json!({"run_id": "r", "exit_reason": "final_answer"})),
+        result: Some(json!({"run_id": "r", "exit_reason": "final_answer"}).into()),
         accounting: vec![
             AccountingRecord {
                 entry_type: "llm".into(),
@@ -92,7 +92,7 @@ fn outcome() -> RunOutcome {
                 tool: None,
                 status: "failed".into(),
                 ts: at(1),
-                entry: json!({"type": "llm", "status": "failed", "error": "HTTP 500"}),
+                entry: json!({"type": "llm", "status": "failed", "error": "HTTP 500"}).into(),
             },
             AccountingRecord {
                 entry_type: "tool".into(),
@@ -101,7 +101,7 @@ fn outcome() -> RunOutcome {
                 tool: Some("now".into()),
                 status: "ok".into(),
                 ts: at(2),
-                entry: json!({"type": "tool", "mcpServer": "time", "command": "now"}),
+                entry: json!({"type": "tool", "mcpServer": "time", "command": "now"}).into(),
             },
         ],
     }
@@ -130,8 +130,11 @@ pub async fn runs_are_recorded_with_their_outcome_and_accounting(backend: &Backe
     assert_eq!(finished.status, "completed");
     assert_eq!(finished.exit_reason.as_deref(), Some("final_answer"));
     assert_eq!(finished.success, Some(true));
-    assert_eq!(finished.final_report, outcome.final_report);
-    assert_eq!(finished.result, outcome.result);
+    assert_eq!(
+        finished.final_report,
+        outcome.final_report.map(|t| t.to_value())
+    );
+    assert_eq!(finished.result, outcome.result.map(|t| t.to_value()));
     let tokens = (
         finished.input_tokens,
         finished.output_tokens,
@@ -191,7 +194,7 @@ pub async fn run_batches_insert_finish_and_never_undo_a_finished_run(backend: &B
     assert_eq!(whole.status, "completed");
     assert_eq!(whole.user_id.as_deref(), Some("alice"));
     assert_eq!(whole.created_at, at(0));
-    assert_eq!(whole.result, outcome().result);
+    assert_eq!(whole.result, outcome().result.map(|t| t.to_value()));
     assert_eq!(
         store.list_accounting("whole").await.expect("list"),
         outcome().accounting,

@@ -102,7 +102,7 @@ async fn every_completion_is_recorded_as_a_run_with_its_accounting() {
         ),
         ("llm", Some("llm"), Some("upstream-model"), "ok")
     );
-    assert_eq!(accounting[0].entry["tokens"]["inputTokens"], 7);
+    assert_eq!(accounting[0].entry.to_value()["tokens"]["inputTokens"], 7);
 
     for _ in 0..3 {
         app.llm
@@ -160,11 +160,11 @@ async fn a_runs_events_land_in_the_store_in_order_numbered_from_one() {
     ] {
         assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
     }
-    assert_eq!(events[0].data["run_id"], run_id.as_str());
+    assert_eq!(events[0].data.to_value()["run_id"], run_id.as_str());
     let stored_text: String = events
         .iter()
         .filter(|e| e.event_type == "output")
-        .filter_map(|e| e.data["text"].as_str())
+        .filter_map(|e| e.data.to_value()["text"].as_str().map(str::to_owned))
         .collect();
     let streamed_text: String = streamed
         .iter()
@@ -176,7 +176,9 @@ async fn a_runs_events_land_in_the_store_in_order_numbered_from_one() {
         "the store saw what the client saw"
     );
     assert_eq!(
-        events.last().map(|e| e.data["exit_reason"].clone()),
+        events
+            .last()
+            .map(|e| e.data.to_value()["exit_reason"].clone()),
         Some(json!("final_answer"))
     );
 }

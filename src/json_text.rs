@@ -1,0 +1,112 @@
+//! JSON kept as the text it was serialized to. What the store writes (event data, a run's
+//! result and final report, accounting entries) is serialized once, straight from the typed
+//! value, and bound to the database as that text: no `serde_json::Value` tree is built and torn
+//! down on a session's path, and replaying a stored event sends its text as read.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// One JSON value as text. Two are equal when they hold the same JSON, whatever the spacing
+/// and key order (PostgreSQL's `jsonb` gives back neither as written).
+#[derive(Clone)]
+pub struct JsonText(Box<RawValue>);
+
+impl JsonText {
+    /// Serializes `value`; a value serde cannot write as JSON (a map with non-string keys)
+    /// becomes `null`, as the types stored here never are.
+    pub fn of<T: Serialize + ?Sized>(value: &T) -> Self {
+        serde_json::value::to_raw_value(value).map_or_else(|_| Self::null(), Self)
+    }
+
+    pub fn null() -> Self {
+        Self::from(Value::Null)
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// Parses the text back into a tree (for readers that edit or inspect it).
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.as_str()).unwrap_or(Value::Null)
+    }
+}
+
+impl From<Value> for JsonText {
+    fn from(value: Value) -> Self {
+        Self::of(&value)
+    }
+}
+
+impl PartialEq for JsonText {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str() || self.to_value() == other.to_value()
+    }
+}
+
+impl fmt::Debug for JsonText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for JsonText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Written as the JSON it holds (not as a string).
+impl Serialize for JsonText {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for JsonText {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Box::<RawValue>::deserialize(deserializer).map(Self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn serializes_once_and_embeds_as_json_not_as_a_string() {
+        let text = JsonText::of(&json!({"b": 1, "a": [true, null]}));
+        assert_eq!(text.as_str(), r#"{"a":[true,null],"b":1}"#);
+        let outer = serde_json::to_string(&json!({"data": text.to_value()})).expect("json");
+        assert_eq!(
+            serde_json::to_string(&Outer { data: &text }).expect("json"),
+            outer
+        );
+    }
+
+    #[derive(Serialize)]
+    struct Outer<'a> {
+        data: &'a JsonText,
+    }
+
+    #[test]
+    fn equal_when_the_same_json_whatever_the_spacing_and_key_order() {
+        let written = JsonText::of(&json!({"n": 1, "text": "chunk ✓"}));
+        let from_jsonb: JsonText =
+            serde_json::from_str(r#"{"text": "chunk ✓", "n": 1}"#).expect("json");
+        assert_eq!(written, from_jsonb);
+        assert_ne!(written, JsonText::of(&json!({"n": 2, "text": "chunk ✓"})));
+    }
+
+    #[test]
+    fn a_map_json_cannot_hold_becomes_null() {
+        let mut map = std::collections::HashMap::new();
+        map.insert((1, 2), "tuple keys");
+        assert_eq!(JsonText::of(&map).as_str(), "null");
+    }
+}
