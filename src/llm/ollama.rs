@@ -16,7 +16,7 @@ use super::parameters::{ParameterPolicy, ResolvedParams};
 use super::stream::{Flow, Frame, FrameDecoder, frame_json};
 use super::upstream::{
     Connection, Framing, KeyHeader, OptionalParam, Reading, Upstream, UpstreamSetupError, WireBody,
-    strip_base,
+    endpoint, strip_base,
 };
 use super::{
     ChatMessage, DeltaStream, LlmDelta, LlmError, LlmRequest, Provider, Role, StopReason, Usage,
@@ -24,7 +24,7 @@ use super::{
 
 pub struct OllamaProvider {
     upstream: Upstream,
-    url: String,
+    url: reqwest::Url,
     stream: bool,
     policy: ParameterPolicy,
 }
@@ -49,7 +49,7 @@ impl OllamaProvider {
         let root = strip_base(&strip_base(&connection.base_url, "/v1"), "/api");
         Ok(Self {
             upstream,
-            url: format!("{root}/api/chat"),
+            url: endpoint(format!("{root}/api/chat"))?,
             stream: connection.stream,
             policy,
         })

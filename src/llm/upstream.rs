@@ -10,6 +10,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use reqwest::Url;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 use tracing::warn;
@@ -27,6 +28,8 @@ pub enum UpstreamSetupError {
     InvalidHeader { name: String, detail: String },
     #[error("baseUrl {url:?} must start with http:// or https://")]
     BadBaseUrl { url: String },
+    #[error("baseUrl gives the endpoint {url:?}, which is not a valid URL: {detail}")]
+    BadEndpoint { url: String, detail: String },
 }
 
 /// What every provider type is configured with.
@@ -106,6 +109,15 @@ impl HeaderSpec {
             secret,
         }
     }
+}
+
+/// Parses a provider's endpoint once, when the provider is built: reqwest would otherwise parse
+/// the URL text again on every call.
+pub fn endpoint(url: String) -> Result<Url, UpstreamSetupError> {
+    Url::parse(&url).map_err(|error| UpstreamSetupError::BadEndpoint {
+        detail: error.to_string(),
+        url,
+    })
 }
 
 impl Upstream {
@@ -197,7 +209,7 @@ impl Upstream {
     /// parameters the upstream rejects are dropped and the request retried (see module docs).
     pub async fn post(
         &self,
-        url: &str,
+        url: &Url,
         model: &str,
         mut body: WireBody,
         timeout: Duration,
@@ -227,13 +239,13 @@ impl Upstream {
     /// (with the body text when the status may name a rejected parameter), `Err` otherwise.
     async fn send_once(
         &self,
-        url: &str,
+        url: &Url,
         body: &Map<String, Value>,
         timeout: Duration,
     ) -> Result<Result<reqwest::Response, (LlmError, Option<String>)>, LlmError> {
         let call = self
             .client
-            .post(url)
+            .post(url.clone())
             .headers(self.headers.clone())
             .json(body)
             .send();
@@ -291,7 +303,7 @@ impl Upstream {
     /// `reading` says.
     pub async fn exchange<D: FrameDecoder>(
         &self,
-        url: &str,
+        url: &Url,
         request: &LlmRequest,
         body: WireBody,
         reading: Reading<D>,
@@ -351,6 +363,19 @@ mod tests {
         assert_eq!(strip_base("http://h:1/v1/", "/v1"), "http://h:1");
         assert_eq!(strip_base("http://h:1", "/v1"), "http://h:1");
         assert_eq!(strip_base("http://h:1/api", "/api"), "http://h:1");
+    }
+
+    #[test]
+    fn an_endpoint_is_parsed_once_and_a_bad_one_is_named() {
+        let url = endpoint("http://h:1/v1/chat/completions".into()).expect("valid");
+        assert_eq!(url.path(), "/v1/chat/completions");
+        let err = endpoint("http://h:99999/v1/messages".into())
+            .expect_err("port out of range")
+            .to_string();
+        assert!(
+            err.starts_with("baseUrl gives the endpoint \"http://h:99999/v1/messages\""),
+            "{err}"
+        );
     }
 
     #[test]

@@ -47,6 +47,16 @@ pub struct RecorderSettings {
     pub retry_backoff: Duration,
 }
 
+impl RecorderSettings {
+    /// The defaults, with the batch size that suits `store`.
+    pub fn for_store(store: &dyn RunBatchStore) -> Self {
+        Self {
+            batch_size: store.preferred_batch_size(),
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for RecorderSettings {
     fn default() -> Self {
         Self {

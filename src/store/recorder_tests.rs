@@ -419,3 +419,16 @@ async fn carried_runs_are_retried_after_the_flush_interval_without_new_writes() 
     tokio::time::sleep(Duration::from_millis(450)).await;
     assert_eq!(store.run_rows(), vec![vec![("idle".to_string(), true)]]);
 }
+
+#[tokio::test]
+async fn the_recorder_takes_its_batch_size_from_the_store() {
+    let sqlite = crate::store::SqliteStore::open("sqlite::memory:")
+        .await
+        .expect("in-memory store");
+    assert_eq!(RecorderSettings::for_store(&sqlite).batch_size, 1024);
+    let fake = FakeEvents::default();
+    assert_eq!(
+        RecorderSettings::for_store(&fake).batch_size,
+        RecorderSettings::default().batch_size
+    );
+}

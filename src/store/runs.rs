@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{JsonText, NewRunEvent, StoreError};
+use super::{JsonText, NewRunEvent, RecorderSettings, StoreError};
 use crate::agent::AgentResult;
 use crate::agent::result::{AccountingEntry, EntryStatus};
 
@@ -112,6 +112,11 @@ pub trait RunBatchStore: Send + Sync {
     /// stored as running gets its end (and accounting); a start of a run already stored changes
     /// nothing, and so does writing the same batch again.
     async fn write_run_batch(&self, batch: &RunBatch) -> Result<(), StoreError>;
+
+    /// Writes per transaction that suit this backend (the recorder's `batch_size`).
+    fn preferred_batch_size(&self) -> usize {
+        RecorderSettings::default().batch_size
+    }
 }
 
 fn clamp(value: u64) -> i64 {

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::parameters::ParameterPolicy;
 use super::upstream::{
-    Connection, Framing, KeyHeader, Reading, Upstream, UpstreamSetupError, strip_base,
+    Connection, Framing, KeyHeader, Reading, Upstream, UpstreamSetupError, endpoint, strip_base,
 };
 use super::{DeltaStream, LlmError, LlmRequest, Provider};
 use decode::{EventDecoder, decode_message};
@@ -28,7 +28,7 @@ pub struct AnthropicSettings {
 
 pub struct AnthropicProvider {
     upstream: Upstream,
-    url: String,
+    url: reqwest::Url,
     shape: Shape,
     policy: ParameterPolicy,
 }
@@ -50,7 +50,10 @@ impl AnthropicProvider {
         )?;
         Ok(Self {
             upstream,
-            url: format!("{}/v1/messages", strip_base(&connection.base_url, "/v1")),
+            url: endpoint(format!(
+                "{}/v1/messages",
+                strip_base(&connection.base_url, "/v1")
+            ))?,
             shape: Shape {
                 stream: connection.stream,
                 prompt_caching: settings.prompt_caching,

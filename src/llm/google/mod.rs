@@ -68,8 +68,10 @@ impl Provider for GoogleProvider {
         } else {
             Reading::Whole(Box::new(decode_body))
         };
-        self.upstream
-            .exchange(&self.url(&request.model), &request, body, reading)
-            .await
+        // The model is part of the path: parsed per call (a model name that makes it invalid
+        // is the model's fault, reported as such).
+        let url = reqwest::Url::parse(&self.url(&request.model))
+            .map_err(|e| LlmError::Model(format!("model {:?} in the URL: {e}", request.model)))?;
+        self.upstream.exchange(&url, &request, body, reading).await
     }
 }

@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 use super::parameters::{ParameterPolicy, ResolvedParams};
 use super::upstream::{
     Connection, Framing, KeyHeader, OptionalParam, Reading, Upstream, UpstreamSetupError, WireBody,
+    endpoint,
 };
 use super::{ChatMessage, DeltaStream, LlmError, LlmRequest, Provider, Role, ToolDefinition};
 use decode::{ChunkDecoder, decode_completion};
@@ -41,7 +42,7 @@ pub struct OpenAiSettings {
 
 pub struct OpenAiProvider {
     upstream: Upstream,
-    url: String,
+    url: reqwest::Url,
     settings: OpenAiSettings,
     policy: ParameterPolicy,
 }
@@ -83,10 +84,10 @@ impl OpenAiProvider {
             KeyHeader::Bearer,
             defaults,
         )?;
-        let url = format!(
+        let url = endpoint(format!(
             "{}/chat/completions",
             settings.connection.base_url.trim_end_matches('/')
-        );
+        ))?;
         Ok(Self {
             upstream,
             url,

@@ -196,6 +196,10 @@ macro_rules! impl_run_batch_store {
                 tx.commit().await?;
                 Ok(())
             }
+
+            fn preferred_batch_size(&self) -> usize {
+                Self::RECORDER_BATCH
+            }
         }
     };
 }

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Instructions agentd executes per request (scenario 1's non-streaming single-turn agent), counted
+# by valgrind's callgrind: all of agentd's threads (handler, session, recorder, SQLite), none of
+# the client's or the mock's. Unlike times on a shared box the count repeats run to run, so two
+# builds can be compared exactly:
+#   bench/instructions.sh                                  # target/release/agentd
+#   bench/instructions.sh /path/to/old/agentd target/release/agentd
+# Needs valgrind and python3; builds the bench driver (for its mock upstream) if missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+export CARGO_TARGET_DIR="$root/target"
+warmup=${AGENTD_INSTR_WARMUP:-300}
+requests=${AGENTD_INSTR_REQUESTS:-2000}
+binaries=("$@")
+[[ ${#binaries[@]} -gt 0 ]] || binaries=("$CARGO_TARGET_DIR/release/agentd")
+[[ -x "$CARGO_TARGET_DIR/release/agentd-bench" ]] ||
+  cargo build --release --quiet --manifest-path bench/load/Cargo.toml
+
+work=$(mktemp -d)
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; [[ -n "${AGENTD_INSTR_KEEP:-}" ]] && echo "kept $work" >&2 || rm -rf "$work"; }
+trap cleanup EXIT
+mkdir -p "$work/agents"
+cat > "$work/agents/single.ai" <<'AGENT'
+---
+description: bench
+models: [whole/fb0-c1-g0]
+finalization: text
+maxTurns: 10
+maxRetries: 1
+---
+You answer.
+AGENT
+"$CARGO_TARGET_DIR/release/agentd-bench" mock --listen 127.0.0.1:19290 >"$work/mock.log" 2>&1 &
+pids+=($!)
+
+# Sequential keep-alive requests from one Python connection: the client's cost is not agentd's.
+drive() {
+  python3 - "$1" <<'PY'
+import http.client, json, sys
+conn = http.client.HTTPConnection("127.0.0.1", 19280)
+body = json.dumps({"model": "single", "messages": [{"role": "user", "content": "Say something."}]})
+for _ in range(int(sys.argv[1])):
+    conn.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
+    response = conn.getresponse()
+    data = response.read()
+    if response.status != 200:
+        sys.exit(f"HTTP {response.status}: {data[:200]!r}")
+PY
+}
+
+total_of() { grep -E '^(summary|totals):' "$1" | head -1 | awk '{print $2}'; }
+
+echo "| agentd binary | instructions per request | requests counted |"
+echo "|---|---|---|"
+for binary in "${binaries[@]}"; do
+  rm -f "$work"/store.db* "$work"/callgrind.*
+  cat > "$work/agentd.json" <<JSON
+{"agents":["$work/agents"],
+ "providers":{"whole":{"type":"openai-compatible","baseUrl":"http://127.0.0.1:19290/v1","stream":false}},
+ "server":{"listen":"127.0.0.1:19280"},
+ "store":{"url":"sqlite://$work/store.db"}}
+JSON
+  valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.%p" \
+    "$binary" serve --config "$work/agentd.json" >"$work/agentd.log" 2>&1 &
+  agentd=$!
+  for _ in $(seq 1 600); do
+    curl -sf http://127.0.0.1:19280/health >/dev/null && break
+    sleep 0.2
+  done
+  drive "$warmup"
+  sleep 1
+  callgrind_control --dump=warmup "$agentd" >/dev/null 2>&1
+  drive "$requests"
+  sleep 1 # the recorder's last batch
+  callgrind_control --dump=measured "$agentd" >/dev/null 2>&1
+  kill -INT "$agentd"
+  wait "$agentd" || true
+  measured=$(grep -l '^desc: Trigger: .*measured' "$work"/callgrind.* | head -1)
+  echo "| $binary | $(( $(total_of "$measured") / requests )) | $requests |"
+done
