@@ -451,18 +451,23 @@ impl Runtime {
 /// and `trace_id` (the OpenTelemetry trace when exported, else the run id) ties them together.
 fn session_span(request: &SessionRequest) -> tracing::Span {
     let parent = request.parent.as_ref();
+    // Without an exporter the trace id is the run id, known now: recording it later would make
+    // the log layer format the span's fields a second time for every run.
+    let exported = crate::telemetry::traces_exported();
     let span = info_span!(
         "session",
         ai.agent.id = %request.agent.name,
         ai.session.txn_id = %request.run_id,
         ai.session.parent_txn_id = parent.map(|p| p.txn_id.as_str()),
         ai.session.origin_txn_id = %parent.map_or(request.run_id.as_str(), |p| p.origin_txn_id.as_str()),
-        trace_id = tracing::field::Empty,
+        trace_id = (!exported).then_some(request.run_id.as_str()),
     );
-    let trace_id = span
-        .in_scope(crate::telemetry::trace_id_of_current_span)
-        .unwrap_or_else(|| request.run_id.clone());
-    span.record("trace_id", trace_id.as_str());
+    if exported {
+        let trace_id = span
+            .in_scope(crate::telemetry::trace_id_of_current_span)
+            .unwrap_or_else(|| request.run_id.clone());
+        span.record("trace_id", trace_id.as_str());
+    }
     span
 }
 

@@ -22,7 +22,7 @@ use crate::agent::{AgentEvent, SamplingOverrides, SessionRequest};
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::llm::ChatMessage;
 use crate::runtime::{RunHandle, Runtime};
-use crate::store::RunRecord;
+use crate::store::{RunRecord, whole_result};
 use crate::telemetry::GaugeGuard;
 
 /// How often a follower looks for new stored events of a run still going.
@@ -187,7 +187,7 @@ async fn existing_run(
         ));
     }
     match visible_run(runtime, caller, run_id).await {
-        Ok(run) => Ok(axum::Json(run_json(&run)).into_response()),
+        Ok(run) => Ok(axum::Json(run_json(runtime, &run).await?).into_response()),
         // The first submission has not recorded its run yet.
         Err(_) => Ok((
             StatusCode::ACCEPTED,
@@ -321,8 +321,17 @@ async fn visible_run(
     Ok(run)
 }
 
-fn run_json(run: &RunRecord) -> Value {
-    json!({
+/// The run as `GET /v1/runs/{id}` shows it, with its whole result once it has finished.
+async fn run_json(runtime: &Runtime, run: &RunRecord) -> Result<Value, ApiError> {
+    let accounting = match &run.result {
+        Some(_) => runtime
+            .store
+            .list_accounting(&run.id)
+            .await
+            .map_err(ApiError::store)?,
+        None => Vec::new(),
+    };
+    Ok(json!({
         "run_id": run.id,
         "agent": run.agent,
         "status": run.status,
@@ -332,8 +341,8 @@ fn run_json(run: &RunRecord) -> Value {
         "created_at": run.created_at.to_rfc3339(),
         "finished_at": run.finished_at.map(|t| t.to_rfc3339()),
         "duration_ms": run.duration_ms,
-        "result": run.result,
-    })
+        "result": whole_result(run, &accounting),
+    }))
 }
 
 pub async fn get_run(
@@ -342,7 +351,7 @@ pub async fn get_run(
     Path(run_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let run = visible_run(&runtime, &caller, &run_id).await?;
-    Ok(axum::Json(run_json(&run)).into_response())
+    Ok(axum::Json(run_json(&runtime, &run).await?).into_response())
 }
 
 pub async fn run_events(

@@ -35,6 +35,7 @@ pub use recorder::{RecorderSettings, RunRecorder};
 pub use run_events::{NewRunEvent, RunEventRecord, RunEventStore};
 pub use runs::{
     AccountingRecord, NewRun, RunBatch, RunBatchStore, RunOutcome, RunRecord, RunStore, RunWrite,
+    whole_result,
 };
 pub use sqlite::SqliteStore;
 

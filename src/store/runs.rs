@@ -3,11 +3,13 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::{JsonText, NewRunEvent, RecorderSettings, StoreError};
 use crate::agent::AgentResult;
-use crate::agent::result::{AccountingEntry, EntryStatus};
+use crate::agent::result::{AccountingEntry, EntryStatus, ExitReason, UsageTotals};
+use crate::llm::ChatMessage;
 
 /// A run as it starts.
 #[derive(Debug, Clone)]
@@ -119,6 +121,68 @@ pub trait RunBatchStore: Send + Sync {
     }
 }
 
+/// A finished run's `result` column: the `AgentResult` without what the run already keeps
+/// elsewhere — its accounting (one row each) and its final report (a column). Serialising them
+/// a third time cost more than any other JSON on a run's path; [`whole_result`] puts them back.
+#[derive(Serialize)]
+struct StoredResult<'a> {
+    run_id: &'a str,
+    success: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    exit_reason: ExitReason,
+    conversation: &'a [ChatMessage],
+    usage: &'a UsageTotals,
+    cost_usd: f64,
+    turns: u32,
+    duration_ms: u64,
+}
+
+impl<'a> StoredResult<'a> {
+    fn of(result: &'a AgentResult) -> Self {
+        let AgentResult {
+            run_id,
+            success,
+            error,
+            exit_reason,
+            final_report: _,
+            conversation,
+            accounting: _,
+            usage,
+            cost_usd,
+            turns,
+            duration_ms,
+        } = result;
+        Self {
+            run_id,
+            success: *success,
+            error: error.as_deref(),
+            exit_reason: *exit_reason,
+            conversation,
+            usage,
+            cost_usd: *cost_usd,
+            turns: *turns,
+            duration_ms: *duration_ms,
+        }
+    }
+}
+
+/// The whole `AgentResult` of a stored run: its `result` column with the accounting entries and
+/// the final report put back where the result has them. A result stored whole is returned as is.
+pub fn whole_result(run: &RunRecord, accounting: &[AccountingRecord]) -> Option<Value> {
+    let mut result = run.result.clone()?;
+    if let Value::Object(fields) = &mut result {
+        if !fields.contains_key("accounting") {
+            let entries = accounting.iter().map(|a| a.entry.to_value()).collect();
+            fields.insert("accounting".into(), Value::Array(entries));
+        }
+        if let (false, Some(report)) = (fields.contains_key("final_report"), &run.final_report) {
+            fields.insert("final_report".into(), report.clone());
+        }
+    }
+    Some(result)
+}
+
 fn clamp(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
@@ -139,7 +203,7 @@ impl From<&AgentResult> for RunOutcome {
             turns: i64::from(result.turns),
             finished_at: Utc::now(),
             duration_ms: clamp(result.duration_ms),
-            result: Some(JsonText::of(result)),
+            result: Some(JsonText::of(&StoredResult::of(result))),
             accounting: result.accounting.iter().map(Into::into).collect(),
         }
     }
@@ -173,5 +237,83 @@ impl From<&AccountingEntry> for AccountingRecord {
                 entry: json,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn full_result() -> Value {
+        let entry = json!({"type": "llm", "timestamp": 1, "status": "ok", "latency": 3,
+            "provider": "p", "model": "m", "stopReason": "stop",
+            "tokens": {"inputTokens": 10, "outputTokens": 5, "cachedTokens": 0, "totalTokens": 15},
+            "agentId": "a", "callPath": "a", "txnId": "r", "originTxnId": "r"});
+        json!({
+            "run_id": "r", "success": false, "error": "upstream said no", "exit_reason": "final_answer",
+            "final_report": {"status": "failure", "format": "markdown", "content": "no ✓", "ts": 2},
+            "conversation": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "no ✓"}],
+            "accounting": [entry],
+            "usage": {"input_tokens": 10, "output_tokens": 5, "cached_tokens": 0, "total_tokens": 15},
+            "cost_usd": 0.25, "turns": 1, "duration_ms": 7,
+        })
+    }
+
+    fn record(result: Option<Value>, final_report: Option<Value>) -> RunRecord {
+        RunRecord {
+            id: "r".into(),
+            agent: "a".into(),
+            user_id: None,
+            conversation_id: None,
+            status: "failed".into(),
+            exit_reason: Some("final_answer".into()),
+            success: Some(false),
+            error: None,
+            final_report,
+            input_tokens: 10,
+            output_tokens: 5,
+            cached_tokens: 0,
+            total_tokens: 15,
+            cost_usd: 0.25,
+            turns: 1,
+            created_at: Utc::now(),
+            finished_at: Some(Utc::now()),
+            duration_ms: Some(7),
+            result,
+        }
+    }
+
+    #[test]
+    fn the_stored_result_leaves_out_only_what_has_its_own_place() {
+        let full = full_result();
+        let result: AgentResult = serde_json::from_value(full.clone()).expect("an AgentResult");
+        assert_eq!(
+            serde_json::to_value(&result).expect("json"),
+            full,
+            "round trip"
+        );
+        let stored = RunOutcome::from(&result).result.expect("result").to_value();
+        let mut expected = full;
+        let fields = expected.as_object_mut().expect("object");
+        fields.remove("accounting");
+        fields.remove("final_report");
+        assert_eq!(stored, expected);
+    }
+
+    #[test]
+    fn whole_result_puts_back_the_accounting_and_the_final_report() {
+        let full = full_result();
+        let result: AgentResult = serde_json::from_value(full.clone()).expect("an AgentResult");
+        let outcome = RunOutcome::from(&result);
+        let stored = outcome.result.as_ref().map(JsonText::to_value);
+        let report = outcome.final_report.as_ref().map(JsonText::to_value);
+        let run = record(stored, report);
+        assert_eq!(whole_result(&run, &outcome.accounting), Some(full.clone()));
+        // A row written whole (before this change) is returned as it is.
+        let old = record(Some(full.clone()), None);
+        assert_eq!(whole_result(&old, &[]), Some(full));
+        assert_eq!(whole_result(&record(None, None), &[]), None);
     }
 }

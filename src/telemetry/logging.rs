@@ -3,6 +3,7 @@
 //! exports spans over OTLP/HTTP when `telemetry.otlp.endpoint` is set (off by default and in
 //! tests). Secrets never reach a log line: keys are `SecretString`s and headers are not logged.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use opentelemetry::trace::{TraceContextExt, TracerProvider};
@@ -63,11 +64,15 @@ pub fn init_telemetry(config: &TelemetryConfig) -> Result<TelemetryGuard, Teleme
             .unwrap_or_else(|| "agentd".into());
         tracing_opentelemetry::layer().with_tracer(provider.tracer(service))
     });
-    let _ = Registry::default()
+    let exporting = otel.is_some();
+    let installed = Registry::default()
         .with(filter)
         .with(lines)
         .with(otel)
         .try_init();
+    if installed.is_ok() {
+        TRACES_EXPORTED.store(exporting, Ordering::Relaxed);
+    }
     Ok(TelemetryGuard { tracer_provider })
 }
 
@@ -89,6 +94,13 @@ fn tracer_provider(otlp: &crate::config::OtlpConfig) -> Result<SdkTracerProvider
         .with_batch_exporter(exporter)
         .with_resource(resource)
         .build())
+}
+
+/// Whether the installed subscriber exports traces (spans then carry OpenTelemetry trace ids).
+static TRACES_EXPORTED: AtomicBool = AtomicBool::new(false);
+
+pub fn traces_exported() -> bool {
+    TRACES_EXPORTED.load(Ordering::Relaxed)
 }
 
 /// The OpenTelemetry trace id of the current span, when traces are exported.

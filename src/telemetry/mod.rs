@@ -5,7 +5,9 @@
 mod agent_metrics;
 mod logging;
 
-pub use logging::{TelemetryError, TelemetryGuard, init_telemetry, trace_id_of_current_span};
+pub use logging::{
+    TelemetryError, TelemetryGuard, init_telemetry, trace_id_of_current_span, traces_exported,
+};
 
 pub use agent_metrics::AgentMetrics;
 use prometheus::{

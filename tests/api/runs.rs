@@ -88,6 +88,14 @@ async fn a_json_run_returns_the_agent_result_and_is_readable_later() {
     let run = wait_until_finished(&app, &run_id).await;
     assert_eq!(run["status"], "completed");
     assert_eq!(run["result"]["final_report"]["content"], "the answer");
+    assert_eq!(
+        run["result"], result,
+        "the stored run gives back the whole AgentResult, accounting included"
+    );
+    assert_eq!(
+        run["result"]["accounting"].as_array().map(Vec::len),
+        Some(1)
+    );
     let empty = app
         .post_json("/v1/agents/chat/runs", &json!({"prompt": "  "}))
         .await;
