@@ -171,39 +171,42 @@ impl ChunkDecoder {
 
 /// Decodes a non-streaming `chat.completion` body into the same deltas a stream would give.
 pub fn decode_completion(text: &str, report_routing: bool) -> Result<Vec<LlmDelta>, LlmError> {
-    let body = parse_whole_body(text)?;
-
-    if let Some(error) = classify_error_body(&body) {
+    let mut chunk = parse_whole_body(text)?;
+    if let Some(error) = classify_error_body(&chunk) {
         return Err(error);
     }
-    let choice = body
-        .get("choices")
-        .and_then(|c| c.get(0))
+    let mut choice = chunk
+        .get_mut("choices")
+        .and_then(|c| c.get_mut(0))
+        .map(Value::take)
         .ok_or_else(|| LlmError::InvalidResponse("response has no choices".into()))?;
     let mut out = VecDeque::new();
     let mut decoder = ChunkDecoder::new(report_routing);
-    // A whole message reads like one chunk whose delta is the message.
-    let mut chunk = body.clone();
-    chunk["choices"] = serde_json::json!([{
-        "delta": choice.get("message").cloned().unwrap_or(Value::Null),
-        "finish_reason": choice.get("finish_reason").cloned().unwrap_or(Value::Null),
-    }]);
+    // A whole message reads like one chunk whose delta is the message (moved, not copied).
+    let mut field = |name: &str| choice.get_mut(name).map_or(Value::Null, Value::take);
+    let (delta, finish_reason) = (field("message"), field("finish_reason"));
+    chunk["choices"] = serde_json::json!([{"delta": delta, "finish_reason": finish_reason}]);
     decoder.decode_chunk(&chunk, &mut out)?;
     Ok(out.into())
 }
 
 fn parse_usage(usage: &Value) -> Usage {
-    let number = |path: &str| usage.pointer(path).and_then(Value::as_u64).unwrap_or(0);
-    let cached = match number("/prompt_tokens_details/cached_tokens") {
+    let number = |path: &[&str]| {
+        path.iter()
+            .try_fold(usage, |value, key| value.get(key))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let cached = match number(&["prompt_tokens_details", "cached_tokens"]) {
         // DeepSeek reports its cache hits under its own name.
-        0 => number("/prompt_cache_hit_tokens"),
+        0 => number(&["prompt_cache_hit_tokens"]),
         n => n,
     };
     Usage {
-        input_tokens: number("/prompt_tokens"),
-        output_tokens: number("/completion_tokens"),
+        input_tokens: number(&["prompt_tokens"]),
+        output_tokens: number(&["completion_tokens"]),
         cached_tokens: cached,
-        cache_write_tokens: number("/prompt_tokens_details/cache_write_tokens"),
+        cache_write_tokens: number(&["prompt_tokens_details", "cache_write_tokens"]),
     }
 }
 
