@@ -98,6 +98,37 @@ async fn wait_for(what: &str, condition: impl Fn() -> bool) {
     }
 }
 
+/// A recorder whose writer took event 1 and waits on the store's closed gate, so its queue (of
+/// `capacity` items, one write per batch) starts empty; `gate.add_permits` lets the store work.
+struct Held {
+    recorder: RunRecorder,
+    store: Arc<FakeEvents>,
+    gate: Arc<Semaphore>,
+    dropped: IntCounterVec,
+}
+
+async fn held_writer(capacity: usize) -> Held {
+    let gate = Arc::new(Semaphore::new(0));
+    let store = Arc::new(FakeEvents {
+        gate: Some(gate.clone()),
+        ..FakeEvents::default()
+    });
+    let dropped = counter();
+    let recorder = RunRecorder::start(
+        store.clone(),
+        settings(capacity, 1, Duration::from_secs(3600)),
+        dropped.clone(),
+    );
+    recorder.event(event(1));
+    store.entered.notified().await;
+    Held {
+        recorder,
+        store,
+        gate,
+        dropped,
+    }
+}
+
 #[tokio::test]
 async fn full_batches_are_written_at_once_and_flush_writes_the_rest() {
     let store = Arc::new(FakeEvents::default());
@@ -140,20 +171,12 @@ async fn a_partial_batch_is_written_after_the_flush_interval() {
 
 #[tokio::test]
 async fn a_full_queue_drops_and_counts_without_waiting() {
-    let gate = Arc::new(Semaphore::new(0));
-    let store = Arc::new(FakeEvents {
-        gate: Some(gate.clone()),
-        ..FakeEvents::default()
-    });
-    let dropped = counter();
-    let recorder = RunRecorder::start(
-        store.clone(),
-        settings(4, 1, Duration::from_secs(3600)),
-        dropped.clone(),
-    );
-    recorder.event(event(1));
-    // The writer now holds event 1 and waits on the store: the queue is empty, capacity 4.
-    store.entered.notified().await;
+    let Held {
+        recorder,
+        store,
+        gate,
+        dropped,
+    } = held_writer(4).await;
     let started = std::time::Instant::now();
     for seq in 2..=8 {
         recorder.event(event(seq));
@@ -167,19 +190,12 @@ async fn a_full_queue_drops_and_counts_without_waiting() {
 
 #[tokio::test]
 async fn a_burst_of_events_is_one_queue_item_and_dropped_whole_when_full() {
-    let gate = Arc::new(Semaphore::new(0));
-    let store = Arc::new(FakeEvents {
-        gate: Some(gate.clone()),
-        ..FakeEvents::default()
-    });
-    let dropped = counter();
-    let recorder = RunRecorder::start(
-        store.clone(),
-        settings(2, 1, Duration::from_secs(3600)),
-        dropped.clone(),
-    );
-    recorder.event(event(1));
-    store.entered.notified().await;
+    let Held {
+        recorder,
+        store,
+        gate,
+        dropped,
+    } = held_writer(2).await;
     // Capacity 2 holds two bursts however many events they carry; the third is dropped whole.
     recorder.events((2..=5).map(event).collect());
     recorder.events((6..=9).map(event).collect());
@@ -296,19 +312,13 @@ async fn a_run_started_and_finished_in_one_batch_is_one_finished_row_beside_its_
 
 #[tokio::test]
 async fn run_rows_wait_for_room_in_a_full_queue_instead_of_being_dropped() {
-    let gate = Arc::new(Semaphore::new(0));
-    let store = Arc::new(FakeEvents {
-        gate: Some(gate.clone()),
-        ..FakeEvents::default()
-    });
-    let dropped = counter();
-    let recorder = Arc::new(RunRecorder::start(
-        store.clone(),
-        settings(2, 1, Duration::from_secs(3600)),
-        dropped.clone(),
-    ));
-    recorder.event(event(1));
-    store.entered.notified().await;
+    let Held {
+        recorder,
+        store,
+        gate,
+        dropped,
+    } = held_writer(2).await;
+    let recorder = Arc::new(recorder);
     recorder.event(event(2));
     recorder.event(event(3));
     let waiting = tokio::spawn({
