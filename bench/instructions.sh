@@ -5,6 +5,7 @@
 # builds can be compared exactly:
 #   bench/instructions.sh                                  # target/release/agentd
 #   bench/instructions.sh /path/to/old/agentd target/release/agentd
+#   AGENTD_INSTR_STREAM=1 bench/instructions.sh        # streamed: 64 chunks from upstream and to client
 # Needs valgrind and python3; builds the bench driver (for its mock upstream) if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,7 @@ root=$(pwd)
 export CARGO_TARGET_DIR="$root/target"
 warmup=${AGENTD_INSTR_WARMUP:-300}
 requests=${AGENTD_INSTR_REQUESTS:-2000}
+stream=${AGENTD_INSTR_STREAM:-0}
 binaries=("$@")
 [[ ${#binaries[@]} -gt 0 ]] || binaries=("$CARGO_TARGET_DIR/release/agentd")
 [[ -x "$CARGO_TARGET_DIR/release/agentd-bench" ]] ||
@@ -32,33 +34,46 @@ maxRetries: 1
 ---
 You answer.
 AGENT
+cat > "$work/agents/streamed.ai" <<'AGENT'
+---
+description: bench, streamed
+models: [llm/fb0-c64-g0]
+finalization: text
+maxTurns: 10
+maxRetries: 1
+---
+You answer.
+AGENT
 "$CARGO_TARGET_DIR/release/agentd-bench" mock --listen 127.0.0.1:19290 >"$work/mock.log" 2>&1 &
 pids+=($!)
 
 # Sequential keep-alive requests from one Python connection: the client's cost is not agentd's.
 drive() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "$stream" <<'PY'
 import http.client, json, sys
 conn = http.client.HTTPConnection("127.0.0.1", 19280)
-body = json.dumps({"model": "single", "messages": [{"role": "user", "content": "Say something."}]})
+streamed = sys.argv[2] == "1"
+body = json.dumps({"model": "streamed" if streamed else "single", "stream": streamed,
+                   "messages": [{"role": "user", "content": "Say something."}]})
 for _ in range(int(sys.argv[1])):
     conn.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
     response = conn.getresponse()
     data = response.read()
-    if response.status != 200:
+    if response.status != 200 or (streamed and b"[DONE]" not in data):
         sys.exit(f"HTTP {response.status}: {data[:200]!r}")
 PY
 }
 
 total_of() { grep -E '^(summary|totals):' "$1" | head -1 | awk '{print $2}'; }
 
-echo "| agentd binary | instructions per request | requests counted |"
+echo "| agentd binary | instructions per $([[ $stream == 1 ]] && echo "streamed request (64 chunks)" || echo request) | requests counted |"
 echo "|---|---|---|"
 for binary in "${binaries[@]}"; do
   rm -f "$work"/store.db* "$work"/callgrind.*
   cat > "$work/agentd.json" <<JSON
 {"agents":["$work/agents"],
- "providers":{"whole":{"type":"openai-compatible","baseUrl":"http://127.0.0.1:19290/v1","stream":false}},
+ "providers":{"whole":{"type":"openai-compatible","baseUrl":"http://127.0.0.1:19290/v1","stream":false},
+              "llm":{"type":"openai-compatible","baseUrl":"http://127.0.0.1:19290/v1"}},
  "server":{"listen":"127.0.0.1:19280"},
  "store":{"url":"sqlite://$work/store.db"}}
 JSON

@@ -10,7 +10,7 @@ use axum::http::HeaderValue;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::auth::Caller;
@@ -304,13 +304,66 @@ struct Completion {
     include_usage: bool,
 }
 
+/// One `chat.completion.chunk`, serialised straight from borrowed fields: a streamed token costs
+/// one string for its frame, not a JSON tree built and dropped.
+#[derive(Serialize)]
+struct ChunkFrame<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: i64,
+    model: &'a str,
+    choices: [ChunkChoice<'a>; 1],
+}
+
+#[derive(Serialize)]
+struct ChunkChoice<'a> {
+    index: u32,
+    delta: Delta<'a>,
+    finish_reason: Option<&'a str>,
+}
+
+/// What a chunk adds: the role (first chunk), answer text, or reasoning text.
+#[derive(Default, Serialize)]
+struct Delta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+}
+
+impl<'a> Delta<'a> {
+    fn content(text: &'a str) -> Self {
+        Self {
+            content: Some(text),
+            ..Self::default()
+        }
+    }
+
+    fn reasoning(text: &'a str) -> Self {
+        Self {
+            reasoning_content: Some(text),
+            ..Self::default()
+        }
+    }
+}
+
 impl Completion {
-    fn chunk(&self, delta: Value, finish_reason: Option<&str>) -> Event {
-        let chunk = json!({
-            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-        });
-        Event::default().data(chunk.to_string())
+    fn chunk(&self, delta: Delta<'_>, finish_reason: Option<&str>) -> Event {
+        let frame = ChunkFrame {
+            id: &self.id,
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: &self.model,
+            choices: [ChunkChoice {
+                index: 0,
+                delta,
+                finish_reason,
+            }],
+        };
+        // Borrowed strings and numbers only: serialisation cannot fail.
+        Event::default().data(serde_json::to_string(&frame).unwrap_or_default())
     }
 
     fn usage_chunk(&self, usage: &UsageTotals) -> Event {
@@ -356,24 +409,24 @@ fn stream_chunks(
         // Dropping the stream (the client went away) cancels the run.
         let _cancel_on_drop = control.abort.drop_guard();
         let _active = active;
-        yield Ok(reply.chunk(json!({"role": "assistant", "content": ""}), None));
+        yield Ok(reply.chunk(Delta { role: Some("assistant"), content: Some(""), ..Delta::default() }, None));
         let mut streamed_text = false;
         let mut failure_report: Option<String> = None;
         while let Some(event) = events.recv().await {
             match event {
                 AgentEvent::Output(delta) => {
                     streamed_text = true;
-                    yield Ok(reply.chunk(json!({"content": delta.text}), None));
+                    yield Ok(reply.chunk(Delta::content(&delta.text), None));
                 }
-                AgentEvent::Thinking(delta) => yield Ok(reply.chunk(json!({"reasoning_content": delta.text}), None)),
+                AgentEvent::Thinking(delta) => yield Ok(reply.chunk(Delta::reasoning(&delta.text), None)),
                 AgentEvent::FinalReport(report) if report.status == ReportStatus::Failure => failure_report = report.content,
                 AgentEvent::RunFinished(summary) => {
                     match finish_reason(&summary) {
                         Some(reason) => {
                             if let Some(text) = failure_report.take().filter(|_| !streamed_text) {
-                                yield Ok(reply.chunk(json!({"content": text}), None));
+                                yield Ok(reply.chunk(Delta::content(&text), None));
                             }
-                            yield Ok(reply.chunk(json!({}), Some(reason)));
+                            yield Ok(reply.chunk(Delta::default(), Some(reason)));
                         }
                         None => yield Ok(Event::default().data(ApiError::from_run_ending(summary.exit_reason, summary.error.as_deref(), draining.is_cancelled()).body().to_string())),
                     }
@@ -385,7 +438,7 @@ fn stream_chunks(
                 }
                 other if show_progress => {
                     if let Some(line) = progress_line(&other) {
-                        yield Ok(reply.chunk(json!({"reasoning_content": line}), None));
+                        yield Ok(reply.chunk(Delta::reasoning(&line), None));
                     }
                 }
                 _ => {}
@@ -451,6 +504,48 @@ mod tests {
 
     fn parse(body: Value) -> Vec<WireMessage> {
         serde_json::from_value(body).expect("messages")
+    }
+
+    fn frame_json(delta: Delta<'_>, finish_reason: Option<&str>) -> Value {
+        let frame = ChunkFrame {
+            id: "chatcmpl-1",
+            object: "chat.completion.chunk",
+            created: 7,
+            model: "chat",
+            choices: [ChunkChoice {
+                index: 0,
+                delta,
+                finish_reason,
+            }],
+        };
+        serde_json::from_str(&serde_json::to_string(&frame).expect("json")).expect("parses")
+    }
+
+    #[test]
+    fn chunks_have_openais_shape() {
+        let first = Delta {
+            role: Some("assistant"),
+            content: Some(""),
+            ..Delta::default()
+        };
+        assert_eq!(
+            frame_json(first, None),
+            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 7, "model": "chat",
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]})
+        );
+        assert_eq!(
+            frame_json(Delta::content("to\"ken ✓"), None)["choices"][0]["delta"],
+            json!({"content": "to\"ken ✓"})
+        );
+        assert_eq!(
+            frame_json(Delta::reasoning("hm"), None)["choices"][0]["delta"],
+            json!({"reasoning_content": "hm"})
+        );
+        let last = frame_json(Delta::default(), Some("stop"));
+        assert_eq!(
+            last["choices"][0],
+            json!({"index": 0, "delta": {}, "finish_reason": "stop"})
+        );
     }
 
     #[test]
