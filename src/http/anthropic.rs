@@ -11,7 +11,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::auth::Caller;
@@ -305,7 +305,7 @@ fn stream_events(
                 AgentEvent::RunFinished(summary) => {
                     if let (Some(text), false) = (failure_report.take(), wrote_text) {
                         for frame in switch_block(&mut open, &mut next_index, Block::Text) { yield frame; }
-                        yield event("content_block_delta", delta_json(open_index(open), Block::Text, &text));
+                        yield delta_frame(open_index(open), Block::Text, &text);
                     }
                     if let Some((_, index)) = open.take() {
                         yield event("content_block_stop", json!({"type": "content_block_stop", "index": index}));
@@ -324,7 +324,7 @@ fn stream_events(
             };
             for frame in switch_block(&mut open, &mut next_index, block) { yield frame; }
             wrote_text |= block == Block::Text;
-            yield event("content_block_delta", delta_json(open_index(open), block, &text));
+            yield delta_frame(open_index(open), block, &text);
         }
         yield event("error", AnthropicError(ApiError::internal()).body());
     }
@@ -364,12 +364,36 @@ fn switch_block(
     frames
 }
 
-fn delta_json(index: usize, block: Block, text: &str) -> Value {
+/// A `content_block_delta` event, serialised straight from the borrowed text: one per streamed
+/// token, so no JSON tree is built for it.
+fn delta_frame(index: usize, block: Block, text: &str) -> Result<Event, Infallible> {
     let delta = match block {
-        Block::Thinking => json!({"type": "thinking_delta", "thinking": text}),
-        Block::Text => json!({"type": "text_delta", "text": text}),
+        Block::Thinking => DeltaBody::ThinkingDelta { thinking: text },
+        Block::Text => DeltaBody::TextDelta { text },
     };
-    json!({"type": "content_block_delta", "index": index, "delta": delta})
+    let frame = BlockDelta {
+        kind: "content_block_delta",
+        index,
+        delta,
+    };
+    // Borrowed strings and numbers only: serialisation cannot fail.
+    let data = serde_json::to_string(&frame).unwrap_or_default();
+    Ok(Event::default().event("content_block_delta").data(data))
+}
+
+#[derive(Serialize)]
+struct BlockDelta<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    index: usize,
+    delta: DeltaBody<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum DeltaBody<'a> {
+    TextDelta { text: &'a str },
+    ThinkingDelta { thinking: &'a str },
 }
 
 async fn complete(handle: RunHandle, reply: Reply) -> Result<Response, AnthropicError> {
@@ -405,4 +429,33 @@ async fn complete(handle: RunHandle, reply: Reply) -> Result<Response, Anthropic
     let body = json!({"id": reply.id, "type": "message", "role": "assistant", "model": reply.model, "content": content,
         "stop_reason": reason, "stop_sequence": null, "usage": wire_usage(&result.usage)});
     Ok((StatusCode::OK, axum::Json(body)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_deltas_have_anthropics_shape() {
+        let text = BlockDelta {
+            kind: "content_block_delta",
+            index: 1,
+            delta: DeltaBody::TextDelta {
+                text: "to\"ken ✓"
+            },
+        };
+        assert_eq!(
+            serde_json::to_value(&text).expect("json"),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "to\"ken ✓"}})
+        );
+        let thinking = BlockDelta {
+            kind: "content_block_delta",
+            index: 0,
+            delta: DeltaBody::ThinkingDelta { thinking: "hm" },
+        };
+        assert_eq!(
+            serde_json::to_value(&thinking).expect("json")["delta"],
+            json!({"type": "thinking_delta", "thinking": "hm"})
+        );
+    }
 }
