@@ -24,26 +24,13 @@ pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; [[ -n "${AGENTD_INSTR_KEEP:-}" ]] && echo "kept $work" >&2 || rm -rf "$work"; }
 trap cleanup EXIT
 mkdir -p "$work/agents"
-cat > "$work/agents/single.ai" <<'AGENT'
----
-description: bench
-models: [whole/fb0-c1-g0]
-finalization: text
-maxTurns: 10
-maxRetries: 1
----
-You answer.
-AGENT
-cat > "$work/agents/streamed.ai" <<'AGENT'
----
-description: bench, streamed
-models: [llm/fb0-c64-g0]
-finalization: text
-maxTurns: 10
-maxRetries: 1
----
-You answer.
-AGENT
+# agent NAME MODEL DESCRIPTION: a single-turn text agent on MODEL.
+agent() {
+  printf -- '---\ndescription: %s\nmodels: [%s]\nfinalization: text\nmaxTurns: 10\nmaxRetries: 1\n---\nYou answer.\n' \
+    "$3" "$2" >"$work/agents/$1.ai"
+}
+agent single whole/fb0-c1-g0 bench
+agent streamed llm/fb0-c64-g0 "bench, streamed"
 "$CARGO_TARGET_DIR/release/agentd-bench" mock --listen 127.0.0.1:19290 >"$work/mock.log" 2>&1 &
 pids+=($!)
 

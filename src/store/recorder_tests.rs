@@ -62,6 +62,14 @@ impl FakeEvents {
     }
 }
 
+/// A store that rejects its first `failures` batches.
+fn failing_store(failures: u32) -> Arc<FakeEvents> {
+    Arc::new(FakeEvents {
+        failures_left: AtomicU32::new(failures),
+        ..FakeEvents::default()
+    })
+}
+
 fn counter() -> IntCounterVec {
     IntCounterVec::new(Opts::new("dropped", "dropped"), &["reason"]).expect("counter")
 }
@@ -228,10 +236,7 @@ async fn close_writes_everything_queued_and_later_events_count_as_closed() {
 
 #[tokio::test(start_paused = true)]
 async fn store_errors_are_retried_then_the_batch_is_dropped_and_counted() {
-    let store = Arc::new(FakeEvents {
-        failures_left: AtomicU32::new(2),
-        ..FakeEvents::default()
-    });
+    let store = failing_store(2);
     let dropped = counter();
     let recorder = RunRecorder::start(
         store.clone(),
@@ -360,10 +365,7 @@ async fn after_close_run_rows_are_written_directly() {
 
 #[tokio::test(start_paused = true)]
 async fn a_batch_the_store_keeps_rejecting_drops_its_events_but_keeps_its_runs() {
-    let store = Arc::new(FakeEvents {
-        failures_left: AtomicU32::new(3),
-        ..FakeEvents::default()
-    });
+    let store = failing_store(3);
     let dropped = counter();
     let recorder = RunRecorder::start(
         store.clone(),
@@ -390,10 +392,7 @@ async fn a_batch_the_store_keeps_rejecting_drops_its_events_but_keeps_its_runs()
 
 #[tokio::test(start_paused = true)]
 async fn carried_runs_are_dropped_past_the_queue_capacity() {
-    let store = Arc::new(FakeEvents {
-        failures_left: AtomicU32::new(6),
-        ..FakeEvents::default()
-    });
+    let store = failing_store(6);
     let recorder = RunRecorder::start(
         store.clone(),
         settings(2, 100, Duration::from_secs(3600)),
@@ -415,10 +414,7 @@ async fn carried_runs_are_dropped_past_the_queue_capacity() {
 
 #[tokio::test(start_paused = true)]
 async fn carried_runs_are_retried_after_the_flush_interval_without_new_writes() {
-    let store = Arc::new(FakeEvents {
-        failures_left: AtomicU32::new(3),
-        ..FakeEvents::default()
-    });
+    let store = failing_store(3);
     let recorder = RunRecorder::start(
         store.clone(),
         settings(100, 100, Duration::from_millis(50)),
