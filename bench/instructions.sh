@@ -6,6 +6,7 @@
 #   bench/instructions.sh                                  # target/release/agentd
 #   bench/instructions.sh /path/to/old/agentd target/release/agentd
 #   AGENTD_INSTR_STREAM=1 bench/instructions.sh        # streamed: 64 chunks from upstream and to client
+#   bench/instructions.sh relay target/release/agentd  # the do-nothing relay (bench/load/src/relay.rs) beside agentd
 # Needs valgrind and python3; builds the bench driver (for its mock upstream) if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,12 +36,13 @@ agent streamed llm/fb0-c64-g0 "bench, streamed"
 pids+=($!)
 
 # Sequential keep-alive requests from one Python connection: the client's cost is not agentd's.
+# drive COUNT MODEL
 drive() {
-  python3 - "$1" "$stream" <<'PY'
+  python3 - "$1" "$stream" "$2" <<'PY'
 import http.client, json, sys
 conn = http.client.HTTPConnection("127.0.0.1", 19280)
 streamed = sys.argv[2] == "1"
-body = json.dumps({"model": "streamed" if streamed else "single", "stream": streamed,
+body = json.dumps({"model": sys.argv[3], "stream": streamed,
                    "messages": [{"role": "user", "content": "Say something."}]})
 for _ in range(int(sys.argv[1])):
     conn.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
@@ -64,20 +66,27 @@ for binary in "${binaries[@]}"; do
  "server":{"listen":"127.0.0.1:19280"},
  "store":{"url":"sqlite://$work/store.db"}}
 JSON
-  valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.%p" \
-    "$binary" serve --config "$work/agentd.json" >"$work/agentd.log" 2>&1 &
+  # The relay forwards the mock's own model names; agentd maps its agents' names to them.
+  if [[ $binary == relay ]]; then
+    command=("$CARGO_TARGET_DIR/release/agentd-bench" relay --listen 127.0.0.1:19280 --upstream 127.0.0.1:19290)
+    model=$([[ $stream == 1 ]] && echo fb0-c64-g0 || echo fb0-c1-g0)
+  else
+    command=("$binary" serve --config "$work/agentd.json")
+    model=$([[ $stream == 1 ]] && echo streamed || echo single)
+  fi
+  valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.%p" "${command[@]}" >"$work/agentd.log" 2>&1 &
   agentd=$!
   for _ in $(seq 1 600); do
-    curl -sf http://127.0.0.1:19280/health >/dev/null && break
+    curl -s -o /dev/null http://127.0.0.1:19280/health && break
     sleep 0.2
   done
-  drive "$warmup"
+  drive "$warmup" "$model"
   sleep 1
   callgrind_control --dump=warmup "$agentd" >/dev/null 2>&1
-  drive "$requests"
+  drive "$requests" "$model"
   sleep 1 # the recorder's last batch
   callgrind_control --dump=measured "$agentd" >/dev/null 2>&1
-  kill -INT "$agentd"
+  kill -TERM "$agentd" # SIGINT is ignored by background jobs of a script; agentd handles both
   wait "$agentd" || true
   measured=$(grep -l '^desc: Trigger: .*measured' "$work"/callgrind.* | head -1)
   echo "| $binary | $(( $(total_of "$measured") / requests )) | $requests |"

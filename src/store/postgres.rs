@@ -1,9 +1,10 @@
 //! The PostgreSQL backend: the same statements as SQLite over a `PgPool`, with native types
 //! (TIMESTAMPTZ, JSONB, BOOLEAN) declared in `migrations/postgres`.
 
+use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
 use super::StoreError;
@@ -27,15 +28,19 @@ impl PostgresStore {
     }
 
     pub async fn open(url: &str) -> Result<Self, StoreError> {
+        let open_error = |source| StoreError::Open {
+            url: redact_password(url),
+            source,
+        };
+        let options = PgConnectOptions::from_str(url)
+            .map_err(open_error)?
+            .statement_cache_capacity(super::sql::STATEMENT_CACHE_CAPACITY);
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(10))
-            .connect(url)
+            .connect_with(options)
             .await
-            .map_err(|source| StoreError::Open {
-                url: redact_password(url),
-                source,
-            })?;
+            .map_err(open_error)?;
         sqlx::migrate!("./migrations/postgres").run(&pool).await?;
         Ok(Self {
             reader: pool.clone(),

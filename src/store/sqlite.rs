@@ -43,7 +43,8 @@ impl SqliteStore {
             .map_err(open_error)?
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(BUSY_TIMEOUT);
+            .busy_timeout(BUSY_TIMEOUT)
+            .statement_cache_capacity(super::sql::STATEMENT_CACHE_CAPACITY);
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(options.clone().create_if_missing(true))
@@ -69,3 +70,47 @@ fn is_in_memory(url: &str) -> bool {
 }
 
 super::sql::shared_store_impl!(SqliteStore, sqlx::Sqlite);
+
+#[cfg(test)]
+mod tests {
+    use sqlx::Connection;
+
+    use super::*;
+    use crate::store::sql::{ROWS_PER_INSERT, STATEMENT_CACHE_CAPACITY};
+    use crate::store::{NewRunEvent, RunBatch, RunBatchStore};
+
+    fn events(run: usize, count: usize) -> Vec<NewRunEvent> {
+        (1..=count)
+            .map(|seq| NewRunEvent {
+                run_id: format!("run-{run}"),
+                seq: seq as i64,
+                event_type: "output".into(),
+                data: serde_json::json!({"text": "x"}).into(),
+                ts: chrono::Utc::now(),
+            })
+            .collect()
+    }
+
+    /// Every multi-row shape the recorder writes stays prepared: a batch of each size of event
+    /// INSERT, then all of them are still in the writer's statement cache (with sqlx's default
+    /// capacity of 100, the first ones had been evicted and were prepared again next time).
+    #[tokio::test]
+    async fn every_batch_shape_stays_prepared() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("store.db").display());
+        let store = SqliteStore::open(&url).await.expect("open");
+        for size in 1..=ROWS_PER_INSERT {
+            let batch = RunBatch {
+                runs: Vec::new(),
+                events: events(size, size),
+            };
+            store.write_run_batch(&batch).await.expect("write");
+        }
+        let connection = store.writer.acquire().await.expect("writer");
+        let cached = connection.cached_statements_size();
+        assert!(
+            cached > ROWS_PER_INSERT && cached <= STATEMENT_CACHE_CAPACITY,
+            "{cached} statements cached: the {ROWS_PER_INSERT} event INSERT shapes should all be"
+        );
+    }
+}

@@ -7,6 +7,7 @@ mod load;
 mod mcp_probe;
 mod mock;
 mod procs;
+mod relay;
 mod report;
 mod scenarios;
 
@@ -36,6 +37,13 @@ enum Cmd {
         #[arg(long, default_value = "127.0.0.1:19090")]
         listen: String,
     },
+    /// The do-nothing relay: forwards every request unchanged to the upstream.
+    Relay {
+        #[arg(long, default_value = "127.0.0.1:19070")]
+        listen: String,
+        #[arg(long, default_value = "127.0.0.1:19090")]
+        upstream: String,
+    },
     /// Every scenario; prints the markdown table.
     Run(RunArgs),
 }
@@ -49,6 +57,12 @@ struct RunArgs {
     mock_listen: String,
     #[arg(long, default_value = "127.0.0.1:19080")]
     agentd_listen: String,
+    #[arg(long, default_value = "127.0.0.1:19070")]
+    relay_listen: String,
+    /// Another server measured in scenario 1 beside agentd, as NAME=HOST:PORT (repeatable). It
+    /// must serve the model `single` as the mock's `fb0-c1-g0` (bench/peers.sh sets LiteLLM up).
+    #[arg(long, value_parser = parse_peer)]
+    peer: Vec<(String, String)>,
     /// Seconds per rate step of scenario 1.
     #[arg(long, default_value_t = 3.0)]
     step_seconds: f64,
@@ -83,6 +97,9 @@ fn main() -> ExitCode {
         Cmd::Mock { listen } => runtime
             .block_on(mock::serve(&listen))
             .map_err(|e| format!("mock: {e}")),
+        Cmd::Relay { listen, upstream } => runtime
+            .block_on(relay::serve(&listen, &upstream))
+            .map_err(|e| format!("relay: {e}")),
         Cmd::Run(args) => runtime.block_on(run(args)),
     };
     match result {
@@ -91,6 +108,15 @@ fn main() -> ExitCode {
             eprintln!("agentd-bench: {error}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn parse_peer(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, host)) if !name.is_empty() && !host.is_empty() => {
+            Ok((name.to_string(), host.to_string()))
+        }
+        _ => Err(format!("expected NAME=HOST:PORT, got {text:?}")),
     }
 }
 
@@ -153,6 +179,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let shapes = procs::Agents { slow, ..shapes };
 
     let mut mock = procs::start_mock(&args.mock_listen)?;
+    let mut relay = procs::start_relay(&args.relay_listen, &args.mock_listen)?;
     let mut agentd = procs::start_agentd(
         &agentd_bin,
         &mcp_server,
@@ -169,10 +196,13 @@ async fn run(args: RunArgs) -> Result<(), String> {
     )
     .await?;
     mock.check_alive()?;
+    relay.check_alive()?;
     let bench = scenarios::Bench {
         client,
         agentd: args.agentd_listen.clone(),
         mock: args.mock_listen.clone(),
+        relay: args.relay_listen.clone(),
+        peers: args.peer.clone(),
         step_seconds: args.step_seconds,
         rates: args.rates.clone(),
         open_streams,
@@ -180,9 +210,10 @@ async fn run(args: RunArgs) -> Result<(), String> {
     };
     let mut report = report::Report::default();
     report.note(format!(
-        "agentd pid {}, mock pid {}, open-file limit {limit}, {} CPUs",
+        "agentd pid {}, mock pid {}, relay pid {}, open-file limit {limit}, {} CPUs",
         agentd.pid(),
         mock.pid(),
+        relay.pid(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     ));
     if open_streams < args.open_streams {
@@ -193,7 +224,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     }
     if args.only.contains(&1) {
         eprintln!("scenario 1: non-streaming single turn");
-        scenarios::single_turn(&bench, &shapes.single, &agentd, &mut report).await;
+        scenarios::single_turn(&bench, &shapes.single, (&agentd, &relay), &mut report).await;
     }
     if args.only.contains(&2) {
         eprintln!("scenario 2: streaming, 64 chunks");
@@ -232,8 +263,10 @@ async fn run(args: RunArgs) -> Result<(), String> {
     }
     agentd.check_alive()?;
     mock.check_alive()?;
+    relay.check_alive()?;
     println!("{}", report.render());
     drop(agentd);
+    drop(relay);
     drop(mock);
     if std::env::var_os("AGENTD_BENCH_KEEP").is_some() {
         eprintln!(

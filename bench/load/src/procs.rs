@@ -70,17 +70,26 @@ impl Drop for Process {
     }
 }
 
-pub fn start_mock(listen: &str) -> Result<Process, String> {
+/// Starts this binary's subcommand `args` as a child named `name`.
+fn start_own(args: &[&str], name: &'static str) -> Result<Process, String> {
     let me = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
     let child = Command::new(me)
-        .args(["mock", "--listen", listen])
+        .args(args)
         .stdout(Stdio::null())
         .spawn()
-        .map_err(|e| format!("starting the mock: {e}"))?;
-    Ok(Process {
-        child,
-        name: "mock upstream",
-    })
+        .map_err(|e| format!("starting the {name}: {e}"))?;
+    Ok(Process { child, name })
+}
+
+pub fn start_mock(listen: &str) -> Result<Process, String> {
+    start_own(&["mock", "--listen", listen], "mock upstream")
+}
+
+pub fn start_relay(listen: &str, upstream: &str) -> Result<Process, String> {
+    start_own(
+        &["relay", "--listen", listen, "--upstream", upstream],
+        "relay",
+    )
 }
 
 /// The agents every scenario needs, named after what they do.

@@ -16,18 +16,40 @@ pub struct Bench {
     pub client: reqwest::Client,
     pub agentd: String,
     pub mock: String,
+    /// The do-nothing relay in front of the mock (`relay.rs`).
+    pub relay: String,
+    /// Other servers measured beside agentd in scenario 1: (name, host:port); each serves the
+    /// agent names (`single`, `streamed`) as models routed to the mock.
+    pub peers: Vec<(String, String)>,
     pub step_seconds: f64,
     pub rates: Vec<f64>,
     pub open_streams: usize,
     pub runs: usize,
 }
 
+/// Where a request goes: the mock itself, something that forwards the mock's model name to it
+/// unchanged (the relay), or a server that maps an agent name to the mock's model (agentd, peers).
+enum Via<'a> {
+    Direct,
+    Relay,
+    Named(&'a str),
+}
+
 impl Bench {
     fn call(&self, through_agentd: bool, shape: &Shape, agent: &str, streamed: bool) -> Call {
-        let (host, model) = if through_agentd {
-            (&self.agentd, agent.to_string())
+        let via = if through_agentd {
+            Via::Named(&self.agentd)
         } else {
-            (&self.mock, shape.model())
+            Via::Direct
+        };
+        self.call_via(via, shape, agent, streamed)
+    }
+
+    fn call_via(&self, via: Via, shape: &Shape, agent: &str, streamed: bool) -> Call {
+        let (host, model) = match via {
+            Via::Direct => (self.mock.as_str(), shape.model()),
+            Via::Relay => (self.relay.as_str(), shape.model()),
+            Via::Named(host) => (host, agent.to_string()),
         };
         let body = json!({"model": model, "stream": streamed,
             "messages": [{"role": "user", "content": "Say something."}]});
@@ -39,76 +61,164 @@ impl Bench {
     }
 }
 
-/// Scenario 1: non-streaming single-turn agent, fixed rates up to the highest sustained one.
-pub async fn single_turn(bench: &Bench, shape: &Shape, agentd: &Process, report: &mut Report) {
-    let direct = bench.call(false, shape, "single", false);
-    let through = bench.call(true, shape, "single", false);
-    // Warm both paths (connections, agentd's first session, SQLite pages).
-    load::open_loop(&bench.client, &direct, 500.0, 500).await;
-    load::open_loop(&bench.client, &through, 500.0, 500).await;
-    let (mut direct_alive, mut agentd_alive) = (true, true);
-    let (mut direct_max, mut agentd_max) = (0.0, 0.0);
-    for &rate in &bench.rates {
-        let count = ((rate * bench.step_seconds) as usize).max(200);
-        let mut row = |name: &str, samples: &[Sample]| {
-            let summary = load::latency(samples);
-            let sustained = summary.errors == 0 && summary.p99 < 50.0;
-            report.rate_row(name, rate, &summary, load::lag_p99(samples), sustained);
-            if summary.errors > 0 {
-                report.note(format!(
-                    "  {name} errors at {rate} req/s: {}",
-                    load::failures(samples)
-                ));
-            }
-            sustained
-        };
-        let d = if direct_alive {
-            let samples = load::open_loop(&bench.client, &direct, rate, count).await;
-            Some(samples)
-        } else {
-            None
-        };
-        let rss_before = agentd.rss_kib();
-        let cpu_before = agentd.cpu_seconds();
-        let a = if agentd_alive {
-            Some(load::open_loop(&bench.client, &through, rate, count).await)
-        } else {
-            None
-        };
-        if let Some(samples) = &d {
-            direct_alive = row("direct", samples);
-            if direct_alive {
-                direct_max = rate;
-            }
-        }
-        if let Some(samples) = &a {
-            agentd_alive = row("agentd", samples);
-            if agentd_alive {
-                agentd_max = rate;
-            }
-            report.note(format!(
-                "  agentd RSS at {rate} req/s: {} KiB before, {} KiB after",
-                rss_before,
-                agentd.rss_kib()
-            ));
-        }
-        if let (Some(d), Some(a)) = (&d, &a) {
-            report.added_row(rate, &load::latency(d), &load::latency(a));
-        }
-        if !direct_alive && !agentd_alive {
-            break;
-        }
-        // Let agentd's store writes from this step settle before the next one.
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        if a.is_some() {
-            let cpu = agentd.cpu_seconds() - cpu_before;
-            report.note(format!(
-                "  agentd CPU at {rate} req/s: {:.0} µs per request (user + system, {count} requests, store writes included)",
-                cpu * 1e6 / count as f64
-            ));
+/// One target of scenario 1's rate ladder, climbed until it stops sustaining its rate.
+struct Ladder<'a> {
+    name: String,
+    call: Call,
+    /// The process serving it, when the bench started it: its CPU per request is noted.
+    process: Option<&'a Process>,
+    alive: bool,
+    max: f64,
+    /// This rate's samples, when it was measured.
+    last: Option<Vec<Sample>>,
+}
+
+impl<'a> Ladder<'a> {
+    fn new(name: &str, call: Call) -> Self {
+        Self {
+            name: name.to_string(),
+            call,
+            process: None,
+            alive: true,
+            max: 0.0,
+            last: None,
         }
     }
-    report.throughput(direct_max, agentd_max);
+
+    fn served_by(self, process: &'a Process) -> Self {
+        Self {
+            process: Some(process),
+            ..self
+        }
+    }
+}
+
+/// Scenario 1: non-streaming single-turn agent, fixed rates up to the highest sustained one:
+/// the mock directly, the do-nothing relay and agentd one after another at each rate; then
+/// each peer climbs alone, so that a peer's backlog (work it is still doing after its step)
+/// never lands on agentd's steps.
+pub async fn single_turn(
+    bench: &Bench,
+    shape: &Shape,
+    (agentd, relay): (&Process, &Process),
+    report: &mut Report,
+) {
+    let mut ours = vec![
+        Ladder::new(
+            "direct",
+            bench.call_via(Via::Direct, shape, "single", false),
+        ),
+        Ladder::new("relay", bench.call_via(Via::Relay, shape, "single", false)).served_by(relay),
+        Ladder::new("agentd", bench.call(true, shape, "single", false)).served_by(agentd),
+    ];
+    climb(bench, &mut ours, true, report).await;
+    let mut maxima: Vec<(String, f64)> = ours.iter().map(|l| (l.name.clone(), l.max)).collect();
+    for (name, host) in &bench.peers {
+        let mut peer = vec![
+            Ladder::new(
+                "direct",
+                bench.call_via(Via::Direct, shape, "single", false),
+            ),
+            Ladder::new(
+                name,
+                bench.call_via(Via::Named(host), shape, "single", false),
+            ),
+        ];
+        climb(bench, &mut peer, false, report).await;
+        maxima.push((name.clone(), peer[1].max));
+    }
+    let maxima: Vec<(&str, f64)> = maxima.iter().map(|(n, m)| (n.as_str(), *m)).collect();
+    report.throughput(&maxima);
+}
+
+/// Climbs `ladders` (the first is `direct`) rate by rate until none sustains its rate, or,
+/// unless `direct_to_its_max`, until only `direct` does. A ladder whose process the bench
+/// started gets that process's CPU per request noted (each process works only during its own
+/// ladder's step), agentd's its RSS too.
+async fn climb(
+    bench: &Bench,
+    ladders: &mut [Ladder<'_>],
+    direct_to_its_max: bool,
+    report: &mut Report,
+) {
+    // Warm every path (connections, agentd's first session, SQLite pages) at the first rate
+    // of the ladder, at most 500/s: a peer that cannot keep up is not left with a backlog.
+    let warm_rate = bench
+        .rates
+        .first()
+        .map_or(100.0, |rate| rate.clamp(10.0, 500.0));
+    for ladder in ladders.iter() {
+        load::open_loop(&bench.client, &ladder.call, warm_rate, 300).await;
+    }
+    for &rate in &bench.rates {
+        let count = ((rate * bench.step_seconds) as usize).max(200);
+        let before: Vec<(f64, u64)> = ladders
+            .iter()
+            .map(|l| {
+                l.process
+                    .map_or((0.0, 0), |p| (p.cpu_seconds(), p.rss_kib()))
+            })
+            .collect();
+        for ladder in ladders.iter_mut() {
+            ladder.last = None;
+            if !ladder.alive {
+                continue;
+            }
+            let samples = load::open_loop(&bench.client, &ladder.call, rate, count).await;
+            let summary = load::latency(&samples);
+            ladder.alive = summary.errors == 0 && summary.p99 < 50.0;
+            report.rate_row(
+                &ladder.name,
+                rate,
+                &summary,
+                load::lag_p99(&samples),
+                ladder.alive,
+            );
+            if summary.errors > 0 {
+                report.note(format!(
+                    "  {} errors at {rate} req/s: {}",
+                    ladder.name,
+                    load::failures(&samples)
+                ));
+            }
+            if ladder.alive {
+                ladder.max = rate;
+            }
+            ladder.last = Some(samples);
+        }
+        if let Some(direct) = &ladders[0].last {
+            let direct = load::latency(direct);
+            for ladder in &ladders[1..] {
+                if let Some(samples) = &ladder.last {
+                    report.added_row(&ladder.name, rate, &direct, &load::latency(samples));
+                }
+            }
+        }
+        let from = if direct_to_its_max { 0 } else { 1 };
+        if ladders[from..].iter().all(|ladder| !ladder.alive) {
+            break;
+        }
+        // Let agentd's store writes (or a peer's backlog) from this step settle.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for (ladder, (cpu_before, rss_before)) in ladders.iter().zip(before) {
+            let (Some(process), Some(_)) = (ladder.process, &ladder.last) else {
+                continue;
+            };
+            let cpu = process.cpu_seconds() - cpu_before;
+            let name = &ladder.name;
+            report.note(format!(
+                "  {name} CPU at {rate} req/s: {:.0} µs per request (user + system, {count} requests{})",
+                cpu * 1e6 / count as f64,
+                if name == "agentd" { ", store writes included" } else { "" }
+            ));
+            if name == "agentd" {
+                report.note(format!(
+                    "  agentd RSS at {rate} req/s: {rss_before} KiB before, {} KiB after",
+                    process.rss_kib()
+                ));
+            }
+        }
+    }
 }
 
 /// Scenario 2: streamed answers of many chunks: added time to first content and to the end.

@@ -22,6 +22,16 @@ use super::StoreError;
 /// delayed ACK (sqlx issue #4335); 256 events in one statement took ~46 ms, in three ~8 ms.
 pub const ROWS_PER_INSERT: usize = 100;
 
+/// Prepared statements each connection keeps. A multi-row INSERT of n rows is its own statement
+/// for each n, so the recorder alone has up to `RUNS_PER_INSERT + 2 × ROWS_PER_INSERT` shapes
+/// (runs, accounting, events); with sqlx's default of 100 they evicted each other under load
+/// and every batch paid a fresh prepare (~440,000 instructions for a 100-row statement).
+pub const STATEMENT_CACHE_CAPACITY: usize =
+    run_batch::RUNS_PER_INSERT + 2 * ROWS_PER_INSERT + OTHER_STATEMENTS;
+
+/// Room for the statements of a fixed shape: reads, conversations, the cache, transactions.
+const OTHER_STATEMENTS: usize = 100;
+
 /// Timestamps are kept to the microsecond on both backends (PostgreSQL's precision), so a
 /// value reads back equal wherever it was stored. On SQLite they are RFC 3339 text, which sorts
 /// in time order because every value is UTC with the same layout.
