@@ -7,8 +7,9 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 
-use crate::llm::failure::{classify_error_body, parse_whole_body};
-use crate::llm::stream::{Flow, Frame, FrameDecoder, frame_json};
+use super::wire::{Body, Choice, Delta};
+use crate::llm::failure::{classify_error_body, truncate};
+use crate::llm::stream::{Flow, Frame, FrameDecoder};
 use crate::llm::{LlmDelta, LlmError, ResponseMetadata, StopReason, Usage};
 
 /// Turns `chat.completion.chunk` JSON into deltas.
@@ -33,13 +34,32 @@ impl FrameDecoder for ChunkDecoder {
         if data.is_empty() {
             return Ok(Flow::Continue);
         }
-        self.decode_chunk(&frame_json(data)?, out)?;
+        let chunk = read_body(data, "stream frame")?;
+        self.decode_chunk(&chunk, chunk.first_choice(), Choice::delta, out);
         Ok(Flow::Continue)
     }
 
     fn is_complete(&self) -> bool {
         self.finished
     }
+}
+
+/// Parses a chunk or a whole body; an error reported in it (an `error` key) is classified.
+fn read_body<'a>(text: &'a str, what: &str) -> Result<Body<'a>, LlmError> {
+    let body = Body::parse(text).map_err(|not_json| {
+        LlmError::InvalidResponse(format!(
+            "{what} is not JSON ({}): {}",
+            not_json.0,
+            truncate(text, 200)
+        ))
+    })?;
+    if body.has_error {
+        let value: Value = serde_json::from_str(text).unwrap_or_default();
+        if let Some(error) = classify_error_body(&value) {
+            return Err(error);
+        }
+    }
+    Ok(body)
 }
 
 impl ChunkDecoder {
@@ -50,14 +70,15 @@ impl ChunkDecoder {
         }
     }
 
-    fn decode_chunk(
+    /// One chunk, or a whole body read as one chunk whose delta is its message: `part` picks
+    /// the choice's delta or message.
+    fn decode_chunk<'a>(
         &mut self,
-        chunk: &Value,
+        chunk: &Body<'a>,
+        choice: Option<Choice<'a>>,
+        part: fn(&Choice<'a>) -> Option<Delta<'a>>,
         out: &mut VecDeque<LlmDelta>,
-    ) -> Result<(), LlmError> {
-        if let Some(error) = classify_error_body(chunk) {
-            return Err(error);
-        }
+    ) {
         if self.report_routing && !self.routing_reported {
             let routing = routing_of(chunk);
             if routing.actual_provider.is_some() || routing.actual_model.is_some() {
@@ -65,83 +86,50 @@ impl ChunkDecoder {
                 out.push_back(LlmDelta::Metadata(routing));
             }
         }
-        if let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) {
-            if let Some(delta) = choice.get("delta") {
-                self.decode_delta(delta, out);
+        if let Some(choice) = &choice {
+            if let Some(delta) = part(choice) {
+                self.decode_delta(&delta, out);
             }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            if let Some(reason) = choice.finish_reason() {
                 self.finished = true;
-                out.push_back(LlmDelta::Stop(StopReason::from_openai(reason)));
+                out.push_back(LlmDelta::Stop(StopReason::from_openai(&reason)));
             }
         }
-        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-            out.push_back(LlmDelta::Usage(parse_usage(usage)));
-            if let Some(cost) = self.report_routing.then(|| cost_of(usage)).flatten() {
+        if let Some(usage) = chunk.usage() {
+            out.push_back(LlmDelta::Usage(parse_usage(&usage)));
+            if let Some(cost) = self.report_routing.then(|| cost_of(&usage)).flatten() {
                 out.push_back(LlmDelta::Metadata(ResponseMetadata {
                     cost_usd: Some(cost),
                     ..ResponseMetadata::default()
                 }));
             }
         }
-        Ok(())
     }
 
-    fn decode_delta(&mut self, delta: &Value, out: &mut VecDeque<LlmDelta>) {
-        for field in ["reasoning_content", "reasoning"] {
-            if let Some(text) = delta
-                .get(field)
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-            {
-                out.push_back(LlmDelta::Reasoning(text.to_string()));
-                break;
-            }
+    fn decode_delta(&mut self, delta: &Delta<'_>, out: &mut VecDeque<LlmDelta>) {
+        if let Some(text) = delta.reasoning() {
+            out.push_back(LlmDelta::Reasoning(text.into_owned()));
         }
-        if let Some(text) = delta
-            .get("content")
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-        {
-            out.push_back(LlmDelta::Text(text.to_string()));
+        if let Some(text) = delta.content() {
+            out.push_back(LlmDelta::Text(text.into_owned()));
         }
-        let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) else {
+        let Some(calls) = delta.tool_calls() else {
             return;
         };
         let mut seen_in_chunk: Vec<usize> = Vec::new();
         for (position, call) in calls.iter().enumerate() {
-            let upstream_index = call
-                .get("index")
-                .and_then(Value::as_u64)
-                .map_or(position, |i| i as usize);
-            let id = call
-                .get("id")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string);
-            let function = call.get("function");
-            let name = function
-                .and_then(|f| f.get("name"))
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string);
+            let upstream_index = call.index().unwrap_or(position);
+            let id = call.id().map(|id| id.into_owned());
+            let name = call.name().map(|name| name.into_owned());
             // The same index twice in one chunk can only be two different calls.
             let repeated = seen_in_chunk.contains(&upstream_index) && name.is_some();
             seen_in_chunk.push(upstream_index);
             let index = self.slot_for(upstream_index, id.as_deref(), repeated);
-            let arguments = function
-                .and_then(|f| f.get("arguments"))
-                .map(|a| match a {
-                    Value::String(text) => text.clone(),
-                    Value::Null => String::new(),
-                    // Some servers send the arguments as an object, not as JSON text.
-                    other => other.to_string(),
-                })
-                .unwrap_or_default();
             out.push_back(LlmDelta::ToolCallFragment {
                 index,
                 id,
                 name,
-                arguments,
+                arguments: call.arguments(),
             });
         }
     }
@@ -171,22 +159,12 @@ impl ChunkDecoder {
 
 /// Decodes a non-streaming `chat.completion` body into the same deltas a stream would give.
 pub fn decode_completion(text: &str, report_routing: bool) -> Result<Vec<LlmDelta>, LlmError> {
-    let mut chunk = parse_whole_body(text)?;
-    if let Some(error) = classify_error_body(&chunk) {
-        return Err(error);
-    }
-    let mut choice = chunk
-        .get_mut("choices")
-        .and_then(|c| c.get_mut(0))
-        .map(Value::take)
+    let body = read_body(text, "response")?;
+    let choice = body
+        .first_choice()
         .ok_or_else(|| LlmError::InvalidResponse("response has no choices".into()))?;
     let mut out = VecDeque::new();
-    let mut decoder = ChunkDecoder::new(report_routing);
-    // A whole message reads like one chunk whose delta is the message (moved, not copied).
-    let mut field = |name: &str| choice.get_mut(name).map_or(Value::Null, Value::take);
-    let (delta, finish_reason) = (field("message"), field("finish_reason"));
-    chunk["choices"] = serde_json::json!([{"delta": delta, "finish_reason": finish_reason}]);
-    decoder.decode_chunk(&chunk, &mut out)?;
+    ChunkDecoder::new(report_routing).decode_chunk(&body, Some(choice), Choice::message, &mut out);
     Ok(out.into())
 }
 
@@ -214,18 +192,14 @@ fn cost_of(usage: &Value) -> Option<f64> {
     usage.get("cost").and_then(Value::as_f64)
 }
 
-fn routing_of(chunk: &Value) -> ResponseMetadata {
-    let text = |key: &str| {
-        chunk
-            .get(key)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
+fn routing_of(chunk: &Body<'_>) -> ResponseMetadata {
+    let non_empty = |text: Option<std::borrow::Cow<'_, str>>| {
+        text.filter(|s| !s.is_empty()).map(|s| s.into_owned())
     };
     ResponseMetadata {
         cost_usd: None,
-        actual_provider: text("provider"),
-        actual_model: text("model"),
+        actual_provider: non_empty(chunk.provider()),
+        actual_model: non_empty(chunk.model()),
     }
 }
 
@@ -330,12 +304,12 @@ mod tests {
     fn routing_metadata_and_cost_are_reported_for_openrouter() {
         let mut decoder = ChunkDecoder::new(true);
         let mut out = VecDeque::new();
-        let chunk: Value = serde_json::from_str(
-            r#"{"provider":"Anthropic","model":"anthropic/claude-x","choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"cost":0.0125}}"#,
-        )
-        .expect("json");
-        decoder.decode_chunk(&chunk, &mut out).expect("decodes");
-        decoder.decode_chunk(&chunk, &mut out).expect("decodes");
+        let frame = Frame {
+            event: None,
+            data: r#"{"provider":"Anthropic","model":"anthropic/claude-x","choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"cost":0.0125}}"#.into(),
+        };
+        decoder.decode(&frame, &mut out).expect("decodes");
+        decoder.decode(&frame, &mut out).expect("decodes");
         let metadata: Vec<&ResponseMetadata> = out
             .iter()
             .filter_map(|d| match d {

@@ -10,6 +10,7 @@
 //!   model that actually served the call reported as [`super::ResponseMetadata`].
 
 pub mod decode;
+mod wire;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
