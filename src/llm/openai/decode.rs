@@ -3,6 +3,7 @@
 //! `reasoning_content` or `reasoning`, tool-call fragments with a missing `index`, one index
 //! reused for every call, or the `id` only on the first fragment.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use serde_json::Value;
@@ -35,7 +36,7 @@ impl FrameDecoder for ChunkDecoder {
             return Ok(Flow::Continue);
         }
         let chunk = read_body(data, "stream frame")?;
-        self.decode_chunk(&chunk, chunk.first_choice(), Choice::delta, out);
+        self.decode_chunk(&chunk, |choice| choice.delta.as_ref(), out);
         Ok(Flow::Continue)
     }
 
@@ -71,12 +72,11 @@ impl ChunkDecoder {
     }
 
     /// One chunk, or a whole body read as one chunk whose delta is its message: `part` picks
-    /// the choice's delta or message.
-    fn decode_chunk<'a>(
+    /// the first choice's delta or message.
+    fn decode_chunk<'b, 'a>(
         &mut self,
-        chunk: &Body<'a>,
-        choice: Option<Choice<'a>>,
-        part: fn(&Choice<'a>) -> Option<Delta<'a>>,
+        chunk: &'b Body<'a>,
+        part: fn(&'b Choice<'a>) -> Option<&'b Delta<'a>>,
         out: &mut VecDeque<LlmDelta>,
     ) {
         if self.report_routing && !self.routing_reported {
@@ -86,18 +86,18 @@ impl ChunkDecoder {
                 out.push_back(LlmDelta::Metadata(routing));
             }
         }
-        if let Some(choice) = &choice {
+        if let Some(choice) = chunk.first_choice() {
             if let Some(delta) = part(choice) {
-                self.decode_delta(&delta, out);
+                self.decode_delta(delta, out);
             }
-            if let Some(reason) = choice.finish_reason() {
+            if let Some(reason) = &choice.finish_reason {
                 self.finished = true;
-                out.push_back(LlmDelta::Stop(StopReason::from_openai(&reason)));
+                out.push_back(LlmDelta::Stop(StopReason::from_openai(reason)));
             }
         }
-        if let Some(usage) = chunk.usage() {
-            out.push_back(LlmDelta::Usage(parse_usage(&usage)));
-            if let Some(cost) = self.report_routing.then(|| cost_of(&usage)).flatten() {
+        if let Some(usage) = chunk.usage.as_ref().filter(|usage| usage.is_object()) {
+            out.push_back(LlmDelta::Usage(parse_usage(usage)));
+            if let Some(cost) = self.report_routing.then(|| cost_of(usage)).flatten() {
                 out.push_back(LlmDelta::Metadata(ResponseMetadata {
                     cost_usd: Some(cost),
                     ..ResponseMetadata::default()
@@ -107,20 +107,27 @@ impl ChunkDecoder {
     }
 
     fn decode_delta(&mut self, delta: &Delta<'_>, out: &mut VecDeque<LlmDelta>) {
-        if let Some(text) = delta.reasoning() {
-            out.push_back(LlmDelta::Reasoning(text.into_owned()));
+        let reasoning = non_empty(&delta.reasoning_content).or(non_empty(&delta.reasoning));
+        if let Some(text) = reasoning {
+            out.push_back(LlmDelta::Reasoning(text.to_string()));
         }
-        if let Some(text) = delta.content() {
-            out.push_back(LlmDelta::Text(text.into_owned()));
+        if let Some(text) = non_empty(&delta.content) {
+            out.push_back(LlmDelta::Text(text.to_string()));
         }
-        let Some(calls) = delta.tool_calls() else {
+        let Some(calls) = &delta.tool_calls else {
             return;
         };
         let mut seen_in_chunk: Vec<usize> = Vec::new();
         for (position, call) in calls.iter().enumerate() {
-            let upstream_index = call.index().unwrap_or(position);
-            let id = call.id().map(|id| id.into_owned());
-            let name = call.name().map(|name| name.into_owned());
+            let upstream_index = call
+                .index
+                .and_then(|index| usize::try_from(index).ok())
+                .unwrap_or(position);
+            let id = non_empty(&call.id).map(str::to_string);
+            let function = call.function.as_ref();
+            let name = function
+                .and_then(|f| non_empty(&f.name))
+                .map(str::to_string);
             // The same index twice in one chunk can only be two different calls.
             let repeated = seen_in_chunk.contains(&upstream_index) && name.is_some();
             seen_in_chunk.push(upstream_index);
@@ -129,7 +136,7 @@ impl ChunkDecoder {
                 index,
                 id,
                 name,
-                arguments: call.arguments(),
+                arguments: function.map_or_else(String::new, |f| f.arguments.to_string()),
             });
         }
     }
@@ -160,11 +167,15 @@ impl ChunkDecoder {
 /// Decodes a non-streaming `chat.completion` body into the same deltas a stream would give.
 pub fn decode_completion(text: &str, report_routing: bool) -> Result<Vec<LlmDelta>, LlmError> {
     let body = read_body(text, "response")?;
-    let choice = body
-        .first_choice()
-        .ok_or_else(|| LlmError::InvalidResponse("response has no choices".into()))?;
+    if body.first_choice().is_none() {
+        return Err(LlmError::InvalidResponse("response has no choices".into()));
+    }
     let mut out = VecDeque::new();
-    ChunkDecoder::new(report_routing).decode_chunk(&body, Some(choice), Choice::message, &mut out);
+    ChunkDecoder::new(report_routing).decode_chunk(
+        &body,
+        |choice| choice.message.as_ref(),
+        &mut out,
+    );
     Ok(out.into())
 }
 
@@ -193,14 +204,16 @@ fn cost_of(usage: &Value) -> Option<f64> {
 }
 
 fn routing_of(chunk: &Body<'_>) -> ResponseMetadata {
-    let non_empty = |text: Option<std::borrow::Cow<'_, str>>| {
-        text.filter(|s| !s.is_empty()).map(|s| s.into_owned())
-    };
     ResponseMetadata {
         cost_usd: None,
-        actual_provider: non_empty(chunk.provider()),
-        actual_model: non_empty(chunk.model()),
+        actual_provider: non_empty(&chunk.provider).map(str::to_string),
+        actual_model: non_empty(&chunk.model).map(str::to_string),
     }
+}
+
+/// A string field that is there and not empty.
+fn non_empty<'s>(text: &'s Option<Cow<'_, str>>) -> Option<&'s str> {
+    text.as_deref().filter(|text| !text.is_empty())
 }
 
 #[cfg(test)]

@@ -1,268 +1,305 @@
-//! A borrowed view of a Chat Completions body (`chat.completion.chunk` or `chat.completion`):
-//! each level keeps the fields the decoder reads as raw JSON slices of the frame, so a
-//! streamed chunk is read without building a `serde_json::Value` tree or copying a string
-//! that has no escapes. Lenient like the `Value` accessors it replaced: a field of an
-//! unexpected type reads as absent, and `null` as missing.
+//! A Chat Completions body (`chat.completion.chunk` or `chat.completion`) as the decoder reads
+//! it. A well-formed body is read in one pass into these structs, strings borrowed from the
+//! frame unless they hold escapes, so a streamed chunk builds no `serde_json::Value` tree.
+//! A body with a field of an unexpected type (a number for a string, an object for the
+//! arguments, a key twice) is read again through `Value` accessors, where such a field reads
+//! as absent, so dialects the strict shape does not fit decode as they always did.
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-type Raw<'a> = Option<&'a RawValue>;
-
 /// The top level of a body.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug, PartialEq)]
 pub struct Body<'a> {
     /// An `error` key, whatever its value (even `null`): the body reports a failure.
     #[serde(rename = "error", default, deserialize_with = "present")]
     pub has_error: bool,
     #[serde(borrow, default)]
-    choices: Raw<'a>,
-    #[serde(borrow, default)]
-    usage: Raw<'a>,
-    #[serde(borrow, default)]
-    provider: Raw<'a>,
-    #[serde(borrow, default)]
-    model: Raw<'a>,
+    pub choices: Option<Vec<Choice<'a>>>,
+    /// Any JSON; the decoder reads it when it is an object.
+    #[serde(default)]
+    pub usage: Option<Value>,
+    #[serde(borrow, default, deserialize_with = "text")]
+    pub provider: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "text")]
+    pub model: Option<Cow<'a, str>>,
 }
 
-/// The first choice: its `delta` (streamed) or `message` (whole), and why it finished.
-#[derive(Deserialize, Default)]
+/// A choice: its `delta` (streamed) or `message` (whole), and why it finished.
+#[derive(Deserialize, Default, Debug, PartialEq)]
 pub struct Choice<'a> {
     #[serde(borrow, default)]
-    delta: Raw<'a>,
+    pub delta: Option<Delta<'a>>,
     #[serde(borrow, default)]
-    message: Raw<'a>,
-    #[serde(borrow, default)]
-    finish_reason: Raw<'a>,
+    pub message: Option<Delta<'a>>,
+    #[serde(borrow, default, deserialize_with = "text")]
+    pub finish_reason: Option<Cow<'a, str>>,
 }
 
 /// What a delta or message adds: text, reasoning and tool-call fragments.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug, PartialEq)]
 pub struct Delta<'a> {
+    #[serde(borrow, default, deserialize_with = "text")]
+    pub reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "text")]
+    pub reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "text")]
+    pub content: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    reasoning_content: Raw<'a>,
-    #[serde(borrow, default)]
-    reasoning: Raw<'a>,
-    #[serde(borrow, default)]
-    content: Raw<'a>,
-    #[serde(borrow, default)]
-    tool_calls: Raw<'a>,
+    pub tool_calls: Option<Vec<Call<'a>>>,
 }
 
 /// One tool-call fragment.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug, PartialEq)]
 pub struct Call<'a> {
+    #[serde(default)]
+    pub index: Option<u64>,
+    #[serde(borrow, default, deserialize_with = "text")]
+    pub id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    index: Raw<'a>,
-    #[serde(borrow, default)]
-    id: Raw<'a>,
-    #[serde(borrow, default)]
-    function: Raw<'a>,
+    pub function: Option<Function<'a>>,
 }
 
-#[derive(Deserialize, Default)]
-struct Function<'a> {
-    #[serde(borrow, default)]
-    name: Raw<'a>,
-    #[serde(borrow, default)]
-    arguments: Raw<'a>,
+#[derive(Deserialize, Default, Debug, PartialEq)]
+pub struct Function<'a> {
+    #[serde(borrow, default, deserialize_with = "text")]
+    pub name: Option<Cow<'a, str>>,
+    /// JSON text: a string as it is, `null` as empty, any other JSON (some servers send an
+    /// object) as its compact text.
+    #[serde(borrow, default, deserialize_with = "arguments_text")]
+    pub arguments: Cow<'a, str>,
 }
 
 /// Why `Body::parse` failed: the text is not JSON (the parser's message).
+#[derive(Debug)]
 pub struct NotJson(pub String);
 
 impl<'a> Body<'a> {
-    /// Reads `text`. JSON that is not an object of the expected shape (an array, a duplicated
-    /// key) reads as an empty body, as it did through `Value` accessors.
+    /// Reads `text`, strictly in one pass or, when a field does not fit, leniently.
     pub fn parse(text: &'a str) -> Result<Self, NotJson> {
         // serde would read a struct from an array too (fields by position): objects only.
-        let parsed = if text.trim_start().starts_with('{') {
+        let strict = if text.trim_start().starts_with('{') {
             serde_json::from_str(text).ok()
         } else {
             None
         };
-        match parsed {
+        match strict {
             Some(body) => Ok(body),
-            None => match serde_json::from_str::<serde::de::IgnoredAny>(text) {
-                Ok(_) => Ok(Self::default()),
-                Err(error) => Err(NotJson(error.to_string())),
-            },
+            None => serde_json::from_str::<Value>(text)
+                .map(|value| Body::from_value(&value))
+                .map_err(|error| NotJson(error.to_string())),
         }
     }
 
-    pub fn first_choice(&self) -> Option<Choice<'a>> {
-        first(self.choices).and_then(|choice| object(Some(choice)))
-    }
-
-    /// `usage`, when it is an object (rare: once per response, so a `Value` is fine).
-    pub fn usage(&self) -> Option<Value> {
-        self.usage
-            .filter(|raw| raw.get().starts_with('{'))
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
-    }
-
-    pub fn provider(&self) -> Option<Cow<'a, str>> {
-        text(self.provider)
-    }
-
-    pub fn model(&self) -> Option<Cow<'a, str>> {
-        text(self.model)
+    pub fn first_choice(&self) -> Option<&Choice<'a>> {
+        self.choices.as_ref()?.first()
     }
 }
 
-impl<'a> Choice<'a> {
-    pub fn delta(&self) -> Option<Delta<'a>> {
-        object(self.delta)
-    }
-
-    pub fn message(&self) -> Option<Delta<'a>> {
-        object(self.message)
-    }
-
-    pub fn finish_reason(&self) -> Option<Cow<'a, str>> {
-        text(self.finish_reason)
-    }
-}
-
-impl<'a> Delta<'a> {
-    /// Reasoning text, from `reasoning_content` (DeepSeek, vLLM) or else `reasoning`.
-    pub fn reasoning(&self) -> Option<Cow<'a, str>> {
-        non_empty(text(self.reasoning_content)).or_else(|| non_empty(text(self.reasoning)))
-    }
-
-    pub fn content(&self) -> Option<Cow<'a, str>> {
-        non_empty(text(self.content))
-    }
-
-    /// The tool-call fragments, when `tool_calls` is an array; entries that are not objects
-    /// read as empty fragments.
-    pub fn tool_calls(&self) -> Option<Vec<Call<'a>>> {
-        let calls = self.tool_calls.filter(|raw| raw.get().starts_with('['))?;
-        let entries: Vec<&'a RawValue> = serde_json::from_str(calls.get()).ok()?;
-        Some(
-            entries
-                .into_iter()
-                .map(|entry| object(Some(entry)).unwrap_or_default())
-                .collect(),
-        )
-    }
-}
-
-impl<'a> Call<'a> {
-    pub fn index(&self) -> Option<usize> {
-        self.index
-            .and_then(|raw| serde_json::from_str::<u64>(raw.get()).ok())
-            .and_then(|index| usize::try_from(index).ok())
-    }
-
-    pub fn id(&self) -> Option<Cow<'a, str>> {
-        non_empty(text(self.id))
-    }
-
-    pub fn name(&self) -> Option<Cow<'a, str>> {
-        let function: Function<'a> = object(self.function)?;
-        non_empty(text(function.name))
-    }
-
-    /// The arguments as JSON text: a string as it is, `null` or none as empty, anything else
-    /// (some servers send an object) as its compact JSON.
-    pub fn arguments(&self) -> String {
-        let Some(raw) = object::<Function<'a>>(self.function).and_then(|f| f.arguments) else {
-            return String::new();
-        };
-        match text(Some(raw)) {
-            Some(text) => text.into_owned(),
-            None => serde_json::from_str::<Value>(raw.get())
-                .map(|value| value.to_string())
-                .unwrap_or_default(),
+/// The lenient reading: what the `Value` accessors find, a field of another type as absent.
+impl Body<'static> {
+    fn from_value(body: &Value) -> Self {
+        Self {
+            has_error: body.get("error").is_some(),
+            choices: body
+                .get("choices")
+                .and_then(|choices| choices.get(0))
+                .map(|choice| vec![Choice::from_value(choice)]),
+            usage: body.get("usage").cloned(),
+            provider: text_of(body.get("provider")),
+            model: text_of(body.get("model")),
         }
     }
 }
 
-/// The first element of an array.
-fn first(raw: Raw<'_>) -> Raw<'_> {
-    let array = raw.filter(|raw| raw.get().starts_with('['))?;
-    let entries: Vec<&RawValue> = serde_json::from_str(array.get()).ok()?;
-    entries.first().copied()
-}
-
-/// An object read as `T`; anything else (or a malformed object) as absent.
-fn object<'a, T: Deserialize<'a>>(raw: Raw<'a>) -> Option<T> {
-    let raw = raw.filter(|raw| raw.get().starts_with('{'))?;
-    serde_json::from_str(raw.get()).ok()
-}
-
-/// A string, borrowed when it has no escapes; anything else as absent.
-fn text(raw: Raw<'_>) -> Option<Cow<'_, str>> {
-    let raw = raw.filter(|raw| raw.get().starts_with('"'))?.get();
-    match serde_json::from_str::<&str>(raw) {
-        Ok(borrowed) => Some(Cow::Borrowed(borrowed)),
-        Err(_) => serde_json::from_str::<String>(raw).ok().map(Cow::Owned),
+impl Choice<'static> {
+    fn from_value(choice: &Value) -> Self {
+        Self {
+            delta: choice.get("delta").map(Delta::from_value),
+            message: choice.get("message").map(Delta::from_value),
+            finish_reason: text_of(choice.get("finish_reason")),
+        }
     }
 }
 
-fn non_empty(text: Option<Cow<'_, str>>) -> Option<Cow<'_, str>> {
-    text.filter(|text| !text.is_empty())
+impl Delta<'static> {
+    fn from_value(delta: &Value) -> Self {
+        Self {
+            reasoning_content: text_of(delta.get("reasoning_content")),
+            reasoning: text_of(delta.get("reasoning")),
+            content: text_of(delta.get("content")),
+            tool_calls: delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .map(|calls| calls.iter().map(Call::from_value).collect()),
+        }
+    }
 }
 
-fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+impl Call<'static> {
+    fn from_value(call: &Value) -> Self {
+        let function = call.get("function");
+        Self {
+            index: call.get("index").and_then(Value::as_u64),
+            id: text_of(call.get("id")),
+            function: function.map(|function| Function {
+                name: text_of(function.get("name")),
+                arguments: Cow::Owned(match function.get("arguments") {
+                    Some(Value::String(text)) => text.clone(),
+                    None | Some(Value::Null) => String::new(),
+                    Some(other) => other.to_string(),
+                }),
+            }),
+        }
+    }
+}
+
+fn text_of(value: Option<&Value>) -> Option<Cow<'static, str>> {
+    value
+        .and_then(Value::as_str)
+        .map(|text| Cow::Owned(text.to_string()))
+}
+
+/// A string, borrowed from the input when it holds no escapes, or `null`.
+fn text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Cow<'de, str>>, D::Error> {
+    struct Text;
+    impl<'de> serde::de::Visitor<'de> for Text {
+        type Value = Option<Cow<'de, str>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string or null")
+        }
+        fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Borrowed(text)))
+        }
+        fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(text.to_string())))
+        }
+        fn visit_string<E>(self, text: String) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(text)))
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
+            inner.deserialize_str(self)
+        }
+    }
+    deserializer.deserialize_option(Text)
+}
+
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
     serde::de::IgnoredAny::deserialize(deserializer).map(|_| true)
+}
+
+fn arguments_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Cow<'de, str>, D::Error> {
+    let raw = <&'de RawValue>::deserialize(deserializer)?.get();
+    if raw.starts_with('"') {
+        return Ok(match serde_json::from_str::<&'de str>(raw) {
+            Ok(borrowed) => Cow::Borrowed(borrowed),
+            Err(_) => {
+                Cow::Owned(serde_json::from_str::<String>(raw).map_err(serde::de::Error::custom)?)
+            }
+        });
+    }
+    if raw == "null" {
+        return Ok(Cow::Borrowed(""));
+    }
+    let value: Value = serde_json::from_str(raw).map_err(serde::de::Error::custom)?;
+    Ok(Cow::Owned(value.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn strings_borrow_unless_escaped_and_wrong_types_read_as_absent() {
-        let body = Body::parse(
-            r#"{"choices":[{"delta":{"content":"plain","reasoning":"tab\tbed","tool_calls":{}},"finish_reason":7}],"model":5}"#,
-        )
-        .ok()
-        .expect("parses");
-        let choice = body.first_choice().expect("a choice");
-        let delta = choice.delta().expect("a delta");
-        assert!(matches!(delta.content(), Some(Cow::Borrowed("plain"))));
-        assert!(matches!(delta.reasoning(), Some(Cow::Owned(text)) if text == "tab\tbed"));
-        assert!(delta.tool_calls().is_none(), "an object is not a list");
-        assert!(choice.finish_reason().is_none(), "a number is not a reason");
-        assert!(body.model().is_none());
+    fn parse(text: &str) -> Body<'_> {
+        Body::parse(text).expect("JSON")
     }
 
     #[test]
-    fn error_key_is_seen_even_when_null_and_odd_json_is_an_empty_body() {
+    fn well_formed_chunks_borrow_their_strings_unless_escaped() {
+        let body = parse(
+            r#"{"id":"x","choices":[{"index":0,"delta":{"content":"plain","reasoning":"tab\tbed"},"finish_reason":null}]}"#,
+        );
+        let delta = body
+            .first_choice()
+            .and_then(|c| c.delta.as_ref())
+            .expect("delta");
+        assert!(matches!(delta.content, Some(Cow::Borrowed("plain"))));
+        assert!(matches!(&delta.reasoning, Some(Cow::Owned(text)) if text == "tab\tbed"));
+    }
+
+    #[test]
+    fn a_field_of_another_type_reads_as_absent_and_the_rest_is_kept() {
+        let body = parse(
+            r#"{"choices":[{"delta":{"content":"kept","tool_calls":{}},"finish_reason":7}],"model":5}"#,
+        );
+        let choice = body.first_choice().expect("a choice");
+        let delta = choice.delta.as_ref().expect("a delta");
+        assert_eq!(delta.content.as_deref(), Some("kept"));
+        assert!(delta.tool_calls.is_none(), "an object is not a list");
+        assert!(choice.finish_reason.is_none(), "a number is not a reason");
+        assert!(body.model.is_none());
+    }
+
+    #[test]
+    fn error_key_is_seen_even_when_null_and_other_json_is_an_empty_body() {
         for text in [r#"{"error":null}"#, r#"{"error":{"message":"x"}}"#] {
-            assert!(Body::parse(text).ok().expect("parses").has_error, "{text}");
+            assert!(parse(text).has_error, "{text}");
         }
-        for text in ["[1,2]", r#"{"choices":[],"choices":[]}"#, "\"text\""] {
-            let body = Body::parse(text).ok().expect("JSON");
-            assert!(!body.has_error && body.first_choice().is_none(), "{text}");
+        for text in ["[1,2]", "\"text\"", "3"] {
+            assert_eq!(parse(text), Body::default(), "{text}");
         }
+        let twice = parse(r#"{"model":"a","model":"b"}"#);
+        assert_eq!(
+            twice.model.as_deref(),
+            Some("b"),
+            "the last of a repeated key"
+        );
         assert!(Body::parse("{not json").is_err());
     }
 
     #[test]
-    fn call_fields_are_lenient() {
-        let body = Body::parse(
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":-1,"id":"","function":{"name":"n","arguments":null}},3,{"index":2,"function":{"arguments":{"b":1,"a":[true]}}}]}}]}"#,
-        )
-        .ok()
-        .expect("parses");
+    fn arguments_are_json_text_whatever_was_sent() {
+        let object: Value = serde_json::from_str(r#"{"b":1,"a":[true]}"#).expect("json");
+        for (arguments, expected) in [
+            (r#""{\"k\":1}""#, r#"{"k":1}"#.to_string()),
+            ("null", String::new()),
+            (r#"{"b":1,"a":[true]}"#, object.to_string()),
+        ] {
+            let text = format!(
+                r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":1,"function":{{"name":"n","arguments":{arguments}}}}}]}}}}]}}"#
+            );
+            let body = parse(&text);
+            let call = &body
+                .first_choice()
+                .and_then(|c| c.delta.as_ref())
+                .and_then(|d| d.tool_calls.as_ref())
+                .expect("calls")[0];
+            let function = call.function.as_ref().expect("function");
+            assert_eq!(
+                (call.index, function.arguments.as_ref()),
+                (Some(1), expected.as_str()),
+                "{arguments}"
+            );
+        }
+    }
+
+    #[test]
+    fn tool_call_entries_of_another_type_are_empty_fragments() {
+        let body = parse(r#"{"choices":[{"delta":{"tool_calls":[3,{"index":-1,"id":"a"}]}}]}"#);
         let calls = body
             .first_choice()
-            .and_then(|c| c.delta())
-            .and_then(|d| d.tool_calls())
+            .and_then(|c| c.delta.as_ref())
+            .and_then(|d| d.tool_calls.as_ref())
             .expect("calls");
-        assert_eq!(calls.len(), 3);
-        assert_eq!((calls[0].index(), calls[0].id()), (None, None));
-        assert_eq!(calls[0].name().as_deref(), Some("n"));
-        assert_eq!(calls[0].arguments(), "");
-        assert_eq!((calls[1].index(), calls[1].name()), (None, None));
-        assert_eq!(calls[2].index(), Some(2));
-        let object: Value = serde_json::from_str(r#"{"b":1,"a":[true]}"#).expect("json");
-        assert_eq!(calls[2].arguments(), object.to_string());
+        assert_eq!(calls[0], Call::default());
+        assert_eq!((calls[1].index, calls[1].id.as_deref()), (None, Some("a")));
     }
 }
