@@ -1,42 +1,39 @@
 //! The composition root: turns a loaded [`Config`] into live parts (providers, agents, store,
-//! metrics) and spawns sessions as tasks. Every headend (HTTP, CLI) starts runs through
-//! [`Runtime::spawn_run`], so runs are recorded, cached and measured the same way everywhere.
+//! metrics) and runs sessions as tracked tasks. Every headend (HTTP, CLI) starts runs through
+//! [`Runtime::start_run`] (the run pipeline in [`pipeline`]), so runs are admitted, recorded,
+//! cached and measured the same way everywhere. The parts stay private: headends read what
+//! they need through the accessors below.
 
 mod admission;
 mod cached;
+mod conversation;
+mod follow;
 mod live;
+mod pipeline;
 mod run_events;
+mod run_metrics;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, info_span, warn};
 
-use crate::agent::ReportStatus;
 use crate::agent::observer::{GuardEvent, SessionObserver};
-use crate::agent::result::{AccountingEntry, EntryStatus, LlmAccounting};
 use crate::agent::sub_agents::{ChildRunner, SubAgents};
-use crate::agent::{
-    AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, Session, SessionRequest,
-};
+use crate::agent::{AgentResult, EventSink, ProviderSet, RunControl, Session, SessionRequest};
 use crate::cache::{CacheError, ResponseCache};
 use crate::config::models::ModelCatalog;
 use crate::config::{AgentRegistry, AgentSpec, Config};
 use crate::llm::catalog;
-use crate::store::{NewRun, RecorderSettings, RunRecorder, Store, StoreError};
+use crate::store::{RecorderSettings, RunRecorder, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
 use crate::tools::hub::{ToolHub, ToolSetupError};
-pub use admission::{Overloaded, SessionSlot};
-
-/// Events buffered per run before the session waits for a slow consumer.
-const RUN_EVENT_BUFFER: usize = 256;
-
-/// The most a spawned session task may hold inline. A task is moved (copied) several times on
-/// its way into the scheduler; the session itself is boxed inside it.
-const MAX_SESSION_TASK_BYTES: usize = 2048;
+pub use admission::Overloaded;
+pub use conversation::ConversationTurn;
+pub use follow::CancelMode;
+pub use pipeline::{RunHandle, RunSubmission, StartError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -66,45 +63,33 @@ impl RuntimeError {
 
 /// Everything a running server (or one CLI run) shares.
 pub struct Runtime {
-    pub config: Config,
-    pub agents: AgentRegistry,
-    pub providers: ProviderSet,
+    config: Config,
+    agents: AgentRegistry,
+    providers: ProviderSet,
     /// The shared MCP connections and REST tools; each run gets its agent's registry.
-    pub tools: ToolHub,
-    pub store: Arc<dyn Store>,
+    tools: ToolHub,
+    store: Arc<dyn Store>,
     /// Persists every run and its events in batches, off the sessions' and responses' path.
-    pub recorder: RunRecorder,
+    recorder: RunRecorder,
     /// Answers repeated requests to agents with a `cache` TTL.
-    pub cache: Arc<dyn ResponseCache>,
-    pub metrics: Metrics,
-    /// Every spawned session, so [`Runtime::close`] can wait for them before the last flush.
+    cache: Arc<dyn ResponseCache>,
+    metrics: Metrics,
+    /// Every session task (with its recording and a conversation's answer), so shutdown can
+    /// wait for them before the last flush.
     sessions: TaskTracker,
     /// Cancelled at shutdown; every run's token is a child of it.
-    pub shutdown: CancellationToken,
+    shutdown: CancellationToken,
     /// Cancelled when a graceful shutdown begins: no new runs, running ones get
     /// `server.drainSeconds` before `shutdown` cancels them.
-    pub draining: CancellationToken,
+    draining: CancellationToken,
     /// Unix seconds when this runtime started (the `created` of `/v1/models`).
-    pub started_at: i64,
+    started_at: i64,
     /// Context windows, tokenizers and prices by provider/model.
-    pub catalog: Arc<ModelCatalog>,
+    catalog: Arc<ModelCatalog>,
     /// Runs in progress (for cancellation) and request ids (for idempotency).
-    pub live: live::LiveRuns,
+    live: live::LiveRuns,
     /// `server.maxConcurrentSessions` running, `server.maxQueuedSessions` waiting.
-    pub admission: admission::Admission,
-}
-
-/// A run in progress: its events, a way to cancel it, and its result when it ends.
-pub struct RunHandle {
-    pub run_id: String,
-    /// The run's events in order; the n-th event received is the one stored with seq n (the SSE
-    /// `id` of SPEC §4.2), so a stream resumed from the store continues where this one stopped.
-    pub events: mpsc::Receiver<AgentEvent>,
-    /// `stop` asks for a graceful final turn, `abort` ends the run now.
-    pub control: RunControl,
-    /// Cancelled when the server shuts down: a run that then ends cancelled was cut off by it.
-    pub draining: CancellationToken,
-    pub result: oneshot::Receiver<AgentResult>,
+    admission: admission::Admission,
 }
 
 impl Runtime {
@@ -122,7 +107,7 @@ impl Runtime {
             RecorderSettings::for_store(store.as_ref()),
             metrics.run_events_dropped_total.clone(),
         );
-        let server_limits = (
+        let admission = admission::Admission::new(
             config.server.max_concurrent_sessions,
             config.server.max_queued_sessions,
         );
@@ -141,89 +126,46 @@ impl Runtime {
             started_at: chrono::Utc::now().timestamp(),
             catalog,
             live: live::LiveRuns::default(),
-            admission: admission::Admission::new(server_limits.0, server_limits.1),
+            admission,
         }))
     }
 
-    /// Starts a session task. The run's start, every event (even when nobody listens any more)
-    /// and its end are queued for the store in that order; the end is queued before the result
-    /// is handed over, so a read that flushes the recorder first sees the finished run.
-    /// Like [`Runtime::spawn_run`], for a run that was admitted: it holds `slot` until it ends.
-    pub fn spawn_admitted(
-        self: &Arc<Self>,
-        slot: SessionSlot,
-        request: SessionRequest,
-        user_id: Option<String>,
-    ) -> RunHandle {
-        self.spawn_with_slot(Some(slot), request, user_id)
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
-    pub fn spawn_run(
-        self: &Arc<Self>,
-        request: SessionRequest,
-        user_id: Option<String>,
-    ) -> RunHandle {
-        self.spawn_with_slot(None, request, user_id)
+    pub fn agents(&self) -> &AgentRegistry {
+        &self.agents
     }
 
-    fn spawn_with_slot(
-        self: &Arc<Self>,
-        slot: Option<SessionSlot>,
-        request: SessionRequest,
-        user_id: Option<String>,
-    ) -> RunHandle {
-        let (sink, session_events) = EventSink::channel(RUN_EVENT_BUFFER);
-        let (listener, events) = mpsc::channel(RUN_EVENT_BUFFER);
-        let control = RunControl::child_of(&self.shutdown);
-        let (result_tx, result) = oneshot::channel();
-        let run_id = request.run_id.clone();
-        let runtime = Arc::clone(self);
-        let session_control = control.clone();
-        self.live.started(&run_id, control.clone());
-        let span = session_span(&request);
-        let new_run = NewRun {
-            id: request.run_id.clone(),
-            agent: request.agent.name.clone(),
-            user_id,
-            conversation_id: request.conversation_id.clone(),
-            created_at: chrono::Utc::now(),
-        };
-        let task = async move {
-            runtime.recorder.run_started(new_run.clone()).await;
-            let tee = run_events::tee(
-                session_events,
-                listener,
-                &runtime.recorder,
-                request.run_id.clone(),
-            );
-            let user_id = new_run.user_id.as_deref();
-            // Boxed: the session's state machine is ~25 KB, and unboxed it made the task
-            // itself that large, copied three times on every spawn (callgrind: ~15 % of
-            // agentd's instructions per request went to those copies).
-            let run = Box::pin(runtime.run_measured(request, user_id, sink, session_control));
-            let (result, ()) = tokio::join!(run, tee);
-            runtime
-                .recorder
-                .run_finished(new_run, (&result).into())
-                .await;
-            drop(slot);
-            runtime.live.ended(&result.run_id);
-            let _ = result_tx.send(result);
-        }
-        .instrument(span);
-        debug_assert!(
-            std::mem::size_of_val(&task) <= MAX_SESSION_TASK_BYTES,
-            "the session task is {} bytes: box what made it grow",
-            std::mem::size_of_val(&task)
-        );
-        self.sessions.spawn(task);
-        RunHandle {
-            run_id,
-            events,
-            control,
-            draining: self.draining.clone(),
-            result,
-        }
+    /// The shared MCP connections and REST tools.
+    pub fn tools(&self) -> &ToolHub {
+        &self.tools
+    }
+
+    /// The store, for reads (runs, events, conversations); runs are written only by the
+    /// pipeline's recorder.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Unix seconds when this runtime started.
+    pub fn started_at(&self) -> i64 {
+        self.started_at
+    }
+
+    /// Whether a graceful shutdown has begun (no new runs are taken).
+    pub fn is_draining(&self) -> bool {
+        self.draining.is_cancelled()
+    }
+
+    /// Writes everything queued for the store so far.
+    pub async fn flush_recorder(&self) {
+        self.recorder.flush().await;
     }
 
     /// A session for `agent` with its tools, prompt additions, sub-agents and observers.
@@ -258,13 +200,12 @@ impl Runtime {
     async fn run_measured(
         self: &Arc<Self>,
         request: SessionRequest,
-        user_id: Option<&str>,
         sink: EventSink,
         control: RunControl,
     ) -> AgentResult {
         let agent = request.agent.name.clone();
         self.metrics.sessions_active.inc();
-        let slot = self.cache_slot(&request, user_id);
+        let slot = self.cache_slot(&request);
         let cached = match &slot {
             Some(slot) => self.answer_from_cache(slot, &request, &sink).await,
             None => None,
@@ -286,39 +227,32 @@ impl Runtime {
 
     /// Starts the graceful end of the runs: no new runs are accepted, and running sessions get
     /// `server.drainSeconds` before they are cancelled (their results are still recorded).
-    pub fn begin_drain(&self) {
+    pub fn begin_drain(self: &Arc<Self>) {
         if self.draining.is_cancelled() {
             return;
         }
         self.draining.cancel();
         let deadline = Duration::from_secs(self.config.server.drain_seconds);
-        let shutdown = self.shutdown.clone();
-        let sessions = self.metrics.sessions_active.clone();
+        let runtime = Arc::clone(self);
         tokio::spawn(async move {
             tokio::time::sleep(deadline).await;
-            if sessions.get() > 0 {
+            if !runtime.sessions.is_empty() {
                 warn!(
-                    running = sessions.get(),
+                    running = runtime.sessions.len(),
                     "drain time is over: cancelling the remaining sessions"
                 );
             }
-            shutdown.cancel();
+            runtime.shutdown.cancel();
         });
     }
 
-    /// Waits until every session has ended (the drain deadline cancels stragglers), plus a
-    /// short grace for cancelled sessions to record their results.
-    pub async fn drain(&self) {
+    /// Waits until every session task has ended (the drain deadline cancels stragglers), plus
+    /// a short grace for cancelled sessions to record their results.
+    pub async fn drain(self: &Arc<Self>) {
         self.begin_drain();
         let drain = Duration::from_secs(self.config.server.drain_seconds);
-        self.wait_for_sessions(tokio::time::Instant::now() + drain + Duration::from_secs(5))
-            .await;
-    }
-
-    async fn wait_for_sessions(&self, deadline: tokio::time::Instant) {
-        while self.metrics.sessions_active.get() > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.sessions.close();
+        let _ = tokio::time::timeout(drain + Duration::from_secs(5), self.sessions.wait()).await;
     }
 
     /// For a clean stop, after the server stopped taking requests (and [`Runtime::drain`]):
@@ -339,111 +273,6 @@ impl Runtime {
         self.recorder.close().await;
         self.store.close().await;
         self.tools.shutdown().await;
-    }
-
-    fn record_metrics(&self, agent: &str, result: &AgentResult) {
-        let m = &self.metrics;
-        m.sessions_total
-            .with_label_values(&[agent, result.exit_reason.as_str()])
-            .inc();
-        if let Some(report) = &result.final_report {
-            let status = match report.status {
-                ReportStatus::Success => "success",
-                ReportStatus::Failure => "failure",
-            };
-            m.agent
-                .final_report_total
-                .with_label_values(&[agent, status])
-                .inc();
-        }
-        let mut attempts = 0u64;
-        let mut upstream_ms = 0u64;
-        // Sub-agents' entries are rolled in, but their time is inside the parent's tool call.
-        let own = |lineage: &crate::agent::result::Lineage| {
-            lineage.txn_id.as_deref().is_none_or(|t| t == result.run_id)
-        };
-        for entry in &result.accounting {
-            match entry {
-                AccountingEntry::Llm(llm) => {
-                    attempts += 1;
-                    if own(&llm.lineage) {
-                        upstream_ms += llm.latency;
-                    }
-                    self.record_llm_entry(agent, llm);
-                }
-                AccountingEntry::Tool(tool) => {
-                    // A name the model made up must not become a label value.
-                    if own(&tool.lineage) {
-                        upstream_ms += tool.latency;
-                    }
-                    let made_up = tool
-                        .error
-                        .as_deref()
-                        .is_some_and(|e| e.starts_with("unknown tool"));
-                    let (server, name) = if made_up {
-                        ("unknown", "unknown")
-                    } else {
-                        (tool.mcp_server.as_str(), tool.command.as_str())
-                    };
-                    let labels = [agent, server, name];
-                    m.agent
-                        .tool_invocations_total
-                        .with_label_values(&labels)
-                        .inc();
-                    m.agent
-                        .tool_latency_ms
-                        .with_label_values(&labels)
-                        .observe(tool.latency as f64);
-                    if tool.status == EntryStatus::Failed {
-                        m.agent.tool_errors_total.with_label_values(&labels).inc();
-                    }
-                }
-            }
-        }
-        let overhead_ms = result.duration_ms.saturating_sub(upstream_ms);
-        m.agent
-            .overhead_seconds
-            .with_label_values(&[agent])
-            .observe(overhead_ms as f64 / 1000.0);
-        // Every turn makes one first attempt; the others were retries.
-        let retries = attempts.saturating_sub(u64::from(result.turns));
-        if let (Some(target), true) = (
-            self.agents
-                .get(agent)
-                .and_then(|a| a.targets.first().cloned()),
-            retries > 0,
-        ) {
-            m.llm_retries_total
-                .with_label_values(&[agent, &target.provider, &target.model])
-                .inc_by(retries);
-        }
-    }
-
-    fn record_llm_entry(&self, agent: &str, llm: &LlmAccounting) {
-        let m = &self.metrics;
-        let labels = [agent, llm.provider.as_str(), llm.model.as_str()];
-        let status = if llm.error.is_some() { "failed" } else { "ok" };
-        m.llm_requests_total
-            .with_label_values(&[agent, &llm.provider, &llm.model, status])
-            .inc();
-        m.llm_latency_ms
-            .with_label_values(&labels)
-            .observe(llm.latency as f64);
-        m.llm_prompt_tokens_total
-            .with_label_values(&labels)
-            .inc_by(llm.tokens.input_tokens);
-        m.llm_completion_tokens_total
-            .with_label_values(&labels)
-            .inc_by(llm.tokens.output_tokens);
-        if let Some(cost) = llm.cost_usd.filter(|c| *c > 0.0) {
-            m.agent
-                .llm_cost_usd_total
-                .with_label_values(&labels)
-                .inc_by(cost);
-        }
-        if llm.error.is_some() {
-            m.llm_errors_total.with_label_values(&labels).inc();
-        }
     }
 }
 

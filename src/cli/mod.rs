@@ -209,7 +209,7 @@ async fn serve(
         .await
         .map_err(|e| Failure::init(format!("cannot listen on {address}: {e}")))?;
     let bound = listener.local_addr().map_err(Failure::init)?;
-    tracing::info!(address = %bound, agents = runtime.agents.len(), store = %runtime.config.store.url, "agentd listening");
+    tracing::info!(address = %bound, agents = runtime.agents().len(), store = %runtime.config().store.url, "agentd listening");
     let served = crate::http::serve(listener, runtime.clone(), first_signal).await;
     // Sessions end and every queued run event is written even when serving failed.
     runtime.drain().await;

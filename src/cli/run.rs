@@ -9,11 +9,11 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::{EXIT_SESSION_FAILED, Failure, load_config};
+use crate::agent::AgentEvent;
 use crate::agent::final_report::FinalReportSpec;
 use crate::agent::result::AccountingEntry;
-use crate::agent::{AgentEvent, SamplingOverrides, SessionRequest};
 use crate::config::{AgentRegistry, AgentSpec, Config, Target};
-use crate::runtime::Runtime;
+use crate::runtime::{RunSubmission, Runtime};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct RunArgs {
@@ -93,20 +93,13 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
     let runtime = Runtime::start(config, registry)
         .await
         .map_err(Failure::runtime)?;
-    let request = SessionRequest {
-        run_id: uuid::Uuid::now_v7().to_string(),
-        agent: spec,
-        prompt,
-        history: Vec::new(),
-        overrides: SamplingOverrides::default(),
-        conversation_id: None,
-        format: Some(format),
-        schema,
-        user_id: None,
-        transport: None,
-        parent: None,
-    };
-    let mut handle = runtime.spawn_run(request, None);
+    let mut submission = RunSubmission::new(spec, prompt);
+    submission.format = Some(format);
+    submission.schema = schema;
+    let mut handle = runtime
+        .start_run(submission)
+        .await
+        .map_err(|e| Failure::init(format!("the run could not start: {e}")))?;
     let mut progress = Progress::new(!options.json);
     while let Some(event) = handle.events.recv().await {
         progress.show(&event);

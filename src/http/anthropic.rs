@@ -16,13 +16,12 @@ use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiJson};
-use super::sse::sse_response;
+use super::sse::{sse_response, with_run_headers};
 use crate::agent::events::AgentEvent;
 use crate::agent::result::{RunSummary, UsageTotals};
-use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingOverrides, SessionRequest};
+use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingOverrides};
 use crate::llm::{ChatMessage, Role};
-use crate::runtime::{RunHandle, Runtime};
-use crate::telemetry::GaugeGuard;
+use crate::runtime::{RunHandle, RunSubmission, Runtime};
 
 #[derive(Debug, Deserialize)]
 pub struct MessagesRequest {
@@ -100,11 +99,11 @@ impl From<ApiError> for AnthropicError {
 
 /// `GET /v1/models` for clients that send `anthropic-version`.
 pub fn list_models(runtime: &Runtime) -> Response {
-    let created = chrono::DateTime::from_timestamp(runtime.started_at, 0)
+    let created = chrono::DateTime::from_timestamp(runtime.started_at(), 0)
         .unwrap_or_default()
         .to_rfc3339();
     let data: Vec<Value> = runtime
-        .agents
+        .agents()
         .iter()
         .map(|agent| {
             let display = if agent.description.is_empty() { agent.name.clone() } else { agent.description.clone() };
@@ -124,13 +123,10 @@ pub async fn messages(
 ) -> Result<Response, AnthropicError> {
     let ApiJson(body) = body?;
     let agent = runtime
-        .agents
+        .agents()
         .get(&body.model)
         .ok_or_else(|| ApiError::unknown_model(&body.model))?;
     caller.check_agent(&agent.name)?;
-    if runtime.draining.is_cancelled() {
-        return Err(ApiError::shutting_down().into());
-    }
     if body.tools.as_ref().is_some_and(|t| !t.is_empty()) {
         return Err(ApiError::invalid_request(
             "tool_use_not_supported: agents use their own tools; do not send `tools`",
@@ -139,42 +135,31 @@ pub async fn messages(
         .into());
     }
     let (history, prompt) = split_messages(&body)?;
-    let run_id = uuid::Uuid::now_v7().to_string();
-    let request = SessionRequest {
-        run_id: run_id.clone(),
-        agent,
-        prompt,
-        history,
-        overrides: SamplingOverrides {
-            temperature: body.temperature,
-            top_p: body.top_p,
-            max_output_tokens: body.max_tokens,
-        },
-        conversation_id: None,
-        format: None,
-        schema: None,
-        user_id: caller.user_id.clone(),
-        transport: None,
-        parent: None,
+    let mut submission = RunSubmission::new(agent, prompt);
+    submission.history = history;
+    submission.overrides = SamplingOverrides {
+        temperature: body.temperature,
+        top_p: body.top_p,
+        max_output_tokens: body.max_tokens,
     };
+    submission.user_id = caller.user_id.clone();
+    let handle = runtime
+        .start_run(submission)
+        .await
+        .map_err(ApiError::from)?;
+    let run_id = handle.run_id.clone();
     let reply = Reply {
         id: format!("msg_{}", run_id.replace('-', "")),
         model: body.model.clone(),
     };
-    let slot = runtime.admission.admit().await.map_err(ApiError::from)?;
-    let handle = runtime.spawn_admitted(slot, request, caller.user_id.clone());
-    let mut response = if body.stream.unwrap_or(false) {
-        let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
-        sse_response(stream_events(handle, reply, guard), &runtime.config.server)
+    let response = if body.stream.unwrap_or(false) {
+        sse_response(&runtime, stream_events(handle, reply))
     } else {
         complete(handle, reply)
             .await
             .unwrap_or_else(IntoResponse::into_response)
     };
-    if let Ok(value) = HeaderValue::from_str(&run_id) {
-        response.headers_mut().insert("x-agentd-run-id", value);
-    }
-    Ok(response)
+    Ok(with_run_headers(response, &run_id, None))
 }
 
 fn split_messages(body: &MessagesRequest) -> Result<(Vec<ChatMessage>, String), ApiError> {
@@ -273,20 +258,10 @@ enum Block {
     Text,
 }
 
-fn stream_events(
-    handle: RunHandle,
-    reply: Reply,
-    active: GaugeGuard,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    let RunHandle {
-        mut events,
-        control,
-        draining,
-        ..
-    } = handle;
+fn stream_events(handle: RunHandle, reply: Reply) -> impl Stream<Item = Result<Event, Infallible>> {
     async_stream::stream! {
-        let _cancel_on_drop = control.abort.drop_guard();
-        let _active = active;
+        let _cancel_on_drop = handle.abort_on_drop();
+        let RunHandle { mut events, draining, .. } = handle;
         yield event("message_start", json!({"type": "message_start", "message": {
             "id": reply.id, "type": "message", "role": "assistant", "model": reply.model, "content": [],
             "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 0, "output_tokens": 0}}}));
@@ -397,15 +372,10 @@ enum DeltaBody<'a> {
 }
 
 async fn complete(handle: RunHandle, reply: Reply) -> Result<Response, AnthropicError> {
+    let _cancel_on_drop = handle.abort_on_drop();
     let RunHandle {
-        events,
-        control,
-        draining,
-        result,
-        ..
+        draining, result, ..
     } = handle;
-    drop(events);
-    let _cancel_on_drop = control.abort.drop_guard();
     let result: AgentResult = result.await.map_err(|_| ApiError::internal())?;
     let summary = result.summary();
     let reason = stop_reason(&summary).ok_or_else(|| {

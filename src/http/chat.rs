@@ -1,12 +1,12 @@
 //! Per-user chat (seeds/001): `POST /api/{user_id}/chat` continues (or starts) one of the user's
-//! conversations: the user's message is stored before the run, the history is loaded from the
-//! store, the answer is stored after it, and failures come back as the seeds' friendly messages,
-//! never internals. `GET`/`DELETE /api/{user_id}/conversations[/{id}]` read and remove them.
+//! conversations through the run pipeline (which loads the history and stores the user's
+//! message before the run and the answer after it); failures come back as the seeds' friendly
+//! messages, never internals. `GET`/`DELETE /api/{user_id}/conversations[/{id}]` read and remove them.
 
 use std::sync::Arc;
 
 use axum::extract::{Extension, Path, Query, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::Deserialize;
@@ -15,16 +15,12 @@ use serde_json::{Value, json};
 use super::auth::Caller;
 use super::error::{ApiError, ApiJson};
 use super::runs::numbered_events;
-use super::sse::sse_response;
-use crate::agent::{AgentResult, ExitReason, SamplingOverrides, SessionRequest};
+use super::sse::{sse_response, with_run_headers};
+use crate::agent::{AgentResult, ExitReason};
 use crate::config::AgentSpec;
-use crate::llm::ChatMessage;
-use crate::runtime::{RunHandle, Runtime};
-use crate::store::{Conversation, ConversationCursor, NewConversation, NewMessage, StoredMessage};
-use crate::telemetry::GaugeGuard;
+use crate::runtime::{ConversationTurn, RunSubmission, Runtime};
+use crate::store::{Conversation, ConversationCursor};
 
-/// Messages of history loaded for a run (the newest ones).
-const HISTORY_LIMIT: u32 = 1000;
 /// The agent that answers when a request names none.
 const DEFAULT_AGENT: &str = "chat";
 
@@ -95,74 +91,25 @@ pub async fn chat(
         .with_param("message"));
     }
     let agent = chat_agent(&runtime, &caller, body.agent.as_deref())?;
-    if runtime.draining.is_cancelled() {
-        return Err(ApiError::shutting_down());
-    }
-    // Admitted before anything is stored: a refused request leaves no trace.
-    let slot = runtime.admission.admit().await.map_err(ApiError::from)?;
-    let conversation = open_conversation(
-        &runtime,
-        &user_id,
-        &agent,
-        body.conversation_id.as_deref(),
-        &body.message,
-    )
-    .await?;
-    let history = load_history(&runtime, &user_id, &conversation.id).await?;
-    let user_message = NewMessage::from_chat(&ChatMessage::user(body.message.clone()), Utc::now());
-    runtime
-        .store
-        .append_messages(&user_id, &conversation.id, &[user_message])
-        .await
-        .map_err(ApiError::store)?;
-    let run_id = uuid::Uuid::now_v7().to_string();
-    let request = SessionRequest {
-        run_id: run_id.clone(),
-        agent,
-        prompt: body.message,
-        history,
-        overrides: SamplingOverrides::default(),
-        conversation_id: Some(conversation.id.clone()),
-        format: None,
-        schema: None,
-        user_id: Some(user_id.clone()),
-        transport: None,
-        parent: None,
-    };
-    let handle = runtime.spawn_admitted(slot, request, Some(user_id.clone()));
-    let RunHandle {
-        events,
-        control,
-        result,
-        ..
-    } = handle;
-    let save = tokio::spawn(save_answer(
-        runtime.clone(),
-        user_id,
-        conversation.id.clone(),
-        result,
-    ));
-    let mut response = if body.stream.unwrap_or(false) {
-        let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
-        sse_response(
-            numbered_events(events, control, runtime.config.server.on_disconnect, guard),
-            &runtime.config.server,
-        )
+    let mut submission = RunSubmission::new(agent, body.message);
+    submission.user_id = Some(user_id);
+    submission.conversation = Some(match body.conversation_id {
+        Some(id) => ConversationTurn::Continue(id),
+        None => ConversationTurn::Start,
+    });
+    let handle = runtime.start_run(submission).await?;
+    let run_id = handle.run_id.clone();
+    let conversation_id = handle.conversation_id.clone().unwrap_or_default();
+    let response = if body.stream.unwrap_or(false) {
+        let on_disconnect = runtime.config().server.on_disconnect;
+        sse_response(&runtime, numbered_events(handle, on_disconnect))
     } else {
-        drop(events);
-        let _cancel_on_drop = control.abort.drop_guard();
-        let result = save.await.ok().flatten().ok_or_else(ApiError::internal)?;
-        axum::Json(chat_response(&conversation.id, &result)).into_response()
+        let _cancel_on_drop = handle.abort_on_drop();
+        // The pipeline saves the answer before it hands the result over.
+        let result = handle.result.await.map_err(|_| ApiError::internal())?;
+        axum::Json(chat_response(&conversation_id, &result)).into_response()
     };
-    for (name, value) in [
-        ("x-agentd-run-id", run_id),
-        ("x-agentd-conversation-id", conversation.id),
-    ] {
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            response.headers_mut().insert(name, value);
-        }
-    }
-    Ok(response)
+    Ok(with_run_headers(response, &run_id, Some(&conversation_id)))
 }
 
 fn chat_agent(
@@ -171,94 +118,12 @@ fn chat_agent(
     requested: Option<&str>,
 ) -> Result<Arc<AgentSpec>, ApiError> {
     let name = requested.unwrap_or(DEFAULT_AGENT);
-    let agent = runtime.agents.get(name).ok_or_else(|| {
+    let agent = runtime.agents().get(name).ok_or_else(|| {
         ApiError::not_found(format!("No agent named `{name}`; name one with `agent`"))
             .with_param("agent")
     })?;
     caller.check_agent(&agent.name)?;
     Ok(agent)
-}
-
-async fn open_conversation(
-    runtime: &Runtime,
-    user_id: &str,
-    agent: &AgentSpec,
-    id: Option<&str>,
-    message: &str,
-) -> Result<Conversation, ApiError> {
-    if let Some(id) = id {
-        return runtime
-            .store
-            .get_conversation(user_id, id)
-            .await
-            .map_err(ApiError::store)?
-            .ok_or_else(|| {
-                ApiError::not_found("I couldn't find that conversation. It may have been deleted.")
-                    .with_param("conversation_id")
-            });
-    }
-    let title: String = message.trim().chars().take(60).collect();
-    let new = NewConversation {
-        id: uuid::Uuid::now_v7().to_string(),
-        user_id: user_id.to_string(),
-        agent: agent.name.clone(),
-        title: Some(title),
-        created_at: Utc::now(),
-    };
-    runtime
-        .store
-        .create_conversation(&new)
-        .await
-        .map_err(ApiError::store)
-}
-
-/// The newest messages of the conversation, oldest first.
-async fn load_history(
-    runtime: &Runtime,
-    user_id: &str,
-    conversation_id: &str,
-) -> Result<Vec<ChatMessage>, ApiError> {
-    let mut stored: Vec<StoredMessage> = Vec::new();
-    loop {
-        let after = stored.last().map_or(0, |m| m.seq);
-        let page = runtime
-            .store
-            .list_messages(user_id, conversation_id, after, HISTORY_LIMIT)
-            .await
-            .map_err(ApiError::store)?;
-        let done = (page.len() as u32) < HISTORY_LIMIT;
-        stored.extend(page);
-        if done {
-            break;
-        }
-    }
-    let skip = stored.len().saturating_sub(HISTORY_LIMIT as usize);
-    Ok(stored[skip..]
-        .iter()
-        .filter_map(StoredMessage::to_chat)
-        .collect())
-}
-
-/// Stores the assistant's answer once the run ends, whether or not anyone still listens.
-async fn save_answer(
-    runtime: Arc<Runtime>,
-    user_id: String,
-    conversation_id: String,
-    result: tokio::sync::oneshot::Receiver<AgentResult>,
-) -> Option<AgentResult> {
-    let result = result.await.ok()?;
-    if result.success {
-        let answer =
-            NewMessage::from_chat(&ChatMessage::assistant(result.answer_text()), Utc::now());
-        if let Err(error) = runtime
-            .store
-            .append_messages(&user_id, &conversation_id, &[answer])
-            .await
-        {
-            tracing::error!(%error, %conversation_id, "could not store the assistant's answer");
-        }
-    }
-    Some(result)
 }
 
 fn chat_response(conversation_id: &str, result: &AgentResult) -> Value {
@@ -309,7 +174,7 @@ pub async fn list_conversations(
     }
     let before = query.before.as_deref().map(parse_cursor).transpose()?;
     let page = runtime
-        .store
+        .store()
         .list_conversations(&user_id, before.as_ref(), limit)
         .await
         .map_err(ApiError::store)?;
@@ -344,15 +209,17 @@ pub async fn get_conversation(
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
     let conversation = runtime
-        .store
+        .store()
         .get_conversation(&user_id, &id)
         .await
         .map_err(ApiError::store)?
         .ok_or_else(|| {
             ApiError::not_found("I couldn't find that conversation. It may have been deleted.")
         })?;
-    let messages: Vec<Value> = load_history(&runtime, &user_id, &id)
-        .await?
+    let messages: Vec<Value> = runtime
+        .conversation_history(&user_id, &id)
+        .await
+        .map_err(ApiError::store)?
         .iter()
         .map(|m| json!({"role": m.role, "content": m.content}))
         .collect();
@@ -368,7 +235,7 @@ pub async fn delete_conversation(
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
     let deleted = runtime
-        .store
+        .store()
         .delete_conversation(&user_id, &id)
         .await
         .map_err(ApiError::store)?;

@@ -223,3 +223,26 @@ impl From<crate::runtime::Overloaded> for ApiError {
         Self::overloaded(format!("Too busy: {overloaded}; retry shortly"), Some(1))
     }
 }
+
+impl From<crate::runtime::StartError> for ApiError {
+    fn from(error: crate::runtime::StartError) -> Self {
+        use crate::runtime::StartError;
+        match error {
+            StartError::ShuttingDown => Self::shutting_down(),
+            StartError::Overloaded(overloaded) => overloaded.into(),
+            StartError::ConversationNotFound(_) => {
+                Self::not_found("I couldn't find that conversation. It may have been deleted.")
+                    .with_param("conversation_id")
+            }
+            StartError::ConversationWithoutUser => {
+                tracing::error!("a conversation run was submitted without a user");
+                Self::internal()
+            }
+            StartError::Store(error) => Self::store(error),
+            StartError::AlreadySubmitted { run_id } => {
+                Self::conflict(format!("This request id already started run `{run_id}`"))
+                    .with_param("requestId")
+            }
+        }
+    }
+}

@@ -29,8 +29,8 @@ use error::ApiError;
 
 /// The whole application; tests serve it on port 0.
 pub fn app(runtime: Arc<Runtime>) -> Router {
-    let body_limit = runtime.config.server.request_body_limit_bytes;
-    let keys = Arc::new(auth::KeyTable::from_config(&runtime.config.auth));
+    let body_limit = runtime.config().server.request_body_limit_bytes;
+    let keys = Arc::new(auth::KeyTable::from_config(&runtime.config().auth));
     Router::new()
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
@@ -123,7 +123,7 @@ async fn measure(State(runtime): State<Arc<Runtime>>, request: Request, next: Ne
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
     let method = request.method().as_str().to_string();
     let response = next.run(request).await;
-    let metrics = &runtime.metrics;
+    let metrics = runtime.metrics();
     metrics
         .http_requests_total
         .with_label_values(&[&route, &method, response.status().as_str()])

@@ -6,7 +6,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::extract::{Extension, State};
-use axum::http::HeaderValue;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
@@ -15,13 +14,12 @@ use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiJson};
-use super::sse::sse_response;
+use super::sse::{sse_response, with_run_headers};
 use crate::agent::events::AgentEvent;
 use crate::agent::result::{RunSummary, UsageTotals};
-use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingOverrides, SessionRequest};
+use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingOverrides};
 use crate::llm::{ChatMessage, Role, ToolCall};
-use crate::runtime::{RunHandle, Runtime};
-use crate::telemetry::GaugeGuard;
+use crate::runtime::{RunHandle, RunSubmission, Runtime};
 
 #[derive(Debug, Deserialize)]
 pub struct ChatCompletionRequest {
@@ -136,9 +134,9 @@ pub async fn list_models(
         return super::anthropic::list_models(&runtime);
     }
     let data: Vec<Value> = runtime
-        .agents
+        .agents()
         .iter()
-        .map(|agent| json!({"id": agent.name, "object": "model", "created": runtime.started_at, "owned_by": "agentd"}))
+        .map(|agent| json!({"id": agent.name, "object": "model", "created": runtime.started_at(), "owned_by": "agentd"}))
         .collect();
     axum::Json(json!({"object": "list", "data": data})).into_response()
 }
@@ -149,34 +147,25 @@ pub async fn chat_completions(
     ApiJson(body): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let agent = runtime
-        .agents
+        .agents()
         .get(&body.model)
         .ok_or_else(|| ApiError::unknown_model(&body.model))?;
     caller.check_agent(&agent.name)?;
-    if runtime.draining.is_cancelled() {
-        return Err(ApiError::shutting_down());
-    }
     let (history, prompt) = split_messages(&body.messages)?;
     let (format, schema) = output_of(body.response_format.as_ref())?;
     let show_progress = agent.progress_in_reasoning;
-    let run_id = uuid::Uuid::now_v7().to_string();
-    let request = SessionRequest {
-        run_id: run_id.clone(),
-        agent,
-        prompt,
-        history,
-        overrides: SamplingOverrides {
-            temperature: body.temperature,
-            top_p: body.top_p,
-            max_output_tokens: body.max_completion_tokens.or(body.max_tokens),
-        },
-        conversation_id: None,
-        format,
-        schema,
-        user_id: caller.user_id.clone(),
-        transport: None,
-        parent: None,
+    let mut submission = RunSubmission::new(agent, prompt);
+    submission.history = history;
+    submission.overrides = SamplingOverrides {
+        temperature: body.temperature,
+        top_p: body.top_p,
+        max_output_tokens: body.max_completion_tokens.or(body.max_tokens),
     };
+    submission.format = format;
+    submission.schema = schema;
+    submission.user_id = caller.user_id.clone();
+    let handle = runtime.start_run(submission).await?;
+    let run_id = handle.run_id.clone();
     let reply = Completion {
         id: format!("chatcmpl-{run_id}"),
         model: body.model.clone(),
@@ -186,23 +175,14 @@ pub async fn chat_completions(
             .as_ref()
             .is_some_and(|o| o.include_usage),
     };
-    let slot = runtime.admission.admit().await.map_err(ApiError::from)?;
-    let handle = runtime.spawn_admitted(slot, request, caller.user_id.clone());
-    let mut response = if body.stream.unwrap_or(false) {
-        let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
-        sse_response(
-            stream_chunks(handle, reply, guard, show_progress),
-            &runtime.config.server,
-        )
+    let response = if body.stream.unwrap_or(false) {
+        sse_response(&runtime, stream_chunks(handle, reply, show_progress))
     } else {
         complete(handle, reply)
             .await
             .unwrap_or_else(IntoResponse::into_response)
     };
-    if let Ok(value) = HeaderValue::from_str(&run_id) {
-        response.headers_mut().insert("x-agentd-run-id", value);
-    }
-    Ok(response)
+    Ok(with_run_headers(response, &run_id, None))
 }
 
 /// Splits OpenAI `messages` into history and the final user prompt.
@@ -396,19 +376,12 @@ fn finish_reason(summary: &RunSummary) -> Option<&'static str> {
 fn stream_chunks(
     handle: RunHandle,
     reply: Completion,
-    active: GaugeGuard,
     show_progress: bool,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
-    let RunHandle {
-        mut events,
-        control,
-        draining,
-        ..
-    } = handle;
     async_stream::stream! {
         // Dropping the stream (the client went away) cancels the run.
-        let _cancel_on_drop = control.abort.drop_guard();
-        let _active = active;
+        let _cancel_on_drop = handle.abort_on_drop();
+        let RunHandle { mut events, draining, .. } = handle;
         yield Ok(reply.chunk(Delta { role: Some("assistant"), content: Some(""), ..Delta::default() }, None));
         let mut streamed_text = false;
         let mut failure_report: Option<String> = None;
@@ -471,16 +444,11 @@ fn progress_line(event: &AgentEvent) -> Option<String> {
 }
 
 async fn complete(handle: RunHandle, reply: Completion) -> Result<Response, ApiError> {
-    let RunHandle {
-        events,
-        control,
-        draining,
-        result,
-        ..
-    } = handle;
+    let _cancel_on_drop = handle.abort_on_drop();
     // Nobody reads the events of a non-streaming run; the result carries everything.
-    drop(events);
-    let _cancel_on_drop = control.abort.drop_guard();
+    let RunHandle {
+        draining, result, ..
+    } = handle;
     let result: AgentResult = result.await.map_err(|_| ApiError::internal())?;
     let summary = result.summary();
     let Some(reason) = finish_reason(&summary) else {

@@ -16,7 +16,7 @@ pub async fn health() -> impl IntoResponse {
 }
 
 pub async fn ready(State(runtime): State<Arc<Runtime>>) -> Result<impl IntoResponse, ApiError> {
-    runtime.store.ping().await.map_err(|error| {
+    runtime.store().ping().await.map_err(|error| {
         warn!(%error, "readiness check: store unreachable");
         let mut unavailable = ApiError::upstream("The store is not reachable");
         unavailable.status = axum::http::StatusCode::SERVICE_UNAVAILABLE;
@@ -32,6 +32,6 @@ pub async fn metrics(State(runtime): State<Arc<Runtime>>) -> impl IntoResponse {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        runtime.metrics.render(),
+        runtime.metrics().render(),
     )
 }

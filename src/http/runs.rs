@@ -5,30 +5,23 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{Extension, Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiJson};
-use super::sse::sse_response;
-use crate::agent::{AgentEvent, SamplingOverrides, SessionRequest};
+use super::sse::{sse_response, with_run_headers};
+use crate::agent::AgentEvent;
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::llm::ChatMessage;
-use crate::runtime::{RunHandle, Runtime};
+use crate::runtime::{RunHandle, RunSubmission, Runtime, StartError};
 use crate::store::{RunRecord, whole_result};
-use crate::telemetry::GaugeGuard;
-
-/// How often a follower looks for new stored events of a run still going.
-const FOLLOW_INTERVAL: Duration = Duration::from_millis(100);
-/// Stored events fetched per query while replaying.
-const REPLAY_PAGE: u32 = 500;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -81,7 +74,7 @@ pub async fn list_agents(
     Extension(caller): Extension<Caller>,
 ) -> impl IntoResponse {
     let data: Vec<Value> = runtime
-        .agents
+        .agents()
         .iter()
         .filter(|a| caller.may_use_agent(&a.name))
         .map(|a| agent_json(a))
@@ -99,7 +92,7 @@ pub async fn get_agent(
 }
 
 fn find_agent(runtime: &Runtime, caller: &Caller, name: &str) -> Result<Arc<AgentSpec>, ApiError> {
-    let agent = runtime.agents.get(name).ok_or_else(|| {
+    let agent = runtime.agents().get(name).ok_or_else(|| {
         ApiError::not_found(format!(
             "No agent named `{name}`; GET /v1/agents lists them"
         ))
@@ -119,50 +112,30 @@ pub async fn create_run(
     if body.prompt.trim().is_empty() {
         return Err(ApiError::invalid_request("`prompt` must not be empty").with_param("prompt"));
     }
-    if runtime.draining.is_cancelled() {
-        return Err(ApiError::shutting_down());
-    }
     let wants_stream = body.stream.unwrap_or(false) || accepts_event_stream(&headers);
-    let run_id = uuid::Uuid::now_v7().to_string();
-    if let Some(request_id) = body.request_id.as_deref()
-        && let Some(existing) =
-            runtime
-                .live
-                .claim_request(caller.user_id.as_deref(), request_id, &run_id)
-    {
-        return existing_run(&runtime, &caller, &existing, wants_stream).await;
-    }
-    let request = SessionRequest {
-        run_id: run_id.clone(),
-        agent,
-        prompt: body.prompt,
-        history: body.history,
-        overrides: SamplingOverrides::default(),
-        conversation_id: None,
-        format: body.format,
-        schema: body.schema,
-        user_id: caller.user_id.clone(),
-        transport: None,
-        parent: None,
-    };
-    let slot = runtime.admission.admit().await.map_err(ApiError::from)?;
-    let handle = runtime.spawn_admitted(slot, request, caller.user_id.clone());
     let on_disconnect = body
         .on_disconnect
-        .unwrap_or(runtime.config.server.on_disconnect);
-    let mut response = if wants_stream {
-        let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
-        sse_response(
-            live_events(handle, on_disconnect, guard),
-            &runtime.config.server,
-        )
+        .unwrap_or(runtime.config().server.on_disconnect);
+    let mut submission = RunSubmission::new(agent, body.prompt);
+    submission.history = body.history;
+    submission.format = body.format;
+    submission.schema = body.schema;
+    submission.user_id = caller.user_id.clone();
+    submission.request_id = body.request_id;
+    let handle = match runtime.start_run(submission).await {
+        Ok(handle) => handle,
+        Err(StartError::AlreadySubmitted { run_id }) => {
+            return existing_run(&runtime, &caller, &run_id, wants_stream).await;
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let run_id = handle.run_id.clone();
+    let response = if wants_stream {
+        sse_response(&runtime, numbered_events(handle, on_disconnect))
     } else {
         finished_result(handle, on_disconnect).await?
     };
-    if let Ok(value) = HeaderValue::from_str(&run_id) {
-        response.headers_mut().insert("x-agentd-run-id", value);
-    }
-    Ok(response)
+    Ok(with_run_headers(response, &run_id, None))
 }
 
 fn accepts_event_stream(headers: &HeaderMap) -> bool {
@@ -180,10 +153,9 @@ async fn existing_run(
     stream: bool,
 ) -> Result<Response, ApiError> {
     if stream {
-        let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
         return Ok(sse_response(
-            stored_events(runtime.clone(), run_id.to_string(), 0, guard),
-            &runtime.config.server,
+            runtime,
+            stored_events(runtime, run_id.to_string(), 0),
         ));
     }
     match visible_run(runtime, caller, run_id).await {
@@ -201,29 +173,16 @@ fn event_frame(seq: i64, kind: &str, data: &str) -> Result<Event, Infallible> {
     Ok(Event::default().id(seq.to_string()).event(kind).data(data))
 }
 
-/// The events of a run this request started, numbered as the store numbers them.
-fn live_events(
+/// The events of a run this request started as SSE frames numbered like the stored ones, until
+/// `run.finished`.
+pub fn numbered_events(
     handle: RunHandle,
     on_disconnect: OnDisconnect,
-    active: GaugeGuard,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    let RunHandle {
-        events, control, ..
-    } = handle;
-    numbered_events(events, control, on_disconnect, active)
-}
-
-/// A run's events as SSE frames numbered like the stored ones, until `run.finished`.
-pub fn numbered_events(
-    mut events: tokio::sync::mpsc::Receiver<AgentEvent>,
-    control: crate::agent::RunControl,
-    on_disconnect: OnDisconnect,
-    active: GaugeGuard,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     async_stream::stream! {
         // A client that leaves cancels the run unless it asked the run to continue.
-        let _cancel_on_drop = (on_disconnect == OnDisconnect::Cancel).then(|| control.abort.clone().drop_guard());
-        let _active = active;
+        let _cancel_on_drop = (on_disconnect == OnDisconnect::Cancel).then(|| handle.abort_on_drop());
+        let mut events = handle.events;
         let mut seq = 0;
         while let Some(event) = events.recv().await {
             seq += 1;
@@ -240,65 +199,27 @@ async fn finished_result(
     handle: RunHandle,
     on_disconnect: OnDisconnect,
 ) -> Result<Response, ApiError> {
-    let RunHandle {
-        events,
-        control,
-        result,
-        ..
-    } = handle;
-    drop(events);
-    let _cancel_on_drop =
-        (on_disconnect == OnDisconnect::Cancel).then(|| control.abort.clone().drop_guard());
-    let result = result.await.map_err(|_| ApiError::internal())?;
+    let _cancel_on_drop = (on_disconnect == OnDisconnect::Cancel).then(|| handle.abort_on_drop());
+    let result = handle.result.await.map_err(|_| ApiError::internal())?;
     Ok(axum::Json(result).into_response())
 }
 
 /// Stored events after `after`, then new ones as they are stored, until `run.finished`.
 fn stored_events(
-    runtime: Arc<Runtime>,
+    runtime: &Arc<Runtime>,
     run_id: String,
-    mut after: i64,
-    active: GaugeGuard,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    async_stream::stream! {
-        let _active = active;
-        loop {
-            let page = match runtime.store.list_run_events(&run_id, after, REPLAY_PAGE).await {
-                Ok(page) => page,
-                Err(error) => {
-                    yield event_frame(after + 1, "error", &ApiError::store(error).body()["error"].to_string());
-                    return;
-                }
-            };
-            let full_page = page.len() as u32 == REPLAY_PAGE;
-            for event in page {
-                after = event.seq;
-                yield event_frame(event.seq, &event.event_type, event.data.as_str());
-                if event.event_type == "run.finished" {
-                    return;
-                }
-            }
-            if full_page {
-                continue;
-            }
-            if runtime.live.control(&run_id).is_none() && run_has_ended(&runtime, &run_id).await {
-                // Ended: its last events were queued before its end, and the flush wrote them.
-                if let Ok(rest) = runtime.store.list_run_events(&run_id, after, REPLAY_PAGE).await {
-                    for event in rest {
-                        yield event_frame(event.seq, &event.event_type, event.data.as_str());
-                    }
-                }
-                return;
-            }
-            tokio::time::sleep(FOLLOW_INTERVAL).await;
-        }
-    }
-}
-
-/// Whether the stored run has ended, once everything queued for the store is written.
-async fn run_has_ended(runtime: &Runtime, run_id: &str) -> bool {
-    runtime.recorder.flush().await;
-    matches!(runtime.store.get_run(run_id).await, Ok(Some(run)) if run.status != "running")
+    after: i64,
+) -> impl Stream<Item = Result<Event, Infallible>> + use<> {
+    runtime
+        .follow_run_events(run_id, after)
+        .map(move |event| match event {
+            Ok(event) => event_frame(event.seq, &event.event_type, event.data.as_str()),
+            Err(error) => event_frame(
+                after + 1,
+                "error",
+                &ApiError::store(error).body()["error"].to_string(),
+            ),
+        })
 }
 
 /// The run, if it exists and the caller may see it (admins all, user keys their own), as it is
@@ -308,10 +229,8 @@ async fn visible_run(
     caller: &Caller,
     run_id: &str,
 ) -> Result<RunRecord, ApiError> {
-    runtime.recorder.flush().await;
     let run = runtime
-        .store
-        .get_run(run_id)
+        .recorded_run(run_id)
         .await
         .map_err(ApiError::store)?;
     let run = run.ok_or_else(|| ApiError::not_found(format!("No run `{run_id}`")))?;
@@ -325,7 +244,7 @@ async fn visible_run(
 async fn run_json(runtime: &Runtime, run: &RunRecord) -> Result<Value, ApiError> {
     let accounting = match &run.result {
         Some(_) => runtime
-            .store
+            .store()
             .list_accounting(&run.id)
             .await
             .map_err(ApiError::store)?,
@@ -382,10 +301,9 @@ pub async fn run_events(
             );
         }
     };
-    let guard = GaugeGuard::new(runtime.metrics.sse_streams_active.clone());
     Ok(sse_response(
-        stored_events(runtime.clone(), run_id, after, guard),
-        &runtime.config.server,
+        &runtime,
+        stored_events(&runtime, run_id, after),
     ))
 }
 
@@ -404,15 +322,15 @@ pub async fn cancel_run(
             .map_err(|e| ApiError::invalid_request(format!("Invalid cancel request: {e}")))?
     };
     let mode = request.mode.unwrap_or(CancelMode::Abort);
-    let Some(control) = runtime.live.control(&run_id) else {
+    let cancelled = match mode {
+        CancelMode::Stop => runtime.cancel_run(&run_id, crate::runtime::CancelMode::Stop),
+        CancelMode::Abort => runtime.cancel_run(&run_id, crate::runtime::CancelMode::Abort),
+    };
+    if !cancelled {
         return Err(ApiError::conflict(format!(
             "Run `{run_id}` is not running (status {})",
             run.status
         )));
-    };
-    match mode {
-        CancelMode::Stop => control.stop.cancel(),
-        CancelMode::Abort => control.abort.cancel(),
     }
     let mode = if mode == CancelMode::Stop {
         "stop"

@@ -69,6 +69,7 @@ impl Admission {
         }
     }
 
+    #[cfg(test)]
     pub fn waiting(&self) -> usize {
         self.waiting.load(Ordering::SeqCst)
     }

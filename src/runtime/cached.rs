@@ -18,14 +18,10 @@ pub(super) struct CacheSlot {
 
 impl Runtime {
     /// The slot of this request when its agent has a `cache` TTL.
-    pub(super) fn cache_slot(
-        &self,
-        request: &SessionRequest,
-        user_id: Option<&str>,
-    ) -> Option<CacheSlot> {
+    pub(super) fn cache_slot(&self, request: &SessionRequest) -> Option<CacheSlot> {
         let ttl = request.agent.cache_ttl?;
         Some(CacheSlot {
-            key: CacheKey::for_request(request, user_id),
+            key: CacheKey::for_request(request, request.user_id.as_deref()),
             ttl,
         })
     }

@@ -46,6 +46,14 @@ impl LiveRuns {
             .cloned()
     }
 
+    /// Forgets a request id whose run never started, so a retry starts it.
+    pub fn forget_request(&self, user: Option<&str>, request_id: &str) {
+        let key = (user.map(str::to_string), request_id.to_string());
+        let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
+        requests.runs.remove(&key);
+        requests.order.retain(|k| *k != key);
+    }
+
     /// The run an earlier submission with this request id started, or `None` after recording
     /// `run_id` as this request id's run. Request ids are scoped per user.
     pub fn claim_request(
@@ -86,6 +94,18 @@ mod tests {
             live.claim_request(Some("bob"), "r1", "run-c"),
             None,
             "another user's id is another request"
+        );
+    }
+
+    #[test]
+    fn a_forgotten_request_id_starts_a_new_run() {
+        let live = LiveRuns::default();
+        assert_eq!(live.claim_request(Some("alice"), "r1", "run-a"), None);
+        live.forget_request(Some("alice"), "r1");
+        assert_eq!(live.claim_request(Some("alice"), "r1", "run-b"), None);
+        assert_eq!(
+            live.claim_request(Some("alice"), "r1", "run-c"),
+            Some("run-b".into())
         );
     }
 

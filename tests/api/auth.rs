@@ -106,10 +106,10 @@ async fn a_key_may_only_use_its_allowed_agents() {
         .to_str()
         .expect("id")
         .to_string();
-    app.runtime.recorder.flush().await;
+    app.runtime.flush_recorder().await;
     let run = app
         .runtime
-        .store
+        .store()
         .get_run(&run_id)
         .await
         .expect("store")

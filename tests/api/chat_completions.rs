@@ -385,7 +385,7 @@ async fn client_disconnect_cancels_the_run() {
     let mut status = String::new();
     for _ in 0..100 {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        if let Some(run) = app.runtime.store.get_run(&run_id).await.expect("store") {
+        if let Some(run) = app.runtime.store().get_run(&run_id).await.expect("store") {
             status = run.status;
             if status != "running" {
                 break;

@@ -2,9 +2,10 @@
 //! child with its own prompt and limits, its answer returns to the parent, its accounting is
 //! rolled into the parent's with the lineage continued, and nesting stops at the depth limit.
 
+use agentd::agent::AgentEvent;
 use agentd::agent::result::AccountingEntry;
 use agentd::agent::sub_agents::MAX_SUB_AGENT_DEPTH;
-use agentd::agent::{AgentEvent, SamplingOverrides, SessionRequest};
+use agentd::runtime::RunSubmission;
 use serde_json::json;
 
 use crate::support::mock_llm::{Reply, ToolCall};
@@ -40,20 +41,8 @@ async fn app_with(agents: &[(String, String)]) -> (TestApp, tempfile::TempDir) {
     (app, dir)
 }
 
-fn request(app: &TestApp, agent: &str, prompt: &str) -> SessionRequest {
-    SessionRequest {
-        run_id: uuid::Uuid::now_v7().to_string(),
-        agent: app.runtime.agents.get(agent).expect("agent"),
-        prompt: prompt.into(),
-        history: Vec::new(),
-        overrides: SamplingOverrides::default(),
-        conversation_id: None,
-        format: None,
-        schema: None,
-        user_id: None,
-        transport: None,
-        parent: None,
-    }
+fn request(app: &TestApp, agent: &str, prompt: &str) -> RunSubmission {
+    RunSubmission::new(app.runtime.agents().get(agent).expect("agent"), prompt)
 }
 
 fn call(agent: &str, prompt: &str) -> Reply {
@@ -72,8 +61,12 @@ async fn a_sub_agent_call_runs_the_child_and_returns_its_answer() {
         .push(Reply::text("the number is 42").with_usage(7, 3, 0));
     app.llm.push(Reply::text("The helper found 42."));
     let run_request = request(&app, "lead", "what is the number?");
-    let lead_run = run_request.run_id.clone();
-    let mut handle = app.runtime.spawn_run(run_request, None);
+    let mut handle = app
+        .runtime
+        .start_run(run_request)
+        .await
+        .expect("run starts");
+    let lead_run = handle.run_id.clone();
     let mut events = Vec::new();
     while let Some(event) = handle.events.recv().await {
         events.push(event);
@@ -159,7 +152,11 @@ async fn nesting_stops_at_the_depth_limit() {
     for name in names[..5].iter().rev() {
         app.llm.push(Reply::text(format!("{name} done")));
     }
-    let handle = app.runtime.spawn_run(request(&app, "a", "start"), None);
+    let handle = app
+        .runtime
+        .start_run(request(&app, "a", "start"))
+        .await
+        .expect("run starts");
     let result = handle.result.await.expect("result");
     assert!(result.success, "{:?}", result.error);
     assert_eq!(result.answer_text(), "a done");

@@ -120,13 +120,13 @@ async fn server_instructions_are_available_per_agent() {
     let agent = "---\nmodels: llm/upstream-model\ntools: [test]\n---\nHi.\n";
     let servers = json!({"test": test_server_config(json!({}))});
     let (app, _agents) = spawn_with_agents(servers, &[("helper.ai", agent)]).await;
-    let tools = &app.runtime.tools;
-    let helper = app.runtime.agents.get("helper").expect("helper agent");
+    let tools = &app.runtime.tools();
+    let helper = app.runtime.agents().get("helper").expect("helper agent");
     assert_eq!(
         tools.instructions_for(&helper),
         [("test".to_string(), INSTRUCTIONS.to_string())]
     );
-    let chat = app.runtime.agents.get("chat").expect("chat agent");
+    let chat = app.runtime.agents().get("chat").expect("chat agent");
     assert!(tools.instructions_for(&chat).is_empty());
     let body = json!({"model": "helper", "messages": [{"role": "user", "content": "hi"}]});
     app.llm.push(Reply::text("hello"));
@@ -162,7 +162,7 @@ async fn agents_without_tools_are_offered_none() {
     assert_eq!(response.status(), 200);
     assert!(tool_names_offered(&app.llm.requests()[0]).is_empty());
     assert_eq!(
-        app.runtime.tools.servers().count(),
+        app.runtime.tools().servers().count(),
         0,
         "no agent uses the server: not started"
     );

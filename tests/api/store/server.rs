@@ -25,9 +25,9 @@ async fn complete(app: &TestApp, model: &str, prompt: &str) -> (String, reqwest:
 }
 
 async fn stored_run(app: &TestApp, run_id: &str) -> RunRecord {
-    app.runtime.recorder.flush().await;
+    app.runtime.flush_recorder().await;
     app.runtime
-        .store
+        .store()
         .get_run(run_id)
         .await
         .expect("store")
@@ -35,9 +35,9 @@ async fn stored_run(app: &TestApp, run_id: &str) -> RunRecord {
 }
 
 async fn stored_events(app: &TestApp, run_id: &str) -> Vec<RunEventRecord> {
-    app.runtime.recorder.flush().await;
+    app.runtime.flush_recorder().await;
     app.runtime
-        .store
+        .store()
         .list_run_events(run_id, 0, 1000)
         .await
         .expect("events")
@@ -88,7 +88,7 @@ async fn every_completion_is_recorded_as_a_run_with_its_accounting() {
     assert_eq!(result["exit_reason"], "final_answer");
     let accounting = app
         .runtime
-        .store
+        .store()
         .list_accounting(&run_id)
         .await
         .expect("accounting");
@@ -118,7 +118,7 @@ async fn every_completion_is_recorded_as_a_run_with_its_accounting() {
     assert!(run.error.as_deref().is_some_and(|e| e.contains("HTTP 500")));
     let attempts = app
         .runtime
-        .store
+        .store()
         .list_accounting(&failed_id)
         .await
         .expect("accounting");
@@ -220,7 +220,7 @@ async fn a_cached_agent_answers_an_identical_request_without_the_llm() {
     );
     assert!(
         app.runtime
-            .metrics
+            .metrics()
             .render()
             .contains(r#"agentd_cache_hits_total{agent="cached"} 1"#)
     );
@@ -301,7 +301,7 @@ async fn closing_the_runtime_writes_every_queued_event() {
     app.llm.push(Reply::text("last words").with_chunks(4));
     let (run_id, response) = complete(&app, "chat", "bye").await;
     let _: Value = response.json().await.expect("json");
-    let url = app.runtime.config.store.url.clone();
+    let url = app.runtime.config().store.url.clone();
     app.runtime.close().await;
     let reopened = agentd::store::open(&url).await.expect("reopen");
     let events = reopened

@@ -1,0 +1,118 @@
+//! Runs that continue a user's conversation (seeds/001): the conversation is opened (or created,
+//! titled after the first message), its newest messages become the run's history, the user's
+//! message is stored before the run starts and the assistant's answer once it succeeds. Only
+//! the run pipeline calls the writing half, so every answer is saved inside a tracked task.
+
+use chrono::Utc;
+
+use super::Runtime;
+use super::pipeline::StartError;
+use crate::agent::AgentResult;
+use crate::config::AgentSpec;
+use crate::llm::ChatMessage;
+use crate::store::{NewConversation, NewMessage, StoreError, StoredMessage};
+
+/// Messages of history loaded for a run (the newest ones).
+const HISTORY_LIMIT: u32 = 1000;
+/// Characters of the first message that title a new conversation.
+const TITLE_CHARS: usize = 60;
+
+/// Which of the user's conversations a run belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConversationTurn {
+    /// A new conversation, titled after the prompt.
+    Start,
+    /// An existing conversation of the run's user, by id.
+    Continue(String),
+}
+
+/// A conversation ready for its next run.
+pub(super) struct OpenedConversation {
+    pub id: String,
+    /// Its stored messages, oldest first, before this run's prompt.
+    pub history: Vec<ChatMessage>,
+}
+
+impl Runtime {
+    /// Opens or creates the conversation, loads its history and stores the user's message.
+    pub(super) async fn open_conversation(
+        &self,
+        user_id: &str,
+        agent: &AgentSpec,
+        turn: &ConversationTurn,
+        message: &str,
+    ) -> Result<OpenedConversation, StartError> {
+        let id = match turn {
+            ConversationTurn::Continue(id) => {
+                self.store
+                    .get_conversation(user_id, id)
+                    .await?
+                    .ok_or_else(|| StartError::ConversationNotFound(id.clone()))?
+                    .id
+            }
+            ConversationTurn::Start => {
+                let new = NewConversation {
+                    id: uuid::Uuid::now_v7().to_string(),
+                    user_id: user_id.to_string(),
+                    agent: agent.name.clone(),
+                    title: Some(message.trim().chars().take(TITLE_CHARS).collect()),
+                    created_at: Utc::now(),
+                };
+                self.store.create_conversation(&new).await?.id
+            }
+        };
+        let history = self.conversation_history(user_id, &id).await?;
+        let user_message = NewMessage::from_chat(&ChatMessage::user(message), Utc::now());
+        self.store
+            .append_messages(user_id, &id, &[user_message])
+            .await?;
+        Ok(OpenedConversation { id, history })
+    }
+
+    /// The newest messages of one of the user's conversations, oldest first.
+    pub async fn conversation_history(
+        &self,
+        user_id: &str,
+        conversation_id: &str,
+    ) -> Result<Vec<ChatMessage>, StoreError> {
+        let mut stored: Vec<StoredMessage> = Vec::new();
+        loop {
+            let after = stored.last().map_or(0, |m| m.seq);
+            let page = self
+                .store
+                .list_messages(user_id, conversation_id, after, HISTORY_LIMIT)
+                .await?;
+            let done = (page.len() as u32) < HISTORY_LIMIT;
+            stored.extend(page);
+            if done {
+                break;
+            }
+        }
+        let skip = stored.len().saturating_sub(HISTORY_LIMIT as usize);
+        Ok(stored[skip..]
+            .iter()
+            .filter_map(StoredMessage::to_chat)
+            .collect())
+    }
+
+    /// Stores a successful run's answer in its conversation; a failed run adds nothing.
+    pub(super) async fn save_answer(
+        &self,
+        user_id: &str,
+        conversation_id: &str,
+        result: &AgentResult,
+    ) {
+        if !result.success {
+            return;
+        }
+        let answer =
+            NewMessage::from_chat(&ChatMessage::assistant(result.answer_text()), Utc::now());
+        if let Err(error) = self
+            .store
+            .append_messages(user_id, conversation_id, &[answer])
+            .await
+        {
+            tracing::error!(%error, %conversation_id, "could not store the assistant's answer");
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! The one way a run starts, for every headend (OpenAI, Anthropic, runs, per-user chat, CLI and
+//! the ones to come): [`Runtime::start_run`] refuses runs while draining, joins a retried
+//! submission (`requestId`) to its first run, waits for admission, opens the user's
+//! conversation when the run continues one, and spawns the session task. That task records the
+//! run and its events, answers from (or fills) the response cache, counts the run in the
+//! metrics and saves a conversation's answer before it hands the result over.
+//!
+//! Headends only translate: they build a [`RunSubmission`] from their wire format and turn the
+//! [`RunHandle`]'s events into their frames. They never spawn sessions or touch the recorder.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::Instrument;
+
+use super::admission::{Overloaded, SessionSlot};
+use super::conversation::ConversationTurn;
+use super::{Runtime, run_events, session_span};
+use crate::agent::SessionRequest;
+use crate::agent::{AgentEvent, AgentResult, EventSink, RunControl, SamplingOverrides};
+use crate::config::AgentSpec;
+use crate::config::agent_file::Transport;
+use crate::llm::ChatMessage;
+use crate::store::{NewRun, StoreError};
+
+/// Events buffered per run before the session waits for a slow consumer.
+const RUN_EVENT_BUFFER: usize = 256;
+
+/// The most a spawned session task may hold inline. A task is moved (copied) several times on
+/// its way into the scheduler; the session itself is boxed inside it.
+const MAX_SESSION_TASK_BYTES: usize = 2048;
+
+/// What a headend asks to run, in agentd's terms.
+#[derive(Debug, Clone)]
+pub struct RunSubmission {
+    pub agent: Arc<AgentSpec>,
+    /// The user's task for this run.
+    pub prompt: String,
+    /// Earlier messages sent with the request (a conversation's stored history comes first).
+    pub history: Vec<ChatMessage>,
+    pub overrides: SamplingOverrides,
+    /// Output format for this run (`markdown`, `text`, `json`, …); the agent's when `None`.
+    pub format: Option<String>,
+    /// JSON schema of the `json` output for this run; the agent's when `None`.
+    pub schema: Option<Value>,
+    /// The caller's user: recorded with the run, part of its cache key, and given to
+    /// `userScoped` tools.
+    pub user_id: Option<String>,
+    /// A client's idempotency key: a retried submission with the same id (and user) joins the
+    /// first run instead of starting another.
+    pub request_id: Option<String>,
+    /// The user's conversation this run continues or starts: its history is loaded, the prompt
+    /// stored before the run and the answer after it. Needs `user_id`.
+    pub conversation: Option<ConversationTurn>,
+    /// Tool transport for this run; the agent's `transport` when `None`.
+    pub transport: Option<Transport>,
+}
+
+impl RunSubmission {
+    /// A submission of `prompt` to `agent` with every option at the agent's defaults.
+    pub fn new(agent: Arc<AgentSpec>, prompt: impl Into<String>) -> Self {
+        Self {
+            agent,
+            prompt: prompt.into(),
+            history: Vec::new(),
+            overrides: SamplingOverrides::default(),
+            format: None,
+            schema: None,
+            user_id: None,
+            request_id: None,
+            conversation: None,
+            transport: None,
+        }
+    }
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("the server is shutting down and takes no new runs")]
+    ShuttingDown,
+    #[error(transparent)]
+    Overloaded(#[from] Overloaded),
+    #[error("no conversation `{0}` for this user")]
+    ConversationNotFound(String),
+    #[error("a conversation belongs to a user, and this run has none")]
+    ConversationWithoutUser,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The submission repeated an earlier one's `request_id`: no new run was started, and
+    /// `run_id` (which may still be going) is the one it asked for.
+    #[error("this request id already started run `{run_id}`")]
+    AlreadySubmitted { run_id: String },
+}
+
+/// A run in progress: its events, a way to cancel it, and its result when it ends.
+pub struct RunHandle {
+    pub run_id: String,
+    /// The conversation the run continues or started, when it belongs to one.
+    pub conversation_id: Option<String>,
+    /// The run's events in order; the n-th event received is the one stored with seq n (the SSE
+    /// `id` of SPEC §4.2), so a stream resumed from the store continues where this one stopped.
+    pub events: mpsc::Receiver<AgentEvent>,
+    /// `stop` asks for a graceful final turn, `abort` ends the run now.
+    pub control: RunControl,
+    /// Cancelled when the server shuts down: a run that then ends cancelled was cut off by it.
+    pub draining: CancellationToken,
+    /// The result, handed over once the run is recorded (and a conversation's answer saved).
+    pub result: oneshot::Receiver<AgentResult>,
+}
+
+impl RunHandle {
+    /// Aborts the run when the returned guard is dropped (the client that started it left),
+    /// unless the guard is disarmed first.
+    pub fn abort_on_drop(&self) -> DropGuard {
+        self.control.abort.clone().drop_guard()
+    }
+}
+
+/// What the session task must do once the run ends, besides recording it.
+struct RunEnding {
+    slot: SessionSlot,
+    new_run: NewRun,
+    /// `(user, conversation)` whose answer is saved.
+    conversation: Option<(String, String)>,
+    result: oneshot::Sender<AgentResult>,
+}
+
+impl Runtime {
+    /// Starts a run of `submission` (see the module comment for everything this does). A
+    /// repeated `request_id` starts nothing: [`StartError::AlreadySubmitted`] names its run.
+    pub async fn start_run(
+        self: &Arc<Self>,
+        submission: RunSubmission,
+    ) -> Result<RunHandle, StartError> {
+        if self.is_draining() {
+            return Err(StartError::ShuttingDown);
+        }
+        let run_id = uuid::Uuid::now_v7().to_string();
+        let user = submission.user_id.clone();
+        let claimed = match submission.request_id.as_deref() {
+            Some(request_id) => match self
+                .live
+                .claim_request(user.as_deref(), request_id, &run_id)
+            {
+                Some(existing) => return Err(StartError::AlreadySubmitted { run_id: existing }),
+                None => Some(request_id),
+            },
+            None => None,
+        };
+        let started = self.admit_and_spawn(run_id, submission.clone()).await;
+        if started.is_err()
+            && let Some(request_id) = claimed
+        {
+            // The run never existed: a retry must start it rather than join nothing.
+            self.live.forget_request(user.as_deref(), request_id);
+        }
+        started
+    }
+
+    async fn admit_and_spawn(
+        self: &Arc<Self>,
+        run_id: String,
+        submission: RunSubmission,
+    ) -> Result<RunHandle, StartError> {
+        // Admitted before anything is stored: a refused request leaves no trace.
+        let slot = self.admission.admit().await?;
+        let mut history = Vec::new();
+        let conversation = match &submission.conversation {
+            Some(turn) => {
+                let user = submission
+                    .user_id
+                    .as_deref()
+                    .ok_or(StartError::ConversationWithoutUser)?;
+                let opened = self
+                    .open_conversation(user, &submission.agent, turn, &submission.prompt)
+                    .await?;
+                history = opened.history;
+                Some((user.to_string(), opened.id))
+            }
+            None => None,
+        };
+        history.extend(submission.history);
+        let request = SessionRequest {
+            run_id,
+            agent: submission.agent,
+            prompt: submission.prompt,
+            history,
+            overrides: submission.overrides,
+            conversation_id: conversation.as_ref().map(|(_, id)| id.clone()),
+            format: submission.format,
+            schema: submission.schema,
+            user_id: submission.user_id,
+            transport: submission.transport,
+            parent: None,
+        };
+        Ok(self.spawn_session(slot, request, conversation))
+    }
+
+    /// Starts the session task. The run's start, every event (even when nobody listens any
+    /// more) and its end are queued for the store in that order; the end is queued before the
+    /// result is handed over, so a read that flushes the recorder first sees the finished run.
+    fn spawn_session(
+        self: &Arc<Self>,
+        slot: SessionSlot,
+        request: SessionRequest,
+        conversation: Option<(String, String)>,
+    ) -> RunHandle {
+        let (sink, session_events) = EventSink::channel(RUN_EVENT_BUFFER);
+        let (listener, events) = mpsc::channel(RUN_EVENT_BUFFER);
+        let control = RunControl::child_of(&self.shutdown);
+        let (result_tx, result) = oneshot::channel();
+        let run_id = request.run_id.clone();
+        let conversation_id = conversation.as_ref().map(|(_, id)| id.clone());
+        self.live.started(&run_id, control.clone());
+        let span = session_span(&request);
+        let ending = Box::new(RunEnding {
+            slot,
+            new_run: NewRun {
+                id: request.run_id.clone(),
+                agent: request.agent.name.clone(),
+                user_id: request.user_id.clone(),
+                conversation_id: request.conversation_id.clone(),
+                created_at: chrono::Utc::now(),
+            },
+            conversation,
+            result: result_tx,
+        });
+        let runtime = Arc::clone(self);
+        let session_control = control.clone();
+        let task = async move {
+            runtime.recorder.run_started(ending.new_run.clone()).await;
+            let tee = run_events::tee(
+                session_events,
+                listener,
+                &runtime.recorder,
+                request.run_id.clone(),
+            );
+            // Boxed: the session's state machine is ~25 KB, and unboxed it made the task
+            // itself that large, copied three times on every spawn (callgrind: ~15 % of
+            // agentd's instructions per request went to those copies).
+            let run = Box::pin(runtime.run_measured(request, sink, session_control));
+            let (result, ()) = tokio::join!(run, tee);
+            // Boxed too: saving a conversation's answer would otherwise grow every task.
+            Box::pin(runtime.finish_run(*ending, result)).await;
+        }
+        .instrument(span);
+        debug_assert!(
+            std::mem::size_of_val(&task) <= MAX_SESSION_TASK_BYTES,
+            "the session task is {} bytes: box what made it grow",
+            std::mem::size_of_val(&task)
+        );
+        self.sessions.spawn(task);
+        RunHandle {
+            run_id,
+            conversation_id,
+            events,
+            control,
+            draining: self.draining.clone(),
+            result,
+        }
+    }
+
+    /// Records the run's end, saves a conversation's answer, frees the slot, then hands the
+    /// result to whoever waits for it.
+    async fn finish_run(&self, ending: RunEnding, result: AgentResult) {
+        let RunEnding {
+            slot,
+            new_run,
+            conversation,
+            result: result_tx,
+        } = ending;
+        self.recorder.run_finished(new_run, (&result).into()).await;
+        if let Some((user, conversation_id)) = conversation {
+            self.save_answer(&user, &conversation_id, &result).await;
+        }
+        drop(slot);
+        self.live.ended(&result.run_id);
+        let _ = result_tx.send(result);
+    }
+}
