@@ -6,6 +6,7 @@
 
 pub mod agent_file;
 pub mod cache;
+pub mod cors;
 pub mod duration;
 pub mod env_file;
 pub mod expand;
@@ -177,7 +178,8 @@ pub struct ServerConfig {
     pub on_disconnect: OnDisconnect,
     pub keep_alive_seconds: u64,
     pub drain_seconds: u64,
-    pub cors_origins: Vec<String>,
+    /// Browser origins allowed to call agentd from other pages (CORS); empty allows none.
+    pub cors_origins: Vec<cors::CorsOrigin>,
 }
 
 impl Default for ServerConfig {
@@ -208,10 +210,17 @@ impl AuthConfig {
     /// The keys in force: an entry whose key expanded to nothing (e.g. `${AGENTD_ADMIN_KEY:-}`
     /// with the variable unset) is no key at all.
     pub fn effective_keys(&self) -> impl Iterator<Item = &ApiKeyConfig> {
+        self.keys_with_ids().map(|(key, _)| key)
+    }
+
+    /// The keys in force, each with the id logs know it by: its `id`, else `keys[N]`.
+    pub fn keys_with_ids(&self) -> impl Iterator<Item = (&ApiKeyConfig, String)> {
         use secrecy::ExposeSecret;
         self.keys
             .iter()
-            .filter(|k| !k.key.expose_secret().trim().is_empty())
+            .enumerate()
+            .filter(|(_, k)| !k.key.expose_secret().trim().is_empty())
+            .map(|(index, k)| (k, k.id.clone().unwrap_or_else(|| format!("keys[{index}]"))))
     }
 }
 
@@ -219,6 +228,8 @@ impl AuthConfig {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApiKeyConfig {
     pub key: SecretString,
+    /// How logs name this key (`key_id`); `keys[N]`, its place in the list, when unset.
+    pub id: Option<String>,
     #[serde(default)]
     pub admin: bool,
     pub user_id: Option<String>,

@@ -58,23 +58,23 @@ impl Caller {
     }
 }
 
-/// The configured keys, digested once.
+/// The configured keys, digested once, with the id logs name each by.
 pub struct KeyTable {
     enforced: bool,
-    keys: Vec<([u8; 32], Caller)>,
+    keys: Vec<([u8; 32], Caller, String)>,
 }
 
 impl KeyTable {
     pub fn from_config(auth: &AuthConfig) -> Self {
         let keys = auth
-            .effective_keys()
-            .map(|k| {
+            .keys_with_ids()
+            .map(|(k, id)| {
                 let caller = Caller {
                     admin: k.admin,
                     user_id: k.user_id.clone(),
                     agents: k.agents.clone(),
                 };
-                (digest(k.key.expose_secret()), caller)
+                (digest(k.key.expose_secret()), caller, id)
             })
             .collect::<Vec<_>>();
         Self {
@@ -83,13 +83,19 @@ impl KeyTable {
         }
     }
 
-    /// The caller a presented key belongs to; every key is compared, match or not.
+    #[cfg(test)]
     fn lookup(&self, presented: &str) -> Option<Caller> {
+        self.lookup_with_id(presented).map(|(caller, _)| caller)
+    }
+
+    /// The caller a presented key belongs to and the key's id; every key is compared, match
+    /// or not.
+    fn lookup_with_id(&self, presented: &str) -> Option<(Caller, &str)> {
         let presented = digest(presented);
         let mut found = None;
-        for (key, caller) in &self.keys {
+        for (key, caller, id) in &self.keys {
             if constant_time_eq(key, &presented) {
-                found = Some(caller.clone());
+                found = Some((caller.clone(), id.as_str()));
             }
         }
         found
@@ -132,8 +138,9 @@ pub async fn authenticate(
         )
         .into_response();
     };
-    match keys.lookup(presented) {
-        Some(caller) => {
+    match keys.lookup_with_id(presented) {
+        Some((caller, key_id)) => {
+            super::layers::record_key_id(key_id);
             request.extensions_mut().insert(caller);
             next.run(request).await
         }

@@ -6,6 +6,7 @@ mod anthropic;
 pub mod auth;
 mod chat;
 pub mod error;
+mod layers;
 mod openai;
 pub mod openapi;
 mod ops;
@@ -23,15 +24,15 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
 
 use crate::runtime::Runtime;
 use error::ApiError;
 
 /// The whole application; tests serve it on port 0.
 pub fn app(runtime: Arc<Runtime>) -> Router {
-    let body_limit = runtime.config().server.request_body_limit_bytes;
-    let keys = Arc::new(auth::KeyTable::from_config(&runtime.config().auth));
-    Router::new()
+    let router = Router::new()
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
         .route("/metrics", get(ops::metrics))
@@ -55,14 +56,48 @@ pub fn app(runtime: Arc<Runtime>) -> Router {
             get(chat::get_conversation).delete(chat::delete_conversation),
         )
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .method_not_allowed_fallback(method_not_allowed);
+    with_layers(router, runtime)
+}
+
+/// The layers every route passes, innermost first: authentication, metrics and the request's
+/// log line, body limits, the request's span, the request id, CORS (outermost, so a browser's
+/// preflight is answered before authentication and every answer carries its headers).
+fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
+    let server = &runtime.config().server;
+    let body_limit = server.request_body_limit_bytes;
+    let cors = layers::cors(&server.cors_origins);
+    let keys = Arc::new(auth::KeyTable::from_config(&runtime.config().auth));
+    let router = router
         .layer(middleware::from_fn_with_state(keys, auth::authenticate))
-        .layer(middleware::from_fn_with_state(runtime.clone(), measure))
+        .layer(middleware::from_fn_with_state(
+            runtime.clone(),
+            observe_request,
+        ))
         .layer(middleware::from_fn(move |request, next| {
             limit_body(request, next, body_limit)
         }))
         .layer(DefaultBodyLimit::max(body_limit))
-        .with_state(runtime)
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(layers::request_span)
+                .on_request(())
+                .on_response(())
+                .on_body_chunk(())
+                .on_eos(())
+                .on_failure(()),
+        )
+        .layer(PropagateRequestIdLayer::new(layers::REQUEST_ID_HEADER))
+        .layer(SetRequestIdLayer::new(
+            layers::REQUEST_ID_HEADER,
+            MakeRequestUuid,
+        ))
+        .layer(middleware::from_fn(layers::drop_unusable_request_id));
+    let router = match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    router.with_state(runtime)
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and lets open requests finish.
@@ -91,7 +126,9 @@ pub async fn serve(
 }
 
 async fn not_found() -> ApiError {
-    ApiError::not_found("No such route; see SPEC §4 for the API")
+    ApiError::not_found(
+        "No such route; GET /openapi.json describes every route, and the README explains them",
+    )
 }
 
 async fn method_not_allowed() -> ApiError {
@@ -114,8 +151,14 @@ async fn limit_body(request: Request, next: Next, limit: usize) -> Response {
     next.run(request).await
 }
 
-/// Counts and times every request by route template (never the raw path).
-async fn measure(State(runtime): State<Arc<Runtime>>, request: Request, next: Next) -> Response {
+/// Counts and times every request by route template (never the raw path), and writes the
+/// request's one log line: status and latency here, method, route, request id and key id from
+/// the request's span.
+async fn observe_request(
+    State(runtime): State<Arc<Runtime>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let route = request
         .extensions()
@@ -123,6 +166,7 @@ async fn measure(State(runtime): State<Arc<Runtime>>, request: Request, next: Ne
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
     let method = request.method().as_str().to_string();
     let response = next.run(request).await;
+    let elapsed = started.elapsed();
     let metrics = runtime.metrics();
     metrics
         .http_requests_total
@@ -131,6 +175,11 @@ async fn measure(State(runtime): State<Arc<Runtime>>, request: Request, next: Ne
     metrics
         .http_request_duration_seconds
         .with_label_values(&[&route, &method])
-        .observe(started.elapsed().as_secs_f64());
+        .observe(elapsed.as_secs_f64());
+    tracing::info!(
+        status = response.status().as_u16(),
+        latency_ms = elapsed.as_micros() as f64 / 1000.0,
+        "request"
+    );
     response
 }

@@ -1,0 +1,104 @@
+//! The tower-http layers around every route: CORS from `server.corsOrigins`, the request id
+//! (`x-request-id` taken from the client when usable, else made; always returned), and the
+//! request's span, which carries the request id, method, route template and key id onto every
+//! log line and span the request causes (its sessions' too). The one log line per request is
+//! written by [`super::observe_request`], which also feeds the metrics.
+
+use std::time::Duration;
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::{HeaderName, HeaderValue, Method, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::request_id::RequestId;
+use tracing::{Span, field, info_span};
+
+use crate::config::cors::CorsOrigin;
+
+pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The longest client-sent request id that is kept; a longer one is replaced.
+const MAX_REQUEST_ID_LEN: usize = 128;
+
+/// How long a browser may cache a preflight answer.
+const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(3600);
+
+/// `None` when no origin is configured: browsers then keep to same-origin pages.
+pub fn cors(origins: &[CorsOrigin]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let allow_origin = if origins.iter().any(CorsOrigin::is_any) {
+        AllowOrigin::any()
+    } else {
+        // Each origin was checked when the config loaded; header values cannot fail for them.
+        AllowOrigin::list(
+            origins
+                .iter()
+                .filter_map(|o| HeaderValue::from_str(o.as_str()).ok()),
+        )
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow_origin)
+            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                header::ACCEPT,
+                HeaderName::from_static("x-api-key"),
+                HeaderName::from_static("last-event-id"),
+                HeaderName::from_static("anthropic-version"),
+                REQUEST_ID_HEADER,
+            ])
+            .expose_headers([
+                HeaderName::from_static("x-agentd-run-id"),
+                HeaderName::from_static("x-agentd-conversation-id"),
+                REQUEST_ID_HEADER,
+                header::RETRY_AFTER,
+            ])
+            .max_age(PREFLIGHT_MAX_AGE),
+    )
+}
+
+/// Drops a client's `x-request-id` that is too long or not printable ASCII, so one is made in
+/// its place instead of a hostile value reaching every log line.
+pub async fn drop_unusable_request_id(mut request: Request, next: Next) -> Response {
+    let usable = request.headers().get(&REQUEST_ID_HEADER).map(|value| {
+        let bytes = value.as_bytes();
+        !bytes.is_empty()
+            && bytes.len() <= MAX_REQUEST_ID_LEN
+            && bytes.iter().all(|b| b.is_ascii_graphic())
+    });
+    if usable == Some(false) {
+        request.headers_mut().remove(&REQUEST_ID_HEADER);
+    }
+    next.run(request).await
+}
+
+/// The request's span: request id, method and route template now, the key id once the key is
+/// checked ([`record_key_id`]).
+pub fn request_span(request: &Request) -> Span {
+    let request_id = request
+        .extensions()
+        .get::<RequestId>()
+        .and_then(|id| id.header_value().to_str().ok())
+        .unwrap_or("");
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str);
+    info_span!(
+        "request",
+        request_id,
+        method = %request.method(),
+        route,
+        key_id = field::Empty,
+    )
+}
+
+/// Names the key that authenticated the request on its span (never the key itself).
+pub fn record_key_id(key_id: &str) {
+    Span::current().record("key_id", key_id);
+}
