@@ -24,11 +24,12 @@ impl Session {
     /// The capacity of one target for this run.
     pub(super) fn budget_for(&self, run: &Run, target: &Target) -> Budget {
         let facts = self.catalog.facts(&target.provider, &target.model);
-        let max_output = run.request.overrides.max_output_tokens.or(run
+        let max_output = run
             .request
             .agent
             .sampling
-            .max_output_tokens);
+            .overridden_by(&run.request.overrides)
+            .max_output_tokens;
         Budget {
             context_window: run
                 .request

@@ -14,7 +14,7 @@ use crate::config::Target;
 use crate::config::models::ModelPrice;
 use crate::llm::{
     ChatMessage, LlmDelta, LlmError, LlmRequest, LlmResponse, Provider, ResponseAssembler,
-    SamplingParams, ToolDefinition,
+    ToolDefinition,
 };
 
 /// How one attempt ended.
@@ -41,7 +41,11 @@ impl Session {
             model: target.model.clone(),
             messages,
             tools,
-            sampling: sampling(run),
+            sampling: run
+                .request
+                .agent
+                .sampling
+                .overridden_by(&run.request.overrides),
             timeout: run.request.agent.limits.llm_timeout,
         };
         let routing = routing_for(run);
@@ -145,20 +149,6 @@ fn routing_for(run: &Run) -> TextRouting {
     match &run.xml {
         Some(xml) if run.format != "json" => TextRouting::FinalTag(FinalTagStream::new(&xml.nonce)),
         _ => TextRouting::Hold,
-    }
-}
-
-fn sampling(run: &Run) -> SamplingParams {
-    let agent = &run.request.agent.sampling;
-    let overrides = &run.request.overrides;
-    SamplingParams {
-        temperature: overrides.temperature.or(agent.temperature),
-        top_p: overrides.top_p.or(agent.top_p),
-        top_k: agent.top_k,
-        repeat_penalty: agent.repeat_penalty,
-        max_output_tokens: overrides.max_output_tokens.or(agent.max_output_tokens),
-        reasoning: agent.reasoning,
-        reasoning_tokens: agent.reasoning_tokens,
     }
 }
 

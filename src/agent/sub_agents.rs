@@ -13,7 +13,7 @@ use super::events::{AgentEvent, Progress};
 use super::result::{AccountingEntry, ToolAccounting};
 use super::session::{Run, RunControl, Session};
 use super::tool_phase::failed;
-use super::{AgentResult, SamplingOverrides, SessionRequest};
+use super::{AgentResult, SamplingParams, SessionRequest};
 use crate::config::AgentSpec;
 use crate::llm::{ToolCall, ToolDefinition};
 
@@ -153,7 +153,7 @@ impl Session {
             agent: child.clone(),
             prompt,
             history: Vec::new(),
-            overrides: SamplingOverrides::default(),
+            overrides: SamplingParams::default(),
             conversation_id: None,
             format: None,
             schema: None,

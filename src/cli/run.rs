@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::{EXIT_SESSION_FAILED, Failure, load_config};
 use crate::agent::final_report::FinalReportSpec;
 use crate::agent::result::AccountingEntry;
-use crate::agent::{AgentEvent, SamplingOverrides, SessionRequest};
+use crate::agent::{AgentEvent, SamplingParams, SessionRequest};
 use crate::config::{AgentRegistry, AgentSpec, Config, Target};
 use crate::runtime::Runtime;
 
@@ -98,7 +98,7 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
         agent: spec,
         prompt,
         history: Vec::new(),
-        overrides: SamplingOverrides::default(),
+        overrides: SamplingParams::default(),
         conversation_id: None,
         format: Some(format),
         schema,

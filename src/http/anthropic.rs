@@ -19,7 +19,7 @@ use super::error::{ApiError, ApiJson};
 use super::sse::sse_response;
 use crate::agent::events::AgentEvent;
 use crate::agent::result::{RunSummary, UsageTotals};
-use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingOverrides, SessionRequest};
+use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams, SessionRequest};
 use crate::llm::{ChatMessage, Role};
 use crate::runtime::{RunHandle, Runtime};
 use crate::telemetry::GaugeGuard;
@@ -145,10 +145,11 @@ pub async fn messages(
         agent,
         prompt,
         history,
-        overrides: SamplingOverrides {
+        overrides: SamplingParams {
             temperature: body.temperature,
             top_p: body.top_p,
             max_output_tokens: body.max_tokens,
+            ..SamplingParams::default()
         },
         conversation_id: None,
         format: None,

@@ -16,7 +16,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ApiJson};
 use super::runs::numbered_events;
 use super::sse::sse_response;
-use crate::agent::{AgentResult, ExitReason, SamplingOverrides, SessionRequest};
+use crate::agent::{AgentResult, ExitReason, SamplingParams, SessionRequest};
 use crate::config::AgentSpec;
 use crate::llm::ChatMessage;
 use crate::runtime::{RunHandle, Runtime};
@@ -121,7 +121,7 @@ pub async fn chat(
         agent,
         prompt: body.message,
         history,
-        overrides: SamplingOverrides::default(),
+        overrides: SamplingParams::default(),
         conversation_id: Some(conversation.id.clone()),
         format: None,
         schema: None,

@@ -18,7 +18,7 @@ use super::error::{ApiError, ApiJson};
 use super::sse::sse_response;
 use crate::agent::events::AgentEvent;
 use crate::agent::result::{RunSummary, UsageTotals};
-use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingOverrides, SessionRequest};
+use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams, SessionRequest};
 use crate::llm::{ChatMessage, Role, ToolCall};
 use crate::runtime::{RunHandle, Runtime};
 use crate::telemetry::GaugeGuard;
@@ -165,10 +165,11 @@ pub async fn chat_completions(
         agent,
         prompt,
         history,
-        overrides: SamplingOverrides {
+        overrides: SamplingParams {
             temperature: body.temperature,
             top_p: body.top_p,
             max_output_tokens: body.max_completion_tokens.or(body.max_tokens),
+            ..SamplingParams::default()
         },
         conversation_id: None,
         format,

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::auth::Caller;
 use super::error::{ApiError, ApiJson};
 use super::sse::sse_response;
-use crate::agent::{AgentEvent, SamplingOverrides, SessionRequest};
+use crate::agent::{AgentEvent, SamplingParams, SessionRequest};
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::llm::ChatMessage;
 use crate::runtime::{RunHandle, Runtime};
@@ -137,7 +137,7 @@ pub async fn create_run(
         agent,
         prompt: body.prompt,
         history: body.history,
-        overrides: SamplingOverrides::default(),
+        overrides: SamplingParams::default(),
         conversation_id: None,
         format: body.format,
         schema: body.schema,

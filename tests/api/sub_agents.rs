@@ -4,7 +4,7 @@
 
 use agentd::agent::result::AccountingEntry;
 use agentd::agent::sub_agents::MAX_SUB_AGENT_DEPTH;
-use agentd::agent::{AgentEvent, SamplingOverrides, SessionRequest};
+use agentd::agent::{AgentEvent, SamplingParams, SessionRequest};
 use serde_json::json;
 
 use crate::support::mock_llm::{Reply, ToolCall};
@@ -46,7 +46,7 @@ fn request(app: &TestApp, agent: &str, prompt: &str) -> SessionRequest {
         agent: app.runtime.agents.get(agent).expect("agent"),
         prompt: prompt.into(),
         history: Vec::new(),
-        overrides: SamplingOverrides::default(),
+        overrides: SamplingParams::default(),
         conversation_id: None,
         format: None,
         schema: None,
