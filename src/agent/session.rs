@@ -13,9 +13,7 @@ use tracing::{Instrument, error, warn};
 use super::context_guard::ContextGuard;
 use super::ending::{Ending, Transcript, assemble};
 use super::events::{AgentEvent, EventSink, RunStarted, TextDelta, TurnStarted};
-use super::final_report::{
-    FINAL_REPORT_TOOL, FinalReportSpec, final_report_description, final_report_parameters,
-};
+use super::final_report::{self, FinalReportSpec};
 use super::internal_tools::{batch_definition, task_status_definition};
 use super::llm_call::AttemptOutcome;
 use super::observer::SessionObserver;
@@ -303,7 +301,14 @@ impl Session {
                     .as_ref()
                     .or(run.request.agent.output_schema.as_ref()),
             ) {
-                Ok(spec) => run.report = Some((spec, final_report_tool(run))),
+                Ok(spec) => {
+                    let schema = run.request.schema.as_ref().or(run
+                        .request
+                        .agent
+                        .output_schema
+                        .as_ref());
+                    run.report = Some((spec, final_report::definition(&run.format, schema)))
+                }
                 Err(error) => {
                     return Ending::failure(
                         ExitReason::ConfigError,
@@ -539,19 +544,6 @@ fn empty_transcript() -> Transcript {
         conversation: Vec::new(),
         accounting: Vec::new(),
         turns: 0,
-    }
-}
-
-fn final_report_tool(run: &Run) -> ToolDefinition {
-    let schema = run
-        .request
-        .schema
-        .as_ref()
-        .or(run.request.agent.output_schema.as_ref());
-    ToolDefinition {
-        name: FINAL_REPORT_TOOL.to_string(),
-        description: final_report_description(&run.format),
-        parameters: final_report_parameters(&run.format, schema),
     }
 }
 

@@ -3,15 +3,13 @@
 //! in three layers (transport → format → report), tool slots in `xml` mode with their results
 //! returned as an XML-PAST user message, and feedback for every tag that could not be used.
 
-use serde_json::{Map, Value, json};
 use tracing::{error, warn};
 
 use super::ending::Ending;
 use super::events::{AgentEvent, Progress};
-use super::final_report::FINAL_REPORT_TOOL;
+use super::final_report::{FINAL_REPORT_TOOL, arguments_from_xml_payload};
 use super::result::{AccountingEntry, ExitReason, ToolAccounting};
 use super::session::{Run, Session, ephemeral_messages};
-use super::tool_args::{ParsedArguments, parse_tool_arguments};
 use super::tool_phase::{Handled, assistant_message};
 use super::xml::XmlMode;
 use super::xml::next::{NextNotice, render};
@@ -276,9 +274,10 @@ impl Session {
         {
             warn!(run_id = %run.request.run_id, format, expected = %run.format, "final tag format normalised");
         }
-        let outcome = self
-            .final_arguments(run, &tag.payload)
-            .and_then(|arguments| match &run.report {
+        let outcome =
+            arguments_from_xml_payload(&run.format, &tag.payload).and_then(|arguments| match &run
+                .report
+            {
                 Some((spec, _)) => spec.accept(&arguments).map_err(|e| e.to_string()),
                 None => Err("no final report is expected in this session".to_string()),
             });
@@ -300,27 +299,6 @@ impl Session {
             report.content_json,
             report.metadata,
         ))
-    }
-
-    /// Layer 2: the payload as final-report arguments for the expected format.
-    fn final_arguments(&self, run: &Run, payload: &str) -> Result<Map<String, Value>, String> {
-        let mut arguments = Map::new();
-        arguments.insert("report_format".into(), json!(run.format));
-        if run.format != "json" {
-            arguments.insert("report_content".into(), json!(payload));
-            return Ok(arguments);
-        }
-        let parsed = match parse_tool_arguments(payload) {
-            Ok(
-                ParsedArguments::Clean(object)
-                | ParsedArguments::Repaired {
-                    arguments: object, ..
-                },
-            ) => object,
-            Err(error) => return Err(format!("the final report must be one JSON object: {error}")),
-        };
-        arguments.insert("content_json".into(), Value::Object(parsed));
-        Ok(arguments)
     }
 
     async fn record_xml_final(&self, run: &mut Run, tag: &FinalTag, outcome: Result<(), &str>) {
