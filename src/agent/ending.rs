@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use super::SessionRequest;
+use super::events::{AgentEvent, EventSink};
 use super::result::{
     AccountingEntry, AgentResult, ExitReason, FinalReport, ReportStatus, UsageTotals,
 };
@@ -16,6 +17,9 @@ pub(super) struct Ending {
     pub success: bool,
     pub error: Option<String>,
     pub report: Option<FinalReport>,
+    /// The answer reached the client while it streamed (XML final tag); it is not published
+    /// again.
+    pub answer_streamed: bool,
 }
 
 fn now_ms() -> i64 {
@@ -30,6 +34,7 @@ impl Ending {
             success: false,
             error: Some(error.into()),
             report: None,
+            answer_streamed: false,
         }
     }
 
@@ -54,6 +59,7 @@ impl Ending {
             success: true,
             error: None,
             report: Some(report),
+            answer_streamed: false,
         }
     }
 
@@ -77,6 +83,7 @@ impl Ending {
             success: false,
             error: Some(message.to_string()),
             report: Some(report),
+            answer_streamed: false,
         }
     }
 }
@@ -86,6 +93,14 @@ pub(super) struct Transcript {
     pub conversation: Vec<ChatMessage>,
     pub accounting: Vec<AccountingEntry>,
     pub turns: u32,
+}
+
+impl Transcript {
+    /// Keeps an accounting entry in the run's transcript and emits it.
+    pub async fn record(&mut self, events: &EventSink, entry: AccountingEntry) {
+        self.accounting.push(entry.clone());
+        events.emit(AgentEvent::Accounting(Box::new(entry))).await;
+    }
 }
 
 pub(super) fn assemble(

@@ -14,6 +14,7 @@ pub mod internal_tools;
 mod llm_call;
 pub mod observer;
 pub mod result;
+mod run;
 mod session;
 pub mod sub_agents;
 pub mod tool_args;
