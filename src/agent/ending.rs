@@ -1,5 +1,7 @@
 //! How a run ends and how its [`AgentResult`] is assembled: the final report's status comes from
 //! its source (model → `success`, agentd's synthetic report → `failure`), never from the model.
+//! The [`Transcript`] is what the run accumulates for that result; recording an accounting entry
+//! keeps it there and emits it. Nothing here decides when a run ends: the session does.
 
 use std::time::Instant;
 

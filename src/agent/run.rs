@@ -5,6 +5,8 @@
 //!
 //! Holds and derives state only: no I/O, no events, no provider or tool calls.
 
+use std::sync::Arc;
+
 use super::SessionRequest;
 use super::context_guard::ContextGuard;
 use super::ending::Transcript;
@@ -19,7 +21,6 @@ use crate::config::agent_file::{Finalization, Transport};
 use crate::config::models::ModelCatalog;
 use crate::llm::tokens::Tokenizer;
 use crate::llm::{ChatMessage, SamplingParams, ToolDefinition};
-use std::sync::Arc;
 
 /// Why a turn before the last was made the final one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
