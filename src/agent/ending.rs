@@ -1,9 +1,12 @@
 //! How a run ends and how its [`AgentResult`] is assembled: the final report's status comes from
 //! its source (model → `success`, agentd's synthetic report → `failure`), never from the model.
+//! The [`Transcript`] is what the run accumulates for that result; recording an accounting entry
+//! keeps it there and emits it. Nothing here decides when a run ends: the session does.
 
 use std::time::Instant;
 
 use super::SessionRequest;
+use super::events::{AgentEvent, EventSink};
 use super::result::{
     AccountingEntry, AgentResult, ExitReason, FinalReport, ReportStatus, UsageTotals,
 };
@@ -16,6 +19,9 @@ pub(super) struct Ending {
     pub success: bool,
     pub error: Option<String>,
     pub report: Option<FinalReport>,
+    /// The answer reached the client while it streamed (XML final tag); it is not published
+    /// again.
+    pub answer_streamed: bool,
 }
 
 fn now_ms() -> i64 {
@@ -30,6 +36,7 @@ impl Ending {
             success: false,
             error: Some(error.into()),
             report: None,
+            answer_streamed: false,
         }
     }
 
@@ -54,6 +61,7 @@ impl Ending {
             success: true,
             error: None,
             report: Some(report),
+            answer_streamed: false,
         }
     }
 
@@ -77,6 +85,7 @@ impl Ending {
             success: false,
             error: Some(message.to_string()),
             report: Some(report),
+            answer_streamed: false,
         }
     }
 }
@@ -86,6 +95,14 @@ pub(super) struct Transcript {
     pub conversation: Vec<ChatMessage>,
     pub accounting: Vec<AccountingEntry>,
     pub turns: u32,
+}
+
+impl Transcript {
+    /// Keeps an accounting entry in the run's transcript and emits it.
+    pub async fn record(&mut self, events: &EventSink, entry: AccountingEntry) {
+        self.accounting.push(entry.clone());
+        events.emit(AgentEvent::Accounting(Box::new(entry))).await;
+    }
 }
 
 pub(super) fn assemble(

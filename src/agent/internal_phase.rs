@@ -1,136 +1,146 @@
 //! The session side of the internal tools: `agent__task_status` becomes a `progress` event (and,
 //! when the task is complete, makes the next turn final); `agent__batch` runs its calls in
 //! parallel through the normal tool path and answers with one result per call.
+//!
+//! Each takes the run's pieces it changes explicitly; neither calls the model nor touches the
+//! conversation (the tool phase adds their replies).
 
 use std::collections::HashSet;
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use super::ending::Transcript;
+use super::events::EventSink;
 use super::events::{AgentEvent, Progress};
 use super::internal_tools::{RejectedCall, TASK_STATUS_TOOL, TaskStatus, parse_batch};
-use super::result::{AccountingEntry, EntryStatus, ToolAccounting};
-use super::session::{ForcedFinal, Run, Session};
-use super::tool_phase::{Executed, ToolContext, call_arguments, failed, scope_to_user};
+use super::result::{AccountingEntry, EntryStatus};
+use super::run::{ForcedFinal, RunFacts, TurnPlan};
+use super::tool_phase::{
+    Executed, ToolContext, ToolRunner, agent_tool_entry, call_arguments, failed, scope_to_user,
+};
 use crate::llm::ToolCall;
 
-impl Session {
-    /// `agent__task_status`: reports progress; `completed` forces the final turn.
-    pub(super) async fn record_task_status(&self, run: &mut Run, call: &ToolCall) -> String {
-        let started = Instant::now();
-        let parsed = call_arguments(call)
-            .and_then(|arguments| TaskStatus::parse(&arguments).map_err(|e| failed(&e)));
-        let (reply, error) = match parsed {
-            Ok(status) => {
-                self.events
-                    .emit(AgentEvent::Progress(Box::new(Progress {
-                        kind: "task_status".into(),
-                        agent: run.request.agent.name.clone(),
-                        call_path: run.call_path(),
-                        message: status.now.clone(),
-                        done: status.done.clone(),
-                        pending: status.pending.clone(),
-                        now: status.now.clone(),
-                    })))
-                    .await;
-                if status.completes_the_task() && run.forced_final.is_none() {
-                    run.forced_final = Some(ForcedFinal::TaskCompleted);
-                }
-                (status.reply(), None)
+/// `agent__task_status`: reports progress; `completed` forces the final turn.
+pub(super) async fn record_task_status(
+    events: &EventSink,
+    facts: &RunFacts,
+    plan: &mut TurnPlan,
+    transcript: &mut Transcript,
+    call: &ToolCall,
+) -> String {
+    let started = Instant::now();
+    let parsed = call_arguments(call)
+        .and_then(|arguments| TaskStatus::parse(&arguments).map_err(|e| failed(&e)));
+    let (reply, error) = match parsed {
+        Ok(status) => {
+            events
+                .emit(AgentEvent::Progress(Box::new(Progress {
+                    kind: "task_status".into(),
+                    agent: facts.request.agent.name.clone(),
+                    call_path: facts.call_path.clone(),
+                    message: status.now.clone(),
+                    done: status.done.clone(),
+                    pending: status.pending.clone(),
+                    now: status.now.clone(),
+                })))
+                .await;
+            if status.completes_the_task() {
+                plan.force_final(ForcedFinal::TaskCompleted);
             }
-            Err(reply) => (reply.clone(), Some(reply)),
-        };
-        let entry = ToolAccounting::finished(
-            "agent",
-            TASK_STATUS_TOOL,
-            started.elapsed().as_millis() as u64,
-            call.arguments.chars().count(),
-            reply.chars().count(),
-            error,
-            run.lineage(),
-        );
-        self.record_accounting(run, AccountingEntry::Tool(entry))
-            .await;
-        reply
-    }
+            (status.reply(), None)
+        }
+        Err(reply) => (reply.clone(), Some(reply)),
+    };
+    let entry = agent_tool_entry(
+        TASK_STATUS_TOOL,
+        call,
+        started,
+        &reply,
+        error,
+        facts.lineage.clone(),
+    );
+    transcript.record(events, entry).await;
+    reply
+}
 
-    /// `agent__batch`: runs up to `remaining` calls in parallel; returns the reply and how many
-    /// calls counted toward `maxToolCallsPerTurn`.
-    pub(super) async fn run_batch(
-        &self,
-        run: &mut Run,
-        call: &ToolCall,
-        context: &ToolContext,
-        remaining: usize,
-    ) -> (String, usize) {
-        let parsed = match call_arguments(call)
-            .and_then(|arguments| parse_batch(&arguments).map_err(|e| failed(&e)))
-        {
-            Ok(parsed) => parsed,
-            Err(reply) => return (reply, 0),
-        };
-        let known: HashSet<String> = self
-            .tools
-            .definitions()
-            .await
-            .into_iter()
-            .map(|t| t.name)
-            .collect();
-        let mut results: Vec<Value> = Vec::with_capacity(parsed.len());
-        let mut runnable = Vec::new();
-        for (index, item) in parsed.into_iter().enumerate() {
-            let item = item.and_then(|c| {
-                let error = if !known.contains(&c.tool) {
-                    format!("UNKNOWN_TOOL: no tool named {}", c.tool)
-                } else if runnable.len() >= remaining {
-                    "LIMIT: more calls than this turn allows; repeat it next turn".to_string()
-                } else {
-                    return Ok(c);
-                };
-                Err(RejectedCall {
-                    id: c.id,
-                    tool: c.tool,
-                    error,
-                })
-            });
-            match item {
-                Ok(c) => {
-                    let inner = ToolCall {
-                        id: format!("{}#{}", call.id, id_text(&c.id)),
-                        name: c.tool.clone(),
-                        arguments: String::new(),
-                    };
-                    results.push(json!({"id": c.id, "tool": c.tool}));
-                    runnable.push((index, inner, scope_to_user(run, c.parameters)));
-                }
-                Err(RejectedCall { id, tool, error }) => {
-                    results.push(json!({"id": id, "tool": tool, "ok": false, "error": error}))
-                }
-            }
-        }
-        let used = runnable.len();
-        let executions = runnable.iter().map(|(index, inner, arguments)| {
-            self.execute_tool(*index, inner, arguments.clone(), context)
+/// `agent__batch`: runs up to `remaining` calls in parallel; returns the reply and how many
+/// calls counted toward `maxToolCallsPerTurn`.
+pub(super) async fn run_batch(
+    runner: &ToolRunner<'_>,
+    facts: &RunFacts,
+    transcript: &mut Transcript,
+    call: &ToolCall,
+    context: &ToolContext,
+    remaining: usize,
+) -> (String, usize) {
+    let parsed = match call_arguments(call)
+        .and_then(|arguments| parse_batch(&arguments).map_err(|e| failed(&e)))
+    {
+        Ok(parsed) => parsed,
+        Err(reply) => return (reply, 0),
+    };
+    let known: HashSet<String> = runner
+        .registry
+        .definitions()
+        .await
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    let mut results: Vec<Value> = Vec::with_capacity(parsed.len());
+    let mut runnable = Vec::new();
+    for (index, item) in parsed.into_iter().enumerate() {
+        let item = item.and_then(|c| {
+            let error = if !known.contains(&c.tool) {
+                format!("UNKNOWN_TOOL: no tool named {}", c.tool)
+            } else if runnable.len() >= remaining {
+                "LIMIT: more calls than this turn allows; repeat it next turn".to_string()
+            } else {
+                return Ok(c);
+            };
+            Err(RejectedCall {
+                id: c.id,
+                tool: c.tool,
+                error,
+            })
         });
-        let executed: Vec<Executed> = futures_util::future::join_all(executions).await;
-        for Executed {
-            index,
-            message,
-            entry,
-        } in executed
-        {
-            let ok = matches!(&entry, AccountingEntry::Tool(t) if t.status == EntryStatus::Ok);
-            if let Some(Value::Object(result)) = results.get_mut(index) {
-                result.insert("ok".into(), json!(ok));
-                result.insert(
-                    if ok { "output".into() } else { "error".into() },
-                    json!(message),
-                );
+        match item {
+            Ok(c) => {
+                let inner = ToolCall {
+                    id: format!("{}#{}", call.id, id_text(&c.id)),
+                    name: c.tool.clone(),
+                    arguments: String::new(),
+                };
+                results.push(json!({"id": c.id, "tool": c.tool}));
+                runnable.push((index, inner, scope_to_user(facts, c.parameters)));
             }
-            self.record_accounting(run, entry).await;
+            Err(RejectedCall { id, tool, error }) => {
+                results.push(json!({"id": id, "tool": tool, "ok": false, "error": error}))
+            }
         }
-        (json!({ "results": results }).to_string(), used)
     }
+    let used = runnable.len();
+    let executions = runnable.iter().map(|(index, inner, arguments)| {
+        runner.execute_tool(*index, inner, arguments.clone(), context)
+    });
+    let executed: Vec<Executed> = futures_util::future::join_all(executions).await;
+    for Executed {
+        index,
+        message,
+        entry,
+    } in executed
+    {
+        let ok = matches!(&entry, AccountingEntry::Tool(t) if t.status == EntryStatus::Ok);
+        if let Some(Value::Object(result)) = results.get_mut(index) {
+            result.insert("ok".into(), json!(ok));
+            result.insert(
+                if ok { "output".into() } else { "error".into() },
+                json!(message),
+            );
+        }
+        transcript.record(runner.events, entry).await;
+    }
+    (json!({ "results": results }).to_string(), used)
 }
 
 fn id_text(id: &Value) -> String {

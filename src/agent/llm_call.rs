@@ -1,50 +1,81 @@
 //! One LLM attempt: pick the provider, stream the response out as events (text deltas only when
 //! the text *is* the answer), and record an accounting entry whatever happens.
+//!
+//! Takes the providers, the sink and the abort signal ([`LlmAccess`]) and the run's facts,
+//! transcript and context account; it never decides what the response means (the tool and XML
+//! phases do).
 
 use std::time::Instant;
 
 use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::ProviderSet;
+use super::ending::Transcript;
+use super::events::EventSink;
 use super::events::{AgentEvent, TextDelta};
+use super::guard_phase::ContextAccount;
 use super::result::{AccountingEntry, EntryStatus, LlmAccounting, TokenCounts};
-use super::session::{Run, Session};
+use super::run::RunFacts;
 use super::xml::stream::FinalTagStream;
 use crate::config::Target;
-use crate::config::models::ModelPrice;
+use crate::config::models::{ModelCatalog, ModelPrice};
 use crate::llm::{
     ChatMessage, LlmDelta, LlmError, LlmRequest, LlmResponse, Provider, ResponseAssembler,
-    SamplingParams, ToolDefinition,
+    ToolDefinition,
 };
 
 /// How one attempt ended.
 pub(super) enum AttemptOutcome {
-    Answer(LlmResponse),
+    /// The response, and whether final-tag text of it already streamed to the client.
+    Answer(LlmResponse, bool),
     /// No content, no tool calls, no reasoning.
     Empty,
     Failed(LlmError),
     Aborted,
 }
 
-impl Session {
-    /// Calls `target` with the conversation plus this attempt's ephemeral messages.
-    pub(super) async fn call_llm(
+/// What an attempt uses from the session: the providers, where text goes, and the abort signal.
+pub(super) struct LlmAccess<'a> {
+    pub providers: &'a ProviderSet,
+    pub events: &'a EventSink,
+    pub abort: &'a CancellationToken,
+    /// Prices for the accounting entry.
+    pub catalog: &'a ModelCatalog,
+}
+
+/// One attempt's call: where it goes and what it adds to the conversation.
+pub(super) struct LlmAttempt<'a> {
+    pub target: &'a Target,
+    pub tools: Vec<ToolDefinition>,
+    /// Messages for this attempt only (notices, XML-NEXT).
+    pub ephemeral: Vec<ChatMessage>,
+    /// The XML transport's nonce, when the answer streams from inside its final tag.
+    pub final_tag_nonce: Option<&'a str>,
+}
+
+impl LlmAccess<'_> {
+    /// Calls the attempt's target with the conversation plus the attempt's messages, commits the
+    /// exchange to the context account and records an accounting entry (unless aborted).
+    pub async fn call(
         &self,
-        run: &mut Run,
-        target: &Target,
-        tools: Vec<ToolDefinition>,
-        ephemeral: Vec<ChatMessage>,
+        facts: &RunFacts,
+        transcript: &mut Transcript,
+        context: &mut ContextAccount,
+        attempt: LlmAttempt<'_>,
     ) -> AttemptOutcome {
-        let mut messages = run.transcript.conversation.clone();
-        messages.extend(ephemeral);
+        let target = attempt.target;
+        let mut messages = transcript.conversation.clone();
+        messages.extend(attempt.ephemeral);
         let request = LlmRequest {
             model: target.model.clone(),
             messages,
-            tools,
-            sampling: sampling(run),
-            timeout: run.request.agent.limits.llm_timeout,
+            tools: attempt.tools,
+            sampling: facts.sampling.clone(),
+            timeout: facts.request.agent.limits.llm_timeout,
         };
-        let routing = routing_for(run);
+        let routing = routing_for(facts, attempt.final_tag_nonce);
         let started = Instant::now();
         let outcome = match self.providers.get(&target.provider) {
             None => Err(LlmError::Model(format!(
@@ -53,25 +84,21 @@ impl Session {
             ))),
             Some(provider) => tokio::select! {
                 biased;
-                _ = self.control.abort.cancelled() => return AttemptOutcome::Aborted,
+                _ = self.abort.cancelled() => return AttemptOutcome::Aborted,
                 outcome = self
                     .stream_response(provider.as_ref(), request, routing)
                     .instrument(tracing::info_span!("llm", ai.llm.provider = %target.provider, ai.llm.model = %target.model)) => outcome,
             },
         };
-        let outcome = outcome.map(|(response, streamed)| {
-            run.streamed_this_attempt = streamed;
-            response
-        });
-        if let Ok(response) = &outcome {
-            commit_to_guard(run, response);
+        if let Ok((response, _)) = &outcome {
+            context.commit_response(&transcript.conversation, response);
         }
         let price = self.catalog.facts(&target.provider, &target.model).price;
-        let entry = llm_entry(run, target, started, &outcome, price.as_ref());
-        self.record_accounting(run, entry).await;
+        let entry = llm_entry(facts, target, started, &outcome, price.as_ref());
+        transcript.record(self.events, entry).await;
         match outcome {
-            Ok(response) if is_empty(&response) => AttemptOutcome::Empty,
-            Ok(response) => AttemptOutcome::Answer(response),
+            Ok((response, _)) if is_empty(&response) => AttemptOutcome::Empty,
+            Ok((response, streamed)) => AttemptOutcome::Answer(response, streamed),
             Err(error) => AttemptOutcome::Failed(error),
         }
     }
@@ -138,27 +165,13 @@ enum TextRouting {
     Hold,
 }
 
-fn routing_for(run: &Run) -> TextRouting {
-    if run.streams_text() {
+fn routing_for(facts: &RunFacts, final_tag_nonce: Option<&str>) -> TextRouting {
+    if facts.streams_text() {
         return TextRouting::Emit;
     }
-    match &run.xml {
-        Some(xml) if run.format != "json" => TextRouting::FinalTag(FinalTagStream::new(&xml.nonce)),
+    match final_tag_nonce {
+        Some(nonce) if facts.format != "json" => TextRouting::FinalTag(FinalTagStream::new(nonce)),
         _ => TextRouting::Hold,
-    }
-}
-
-fn sampling(run: &Run) -> SamplingParams {
-    let agent = &run.request.agent.sampling;
-    let overrides = &run.request.overrides;
-    SamplingParams {
-        temperature: overrides.temperature.or(agent.temperature),
-        top_p: overrides.top_p.or(agent.top_p),
-        top_k: agent.top_k,
-        repeat_penalty: agent.repeat_penalty,
-        max_output_tokens: overrides.max_output_tokens.or(agent.max_output_tokens),
-        reasoning: agent.reasoning,
-        reasoning_tokens: agent.reasoning_tokens,
     }
 }
 
@@ -168,37 +181,14 @@ fn is_empty(response: &LlmResponse) -> bool {
         && response.tool_calls.is_empty()
 }
 
-/// The provider's token count of the exchange replaces the guard's estimates; when it reported
-/// nothing, the conversation is estimated instead.
-fn commit_to_guard(run: &mut Run, response: &LlmResponse) {
-    let reported = response
-        .usage
-        .filter(|u| u.input_tokens > 0)
-        .map(|u| u.input_tokens + u.output_tokens);
-    let estimated = if reported.is_some() {
-        0
-    } else {
-        let reply = ChatMessage {
-            role: crate::llm::Role::Assistant,
-            content: Some(response.text.clone()),
-            tool_calls: response.tool_calls.clone(),
-            tool_call_id: None,
-            reasoning: None,
-            reasoning_signature: None,
-        };
-        run.tokenizer.messages(&run.transcript.conversation) + run.tokenizer.message(&reply)
-    };
-    run.guard.commit_response(reported, estimated);
-}
-
 fn llm_entry(
-    run: &Run,
+    facts: &RunFacts,
     target: &Target,
     started: Instant,
-    outcome: &Result<LlmResponse, LlmError>,
+    outcome: &Result<(LlmResponse, bool), LlmError>,
     price: Option<&ModelPrice>,
 ) -> AccountingEntry {
-    let response = outcome.as_ref().ok();
+    let response = outcome.as_ref().ok().map(|(response, _)| response);
     let usage = response.and_then(|r| r.usage).unwrap_or_default();
     let metadata = response.map(|r| r.metadata.clone()).unwrap_or_default();
     // A cost the provider reported (OpenRouter) beats one computed from the price table.
@@ -230,6 +220,6 @@ fn llm_entry(
             .and_then(|r| r.stop_reason.as_ref())
             .map(|s| s.as_str().to_string()),
         error: outcome.as_ref().err().map(ToString::to_string),
-        lineage: run.lineage(),
+        lineage: facts.lineage.clone(),
     })
 }

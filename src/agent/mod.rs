@@ -14,6 +14,7 @@ pub mod internal_tools;
 mod llm_call;
 pub mod observer;
 pub mod result;
+mod run;
 mod session;
 pub mod sub_agents;
 pub mod tool_args;
@@ -29,15 +30,8 @@ pub use result::{AgentResult, ExitReason, FinalReport, ReportStatus, RunStatus};
 pub use session::{EMPTY_RESPONSE_NOTICE, RunControl, Session};
 
 use crate::config::AgentSpec;
+pub use crate::llm::SamplingParams;
 use crate::llm::{ChatMessage, Provider};
-
-/// Per-request overrides of the agent's sampling settings (OpenAI `temperature`, …).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SamplingOverrides {
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
-    pub max_output_tokens: Option<u32>,
-}
 
 /// Everything needed to run one session.
 #[derive(Debug, Clone)]
@@ -48,7 +42,8 @@ pub struct SessionRequest {
     pub prompt: String,
     /// Earlier messages of the conversation (no system prompt: the agent supplies it).
     pub history: Vec<ChatMessage>,
-    pub overrides: SamplingOverrides,
+    /// Per-request sampling (OpenAI `temperature`, …), put over the agent's field by field.
+    pub overrides: SamplingParams,
     pub conversation_id: Option<String>,
     /// Output format for this run (`markdown`, `text`, `json`, …); the agent's when `None`.
     pub format: Option<String>,

@@ -1,6 +1,13 @@
 //! The turn loop (contract §1–§3, §5): turns never exceed `maxTurns`; each turn makes up to
 //! `maxRetries` attempts cycling through the agent's targets; rate limits wait, fatal errors end
 //! the run; the final turn offers only the final report. Always returns an [`AgentResult`].
+//!
+//! Reads top to bottom: [`Session::run`] sets up the [`Run`] and assembles the result, `drive`
+//! loops over turns, `prepare_turn` offers the tools (`guard_phase`), and `turn` makes the
+//! attempts: the attempt's messages (`xml_phase` or the native notices), the model call
+//! (`llm_call`), then what the response means (`tool_phase` natively, `xml_phase` in the XML
+//! transports). The phases get only the services and pieces of [`Run`] they use; the session
+//! keeps the decisions between them (retries, backoff, forced final turns).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -10,25 +17,21 @@ use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, error, warn};
 
-use super::context_guard::ContextGuard;
 use super::ending::{Ending, Transcript, assemble};
 use super::events::{AgentEvent, EventSink, RunStarted, TextDelta, TurnStarted};
-use super::final_report::{
-    FINAL_REPORT_TOOL, FinalReportSpec, final_report_description, final_report_parameters,
-};
+use super::final_report::{self, FinalReportSpec};
+use super::guard_phase::{self, ContextAccount, PreparedTurn};
 use super::internal_tools::{batch_definition, task_status_definition};
-use super::llm_call::AttemptOutcome;
+use super::llm_call::{AttemptOutcome, LlmAccess, LlmAttempt};
 use super::observer::SessionObserver;
-use super::result::{AccountingEntry, AgentResult, ExitReason, ReportStatus};
+use super::result::{AgentResult, ExitReason, ReportStatus};
+use super::run::{ForcedFinal, ReportExpectation, Run, RunFacts, TurnPlan};
 use super::sub_agents::{SubAgents, definition as sub_agent_tool};
-use super::tool_phase::Handled;
-use super::xml::{XmlMode, XmlState};
-use super::xml_phase::{Step, provider_tools};
+use super::tool_phase::{Handled, ToolRunner};
+use super::xml_phase::{Step, XmlTransport, handle_xml_response};
 use super::{ProviderSet, SessionRequest};
-use crate::config::Target;
-use crate::config::agent_file::{Finalization, Transport};
+use crate::config::agent_file::Finalization;
 use crate::config::models::ModelCatalog;
-use crate::llm::tokens::Tokenizer;
 use crate::llm::{ChatMessage, LlmError, ToolDefinition};
 use crate::tools::ToolRegistry;
 
@@ -61,114 +64,23 @@ impl RunControl {
     }
 }
 
-/// Why a turn before the last was made the final one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ForcedFinal {
-    UserStop,
-    RetryExhaustion,
-    /// The context guard tripped.
-    Context,
-    /// `agent__task_status` said the task is complete.
-    TaskCompleted,
-}
-
-impl ForcedFinal {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::UserStop => "user_stop",
-            Self::RetryExhaustion => "retry_exhaustion",
-            Self::Context => "context",
-            Self::TaskCompleted => "task_status_completed",
-        }
-    }
-}
-
-/// One run of one agent. Cheap to build; all state lives in [`Run`].
+/// One run of one agent. Cheap to build; all state of a run lives in [`Run`], so the session
+/// itself only holds the services its phases are lent.
 pub struct Session {
-    pub(super) providers: ProviderSet,
-    pub(super) tools: ToolRegistry,
-    pub(super) events: EventSink,
-    pub(super) control: RunControl,
+    providers: ProviderSet,
+    tools: ToolRegistry,
+    events: EventSink,
+    control: RunControl,
     /// Context windows, tokenizers and prices of the targets.
-    pub(super) catalog: Arc<ModelCatalog>,
-    pub(super) observer: Option<Arc<dyn SessionObserver>>,
+    catalog: Arc<ModelCatalog>,
+    observer: Option<Arc<dyn SessionObserver>>,
     /// `(server, instructions)` of the MCP servers the agent uses, appended to its prompt.
-    pub(super) tool_instructions: Vec<(String, String)>,
+    tool_instructions: Vec<(String, String)>,
     /// The agents this session may call, and the runner for their sessions.
-    pub(super) sub_agents: Option<SubAgents>,
+    sub_agents: Option<SubAgents>,
 }
 
-/// The state of a run in progress.
-pub(super) struct Run {
-    pub request: SessionRequest,
-    pub transcript: Transcript,
-    /// Shrinks when a failing final report collapses the remaining turns.
-    pub max_turns: u32,
-    pub forced_final: Option<ForcedFinal>,
-    /// The final-report tool and its validator (`finalization: report` only).
-    pub report: Option<(FinalReportSpec, ToolDefinition)>,
-    pub format: String,
-    /// The XML transport's state (`xml-final` or `xml` with a final report); `None` is native.
-    pub xml: Option<XmlState>,
-    /// What the model must be told about its previous response (XML transports).
-    pub xml_feedback: Vec<String>,
-    /// The answer reached the client while it streamed; it is not published again.
-    pub answer_streamed: bool,
-    /// The current attempt streamed final-tag text to the client.
-    pub streamed_this_attempt: bool,
-    pub guard: ContextGuard,
-    /// Counts tokens for the first target (the guard's estimates).
-    pub tokenizer: Tokenizer,
-}
-
-impl Run {
-    pub fn streams_text(&self) -> bool {
-        self.request.agent.finalization == Finalization::Text
-    }
-
-    fn target_for(&self, attempt: u32) -> Target {
-        let targets = &self.request.agent.targets;
-        let index = (attempt as usize - 1) % targets.len().max(1);
-        targets.get(index).cloned().unwrap_or(Target {
-            provider: String::new(),
-            model: String::new(),
-        })
-    }
-
-    /// Agent names from the root session down to this one.
-    pub fn call_path(&self) -> String {
-        match &self.request.parent {
-            Some(parent) => format!("{}:{}", parent.call_path, self.request.agent.name),
-            None => self.request.agent.name.clone(),
-        }
-    }
-
-    /// The tracing fields every accounting entry of this run carries.
-    pub fn lineage(&self) -> super::result::Lineage {
-        super::result::Lineage {
-            agent_id: Some(self.request.agent.name.clone()),
-            txn_id: Some(self.request.run_id.clone()),
-            call_path: Some(self.call_path()),
-            parent_txn_id: self.request.parent.as_ref().map(|p| p.txn_id.clone()),
-            origin_txn_id: Some(
-                self.request
-                    .parent
-                    .as_ref()
-                    .map_or_else(|| self.request.run_id.clone(), |p| p.origin_txn_id.clone()),
-            ),
-        }
-    }
-
-    /// The exit reason of an answer: a requested stop wins over the natural reason.
-    pub fn answer_reason(&self, natural: ExitReason) -> ExitReason {
-        if self.forced_final == Some(ForcedFinal::UserStop) {
-            ExitReason::UserStop
-        } else {
-            natural
-        }
-    }
-}
-
+/// How a turn ended, for the loop.
 enum TurnEnd {
     Next,
     End(Ending),
@@ -179,14 +91,6 @@ enum TurnEnd {
 }
 
 impl Session {
-    /// Keeps an accounting entry in the run's transcript and emits it.
-    pub(super) async fn record_accounting(&self, run: &mut Run, entry: AccountingEntry) {
-        run.transcript.accounting.push(entry.clone());
-        self.events
-            .emit(AgentEvent::Accounting(Box::new(entry)))
-            .await;
-    }
-
     pub fn new(
         providers: ProviderSet,
         tools: ToolRegistry,
@@ -240,20 +144,25 @@ impl Session {
                 created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             })))
             .await;
-        let mut run = new_run(request, &self.catalog, &self.tool_instructions);
+        let mut run = Run::new(
+            request,
+            &self.catalog,
+            &self.tool_instructions,
+            self.observer.clone(),
+        );
         let ending = match AssertUnwindSafe(self.drive(&mut run)).catch_unwind().await {
             Ok(ending) => ending,
             Err(_) => {
-                error!(run_id = %run.request.run_id, "the session panicked");
+                error!(run_id = %run.facts.request.run_id, "the session panicked");
                 Ending::failure(
                     ExitReason::InternalError,
                     "internal error: the session crashed",
                 )
             }
         };
-        self.publish_answer(&run, &ending).await;
+        self.publish_answer(&run.facts, &ending).await;
         let result = assemble(
-            &run.request,
+            &run.facts.request,
             started,
             std::mem::replace(&mut run.transcript, empty_transcript()),
             ending,
@@ -269,9 +178,238 @@ impl Session {
         result
     }
 
+    /// The turn loop: checks the input and the report's schema, then runs turns until one ends
+    /// the run or none are left (a synthetic failure report then says why).
+    async fn drive(&self, run: &mut Run) -> Ending {
+        if run.facts.request.prompt.trim().is_empty() {
+            return Ending::failure(ExitReason::EmptyInput, "the prompt is empty");
+        }
+        if run.facts.request.agent.finalization == Finalization::Report {
+            match FinalReportSpec::new(&run.facts.format, run.facts.schema()) {
+                Ok(spec) => {
+                    let definition =
+                        final_report::definition(&run.facts.format, run.facts.schema());
+                    run.facts.report = Some(ReportExpectation { spec, definition });
+                }
+                Err(error) => {
+                    return Ending::failure(
+                        ExitReason::ConfigError,
+                        format!("the output schema is invalid: {error}"),
+                    );
+                }
+            }
+        }
+        let mut turn = 0;
+        while turn < run.plan.max_turns {
+            turn += 1;
+            run.transcript.turns = turn;
+            if self.control.abort.is_cancelled() {
+                return cancelled();
+            }
+            if self.control.stop.is_cancelled() {
+                run.plan.force_final(ForcedFinal::UserStop);
+            }
+            if run.context.guard.tool_budget_exceeded() {
+                run.plan.force_final(ForcedFinal::Context);
+            }
+            if run.plan.forced_final.is_some() {
+                run.plan.max_turns = turn;
+            }
+            let prepared = self
+                .prepare_turn(run, turn, turn == run.plan.max_turns)
+                .await;
+            let is_final = prepared.is_final;
+            let span = tracing::info_span!("turn", ai.turn = turn, ai.turn.is_final = is_final);
+            match self
+                .turn(run, turn, is_final, prepared.tools)
+                .instrument(span)
+                .await
+            {
+                TurnEnd::Next => {}
+                TurnEnd::End(ending) => return ending,
+                TurnEnd::ProviderFailure(error) => return exhausted(&error),
+                TurnEnd::NoUsableResponse if !is_final => {
+                    run.plan.forced_final = Some(ForcedFinal::RetryExhaustion)
+                }
+                TurnEnd::NoUsableResponse => {
+                    return Ending::synthetic_failure(
+                        ExitReason::NoLlmResponse,
+                        &run.facts.format,
+                        "no_llm_response",
+                        "the model returned no usable response on its final turn",
+                    );
+                }
+            }
+        }
+        let (reason, metadata_reason, message) = match run.plan.forced_final {
+            Some(ForcedFinal::UserStop) => (
+                ExitReason::UserStop,
+                "max_turns_exhausted",
+                "the run was stopped before the agent produced an answer",
+            ),
+            Some(ForcedFinal::Context) => (
+                ExitReason::ContextLimit,
+                "context_window_exhausted",
+                "the context window filled up before the agent produced an answer",
+            ),
+            _ => (
+                ExitReason::MaxTurns,
+                "max_turns_exhausted",
+                "the agent used all its turns without producing a final answer",
+            ),
+        };
+        Ending::synthetic_failure(reason, &run.facts.format, metadata_reason, message)
+    }
+
+    /// The tools of the turn about to start, after the context guard's `turn_preflight` (which
+    /// may make it the final turn).
+    async fn prepare_turn(&self, run: &mut Run, turn: u32, is_final: bool) -> PreparedTurn {
+        let offer = PreparedTurn {
+            tools: self.offered_tools(&run.facts, is_final).await,
+            is_final,
+        };
+        let Run {
+            facts,
+            plan,
+            context,
+            xml,
+            ..
+        } = run;
+        guard_phase::prepare_turn(
+            context,
+            plan,
+            turn,
+            offer,
+            final_turn_tools(facts),
+            |context, plan, tools, is_final| {
+                let step = Step {
+                    turn,
+                    attempt: 1,
+                    is_final,
+                };
+                attempt_messages(facts, plan, context, xml.as_ref(), step, tools, None)
+            },
+        )
+    }
+
+    /// One turn: up to `maxRetries` attempts, cycling through the targets, until a response is
+    /// handled (the tool phase or the XML phase decides what it means).
+    async fn turn(
+        &self,
+        run: &mut Run,
+        turn: u32,
+        is_final: bool,
+        tools: Vec<ToolDefinition>,
+    ) -> TurnEnd {
+        let max_retries = run.facts.request.agent.limits.max_retries;
+        let mut retry_notice: Option<&'static str> = None;
+        let mut rate_limited: Vec<Option<Duration>> = Vec::new();
+        let mut provider_error: Option<LlmError> = None;
+        for attempt in 1..=max_retries {
+            let target = run.facts.target_for(attempt);
+            self.events
+                .emit(AgentEvent::TurnStarted(TurnStarted {
+                    turn,
+                    attempt,
+                    is_retry: attempt > 1,
+                    is_final_turn: is_final,
+                    forced_final_reason: run.plan.forced_final.map(|f| f.as_str().to_string()),
+                }))
+                .await;
+            let step = Step {
+                turn,
+                attempt,
+                is_final,
+            };
+            let ephemeral = attempt_messages(
+                &run.facts,
+                &run.plan,
+                &run.context,
+                run.xml.as_ref(),
+                step,
+                &tools,
+                retry_notice.take(),
+            );
+            let provider_tools = match &mut run.xml {
+                None => tools.clone(),
+                Some(xml) => {
+                    // The feedback is in this attempt's XML-NEXT; what the response earns comes next.
+                    xml.feedback.clear();
+                    xml.provider_tools(&tools)
+                }
+            };
+            let nonce = run.xml.as_ref().map(|xml| xml.state.nonce.clone());
+            let attempt_call = LlmAttempt {
+                target: &target,
+                tools: provider_tools,
+                ephemeral,
+                final_tag_nonce: nonce.as_deref(),
+            };
+            let outcome = self
+                .llm_access()
+                .call(
+                    &run.facts,
+                    &mut run.transcript,
+                    &mut run.context,
+                    attempt_call,
+                )
+                .await;
+            match outcome {
+                AttemptOutcome::Aborted => return TurnEnd::End(cancelled()),
+                AttemptOutcome::Failed(error) if error.is_fatal() => {
+                    return TurnEnd::End(fatal(&error));
+                }
+                AttemptOutcome::Failed(error) => {
+                    match &error {
+                        LlmError::RateLimit { retry_after, .. } => rate_limited.push(*retry_after),
+                        _ => rate_limited.clear(),
+                    }
+                    provider_error = Some(error);
+                    let targets = run.facts.request.agent.targets.len().max(1);
+                    if rate_limited.len() >= targets && attempt < max_retries {
+                        let wait = longest_wait(&rate_limited, attempt);
+                        rate_limited.clear();
+                        if self.sleep_unless_aborted(wait).await {
+                            return TurnEnd::End(cancelled());
+                        }
+                    }
+                }
+                AttemptOutcome::Empty => {
+                    warn!(run_id = %run.facts.request.run_id, turn, attempt, "empty response; retrying");
+                    retry_notice = Some(empty_notice(&run.facts));
+                    provider_error = None;
+                    rate_limited.clear();
+                }
+                AttemptOutcome::Answer(response, streamed) => {
+                    let runner = self.tool_runner();
+                    let handled = if run.xml.is_some() {
+                        handle_xml_response(&runner, run, turn, is_final, response, streamed).await
+                    } else {
+                        runner
+                            .handle_native_response(run, turn, is_final, response)
+                            .await
+                    };
+                    match handled {
+                        Handled::Next => return TurnEnd::Next,
+                        Handled::End(ending) => return TurnEnd::End(ending),
+                        Handled::Retry(notice) => {
+                            retry_notice = notice;
+                            provider_error = None;
+                            rate_limited.clear();
+                        }
+                    }
+                }
+            }
+        }
+        match provider_error {
+            Some(error) => TurnEnd::ProviderFailure(error),
+            None => TurnEnd::NoUsableResponse,
+        }
+    }
+
     /// In report mode the answer was not streamed as it was generated: send it as output now.
-    async fn publish_answer(&self, run: &Run, ending: &Ending) {
-        if run.streams_text() || run.answer_streamed {
+    async fn publish_answer(&self, facts: &RunFacts, ending: &Ending) {
+        if facts.streams_text() || ending.answer_streamed {
             return;
         }
         let Some(report) = ending
@@ -291,190 +429,40 @@ impl Session {
             .await;
     }
 
-    async fn drive(&self, run: &mut Run) -> Ending {
-        if run.request.prompt.trim().is_empty() {
-            return Ending::failure(ExitReason::EmptyInput, "the prompt is empty");
-        }
-        if run.request.agent.finalization == Finalization::Report {
-            match FinalReportSpec::new(
-                &run.format,
-                run.request
-                    .schema
-                    .as_ref()
-                    .or(run.request.agent.output_schema.as_ref()),
-            ) {
-                Ok(spec) => run.report = Some((spec, final_report_tool(run))),
-                Err(error) => {
-                    return Ending::failure(
-                        ExitReason::ConfigError,
-                        format!("the output schema is invalid: {error}"),
-                    );
-                }
-            }
-        }
-        let mut turn = 0;
-        while turn < run.max_turns {
-            turn += 1;
-            run.transcript.turns = turn;
-            if self.control.abort.is_cancelled() {
-                return cancelled();
-            }
-            if self.control.stop.is_cancelled() && run.forced_final.is_none() {
-                run.forced_final = Some(ForcedFinal::UserStop);
-            }
-            if run.guard.tool_budget_exceeded() && run.forced_final.is_none() {
-                run.forced_final = Some(ForcedFinal::Context);
-            }
-            if run.forced_final.is_some() {
-                run.max_turns = turn;
-            }
-            let mut is_final = turn == run.max_turns;
-            let tools = self.offered_tools(run, is_final).await;
-            let tools = self.prepare_turn(run, turn, &mut is_final, tools);
-            let span = tracing::info_span!("turn", ai.turn = turn, ai.turn.is_final = is_final);
-            match self
-                .run_turn(run, turn, is_final, tools)
-                .instrument(span)
-                .await
-            {
-                TurnEnd::Next => {}
-                TurnEnd::End(ending) => return ending,
-                TurnEnd::ProviderFailure(error) => return exhausted(&error),
-                TurnEnd::NoUsableResponse if !is_final => {
-                    run.forced_final = Some(ForcedFinal::RetryExhaustion)
-                }
-                TurnEnd::NoUsableResponse => {
-                    return Ending::synthetic_failure(
-                        ExitReason::NoLlmResponse,
-                        &run.format,
-                        "no_llm_response",
-                        "the model returned no usable response on its final turn",
-                    );
-                }
-            }
-        }
-        let (reason, metadata_reason, message) = match run.forced_final {
-            Some(ForcedFinal::UserStop) => (
-                ExitReason::UserStop,
-                "max_turns_exhausted",
-                "the run was stopped before the agent produced an answer",
-            ),
-            Some(ForcedFinal::Context) => (
-                ExitReason::ContextLimit,
-                "context_window_exhausted",
-                "the context window filled up before the agent produced an answer",
-            ),
-            _ => (
-                ExitReason::MaxTurns,
-                "max_turns_exhausted",
-                "the agent used all its turns without producing a final answer",
-            ),
-        };
-        Ending::synthetic_failure(reason, &run.format, metadata_reason, message)
-    }
-
-    async fn run_turn(
-        &self,
-        run: &mut Run,
-        turn: u32,
-        is_final: bool,
-        tools: Vec<ToolDefinition>,
-    ) -> TurnEnd {
-        let max_retries = run.request.agent.limits.max_retries;
-        let mut retry_notice: Option<&'static str> = None;
-        let mut rate_limited: Vec<Option<Duration>> = Vec::new();
-        let mut provider_error: Option<LlmError> = None;
-        for attempt in 1..=max_retries {
-            let target = run.target_for(attempt);
-            self.events
-                .emit(AgentEvent::TurnStarted(TurnStarted {
-                    turn,
-                    attempt,
-                    is_retry: attempt > 1,
-                    is_final_turn: is_final,
-                    forced_final_reason: run.forced_final.map(|f| f.as_str().to_string()),
-                }))
-                .await;
-            let step = Step {
-                turn,
-                attempt,
-                is_final,
-            };
-            let ephemeral = self.attempt_messages(run, step, &tools, retry_notice.take());
-            // The feedback is in this attempt's XML-NEXT; what the response earns comes next.
-            run.xml_feedback.clear();
-            match self
-                .call_llm(run, &target, provider_tools(run, &tools), ephemeral)
-                .await
-            {
-                AttemptOutcome::Aborted => return TurnEnd::End(cancelled()),
-                AttemptOutcome::Failed(error) if error.is_fatal() => {
-                    return TurnEnd::End(fatal(&error));
-                }
-                AttemptOutcome::Failed(error) => {
-                    match &error {
-                        LlmError::RateLimit { retry_after, .. } => rate_limited.push(*retry_after),
-                        _ => rate_limited.clear(),
-                    }
-                    provider_error = Some(error);
-                    let targets = run.request.agent.targets.len().max(1);
-                    if rate_limited.len() >= targets && attempt < max_retries {
-                        let wait = longest_wait(&rate_limited, attempt);
-                        rate_limited.clear();
-                        if self.sleep_unless_aborted(wait).await {
-                            return TurnEnd::End(cancelled());
-                        }
-                    }
-                }
-                AttemptOutcome::Empty => {
-                    warn!(run_id = %run.request.run_id, turn, attempt, "empty response; retrying");
-                    retry_notice = Some(empty_notice(run));
-                    provider_error = None;
-                    rate_limited.clear();
-                }
-                AttemptOutcome::Answer(response) => {
-                    match self.handle_response(run, turn, is_final, response).await {
-                        Handled::Next => return TurnEnd::Next,
-                        Handled::End(ending) => return TurnEnd::End(ending),
-                        Handled::Retry(notice) => {
-                            retry_notice = notice;
-                            provider_error = None;
-                            rate_limited.clear();
-                        }
-                    }
-                }
-            }
-        }
-        match provider_error {
-            Some(error) => TurnEnd::ProviderFailure(error),
-            None => TurnEnd::NoUsableResponse,
-        }
-    }
-
     /// The tools offered this turn: only the final report (or nothing, in text mode) at the end.
-    async fn offered_tools(&self, run: &Run, is_final: bool) -> Vec<ToolDefinition> {
+    async fn offered_tools(&self, facts: &RunFacts, is_final: bool) -> Vec<ToolDefinition> {
         if is_final {
-            return self.final_turn_tools(run);
+            return final_turn_tools(facts);
         }
         let mut tools = self.tools.definitions().await;
         if let Some(sub_agents) = &self.sub_agents {
             tools.extend(sub_agents.agents.iter().map(|agent| sub_agent_tool(agent)));
         }
-        if run.report.is_some() && !tools.is_empty() {
+        if facts.report.is_some() && !tools.is_empty() {
             let batch = batch_definition(&tools);
             tools.push(task_status_definition());
             tools.push(batch);
         }
-        tools.extend(self.final_turn_tools(run));
+        tools.extend(final_turn_tools(facts));
         tools
     }
 
-    /// The final report's definition alone (nothing in text mode).
-    pub(super) fn final_turn_tools(&self, run: &Run) -> Vec<ToolDefinition> {
-        run.report
-            .iter()
-            .map(|(_, definition)| definition.clone())
-            .collect()
+    fn llm_access(&self) -> LlmAccess<'_> {
+        LlmAccess {
+            providers: &self.providers,
+            events: &self.events,
+            abort: &self.control.abort,
+            catalog: &self.catalog,
+        }
+    }
+
+    fn tool_runner(&self) -> ToolRunner<'_> {
+        ToolRunner {
+            registry: &self.tools,
+            events: &self.events,
+            control: &self.control,
+            sub_agents: self.sub_agents.as_ref(),
+        }
     }
 
     /// Sleeps unless aborted first; returns true when aborted.
@@ -486,51 +474,29 @@ impl Session {
     }
 }
 
-fn new_run(
-    request: SessionRequest,
-    catalog: &ModelCatalog,
-    instructions: &[(String, String)],
-) -> Run {
-    let mut conversation = vec![ChatMessage::system(system_prompt(&request, instructions))];
-    conversation.extend(request.history.iter().cloned());
-    conversation.push(ChatMessage::user(request.prompt.clone()));
-    let tokenizer = request
-        .agent
-        .targets
-        .first()
-        .map_or(Tokenizer::Approximate, |target| {
-            Tokenizer::resolve(
-                catalog
-                    .facts(&target.provider, &target.model)
-                    .tokenizer
-                    .as_deref(),
-                &target.model,
-            )
-        });
-    let guard = ContextGuard::new(tokenizer.messages(&conversation));
-    let request_transport = request.transport.unwrap_or(request.agent.transport);
-    let finalization = request.agent.finalization;
-    let format = request
-        .format
-        .clone()
-        .unwrap_or_else(|| request.agent.output_format.clone());
-    Run {
-        max_turns: request.agent.limits.max_turns.max(1),
-        request,
-        transcript: Transcript {
-            conversation,
-            accounting: Vec::new(),
-            turns: 0,
-        },
-        forced_final: None,
-        report: None,
-        format,
-        xml: xml_state(&request_transport, finalization),
-        xml_feedback: Vec::new(),
-        answer_streamed: false,
-        streamed_this_attempt: false,
-        guard,
-        tokenizer,
+/// The final report's definition alone (nothing in text mode).
+fn final_turn_tools(facts: &RunFacts) -> Vec<ToolDefinition> {
+    facts
+        .report
+        .iter()
+        .map(|report| report.definition.clone())
+        .collect()
+}
+
+/// The messages added to one attempt only: XML-NEXT in the XML transports, else the retry and
+/// final-turn notices.
+fn attempt_messages(
+    facts: &RunFacts,
+    plan: &TurnPlan,
+    context: &ContextAccount,
+    xml: Option<&XmlTransport>,
+    step: Step,
+    tools: &[ToolDefinition],
+    retry_notice: Option<&'static str>,
+) -> Vec<ChatMessage> {
+    match xml {
+        Some(xml) => vec![xml.next_message(facts, plan, context, step, tools, retry_notice)],
+        None => native_notices(facts, retry_notice, step.is_final),
     }
 }
 
@@ -542,36 +508,24 @@ fn empty_transcript() -> Transcript {
     }
 }
 
-fn final_report_tool(run: &Run) -> ToolDefinition {
-    let schema = run
-        .request
-        .schema
-        .as_ref()
-        .or(run.request.agent.output_schema.as_ref());
-    ToolDefinition {
-        name: FINAL_REPORT_TOOL.to_string(),
-        description: final_report_description(&run.format),
-        parameters: final_report_parameters(&run.format, schema),
-    }
-}
-
-fn empty_notice(run: &Run) -> &'static str {
-    if run.streams_text() {
+fn empty_notice(facts: &RunFacts) -> &'static str {
+    if facts.streams_text() {
         EMPTY_TEXT_RESPONSE_NOTICE
     } else {
         EMPTY_RESPONSE_NOTICE
     }
 }
 
-/// Messages added to one attempt only, never to the conversation.
-pub(super) fn ephemeral_messages(
-    run: &Run,
+/// The native transport's messages for one attempt, never stored: the retry notice, and the
+/// final-turn notice on the last turn.
+fn native_notices(
+    facts: &RunFacts,
     retry_notice: Option<&'static str>,
     is_final: bool,
 ) -> Vec<ChatMessage> {
     let mut messages: Vec<ChatMessage> = retry_notice.into_iter().map(ChatMessage::user).collect();
     if is_final {
-        let notice = if run.streams_text() {
+        let notice = if facts.streams_text() {
             FINAL_TURN_TEXT_NOTICE
         } else {
             FINAL_TURN_REPORT_NOTICE
@@ -612,33 +566,6 @@ pub(super) fn longest_wait(suggestions: &[Option<Duration>], attempt: u32) -> Du
         .max()
         .unwrap_or(fallback)
         .clamp(Duration::from_secs(1), MAX_BACKOFF)
-}
-
-/// The agent's prompt, plus the isolation rule of `userScoped` agents (seeds/001).
-fn system_prompt(request: &SessionRequest, instructions: &[(String, String)]) -> String {
-    let mut prompt = request.agent.system_prompt.clone();
-    if let (Some(user), true) = (&request.user_id, request.agent.user_scoped) {
-        prompt.push_str(&format!(
-            "\n\nYou act for user `{user}` only. Every tool call runs with `user_id` = `{user}`, set by the system; \
-             you cannot read or change another user's data."
-        ));
-    }
-    for (server, text) in instructions
-        .iter()
-        .filter(|(_, text)| !text.trim().is_empty())
-    {
-        prompt.push_str(&format!("\n\n#### MCP Server: {server}\n\n{}", text.trim()));
-    }
-    prompt
-}
-
-/// The XML transport applies to sessions that end with a final report.
-fn xml_state(transport: &Transport, finalization: Finalization) -> Option<XmlState> {
-    match (transport, finalization) {
-        (_, Finalization::Text) | (Transport::Native, _) => None,
-        (Transport::XmlFinal, Finalization::Report) => Some(XmlState::new(XmlMode::FinalOnly)),
-        (Transport::Xml, Finalization::Report) => Some(XmlState::new(XmlMode::Full)),
-    }
 }
 
 #[cfg(test)]

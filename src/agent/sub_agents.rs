@@ -9,11 +9,13 @@ use std::time::Instant;
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
+use super::ending::Transcript;
+use super::events::EventSink;
 use super::events::{AgentEvent, Progress};
-use super::result::{AccountingEntry, ToolAccounting};
-use super::session::{Run, RunControl, Session};
-use super::tool_phase::failed;
-use super::{AgentResult, SamplingOverrides, SessionRequest};
+use super::run::RunFacts;
+use super::session::RunControl;
+use super::tool_phase::{ToolRunner, agent_tool_entry, failed};
+use super::{AgentResult, SamplingParams, SessionRequest};
 use crate::config::AgentSpec;
 use crate::llm::{ToolCall, ToolDefinition};
 
@@ -65,150 +67,160 @@ pub fn definition(agent: &AgentSpec) -> ToolDefinition {
     }
 }
 
-impl Session {
+impl SubAgents {
     /// The sub-agent a tool name refers to, if any.
-    pub(super) fn sub_agent(&self, name: &str) -> Option<Arc<AgentSpec>> {
-        self.sub_agents
-            .as_ref()?
-            .agents
-            .iter()
-            .find(|a| tool_name(a) == name)
-            .cloned()
+    pub(super) fn find(&self, name: &str) -> Option<Arc<AgentSpec>> {
+        self.agents.iter().find(|a| tool_name(a) == name).cloned()
     }
+}
 
-    /// Runs one sub-agent call; returns the reply for the model.
-    pub(super) async fn call_sub_agent(
-        &self,
-        run: &mut Run,
-        call: &ToolCall,
-        child: Arc<AgentSpec>,
-        arguments: Map<String, Value>,
-    ) -> String {
-        let started = Instant::now();
-        let depth = run.request.parent.as_ref().map_or(0, |p| p.depth) + 1;
-        let prompt = arguments
-            .get("prompt")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let outcome = match (
-            &self.sub_agents,
-            depth > MAX_SUB_AGENT_DEPTH,
-            prompt.trim().is_empty(),
-        ) {
-            (_, true, _) => Err(format!(
-                "sub-agents may nest at most {MAX_SUB_AGENT_DEPTH} deep"
-            )),
-            (_, _, true) => Err("`prompt` must be a non-empty string".to_string()),
-            (None, _, _) => Err(format!("unknown tool {:?}", call.name)),
-            (Some(sub_agents), false, false) => Ok(self
-                .run_child(run, sub_agents, child.clone(), prompt, depth)
-                .await),
-        };
-        let (reply, error) = match outcome {
-            Ok(result) if result.success => (result.answer_text(), None),
-            Ok(result) => {
-                let reason = format!(
-                    "sub-agent {} failed: {}",
-                    child.name,
-                    result
-                        .error
-                        .as_deref()
-                        .unwrap_or(result.exit_reason.as_str())
-                );
-                (failed(&reason), Some(reason))
-            }
-            Err(reason) => (failed(&reason), Some(reason)),
-        };
-        let entry = ToolAccounting::finished(
-            "agent",
-            call.name.clone(),
-            started.elapsed().as_millis() as u64,
-            call.arguments.chars().count(),
-            reply.chars().count(),
-            error,
-            run.lineage(),
-        );
-        self.record_accounting(run, AccountingEntry::Tool(entry))
-            .await;
-        reply
-    }
-
-    async fn run_child(
-        &self,
-        run: &mut Run,
-        sub_agents: &SubAgents,
-        child: Arc<AgentSpec>,
-        prompt: String,
-        depth: u32,
-    ) -> AgentResult {
-        let call_path = format!("{}:{}", run.call_path(), child.name);
-        let origin = run
-            .request
-            .parent
-            .as_ref()
-            .map_or_else(|| run.request.run_id.clone(), |p| p.origin_txn_id.clone());
-        let request = SessionRequest {
-            run_id: uuid::Uuid::now_v7().to_string(),
-            agent: child.clone(),
-            prompt,
-            history: Vec::new(),
-            overrides: SamplingOverrides::default(),
-            conversation_id: None,
-            format: None,
-            schema: None,
-            user_id: run.request.user_id.clone(),
-            transport: None,
-            parent: Some(ParentRun {
-                call_path: run.call_path(),
-                txn_id: run.request.run_id.clone(),
-                origin_txn_id: origin,
-                depth,
-            }),
-        };
-        self.emit_agent_progress(&child.name, &call_path, "agent_started", None)
-            .await;
-        let control = RunControl {
-            stop: self.control.stop.child_token(),
-            abort: self.control.abort.child_token(),
-        };
-        let result = sub_agents.runner.run_child(request, control).await;
-        let status = if result.success {
-            "completed"
-        } else {
-            result.exit_reason.as_str()
-        };
-        self.emit_agent_progress(
-            &child.name,
-            &call_path,
-            "agent_finished",
-            Some(status.to_string()),
-        )
-        .await;
-        // The child's own work counts toward the parent's totals.
-        run.transcript
-            .accounting
-            .extend(result.accounting.iter().cloned());
-        result
-    }
-
-    async fn emit_agent_progress(
-        &self,
-        agent: &str,
-        call_path: &str,
-        kind: &str,
-        message: Option<String>,
+/// Runs one sub-agent call; returns the reply for the model.
+pub(super) async fn call_sub_agent(
+    runner: &ToolRunner<'_>,
+    facts: &RunFacts,
+    transcript: &mut Transcript,
+    call: &ToolCall,
+    child: Arc<AgentSpec>,
+    arguments: Map<String, Value>,
+) -> String {
+    let started = Instant::now();
+    let depth = facts.request.parent.as_ref().map_or(0, |p| p.depth) + 1;
+    let prompt = arguments
+        .get("prompt")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let outcome = match (
+        runner.sub_agents,
+        depth > MAX_SUB_AGENT_DEPTH,
+        prompt.trim().is_empty(),
     ) {
-        self.events
-            .emit(AgentEvent::Progress(Box::new(Progress {
-                kind: kind.into(),
-                agent: agent.into(),
-                call_path: call_path.into(),
-                message,
-                done: None,
-                pending: None,
-                now: None,
-            })))
-            .await;
-    }
+        (_, true, _) => Err(format!(
+            "sub-agents may nest at most {MAX_SUB_AGENT_DEPTH} deep"
+        )),
+        (_, _, true) => Err("`prompt` must be a non-empty string".to_string()),
+        (None, _, _) => Err(format!("unknown tool {:?}", call.name)),
+        (Some(sub_agents), false, false) => Ok(run_child(
+            runner,
+            sub_agents,
+            facts,
+            transcript,
+            child.clone(),
+            prompt,
+            depth,
+        )
+        .await),
+    };
+    let (reply, error) = match outcome {
+        Ok(result) if result.success => (result.answer_text(), None),
+        Ok(result) => {
+            let reason = format!(
+                "sub-agent {} failed: {}",
+                child.name,
+                result
+                    .error
+                    .as_deref()
+                    .unwrap_or(result.exit_reason.as_str())
+            );
+            (failed(&reason), Some(reason))
+        }
+        Err(reason) => (failed(&reason), Some(reason)),
+    };
+    let entry = agent_tool_entry(
+        &call.name,
+        call,
+        started,
+        &reply,
+        error,
+        facts.lineage.clone(),
+    );
+    transcript.record(runner.events, entry).await;
+    reply
+}
+
+/// Runs the child session and rolls its accounting into the parent's transcript.
+async fn run_child(
+    runner: &ToolRunner<'_>,
+    sub_agents: &SubAgents,
+    facts: &RunFacts,
+    transcript: &mut Transcript,
+    child: Arc<AgentSpec>,
+    prompt: String,
+    depth: u32,
+) -> AgentResult {
+    let call_path = format!("{}:{}", facts.call_path, child.name);
+    let origin = facts
+        .request
+        .parent
+        .as_ref()
+        .map_or_else(|| facts.request.run_id.clone(), |p| p.origin_txn_id.clone());
+    let request = SessionRequest {
+        run_id: uuid::Uuid::now_v7().to_string(),
+        agent: child.clone(),
+        prompt,
+        history: Vec::new(),
+        overrides: SamplingParams::default(),
+        conversation_id: None,
+        format: None,
+        schema: None,
+        user_id: facts.request.user_id.clone(),
+        transport: None,
+        parent: Some(ParentRun {
+            call_path: facts.call_path.clone(),
+            txn_id: facts.request.run_id.clone(),
+            origin_txn_id: origin,
+            depth,
+        }),
+    };
+    emit_agent_progress(
+        runner.events,
+        &child.name,
+        &call_path,
+        "agent_started",
+        None,
+    )
+    .await;
+    let control = RunControl {
+        stop: runner.control.stop.child_token(),
+        abort: runner.control.abort.child_token(),
+    };
+    let result = sub_agents.runner.run_child(request, control).await;
+    let status = if result.success {
+        "completed"
+    } else {
+        result.exit_reason.as_str()
+    };
+    emit_agent_progress(
+        runner.events,
+        &child.name,
+        &call_path,
+        "agent_finished",
+        Some(status.to_string()),
+    )
+    .await;
+    // The child's own work counts toward the parent's totals.
+    transcript
+        .accounting
+        .extend(result.accounting.iter().cloned());
+    result
+}
+
+async fn emit_agent_progress(
+    events: &EventSink,
+    agent: &str,
+    call_path: &str,
+    kind: &str,
+    message: Option<String>,
+) {
+    events
+        .emit(AgentEvent::Progress(Box::new(Progress {
+            kind: kind.into(),
+            agent: agent.into(),
+            call_path: call_path.into(),
+            message,
+            done: None,
+            pending: None,
+            now: None,
+        })))
+        .await;
 }

@@ -210,8 +210,8 @@ fn repair_and_parse(
     }
 }
 
-/// "an object", "an array", … for messages.
-fn json_kind(value: &Value) -> &'static str {
+/// "an object", "an array", … for messages (here and in the final report's).
+pub(super) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

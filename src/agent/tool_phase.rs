@@ -1,6 +1,9 @@
-//! What happens after the model answers: text becomes the answer (or is retried), tool calls are
-//! checked (final report, final-turn restriction, `maxToolCallsPerTurn`, argument repair) and the
-//! valid ones run concurrently under `toolTimeout`, each in its own task so a panic is contained.
+//! What happens after the model answers natively: text becomes the answer (or is retried), tool
+//! calls are checked (final report, final-turn restriction, `maxToolCallsPerTurn`, argument
+//! repair) and the valid ones run concurrently under `toolTimeout`, each in its own task so a
+//! panic is contained. The XML phase runs its tag calls through the same [`ToolRunner`].
+//!
+//! Uses only the services in [`ToolRunner`] and the run's state; it never calls the model.
 
 use std::time::{Duration, Instant};
 
@@ -9,16 +12,19 @@ use tracing::{Instrument, error, warn};
 
 use super::context_guard::BUDGET_EXCEEDED_STUB;
 use super::ending::Ending;
-use super::events::{AgentEvent, ToolFinished, ToolStarted};
+use super::events::{AgentEvent, EventSink, ToolFinished, ToolStarted};
 use super::final_report::FINAL_REPORT_TOOL;
 use super::guard_phase::Refusal;
+use super::internal_phase::{record_task_status, run_batch};
 use super::internal_tools::{BATCH_TOOL, TASK_STATUS_TOOL};
 use super::result::{AccountingEntry, EntryStatus, ExitReason, Lineage, ToolAccounting};
-use super::session::{EMPTY_RESPONSE_NOTICE, Run, Session};
+use super::run::{Run, RunFacts};
+use super::session::{EMPTY_RESPONSE_NOTICE, RunControl};
+use super::sub_agents::{SubAgents, call_sub_agent};
 use super::tool_args::{ParsedArguments, parse_tool_arguments};
 use crate::config::agent_file::Finalization;
 use crate::llm::{ChatMessage, LlmResponse, Role, ToolCall};
-use crate::tools::ToolOutcome;
+use crate::tools::{ToolOutcome, ToolRegistry};
 
 /// What the turn loop does next.
 pub(super) enum Handled {
@@ -48,19 +54,24 @@ pub(super) struct Executed {
     pub entry: AccountingEntry,
 }
 
-impl Session {
-    pub(super) async fn handle_response(
+/// What the tool phase uses from the session: the tools, the sub-agents, where events go and the
+/// run's stop signals.
+pub(super) struct ToolRunner<'a> {
+    pub registry: &'a ToolRegistry,
+    pub events: &'a EventSink,
+    pub control: &'a RunControl,
+    pub sub_agents: Option<&'a SubAgents>,
+}
+
+impl ToolRunner<'_> {
+    /// Handles a response in the native transport.
+    pub(super) async fn handle_native_response(
         &self,
         run: &mut Run,
         turn: u32,
         is_final: bool,
         response: LlmResponse,
     ) -> Handled {
-        if run.xml.is_some() {
-            return self
-                .handle_xml_response(run, turn, is_final, response)
-                .await;
-        }
         let has_text = !response.text.trim().is_empty();
         if response.tool_calls.is_empty() {
             if !has_text {
@@ -70,14 +81,14 @@ impl Session {
                     .push(assistant_message(&response));
                 return Handled::Next;
             }
-            return match run.request.agent.finalization {
+            return match run.facts.request.agent.finalization {
                 Finalization::Text => {
                     run.transcript
                         .conversation
                         .push(assistant_message(&response));
                     Handled::End(Ending::answer(
-                        run.answer_reason(ExitReason::FinalAnswer),
-                        &run.format,
+                        run.plan.answer_reason(ExitReason::FinalAnswer),
+                        &run.facts.format,
                         Some(response.text),
                         None,
                         None,
@@ -88,8 +99,8 @@ impl Session {
                         .conversation
                         .push(assistant_message(&response));
                     Handled::End(Ending::answer(
-                        run.answer_reason(ExitReason::TextFallback),
-                        &run.format,
+                        run.plan.answer_reason(ExitReason::TextFallback),
+                        &run.facts.format,
                         Some(response.text),
                         None,
                         None,
@@ -141,26 +152,26 @@ impl Session {
         calls: &[ToolCall],
         source: Option<&'static str>,
     ) -> Result<Vec<String>, Handled> {
-        let limit = run.request.agent.limits.max_tool_calls_per_turn as usize;
+        let limit = run.facts.request.agent.limits.max_tool_calls_per_turn as usize;
         let mut replies: Vec<Option<String>> = vec![None; calls.len()];
         let mut runnable: Vec<(usize, &ToolCall, Map<String, Value>)> = Vec::new();
         let mut requested = 0usize;
         let mut batches: Vec<(usize, &ToolCall)> = Vec::new();
         let mut children = Vec::new();
         for (index, call) in calls.iter().enumerate() {
-            if call.name == FINAL_REPORT_TOOL && run.report.is_some() {
+            if call.name == FINAL_REPORT_TOOL && run.facts.report.is_some() {
                 let outcome = match run.xml.as_ref() {
                     None => self.accept_final_report(run, call).await,
                     Some(xml) => Err(format!(
                         "the final report is not a tool in this session; write it inside the <ai-agent-{}-FINAL> tag",
-                        xml.nonce
+                        xml.state.nonce
                     )),
                 };
                 match outcome {
                     Ok(ending) => return Err(Handled::End(ending)),
                     Err(reason) => {
                         // A failing final report collapses the remaining turns: the next is the last.
-                        run.max_turns = run.max_turns.min(turn + 1);
+                        run.plan.max_turns = run.plan.max_turns.min(turn + 1);
                         replies[index] = Some(failed(&reason));
                     }
                 }
@@ -173,11 +184,20 @@ impl Session {
                 )));
                 continue;
             }
-            if call.name == TASK_STATUS_TOOL && run.report.is_some() {
-                replies[index] = Some(self.record_task_status(run, call).await);
+            if call.name == TASK_STATUS_TOOL && run.facts.report.is_some() {
+                replies[index] = Some(
+                    record_task_status(
+                        self.events,
+                        &run.facts,
+                        &mut run.plan,
+                        &mut run.transcript,
+                        call,
+                    )
+                    .await,
+                );
                 continue;
             }
-            if call.name == BATCH_TOOL && run.report.is_some() {
+            if call.name == BATCH_TOOL && run.facts.report.is_some() {
                 batches.push((index, call));
                 continue;
             }
@@ -189,26 +209,37 @@ impl Session {
                 )));
                 continue;
             }
-            match (call_arguments(call), self.sub_agent(&call.name)) {
+            let child = self
+                .sub_agents
+                .and_then(|sub_agents| sub_agents.find(&call.name));
+            match (call_arguments(call), child) {
                 (Ok(arguments), Some(child)) => children.push((index, call, child, arguments)),
                 (Ok(arguments), None) => {
-                    runnable.push((index, call, scope_to_user(run, arguments)))
+                    runnable.push((index, call, scope_to_user(&run.facts, arguments)))
                 }
                 (Err(reply), _) => replies[index] = Some(reply),
             }
         }
         let context = ToolContext {
-            timeout: run.request.agent.limits.tool_timeout,
-            max_bytes: usize::try_from(run.request.agent.limits.tool_response_max_bytes)
+            timeout: run.facts.request.agent.limits.tool_timeout,
+            max_bytes: usize::try_from(run.facts.request.agent.limits.tool_response_max_bytes)
                 .unwrap_or(usize::MAX),
-            lineage: run.lineage(),
+            lineage: run.facts.lineage.clone(),
             source,
         };
         let mut admitted = vec![false; calls.len()];
         // Sub-agents run one after another: each needs the run to roll its accounting in.
         for (index, call, child, arguments) in children {
-            let reply = self.call_sub_agent(run, call, child, arguments).await;
-            replies[index] = Some(match self.admit_tool_output(run, &reply) {
+            let reply = call_sub_agent(
+                self,
+                &run.facts,
+                &mut run.transcript,
+                call,
+                child,
+                arguments,
+            )
+            .await;
+            replies[index] = Some(match run.context.admit_tool_output(&reply) {
                 Ok(()) => reply,
                 Err(_) => BUDGET_EXCEEDED_STUB.to_string(),
             });
@@ -216,9 +247,17 @@ impl Session {
         }
         for (index, call) in batches {
             let remaining = limit.saturating_sub(requested);
-            let (reply, used) = self.run_batch(run, call, &context, remaining).await;
+            let (reply, used) = run_batch(
+                self,
+                &run.facts,
+                &mut run.transcript,
+                call,
+                &context,
+                remaining,
+            )
+            .await;
             requested += used;
-            replies[index] = Some(match self.admit_tool_output(run, &reply) {
+            replies[index] = Some(match run.context.admit_tool_output(&reply) {
                 Ok(()) => reply,
                 Err(_) => BUDGET_EXCEEDED_STUB.to_string(),
             });
@@ -241,14 +280,14 @@ impl Session {
             mut entry,
         } in executed
         {
-            let message = match self.admit_tool_output(run, &message) {
+            let message = match run.context.admit_tool_output(&message) {
                 Ok(()) => message,
                 Err(refusal) => {
                     mark_dropped(&mut entry, &refusal);
                     BUDGET_EXCEEDED_STUB.to_string()
                 }
             };
-            self.record_accounting(run, entry).await;
+            run.transcript.record(self.events, entry).await;
             replies[index] = Some(message);
             admitted[index] = true;
         }
@@ -256,10 +295,7 @@ impl Session {
         for (reply, admitted) in replies.into_iter().zip(admitted) {
             let content = reply.unwrap_or_else(|| failed("not executed"));
             if !admitted {
-                let tokens = run
-                    .tokenizer
-                    .message(&ChatMessage::new(Role::Tool, content.as_str()));
-                run.guard.add_new(tokens);
+                run.context.add_unchecked_tool_reply(&content);
             }
             contents.push(content);
         }
@@ -274,12 +310,12 @@ impl Session {
 
     /// Validates a final-report call; `Err` carries the reason the model will be told.
     async fn accept_final_report(&self, run: &mut Run, call: &ToolCall) -> Result<Ending, String> {
-        let outcome = match (parse_tool_arguments(&call.arguments), &run.report) {
-            (Ok(parsed), Some((spec, _))) => {
+        let outcome = match (parse_tool_arguments(&call.arguments), &run.facts.report) {
+            (Ok(parsed), Some(report)) => {
                 let arguments = match parsed {
                     ParsedArguments::Clean(a) | ParsedArguments::Repaired { arguments: a, .. } => a,
                 };
-                spec.accept(&arguments).map_err(|e| e.to_string())
+                report.spec.accept(&arguments).map_err(|e| e.to_string())
             }
             (Err(e), _) => Err(format!("the arguments are not a valid JSON object ({e})")),
             (Ok(_), None) => Err("no final report is expected".into()),
@@ -295,16 +331,17 @@ impl Session {
                 0
             },
             outcome.as_ref().err().cloned(),
-            run.lineage(),
+            run.facts.lineage.clone(),
         );
-        self.record_accounting(run, AccountingEntry::Tool(entry))
+        run.transcript
+            .record(self.events, AccountingEntry::Tool(entry))
             .await;
         match outcome {
             Ok(report) => {
                 for warning in &report.warnings {
-                    warn!(run_id = %run.request.run_id, %warning, "final report normalised");
+                    warn!(run_id = %run.facts.request.run_id, %warning, "final report normalised");
                 }
-                let reason = run.answer_reason(ExitReason::FinalAnswer);
+                let reason = run.plan.answer_reason(ExitReason::FinalAnswer);
                 Ok(Ending::answer(
                     reason,
                     &report.format,
@@ -314,7 +351,7 @@ impl Session {
                 ))
             }
             Err(reason) => {
-                error!(run_id = %run.request.run_id, payload = %call.arguments, %reason, "final report rejected");
+                error!(run_id = %run.facts.request.run_id, payload = %call.arguments, %reason, "final report rejected");
                 Err(reason)
             }
         }
@@ -344,7 +381,7 @@ impl Session {
             })))
             .await;
         let started = Instant::now();
-        let registry = self.tools.clone();
+        let registry = self.registry.clone();
         let name = call.name.clone();
         let timeout = context.timeout;
         let span = tracing::info_span!("tool", ai.tool.name = %call.name, ai.tool.server = %server);
@@ -477,11 +514,35 @@ pub(super) fn call_arguments(call: &ToolCall) -> Result<Map<String, Value>, Stri
 }
 
 /// `userScoped` agents: the caller's `user_id` overrides whatever the model wrote (seeds/001).
-pub(super) fn scope_to_user(run: &Run, mut arguments: Map<String, Value>) -> Map<String, Value> {
-    if let (true, Some(user)) = (run.request.agent.user_scoped, &run.request.user_id) {
+pub(super) fn scope_to_user(
+    facts: &RunFacts,
+    mut arguments: Map<String, Value>,
+) -> Map<String, Value> {
+    if let (true, Some(user)) = (facts.request.agent.user_scoped, &facts.request.user_id) {
         arguments.insert("user_id".into(), Value::String(user.clone()));
     }
     arguments
+}
+
+/// The accounting entry of a tool agentd answers itself (`agent__task_status`, a sub-agent):
+/// server `agent`, timed from `started`, sized by the call's arguments and the reply.
+pub(super) fn agent_tool_entry(
+    tool: &str,
+    call: &ToolCall,
+    started: Instant,
+    reply: &str,
+    error: Option<String>,
+    lineage: Lineage,
+) -> AccountingEntry {
+    AccountingEntry::Tool(ToolAccounting::finished(
+        "agent",
+        tool,
+        started.elapsed().as_millis() as u64,
+        call.arguments.chars().count(),
+        reply.chars().count(),
+        error,
+        lineage,
+    ))
 }
 
 pub(super) fn failed(reason: &str) -> String {

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::*;
 use crate::agent::result::{FinalReport, RunStatus};
-use crate::agent::{SamplingOverrides, SessionRequest};
+use crate::agent::{SamplingParams, SessionRequest};
 use crate::config::registry::resolve_agent;
 use crate::config::{AgentSpec, parse_config};
 use crate::llm::ChatMessage;
@@ -26,7 +26,7 @@ fn request(agent: Arc<AgentSpec>, prompt: &str) -> SessionRequest {
         agent,
         prompt: prompt.into(),
         history: Vec::new(),
-        overrides: SamplingOverrides::default(),
+        overrides: SamplingParams::default(),
         conversation_id: None,
         format: None,
         schema: None,

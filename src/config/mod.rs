@@ -15,6 +15,7 @@ pub mod model_settings;
 pub mod models;
 pub mod reasoning;
 pub mod registry;
+pub mod sampling;
 mod sub_agents;
 pub mod tools;
 
@@ -30,6 +31,7 @@ use duration::HumanDuration;
 pub use model_settings::{ModelConfig, ModelOverrides, ParamOverride};
 pub use reasoning::{ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue};
 pub use registry::{AgentRegistry, AgentSpec, Target};
+pub use sampling::SamplingParams;
 pub use tools::{McpServerConfig, QueueConfig, RestToolConfig};
 
 /// The whole configuration after merging every layer.

@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use super::Config;
 use super::agent_file::{AgentFile, AgentFileError, Finalization, Transport, read_agent_file};
 use super::reasoning::{ReasoningLevel, ReasoningTokens};
+use super::sampling::{SamplingParams, numeric_sampling};
 
 /// One `provider/model` pair an agent may call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,20 +41,6 @@ pub struct SessionLimits {
     pub tool_response_max_bytes: u64,
 }
 
-/// Sampling settings as configured; `None` means not sent.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Sampling {
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
-    pub top_k: Option<u32>,
-    pub repeat_penalty: Option<f64>,
-    pub max_output_tokens: Option<u32>,
-    /// `reasoning` (frontmatter, else `defaults.reasoning`); `None` leaves it to the provider.
-    pub reasoning: Option<ReasoningLevel>,
-    /// `reasoningTokens`: an explicit budget beating the level's derived one.
-    pub reasoning_tokens: Option<ReasoningTokens>,
-}
-
 /// An agent ready to run.
 #[derive(Debug, Clone)]
 pub struct AgentSpec {
@@ -64,7 +51,7 @@ pub struct AgentSpec {
     pub system_prompt: String,
     pub targets: Vec<Target>,
     pub limits: SessionLimits,
-    pub sampling: Sampling,
+    pub sampling: SamplingParams,
     pub finalization: Finalization,
     pub transport: Transport,
     /// Expected output format (`markdown` unless the frontmatter says otherwise).
@@ -283,12 +270,7 @@ pub fn resolve_agent(
             .or(defaults.tool_response_max_bytes)
             .unwrap_or(DEFAULT_TOOL_RESPONSE_MAX_BYTES),
     };
-    let sampling = Sampling {
-        temperature: fm.temperature.or(defaults.temperature),
-        top_p: fm.top_p.or(defaults.top_p),
-        top_k: fm.top_k.or(defaults.top_k),
-        repeat_penalty: fm.repeat_penalty.or(defaults.repeat_penalty),
-        max_output_tokens: fm.max_output_tokens.or(defaults.max_output_tokens),
+    let sampling = numeric_sampling!(defaults).overridden_by(&SamplingParams {
         reasoning: reasoning_level(fm.reasoning.as_ref(), defaults.reasoning.as_ref())
             .map_err(|detail| bad_setting(&file_label, "reasoning", detail))?,
         reasoning_tokens: fm
@@ -297,7 +279,8 @@ pub fn resolve_agent(
             .map(ReasoningTokens::parse)
             .transpose()
             .map_err(|detail| bad_setting(&file_label, "reasoningTokens", detail))?,
-    };
+        ..numeric_sampling!(fm)
+    });
     let output = fm.output.as_ref();
     let hash = agent_hash(&file, &targets);
     Ok(AgentSpec {

@@ -19,7 +19,7 @@ use super::error::{ApiError, ApiJson};
 use super::sse::{sse_response, with_run_headers};
 use crate::agent::events::AgentEvent;
 use crate::agent::result::{RunSummary, UsageTotals};
-use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingOverrides};
+use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams};
 use crate::llm::{ChatMessage, Role};
 use crate::runtime::{RunHandle, RunSubmission, Runtime};
 
@@ -137,10 +137,11 @@ pub async fn messages(
     let (history, prompt) = split_messages(&body)?;
     let mut submission = RunSubmission::new(agent, prompt);
     submission.history = history;
-    submission.overrides = SamplingOverrides {
+    submission.overrides = SamplingParams {
         temperature: body.temperature,
         top_p: body.top_p,
         max_output_tokens: body.max_tokens,
+        ..SamplingParams::default()
     };
     submission.user_id = caller.user_id.clone();
     let handle = runtime

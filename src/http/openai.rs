@@ -17,7 +17,7 @@ use super::error::{ApiError, ApiJson};
 use super::sse::{sse_response, with_run_headers};
 use crate::agent::events::AgentEvent;
 use crate::agent::result::{RunSummary, UsageTotals};
-use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingOverrides};
+use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams};
 use crate::llm::{ChatMessage, Role, ToolCall};
 use crate::runtime::{RunHandle, RunSubmission, Runtime};
 
@@ -156,10 +156,11 @@ pub async fn chat_completions(
     let show_progress = agent.progress_in_reasoning;
     let mut submission = RunSubmission::new(agent, prompt);
     submission.history = history;
-    submission.overrides = SamplingOverrides {
+    submission.overrides = SamplingParams {
         temperature: body.temperature,
         top_p: body.top_p,
         max_output_tokens: body.max_completion_tokens.or(body.max_tokens),
+        ..SamplingParams::default()
     };
     submission.format = format;
     submission.schema = schema;

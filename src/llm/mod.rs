@@ -20,7 +20,7 @@ pub mod tokens;
 pub mod upstream;
 mod wire_body;
 
-pub use crate::config::{ReasoningLevel, ReasoningTokens};
+pub use crate::config::{ReasoningLevel, ReasoningTokens, SamplingParams};
 pub use assembler::{LlmResponse, ResponseAssembler};
 
 use std::pin::Pin;
@@ -95,20 +95,6 @@ pub struct ToolDefinition {
     pub name: String,
     pub description: String,
     pub parameters: serde_json::Value,
-}
-
-/// Sampling parameters; `None` means "do not send", so the upstream default applies.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SamplingParams {
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
-    pub top_k: Option<u32>,
-    pub repeat_penalty: Option<f64>,
-    pub max_output_tokens: Option<u32>,
-    /// The reasoning level the agent asks for; `None` leaves the provider's default.
-    pub reasoning: Option<ReasoningLevel>,
-    /// An explicit reasoning budget, beating the one derived from the level.
-    pub reasoning_tokens: Option<ReasoningTokens>,
 }
 
 /// One LLM call as the session prepares it.

@@ -19,7 +19,7 @@ use super::admission::{Overloaded, SessionSlot};
 use super::conversation::ConversationTurn;
 use super::{Runtime, run_events, session_span};
 use crate::agent::SessionRequest;
-use crate::agent::{AgentEvent, AgentResult, EventSink, RunControl, SamplingOverrides};
+use crate::agent::{AgentEvent, AgentResult, EventSink, RunControl, SamplingParams};
 use crate::config::AgentSpec;
 use crate::config::agent_file::Transport;
 use crate::llm::ChatMessage;
@@ -40,7 +40,7 @@ pub struct RunSubmission {
     pub prompt: String,
     /// Earlier messages sent with the request (a conversation's stored history comes first).
     pub history: Vec<ChatMessage>,
-    pub overrides: SamplingOverrides,
+    pub overrides: SamplingParams,
     /// Output format for this run (`markdown`, `text`, `json`, …); the agent's when `None`.
     pub format: Option<String>,
     /// JSON schema of the `json` output for this run; the agent's when `None`.
@@ -65,7 +65,7 @@ impl RunSubmission {
             agent,
             prompt: prompt.into(),
             history: Vec::new(),
-            overrides: SamplingOverrides::default(),
+            overrides: SamplingParams::default(),
             format: None,
             schema: None,
             user_id: None,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agentd::agent::observer::{GuardEvent, SessionObserver};
 use agentd::agent::{
-    AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, SamplingOverrides, Session,
+    AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, SamplingParams, Session,
     SessionRequest,
 };
 use agentd::config::models::ModelCatalog;
@@ -300,7 +300,7 @@ impl Harness {
             agent,
             prompt: prompt.into(),
             history: Vec::new(),
-            overrides: SamplingOverrides::default(),
+            overrides: SamplingParams::default(),
             conversation_id: None,
             format: None,
             schema: None,

@@ -1,0 +1,239 @@
+//! The state of one run in progress, split by who changes it so each phase of a turn takes only
+//! the pieces it needs: [`RunFacts`] (fixed once the run is set up), [`TurnPlan`] (how many turns
+//! are left and why the last one was forced), the [`Transcript`](super::ending::Transcript), the
+//! context account and the XML transport's state. [`Run::new`] builds them from a request.
+//!
+//! Holds and derives state only: no I/O, no events, no provider or tool calls.
+
+use std::sync::Arc;
+
+use super::SessionRequest;
+use super::context_guard::ContextGuard;
+use super::ending::Transcript;
+use super::final_report::FinalReportSpec;
+use super::guard_phase::{ContextAccount, TargetLimits};
+use super::observer::SessionObserver;
+use super::result::{ExitReason, Lineage};
+use super::xml::{XmlMode, XmlState};
+use super::xml_phase::XmlTransport;
+use crate::config::Target;
+use crate::config::agent_file::{Finalization, Transport};
+use crate::config::models::ModelCatalog;
+use crate::llm::tokens::Tokenizer;
+use crate::llm::{ChatMessage, SamplingParams, ToolDefinition};
+
+/// Why a turn before the last was made the final one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ForcedFinal {
+    UserStop,
+    RetryExhaustion,
+    /// The context guard tripped.
+    Context,
+    /// `agent__task_status` said the task is complete.
+    TaskCompleted,
+}
+
+impl ForcedFinal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UserStop => "user_stop",
+            Self::RetryExhaustion => "retry_exhaustion",
+            Self::Context => "context",
+            Self::TaskCompleted => "task_status_completed",
+        }
+    }
+}
+
+/// The final-report tool a `finalization: report` run offers, and the validator of its calls.
+pub(super) struct ReportExpectation {
+    pub spec: FinalReportSpec,
+    pub definition: ToolDefinition,
+}
+
+/// What a run is about, fixed once it is set up.
+pub(super) struct RunFacts {
+    pub request: SessionRequest,
+    /// The output format of this run (the request's, else the agent's).
+    pub format: String,
+    /// The agent's sampling with the request's overrides put over it.
+    pub sampling: SamplingParams,
+    /// `Some` from the start of the loop in `finalization: report` runs.
+    pub report: Option<ReportExpectation>,
+    /// Agent names from the root session down to this one.
+    pub call_path: String,
+    /// The tracing fields every accounting entry of this run carries.
+    pub lineage: Lineage,
+}
+
+impl RunFacts {
+    fn new(request: SessionRequest) -> Self {
+        let format = request
+            .format
+            .clone()
+            .unwrap_or_else(|| request.agent.output_format.clone());
+        let sampling = request.agent.sampling.overridden_by(&request.overrides);
+        let call_path = match &request.parent {
+            Some(parent) => format!("{}:{}", parent.call_path, request.agent.name),
+            None => request.agent.name.clone(),
+        };
+        let lineage = Lineage {
+            agent_id: Some(request.agent.name.clone()),
+            txn_id: Some(request.run_id.clone()),
+            call_path: Some(call_path.clone()),
+            parent_txn_id: request.parent.as_ref().map(|p| p.txn_id.clone()),
+            origin_txn_id: Some(
+                request
+                    .parent
+                    .as_ref()
+                    .map_or_else(|| request.run_id.clone(), |p| p.origin_txn_id.clone()),
+            ),
+        };
+        Self {
+            request,
+            format,
+            sampling,
+            report: None,
+            call_path,
+            lineage,
+        }
+    }
+
+    /// `finalization: text`: the model's text is the answer and streams as it is generated.
+    pub fn streams_text(&self) -> bool {
+        self.request.agent.finalization == Finalization::Text
+    }
+
+    /// The JSON schema of this run's `json` output (the request's, else the agent's).
+    pub fn schema(&self) -> Option<&serde_json::Value> {
+        self.request
+            .schema
+            .as_ref()
+            .or(self.request.agent.output_schema.as_ref())
+    }
+
+    /// The target of the `attempt`-th attempt of a turn: attempts cycle through the targets.
+    pub fn target_for(&self, attempt: u32) -> Target {
+        let targets = &self.request.agent.targets;
+        let index = (attempt as usize - 1) % targets.len().max(1);
+        targets.get(index).cloned().unwrap_or(Target {
+            provider: String::new(),
+            model: String::new(),
+        })
+    }
+
+    /// Slots advertised per turn in the `xml` transport: one per allowed tool call.
+    pub fn slot_count(&self) -> u32 {
+        self.request.agent.limits.max_tool_calls_per_turn.max(1)
+    }
+}
+
+/// How many turns the run may still take, and why its final turn came early.
+pub(super) struct TurnPlan {
+    /// Shrinks when a failing final report collapses the remaining turns or a turn is forced
+    /// to be the last.
+    pub max_turns: u32,
+    pub forced_final: Option<ForcedFinal>,
+}
+
+impl TurnPlan {
+    /// Makes the next turn final for `reason`, unless an earlier reason already did.
+    pub fn force_final(&mut self, reason: ForcedFinal) {
+        if self.forced_final.is_none() {
+            self.forced_final = Some(reason);
+        }
+    }
+
+    /// The exit reason of an answer: a requested stop wins over the natural reason.
+    pub fn answer_reason(&self, natural: ExitReason) -> ExitReason {
+        if self.forced_final == Some(ForcedFinal::UserStop) {
+            ExitReason::UserStop
+        } else {
+            natural
+        }
+    }
+}
+
+/// The state of a run in progress.
+pub(super) struct Run {
+    pub facts: RunFacts,
+    pub plan: TurnPlan,
+    pub transcript: Transcript,
+    pub context: ContextAccount,
+    /// The XML transport's state (`xml-final` or `xml` with a final report); `None` is native.
+    pub xml: Option<XmlTransport>,
+}
+
+impl Run {
+    /// Sets up a run: the conversation so far, the context account sized for its targets, and
+    /// the transport it speaks.
+    pub fn new(
+        request: SessionRequest,
+        catalog: &ModelCatalog,
+        instructions: &[(String, String)],
+        observer: Option<Arc<dyn SessionObserver>>,
+    ) -> Self {
+        let mut conversation = vec![ChatMessage::system(system_prompt(&request, instructions))];
+        conversation.extend(request.history.iter().cloned());
+        conversation.push(ChatMessage::user(request.prompt.clone()));
+        let tokenizer = request
+            .agent
+            .targets
+            .first()
+            .map_or(Tokenizer::Approximate, |target| {
+                Tokenizer::resolve(
+                    catalog
+                        .facts(&target.provider, &target.model)
+                        .tokenizer
+                        .as_deref(),
+                    &target.model,
+                )
+            });
+        let guard = ContextGuard::new(tokenizer.messages(&conversation));
+        let transport = request.transport.unwrap_or(request.agent.transport);
+        let xml = xml_state(&transport, request.agent.finalization).map(XmlTransport::new);
+        let plan = TurnPlan {
+            max_turns: request.agent.limits.max_turns.max(1),
+            forced_final: None,
+        };
+        let facts = RunFacts::new(request);
+        let limits = TargetLimits::new(catalog, &facts);
+        Self {
+            context: ContextAccount::new(guard, tokenizer, limits, observer, &facts),
+            facts,
+            plan,
+            transcript: Transcript {
+                conversation,
+                accounting: Vec::new(),
+                turns: 0,
+            },
+            xml,
+        }
+    }
+}
+
+/// The agent's prompt, plus the isolation rule of `userScoped` agents (seeds/001).
+fn system_prompt(request: &SessionRequest, instructions: &[(String, String)]) -> String {
+    let mut prompt = request.agent.system_prompt.clone();
+    if let (Some(user), true) = (&request.user_id, request.agent.user_scoped) {
+        prompt.push_str(&format!(
+            "\n\nYou act for user `{user}` only. Every tool call runs with `user_id` = `{user}`, set by the system; \
+             you cannot read or change another user's data."
+        ));
+    }
+    for (server, text) in instructions
+        .iter()
+        .filter(|(_, text)| !text.trim().is_empty())
+    {
+        prompt.push_str(&format!("\n\n#### MCP Server: {server}\n\n{}", text.trim()));
+    }
+    prompt
+}
+
+/// The XML transport applies to sessions that end with a final report.
+fn xml_state(transport: &Transport, finalization: Finalization) -> Option<XmlState> {
+    match (transport, finalization) {
+        (_, Finalization::Text) | (Transport::Native, _) => None,
+        (Transport::XmlFinal, Finalization::Report) => Some(XmlState::new(XmlMode::FinalOnly)),
+        (Transport::Xml, Finalization::Report) => Some(XmlState::new(XmlMode::Full)),
+    }
+}
