@@ -5,7 +5,6 @@ pub mod mcp;
 pub mod mcp_server;
 pub mod mock_llm;
 pub mod scripted;
-pub mod wire;
 
 use std::sync::Arc;
 

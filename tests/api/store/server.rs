@@ -63,7 +63,7 @@ async fn app_with_cached_agent(adjust: impl FnOnce(&mut Value)) -> (TestApp, tem
 async fn every_completion_is_recorded_as_a_run_with_its_accounting() {
     let app = spawn_app().await;
     app.llm
-        .push(Reply::text("stored answer").with_usage(7, 2, 0));
+        .push(Reply::text("stored answer").with_usage(7, 2, 0, 0));
     let (run_id, response) = complete(&app, "chat", "hi").await;
     let _: Value = response.json().await.expect("json");
     let run = stored_run(&app, &run_id).await;
@@ -186,7 +186,7 @@ async fn a_runs_events_land_in_the_store_in_order_numbered_from_one() {
 #[tokio::test]
 async fn a_cached_agent_answers_an_identical_request_without_the_llm() {
     let (app, _agents) = app_with_cached_agent(|_| {}).await;
-    app.llm.push(Reply::text("Paris").with_usage(20, 1, 0));
+    app.llm.push(Reply::text("Paris").with_usage(20, 1, 0, 0));
     let (first_id, first) = complete(&app, "cached", "Capital of France?").await;
     let first: Value = first.json().await.expect("json");
     assert_eq!(app.llm.request_count(), 1);
