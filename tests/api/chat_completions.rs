@@ -374,11 +374,7 @@ async fn client_disconnect_cancels_the_run() {
     );
     let body =
         json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
-    let response = app.post_json("/v1/chat/completions", &body).await;
-    let run_id = response.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("run id")
-        .to_string();
+    let (run_id, response) = app.start_run("/v1/chat/completions", &body).await;
     let mut stream = response.bytes_stream();
     let _first = stream.next().await.expect("first chunk");
     drop(stream);

@@ -11,17 +11,11 @@ use crate::support::{TestApp, json_frames, spawn_app, spawn_app_with, sse_data};
 const CACHED_AGENT: &str = "---\ndescription: Answers from the cache when it can\nmodels: llm/upstream-model\nfinalization: text\ncache: 1h\n---\nYou answer briefly.\n";
 
 async fn complete(app: &TestApp, model: &str, prompt: &str) -> (String, reqwest::Response) {
-    let response = app
-        .post_json(
-            "/v1/chat/completions",
-            &json!({"model": model, "messages": [{"role": "user", "content": prompt}]}),
-        )
-        .await;
-    let run_id = response.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("run id")
-        .to_string();
-    (run_id, response)
+    app.start_run(
+        "/v1/chat/completions",
+        &json!({"model": model, "messages": [{"role": "user", "content": prompt}]}),
+    )
+    .await
 }
 
 async fn stored_run(app: &TestApp, run_id: &str) -> RunRecord {
@@ -134,16 +128,12 @@ async fn a_runs_events_land_in_the_store_in_order_numbered_from_one() {
             .with_chunks(3)
             .with_reasoning("hmm"),
     );
-    let response = app
-        .post_json(
+    let (run_id, response) = app
+        .start_run(
             "/v1/chat/completions",
             &json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "count"}]}),
         )
         .await;
-    let run_id = response.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("run id")
-        .to_string();
     let streamed = json_frames(&sse_data(response).await);
     let events = stored_events(&app, &run_id).await;
     let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
