@@ -793,36 +793,39 @@ async fn answer(
             || request.pointer("/usage/include") == Some(&json!(true)),
     };
     let streaming = wire.streaming(&path, &request);
-    let (status, content_type, frames, cut) = match reply.kind() {
+    // `dropped`: the connection goes after the last piece instead of the body ending.
+    let (status, content_type, frames, mut dropped) = match reply.kind() {
         Kind::Hang => std::future::pending().await,
         Kind::Panic => panic!("mock LLM: the scripted reply panics"),
         Kind::Status { status, body } => {
-            (*status, "application/json", vec![body.to_string()], None)
+            (*status, "application/json", vec![body.to_string()], false)
         }
-        Kind::Malformed if !streaming => (200, "application/json", vec!["{not json".into()], None),
+        Kind::Malformed if !streaming => (200, "application/json", vec!["{not json".into()], false),
         _ if streaming => {
-            let frames = wire.stream(&reply, &exchange);
-            let (frames, cut) = match reply.cut() {
-                Some(Cut::AfterTextPieces(k)) => (cut_after_text_pieces(frames, k), true),
-                _ => (frames, false),
-            };
+            let mut frames = wire.stream(&reply, &exchange);
+            let cut = reply.cut();
+            if let Some(Cut::AfterTextPieces(k)) = cut {
+                frames = cut_after_text_pieces(frames, k);
+            }
             let frames = frames.into_iter().map(|f| f.bytes).collect();
-            (200, wire.stream_content_type(), frames, Some(cut))
+            let dropped = matches!(cut, Some(Cut::AfterTextPieces(_)));
+            (200, wire.stream_content_type(), frames, dropped)
         }
         _ => {
-            let whole = wire.whole(&reply, &exchange).to_string();
-            match reply.cut() {
-                Some(Cut::AfterTextPieces(_)) => {
-                    let half = whole[..whole.len() / 2].to_string();
-                    (200, "application/json", vec![half], Some(true))
+            let mut whole = wire.whole(&reply, &exchange).to_string();
+            let dropped = matches!(reply.cut(), Some(Cut::AfterTextPieces(_)));
+            if dropped {
+                let mut half = whole.len() / 2;
+                while !whole.is_char_boundary(half) {
+                    half -= 1;
                 }
-                _ => (200, "application/json", vec![whole], None),
+                whole.truncate(half);
             }
+            (200, "application/json", vec![whole], dropped)
         }
     };
     let streamed = streaming && status == 200;
     let mut pieces = cut_into_pieces(&frames, split);
-    let mut dropped = cut == Some(true);
     if let Some(Cut::AfterFraction(fraction)) = reply.cut() {
         let keep = ((pieces.len() as f64) * fraction).ceil() as usize;
         pieces.truncate(keep.max(1));
