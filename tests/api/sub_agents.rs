@@ -4,10 +4,11 @@
 
 use agentd::agent::result::AccountingEntry;
 use agentd::agent::sub_agents::MAX_SUB_AGENT_DEPTH;
-use agentd::agent::{AgentEvent, SamplingOverrides, SessionRequest};
+use agentd::agent::{AgentEvent, SessionRequest};
 use serde_json::json;
 
 use crate::support::mock_llm::{Reply, ToolCall};
+use crate::support::scripted::Harness;
 use crate::support::{TestApp, spawn_app_with};
 
 fn text_agent(name: &str, children: &str) -> (String, String) {
@@ -41,18 +42,10 @@ async fn app_with(agents: &[(String, String)]) -> (TestApp, tempfile::TempDir) {
 }
 
 fn request(app: &TestApp, agent: &str, prompt: &str) -> SessionRequest {
+    let agent = app.runtime.agents.get(agent).expect("agent");
     SessionRequest {
         run_id: uuid::Uuid::now_v7().to_string(),
-        agent: app.runtime.agents.get(agent).expect("agent"),
-        prompt: prompt.into(),
-        history: Vec::new(),
-        overrides: SamplingOverrides::default(),
-        conversation_id: None,
-        format: None,
-        schema: None,
-        user_id: None,
-        transport: None,
-        parent: None,
+        ..Harness::request(agent, prompt)
     }
 }
 
