@@ -27,7 +27,7 @@ async fn streaming_sends_thinking_then_text_blocks_and_the_closing_events() {
     app.llm.push(
         Reply::text("Hello there")
             .with_reasoning("Let me think")
-            .with_usage(11, 4, 0),
+            .with_usage(11, 4, 0, 0),
     );
     let body = json!({"model": "chat", "max_tokens": 100, "stream": true, "system": "Be brief.",
         "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]});
@@ -85,7 +85,8 @@ async fn streaming_sends_thinking_then_text_blocks_and_the_closing_events() {
 #[tokio::test]
 async fn non_streaming_returns_a_message() {
     let app = spawn_app().await;
-    app.llm.push(Reply::text("Fine answer").with_usage(5, 2, 0));
+    app.llm
+        .push(Reply::text("Fine answer").with_usage(5, 2, 0, 0));
     let body = json!({"model": "chat", "max_tokens": 50, "messages": [
         {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}, {"role": "user", "content": "more"}]});
     let response = app.post_json("/v1/messages", &body).await;

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, spawn_app, spawn_app_with};
+use crate::support::{TestApp, run_id, spawn_app, spawn_app_with};
 
 async fn keyed_app() -> TestApp {
     spawn_app_with(|config| {
@@ -102,10 +102,7 @@ async fn a_key_may_only_use_its_allowed_agents() {
         .await
         .expect("sent");
     assert_eq!(allowed.status(), 200);
-    let run_id = allowed.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("id")
-        .to_string();
+    let run_id = run_id(&allowed);
     app.runtime.flush_recorder().await;
     let run = app
         .runtime

@@ -9,7 +9,7 @@ use crate::support::{spawn_app, spawn_app_with};
 #[tokio::test]
 async fn a_conversation_keeps_its_history_across_messages() {
     let app = spawn_app().await;
-    app.llm.push(Reply::text("Hi Ada!").with_usage(10, 3, 0));
+    app.llm.push(Reply::text("Hi Ada!").with_usage(10, 3, 0, 0));
     let first: Value = app
         .post_json("/api/ada/chat", &json!({"message": "My name is Ada."}))
         .await

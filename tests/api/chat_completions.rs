@@ -18,7 +18,7 @@ fn ask(content: &str) -> Value {
 async fn non_streaming_answer_has_the_openai_shape() {
     let app = spawn_app().await;
     app.llm
-        .push(Reply::text("Hello there").with_usage(12, 3, 2));
+        .push(Reply::text("Hello there").with_usage(12, 3, 2, 0));
     let response = app.post_json("/v1/chat/completions", &ask("hi")).await;
     assert_eq!(response.status(), 200);
     assert!(response.headers().contains_key("x-agentd-run-id"));
@@ -87,7 +87,7 @@ async fn streaming_sends_the_exact_chunk_sequence() {
     app.llm.push(
         Reply::text("Hello brave world")
             .with_reasoning("Let me think")
-            .with_usage(9, 4, 0),
+            .with_usage(9, 4, 0, 0),
     );
     let body = json!({"model": "chat", "stream": true, "stream_options": {"include_usage": true},
         "messages": [{"role": "user", "content": "hi"}]});
@@ -374,11 +374,7 @@ async fn client_disconnect_cancels_the_run() {
     );
     let body =
         json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
-    let response = app.post_json("/v1/chat/completions", &body).await;
-    let run_id = response.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("run id")
-        .to_string();
+    let (run_id, response) = app.start_run("/v1/chat/completions", &body).await;
     let mut stream = response.bytes_stream();
     let _first = stream.next().await.expect("first chunk");
     drop(stream);

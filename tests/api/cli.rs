@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::CHAT_AGENT;
+use crate::support::binary::{command, project};
 use crate::support::mock_llm::{MockLlm, Reply};
 
 pub(crate) struct Output {
@@ -16,28 +16,12 @@ pub(crate) struct Output {
 }
 
 pub(crate) async fn agentd(dir: &Path, args: &[&str]) -> Output {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
-        .args(args)
-        .current_dir(dir)
-        .env("HOME", dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .expect("agentd runs");
+    let output = command(dir).args(args).output().await.expect("agentd runs");
     Output {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
-}
-
-/// A directory with `agentd.json`, an `agents/` folder holding `chat.ai`, and the given config.
-fn project(config: &Value) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("dir");
-    std::fs::create_dir(dir.path().join("agents")).expect("agents");
-    std::fs::write(dir.path().join("agents/chat.ai"), CHAT_AGENT).expect("agent");
-    std::fs::write(dir.path().join("agentd.json"), config.to_string()).expect("config");
-    dir
 }
 
 fn config_for(base_url: &str) -> Value {

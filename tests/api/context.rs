@@ -8,6 +8,7 @@ use agentd::llm::LlmRequest;
 use agentd::llm::tokens::Tokenizer;
 use serde_json::json;
 
+use crate::support::mock_llm::openai::{Dialect, Route};
 use crate::support::scripted::{Harness, agent, calls, final_report};
 
 /// The guard's estimate of a request as the provider received it (model `m1` → approximate).
@@ -323,28 +324,18 @@ async fn accounting_totals_equal_the_sum_of_entries_and_cost_follows_the_pricing
 
 #[tokio::test]
 async fn a_cost_the_provider_reports_beats_the_price_table() {
-    use agentd::llm::{LlmDelta, ResponseMetadata, StopReason, Usage};
-    let reported = ResponseMetadata {
-        cost_usd: Some(0.25),
-        actual_provider: Some("Anthropic".into()),
-        actual_model: Some("claude-x".into()),
+    let route = Route {
+        provider: "Anthropic",
+        model: "claude-x",
+        cost: 0.25,
     };
     let arguments = json!({"report_format": "markdown", "report_content": "done"}).to_string();
-    let step = crate::support::scripted::Step::Deltas(vec![
-        LlmDelta::ToolCallFragment {
-            index: 0,
-            id: Some("f".into()),
-            name: Some("agent__final_report".into()),
-            arguments,
-        },
-        LlmDelta::Usage(Usage {
-            input_tokens: 1000,
-            output_tokens: 100,
-            ..Usage::default()
-        }),
-        LlmDelta::Metadata(reported),
-        LlmDelta::Stop(StopReason::ToolCalls),
-    ]);
+    let step = calls(&[("f", "agent__final_report", &arguments)])
+        .with_usage(1000, 100, 0, 0)
+        .with_dialect(Dialect {
+            route: Some(route),
+            ..Dialect::default()
+        });
     let mut harness = Harness::new(vec![step]);
     harness.catalog_config =
         json!({"pricing": {"a": {"m1": {"prompt": 1000.0, "completion": 1000.0}}}});

@@ -6,10 +6,9 @@
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::io::AsyncBufReadExt;
 
 use crate::support::mock_llm::MockLlm;
-use crate::support::{CHAT_AGENT, TestApp, spawn_app, spawn_app_with};
+use crate::support::{TestApp, binary, spawn_app, spawn_app_with};
 
 const ORIGIN: &str = "http://localhost:3000";
 
@@ -159,38 +158,21 @@ async fn the_404_body_points_to_what_a_user_has() {
 #[tokio::test]
 async fn the_binary_logs_one_line_per_request_with_its_key_id_and_never_the_key() {
     let llm = MockLlm::start().await;
-    let dir = tempfile::tempdir().expect("dir");
-    std::fs::create_dir(dir.path().join("agents")).expect("agents");
-    std::fs::write(dir.path().join("agents/chat.ai"), CHAT_AGENT).expect("agent");
-    let config = json!({
+    let dir = binary::project(&json!({
         "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url()}},
         "agents": ["agents"],
         "server": {"listen": "127.0.0.1:0"},
         "auth": {"keys": [
             {"key": "sk-admin-very-secret", "admin": true},
             {"key": "sk-alice-very-secret", "userId": "alice", "id": "alice-laptop"},
-        ], "disabled": false},
-        "store": {"url": format!("sqlite://{}", dir.path().join("agentd.db").display())},
-    });
-    std::fs::write(dir.path().join("agentd.json"), config.to_string()).expect("config");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
-        .args(["serve", "--config", "agentd.json"])
-        .current_dir(dir.path())
-        .env("HOME", dir.path())
-        .env_remove("RUST_LOG")
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("agentd starts");
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let mut address = None;
-    while let Ok(Some(line)) = lines.next_line().await {
-        if let Some((_, rest)) = line.split_once("address=") {
-            address = rest.split_whitespace().next().map(str::to_string);
-            break;
-        }
-    }
-    let address = address.expect("the address is logged");
+        ]},
+        "store": {"url": "sqlite://agentd.db"},
+    }));
+    let mut seen = Vec::new();
+    let mut command = binary::command(dir.path());
+    command.args(["serve", "--config", "agentd.json"]);
+    let mut served = binary::serve(command, |line| seen.push(line.to_string())).await;
+    let address = served.address.clone();
     let client = reqwest::Client::new();
     let chat = client
         .post(format!("http://{address}/v1/chat/completions"))
@@ -210,10 +192,9 @@ async fn the_binary_logs_one_line_per_request_with_its_key_id_and_never_the_key(
         .expect("sent");
     assert_eq!(runs.status(), 404);
 
-    let mut seen = Vec::new();
     let found = tokio::time::timeout(Duration::from_secs(20), async {
         let mut found = (None, None);
-        while let Ok(Some(line)) = lines.next_line().await {
+        while let Some(line) = served.log.recv().await {
             if line.contains("message=request ") && line.contains("request_id=req-alice-1") {
                 found.0 = Some(line.clone());
             }
@@ -247,9 +228,9 @@ async fn the_binary_logs_one_line_per_request_with_its_key_id_and_never_the_key(
     ] {
         assert!(admin.contains(expected), "{expected} in {admin}");
     }
-    let _ = child.start_kill();
-    let _ = child.wait().await;
-    while let Ok(Some(line)) = lines.next_line().await {
+    let _ = served.child.start_kill();
+    let _ = served.child.wait().await;
+    while let Some(line) = served.log.recv().await {
         seen.push(line);
     }
     let all = seen.join("\n") + &alice + &admin;

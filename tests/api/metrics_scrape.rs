@@ -35,7 +35,7 @@ async fn a_scrape_after_a_full_run_has_every_family_and_is_saved_for_promtool() 
         ToolCall::new("c1", "test__echo", r#"{"text": "hi"}"#),
         ToolCall::new("c2", "test__fail", r#"{"message": "nope"}"#),
     ]));
-    app.llm.push(Reply::text("done").with_usage(20, 5, 0));
+    app.llm.push(Reply::text("done").with_usage(20, 5, 0, 0));
     let worker = json!({"model": "worker", "messages": [{"role": "user", "content": "work"}]});
     assert_eq!(
         app.post_json("/v1/chat/completions", &worker)

@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::support::mock_llm::Reply;
-use crate::support::{TestApp, spawn_app, spawn_app_with};
+use crate::support::{TestApp, run_id, spawn_app, spawn_app_with};
 
 /// `(id, event, data)` of every frame of an SSE body.
 fn frames(body: &str) -> Vec<(i64, String, Value)> {
@@ -70,14 +70,10 @@ async fn agents_are_listed_and_described() {
 async fn a_json_run_returns_the_agent_result_and_is_readable_later() {
     let app = spawn_app().await;
     app.llm.push(Reply::text("the answer"));
-    let response = app
-        .post_json("/v1/agents/chat/runs", &json!({"prompt": "question"}))
+    let (run_id, response) = app
+        .start_run("/v1/agents/chat/runs", &json!({"prompt": "question"}))
         .await;
     assert_eq!(response.status(), 200);
-    let run_id = response.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("id")
-        .to_string();
     let result: Value = response.json().await.expect("json");
     assert_eq!(
         (result["run_id"].as_str(), result["success"].as_bool()),
@@ -114,17 +110,13 @@ async fn a_json_run_returns_the_agent_result_and_is_readable_later() {
 async fn a_streamed_run_numbers_its_events_and_replays_them_identically() {
     let app = spawn_app().await;
     app.llm.push(Reply::text("one two three"));
-    let response = app
-        .post_json(
+    let (run_id, response) = app
+        .start_run(
             "/v1/agents/chat/runs",
             &json!({"prompt": "q", "stream": true}),
         )
         .await;
     assert_eq!(response.headers()["content-type"], "text/event-stream");
-    let run_id = response.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("id")
-        .to_string();
     let live = read_all(response).await;
     let ids: Vec<i64> = live.iter().map(|f| f.0).collect();
     assert_eq!(
@@ -170,11 +162,7 @@ async fn a_client_that_reconnects_with_last_event_id_loses_and_repeats_nothing()
     app.llm
         .push(Reply::text("tok ".repeat(40)).with_chunk_gap(Duration::from_millis(20)));
     let body = json!({"prompt": "q", "stream": true, "onDisconnect": "continue"});
-    let response = app.post_json("/v1/agents/chat/runs", &body).await;
-    let run_id = response.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("id")
-        .to_string();
+    let (run_id, response) = app.start_run("/v1/agents/chat/runs", &body).await;
     let mut stream = response.bytes_stream();
     let mut first = String::new();
     while frames(&first).len() < 5 {
@@ -212,16 +200,12 @@ async fn leaving_a_stream_cancels_the_run_by_default() {
     let app = spawn_app().await;
     app.llm
         .push(Reply::text("tok ".repeat(100)).with_chunk_gap(Duration::from_millis(50)));
-    let response = app
-        .post_json(
+    let (run_id, response) = app
+        .start_run(
             "/v1/agents/chat/runs",
             &json!({"prompt": "q", "stream": true}),
         )
         .await;
-    let run_id = response.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("id")
-        .to_string();
     let mut stream = response.bytes_stream();
     let _ = stream.next().await;
     drop(stream);
@@ -237,11 +221,7 @@ async fn a_running_run_can_be_aborted_once() {
     app.llm
         .push(Reply::text("tok ".repeat(200)).with_chunk_gap(Duration::from_millis(50)));
     let body = json!({"prompt": "q", "stream": true, "onDisconnect": "continue"});
-    let response = app.post_json("/v1/agents/chat/runs", &body).await;
-    let run_id = response.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("id")
-        .to_string();
+    let (run_id, response) = app.start_run("/v1/agents/chat/runs", &body).await;
     drop(response);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let bad_mode = app
@@ -319,10 +299,7 @@ async fn user_keys_only_see_their_own_runs() {
         .send()
         .await
         .expect("sent");
-    let run_id = run.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("id")
-        .to_string();
+    let run_id = run_id(&run);
     let _: Value = run.json().await.expect("json");
     let url = app.url(&format!("/v1/runs/{run_id}"));
     assert_eq!(

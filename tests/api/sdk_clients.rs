@@ -3,12 +3,10 @@
 //! this test fills with pip when they are missing.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::json;
-use tokio::io::AsyncBufReadExt;
 
-use crate::support::CHAT_AGENT;
+use crate::support::binary::{command, project, serve};
 use crate::support::mock_llm::{MockLlm, Reply};
 
 const SDKS: [&str; 2] = ["openai==3.52.0", "anthropic==2.11.0"];
@@ -56,38 +54,17 @@ async fn the_openai_and_anthropic_sdks_parse_every_response() {
     for _ in 0..6 {
         llm.push(Reply::text("Hello from the mock upstream!").with_chunks(5));
     }
-    let dir = tempfile::tempdir().expect("dir");
-    std::fs::create_dir(dir.path().join("agents")).expect("agents");
-    std::fs::write(dir.path().join("agents/chat.ai"), CHAT_AGENT).expect("agent");
-    let config = json!({
+    let dir = project(&json!({
         "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url()}},
         "agents": ["agents"],
         "auth": {"keys": [{"key": "sdk-key", "admin": true}]},
         "server": {"listen": "127.0.0.1:0"},
         "store": {"url": "sqlite::memory:"},
-    });
-    std::fs::write(dir.path().join("agentd.json"), config.to_string()).expect("config");
-    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
-        .args(["serve", "--config", "agentd.json"])
-        .current_dir(dir.path())
-        .env("HOME", dir.path())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("agentd starts");
-    let mut lines = tokio::io::BufReader::new(server.stderr.take().expect("stderr")).lines();
-    let address = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some((_, rest)) = line.split_once("address=") {
-                return rest.split_whitespace().next().map(str::to_string);
-            }
-        }
-        None
-    })
-    .await
-    .expect("listens")
-    .expect("address logged");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    }));
+    let mut agentd = command(dir.path());
+    agentd.args(["serve", "--config", "agentd.json"]);
+    let server = serve(agentd, |_| {}).await;
+    let address = &server.address;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/clients.py");
     let output = tokio::process::Command::new(python)
         .arg(script)

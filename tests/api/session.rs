@@ -5,12 +5,11 @@ use std::time::Duration;
 
 use agentd::agent::result::{AccountingEntry, EntryStatus};
 use agentd::agent::{AgentEvent, EMPTY_RESPONSE_NOTICE, ExitReason, ReportStatus};
-use agentd::llm::{LlmError, Role};
+use agentd::llm::Role;
 use serde_json::json;
 
-use crate::support::scripted::{
-    Harness, Step, agent, calls, empty, final_report, reasoning_only, text,
-};
+use crate::support::mock_llm::{Reply, openai};
+use crate::support::scripted::{Harness, agent, calls, final_report};
 
 fn llm_entries(accounting: &[AccountingEntry]) -> Vec<(String, EntryStatus)> {
     accounting
@@ -109,8 +108,8 @@ async fn excess_tool_calls_are_dropped_and_the_model_is_told() {
 #[tokio::test]
 async fn attempts_cycle_through_targets_and_count_toward_max_retries() {
     let harness = Harness::new(vec![
-        Step::Fail(LlmError::Network("connection refused".into())),
-        Step::Fail(LlmError::Model("HTTP 500".into())),
+        Reply::cut_after(0),
+        Reply::status(500, openai::error("server_error", None, "internal error")),
         final_report("markdown", "third time lucky"),
     ]);
     let (result, events) = harness
@@ -140,7 +139,7 @@ async fn attempts_cycle_through_targets_and_count_toward_max_retries() {
 
 #[tokio::test]
 async fn exhausted_retries_end_the_run_with_the_last_error() {
-    let fail = Step::Fail(LlmError::Model("HTTP 503: overloaded".into()));
+    let fail = Reply::status(503, openai::error("server_error", None, "overloaded"));
     let harness = Harness::new(vec![fail.clone(), fail.clone(), fail.clone(), fail]);
     let (result, _) = harness
         .run(Harness::request(agent("maxRetries: 3"), "go"))
@@ -162,10 +161,8 @@ async fn exhausted_retries_end_the_run_with_the_last_error() {
 #[tokio::test(start_paused = true)]
 async fn rate_limits_honour_retry_after() {
     let harness = Harness::new(vec![
-        Step::Fail(LlmError::RateLimit {
-            retry_after: Some(Duration::from_secs(7)),
-            message: "slow down".into(),
-        }),
+        Reply::status(429, openai::error("rate_limit_error", None, "slow down"))
+            .with_header("retry-after", "7"),
         final_report("markdown", "ok"),
     ]);
     let started = tokio::time::Instant::now();
@@ -182,10 +179,7 @@ async fn rate_limits_honour_retry_after() {
 
 #[tokio::test(start_paused = true)]
 async fn rate_limits_without_retry_after_back_off_exponentially() {
-    let limited = Step::Fail(LlmError::RateLimit {
-        retry_after: None,
-        message: "429".into(),
-    });
+    let limited = Reply::status(429, openai::error("rate_limit_error", None, "429"));
     let harness = Harness::new(vec![
         limited.clone(),
         limited,
@@ -205,11 +199,9 @@ async fn rate_limits_without_retry_after_back_off_exponentially() {
 
 #[tokio::test(start_paused = true)]
 async fn when_every_target_is_rate_limited_the_loop_waits_the_longest_suggestion() {
-    let limited = |secs| {
-        Step::Fail(LlmError::RateLimit {
-            retry_after: Some(Duration::from_secs(secs)),
-            message: "429".into(),
-        })
+    let limited = |secs: u64| {
+        Reply::status(429, openai::error("rate_limit_error", None, "429"))
+            .with_header("retry-after", secs.to_string())
     };
     let harness = Harness::new(vec![limited(3), limited(5), final_report("markdown", "ok")]);
     let started = tokio::time::Instant::now();
@@ -230,10 +222,8 @@ async fn when_every_target_is_rate_limited_the_loop_waits_the_longest_suggestion
 #[tokio::test(start_paused = true)]
 async fn a_rate_limit_on_one_target_moves_to_the_next_at_once() {
     let harness = Harness::new(vec![
-        Step::Fail(LlmError::RateLimit {
-            retry_after: Some(Duration::from_secs(30)),
-            message: "429".into(),
-        }),
+        Reply::status(429, openai::error("rate_limit_error", None, "429"))
+            .with_header("retry-after", "30"),
         final_report("markdown", "from b"),
     ]);
     let started = tokio::time::Instant::now();
@@ -250,17 +240,24 @@ async fn a_rate_limit_on_one_target_moves_to_the_next_at_once() {
 
 #[tokio::test]
 async fn auth_and_quota_errors_end_the_run_at_once() {
-    for (error, reason) in [
+    for (failure, reason) in [
         (
-            LlmError::Auth("HTTP 401: bad key".into()),
+            Reply::status(401, openai::error("invalid_request_error", None, "bad key")),
             ExitReason::AuthFailure,
         ),
         (
-            LlmError::QuotaExceeded("HTTP 429: insufficient_quota".into()),
+            Reply::status(
+                429,
+                openai::error(
+                    "insufficient_quota",
+                    Some("insufficient_quota"),
+                    "no credit",
+                ),
+            ),
             ExitReason::QuotaExceeded,
         ),
     ] {
-        let harness = Harness::new(vec![Step::Fail(error), final_report("markdown", "never")]);
+        let harness = Harness::new(vec![failure, final_report("markdown", "never")]);
         let (result, _) = harness
             .run(Harness::request(
                 agent("models: [a/m1, b/m2]\nmaxRetries: 5"),
@@ -276,7 +273,7 @@ async fn auth_and_quota_errors_end_the_run_at_once() {
 
 #[tokio::test]
 async fn an_empty_response_is_retried_with_an_ephemeral_notice() {
-    let harness = Harness::new(vec![empty(), final_report("markdown", "answer")]);
+    let harness = Harness::new(vec![Reply::empty(), final_report("markdown", "answer")]);
     let (result, _) = harness
         .run(Harness::request(agent("maxRetries: 3"), "go"))
         .await;
@@ -311,7 +308,7 @@ async fn an_empty_response_is_retried_with_an_ephemeral_notice() {
 #[tokio::test]
 async fn reasoning_only_responses_are_kept_and_the_turn_proceeds() {
     let harness = Harness::new(vec![
-        reasoning_only("I should think first"),
+        Reply::empty().with_reasoning("I should think first"),
         final_report("markdown", "answer"),
     ]);
     let (result, events) = harness.run(Harness::request(agent(""), "go")).await;
@@ -469,9 +466,9 @@ async fn a_failing_final_report_collapses_the_remaining_turns() {
 #[tokio::test]
 async fn plain_text_is_retried_before_the_last_turn_and_accepted_on_it() {
     let harness = Harness::new(vec![
-        text("just text"),
-        text("still text"),
-        text("last turn text"),
+        Reply::text("just text"),
+        Reply::text("still text"),
+        Reply::text("last turn text"),
     ]);
     let (result, _) = harness
         .run(Harness::request(agent("maxTurns: 2\nmaxRetries: 2"), "go"))
@@ -497,7 +494,7 @@ async fn plain_text_is_retried_before_the_last_turn_and_accepted_on_it() {
 async fn text_finalization_answers_with_the_first_message_without_tool_calls() {
     let harness = Harness::new(vec![
         calls(&[("c", "test__echo", "{}")]),
-        text("the answer"),
+        Reply::text("the answer"),
     ]);
     let (result, events) = harness
         .run(Harness::request(agent("finalization: text"), "go"))
@@ -548,7 +545,7 @@ async fn a_graceful_stop_forces_the_final_turn() {
 
 #[tokio::test]
 async fn an_abort_during_an_llm_stream_returns_promptly() {
-    let harness = Harness::new(vec![Step::Hang]);
+    let harness = Harness::new(vec![Reply::hang()]);
     let abort = harness.control.abort.clone();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -693,7 +690,7 @@ async fn events_are_emitted_in_order_as_they_happen() {
 
 #[tokio::test]
 async fn a_panicking_provider_still_yields_a_result_and_a_final_event() {
-    let harness = Harness::new(vec![Step::Panic]);
+    let harness = Harness::new(vec![Reply::panic()]);
     let (result, events) = harness.run(Harness::request(agent(""), "go")).await;
     assert!(!result.success);
     assert_eq!(result.exit_reason, ExitReason::InternalError);
@@ -702,7 +699,12 @@ async fn a_panicking_provider_still_yields_a_result_and_a_final_event() {
 
 #[tokio::test]
 async fn a_model_that_never_answers_usably_ends_with_no_llm_response() {
-    let harness = Harness::new(vec![empty(), empty(), empty(), empty()]);
+    let harness = Harness::new(vec![
+        Reply::empty(),
+        Reply::empty(),
+        Reply::empty(),
+        Reply::empty(),
+    ]);
     let (result, _) = harness
         .run(Harness::request(agent("maxTurns: 10\nmaxRetries: 2"), "go"))
         .await;

@@ -4,12 +4,11 @@
 
 use std::time::{Duration, Instant};
 
+use crate::support::binary::{Served, command, project, serve};
+use crate::support::mock_llm::{MockLlm, Reply};
+use crate::support::run_id;
 use futures_util::StreamExt;
 use serde_json::json;
-use tokio::io::AsyncBufReadExt;
-
-use crate::support::CHAT_AGENT;
-use crate::support::mock_llm::{MockLlm, Reply};
 
 struct Server {
     child: tokio::process::Child,
@@ -17,47 +16,35 @@ struct Server {
     dir: tempfile::TempDir,
 }
 
-/// Starts `agentd serve` on a free port against `llm`, with the given drain time.
+/// Starts `agentd serve` on a free port against `llm`, with the given drain time; the store is
+/// `agentd.db` in the project directory.
 async fn start(llm: &MockLlm, drain_seconds: u64) -> Server {
-    let dir = tempfile::tempdir().expect("dir");
-    std::fs::create_dir(dir.path().join("agents")).expect("agents");
-    std::fs::write(dir.path().join("agents/chat.ai"), CHAT_AGENT).expect("agent");
-    let config = json!({
+    let dir = project(&json!({
         "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url()}},
         "agents": ["agents"],
         "server": {"listen": "127.0.0.1:0", "drainSeconds": drain_seconds},
-        "store": {"url": format!("sqlite://{}", dir.path().join("agentd.db").display())},
-    });
-    std::fs::write(dir.path().join("agentd.json"), config.to_string()).expect("config");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"))
-        .args(["serve", "--config", "agentd.json"])
-        .current_dir(dir.path())
-        .env("HOME", dir.path())
-        .env_remove("RUST_LOG")
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("agentd starts");
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let address = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if line.contains("agentd listening") {
-                let (_, rest) = line.split_once("address=")?;
-                return rest.split_whitespace().next().map(str::to_string);
-            }
-        }
-        None
-    })
-    .await
-    .expect("agentd listens in time")
-    .expect("the address is logged");
-    // Keep draining stderr so the child never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        "store": {"url": "sqlite://agentd.db"},
+    }));
+    let mut command = command(dir.path());
+    command.args(["serve", "--config", "agentd.json"]);
+    let Served { child, address, .. } = serve(command, |_| {}).await;
     Server {
         child,
         address,
         dir,
     }
+}
+
+/// Starts a streaming chat completion on `server`.
+async fn stream_chat(server: &Server) -> reqwest::Response {
+    let body =
+        json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+    reqwest::Client::new()
+        .post(format!("http://{}/v1/chat/completions", server.address))
+        .json(&body)
+        .send()
+        .await
+        .expect("chat request sent")
 }
 
 fn signal(server: &Server, name: &str) {
@@ -75,18 +62,8 @@ async fn sigterm_drains_then_cancels_and_tells_streaming_clients() {
     let slow = "word ".repeat(100);
     llm.push(Reply::text(slow.trim()).with_chunk_gap(Duration::from_millis(100)));
     let mut server = start(&llm, 1).await;
-    let body =
-        json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
-    let response = reqwest::Client::new()
-        .post(format!("http://{}/v1/chat/completions", server.address))
-        .json(&body)
-        .send()
-        .await
-        .expect("sent");
-    let run_id = response.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("run id")
-        .to_string();
+    let response = stream_chat(&server).await;
+    let run_id = run_id(&response);
     let mut stream = response.bytes_stream();
     let mut received =
         String::from_utf8_lossy(&stream.next().await.expect("first chunk").expect("bytes"))
@@ -131,14 +108,7 @@ async fn a_run_that_ends_within_the_drain_time_completes_normally() {
     let llm = MockLlm::start().await;
     llm.push(Reply::text("almost done now").with_chunk_gap(Duration::from_millis(100)));
     let mut server = start(&llm, 10).await;
-    let body =
-        json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
-    let response = reqwest::Client::new()
-        .post(format!("http://{}/v1/chat/completions", server.address))
-        .json(&body)
-        .send()
-        .await
-        .expect("sent");
+    let response = stream_chat(&server).await;
     let mut stream = response.bytes_stream();
     let mut received = String::new();
     let first = stream.next().await.expect("first").expect("bytes");
@@ -164,14 +134,7 @@ async fn a_second_signal_exits_at_once() {
     let llm = MockLlm::start().await;
     llm.push(Reply::text("word ".repeat(200)).with_chunk_gap(Duration::from_millis(100)));
     let mut server = start(&llm, 60).await;
-    let body =
-        json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
-    let response = reqwest::Client::new()
-        .post(format!("http://{}/v1/chat/completions", server.address))
-        .json(&body)
-        .send()
-        .await
-        .expect("sent");
+    let response = stream_chat(&server).await;
     let mut stream = response.bytes_stream();
     let _ = stream.next().await;
     signal(&server, "TERM");

@@ -58,7 +58,7 @@ async fn a_sub_agent_call_runs_the_child_and_returns_its_answer() {
     let (app, _dir) = app_with(&[text_agent("lead", "helper"), text_agent("helper", "")]).await;
     app.llm.push(call("helper", "find the number"));
     app.llm
-        .push(Reply::text("the number is 42").with_usage(7, 3, 0));
+        .push(Reply::text("the number is 42").with_usage(7, 3, 0, 0));
     app.llm.push(Reply::text("The helper found 42."));
     let run_request = request(&app, "lead", "what is the number?");
     let mut handle = app

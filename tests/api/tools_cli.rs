@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::cli::{Output, agentd};
+use crate::support::binary::{Served, command, project, serve};
 use crate::support::mcp::test_server_config;
 
 /// Runs `agentd tools ARGS --config agentd.json` in a fresh directory holding `config`.
@@ -141,36 +142,29 @@ async fn a_bad_tool_config_exits_4() {
     );
 }
 
-/// A project directory with `agentd.json` and one agent using the server `uses`.
+/// A project directory with `agentd.json` and an agent `a` using the server `uses`.
 fn serve_project(mcp_servers: Value, uses: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("dir");
-    std::fs::create_dir(dir.path().join("agents")).expect("agents");
-    let agent = format!("---\nmodels: llm/m\ntools: [{uses}]\n---\nHi.\n");
-    std::fs::write(dir.path().join("agents/a.ai"), agent).expect("agent");
-    let config = json!({
+    let dir = project(&json!({
         "providers": {"llm": {"type": "openai-compatible", "baseUrl": "http://127.0.0.1:9/v1"}},
         "agents": ["agents"],
         "mcpServers": mcp_servers,
         "store": {"url": "sqlite::memory:"},
-    });
-    std::fs::write(dir.path().join("agentd.json"), config.to_string()).expect("config");
+    }));
+    let agent = format!("---\nmodels: llm/m\ntools: [{uses}]\n---\nHi.\n");
+    std::fs::write(dir.path().join("agents/a.ai"), agent).expect("agent");
     dir
 }
 
+/// `agentd serve` in `dir` on a free port.
 fn serve_command(dir: &std::path::Path) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentd"));
-    command
-        .args([
-            "serve",
-            "--config",
-            "agentd.json",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .current_dir(dir)
-        .env("HOME", dir)
-        .env_remove("RUST_LOG")
-        .kill_on_drop(true);
+    let mut command = command(dir);
+    command.args([
+        "serve",
+        "--config",
+        "agentd.json",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
     command
 }
 
@@ -191,45 +185,28 @@ async fn serve_exits_3_when_a_required_server_fails() {
 
 #[tokio::test]
 async fn serve_ends_its_mcp_servers_when_it_stops() {
-    use tokio::io::AsyncBufReadExt;
-
     let server = test_server_config(
         json!({"env": {"MCP_TEST_GRANDCHILD": "${AGENTD_TEST_UNSET_VAR:-yes}"}}),
     );
     let dir = serve_project(json!({"test": server}), "test");
-    let mut child = serve_command(dir.path())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("agentd starts");
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
     let mut server_pid = None;
     let mut grandchild_pid = None;
-    let mut address = None;
-    let listening = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some((_, rest)) = line.split_once("mcp test server ready (pid ") {
-                server_pid = leading_digits(rest);
-            }
-            if let Some((_, rest)) = line.split_once("grandchild pid ") {
-                grandchild_pid = leading_digits(rest);
-            }
-            if line.contains("agentd listening") {
-                let plain = strip_ansi(&line);
-                address = plain
-                    .split_once("address=")
-                    .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string));
-                return true;
-            }
+    let Served {
+        mut child, address, ..
+    } = serve(serve_command(dir.path()), |line| {
+        if let Some((_, rest)) = line.split_once("mcp test server ready (pid ") {
+            server_pid = leading_digits(rest);
         }
-        false
+        if let Some((_, rest)) = line.split_once("grandchild pid ") {
+            grandchild_pid = leading_digits(rest);
+        }
     })
     .await;
-    assert_eq!(listening, Ok(true), "agentd did not start");
     let server_pid = server_pid.expect("the MCP server logged its pid");
     let grandchild_pid = grandchild_pid.expect("the env reached the server, which started a child");
     assert!(std::path::Path::new(&format!("/proc/{grandchild_pid}")).exists());
     // SIGTERM is handled once the server runs: wait until it answers.
-    let health = format!("http://{}/health", address.expect("address logged"));
+    let health = format!("http://{address}/health");
     let client = reqwest::Client::new();
     while !client
         .get(&health)
@@ -272,24 +249,6 @@ async fn serve_ends_its_mcp_servers_when_it_stops() {
 fn leading_digits(text: &str) -> Option<String> {
     let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
     (!digits.is_empty()).then_some(digits)
-}
-
-/// Log lines are coloured; tests read them plain.
-fn strip_ansi(line: &str) -> String {
-    let mut plain = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c == 'm' {
-                    break;
-                }
-            }
-        } else {
-            plain.push(c);
-        }
-    }
-    plain
 }
 
 #[tokio::test]

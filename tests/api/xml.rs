@@ -8,7 +8,8 @@ use agentd::agent::{AgentEvent, ExitReason};
 use agentd::llm::{LlmRequest, Role, StopReason};
 use serde_json::json;
 
-use crate::support::scripted::{Harness, agent, calls, chunked, session_nonce, text};
+use crate::support::mock_llm::Reply;
+use crate::support::scripted::{Harness, agent, calls, session_nonce};
 
 const FINAL: &str =
     r#"<ai-agent-NONCE-FINAL format="markdown">The answer is 42.</ai-agent-NONCE-FINAL>"#;
@@ -47,7 +48,7 @@ fn output_text(events: &[AgentEvent]) -> String {
 async fn xml_final_keeps_native_tools_and_takes_the_final_report_from_the_tag() {
     let harness = Harness::new(vec![
         calls(&[("c1", "test__echo", r#"{"x":1}"#)]),
-        text(&format!("Done. {FINAL} bye")),
+        Reply::text(format!("Done. {FINAL} bye")),
     ]);
     let (result, events) = harness
         .run(Harness::request(agent("transport: xml-final"), "go"))
@@ -114,11 +115,11 @@ async fn xml_final_keeps_native_tools_and_takes_the_final_report_from_the_tag() 
 #[tokio::test]
 async fn xml_mode_calls_tools_through_slots_and_answers_them_as_user_messages() {
     let harness = Harness::new(vec![
-        text(
+        Reply::text(
             r#"Let me check. <ai-agent-NONCE-0001 tool="test__echo">{"x": 1}</ai-agent-NONCE-0001>"#,
         ),
-        text(r#"<ai-agent-NONCE-0002 tool="test__fail">{}</ai-agent-NONCE-0002>"#),
-        text(FINAL),
+        Reply::text(r#"<ai-agent-NONCE-0002 tool="test__fail">{}</ai-agent-NONCE-0002>"#),
+        Reply::text(FINAL),
     ]);
     let (result, _) = harness
         .run(Harness::request(agent("transport: xml"), "go"))
@@ -172,7 +173,7 @@ async fn xml_mode_calls_tools_through_slots_and_answers_them_as_user_messages() 
 
 /// Runs one mistake, then a correct answer; returns what the second XML-NEXT told the model.
 async fn feedback_after(transport: &str, mistake: &str) -> String {
-    let harness = Harness::new(vec![text(mistake), text(FINAL)]);
+    let harness = Harness::new(vec![Reply::text(mistake), Reply::text(FINAL)]);
     let (result, _) = harness
         .run(Harness::request(
             agent(&format!("transport: {transport}\nmaxRetries: 3")),
@@ -244,17 +245,14 @@ async fn every_mistake_is_told_to_the_model_never_dropped_silently() {
 
 #[tokio::test]
 async fn a_final_tag_split_across_chunks_is_reassembled_and_streamed() {
-    let harness = Harness::new(vec![chunked(
-        &[
-            "thinking out loud <ai-ag",
-            "ent-NONCE-FIN",
-            "AL format=\"markdown\">Hel",
-            "lo wor",
-            "ld</ai-agent-NONCE-F",
-            "INAL> done",
-        ],
-        StopReason::Stop,
-    )]);
+    let harness = Harness::new(vec![Reply::text_in_pieces(&[
+        "thinking out loud <ai-ag",
+        "ent-NONCE-FIN",
+        "AL format=\"markdown\">Hel",
+        "lo wor",
+        "ld</ai-agent-NONCE-F",
+        "INAL> done",
+    ])]);
     let (result, events) = harness
         .run(Harness::request(agent("transport: xml-final"), "go"))
         .await;
@@ -269,7 +267,9 @@ async fn a_final_tag_split_across_chunks_is_reassembled_and_streamed() {
 async fn an_unclosed_final_tag_depends_on_the_stop_reason() {
     let unclosed = "<ai-agent-NONCE-FINAL format=\"markdown\">an answer without its closing tag";
     for stop in [StopReason::Stop, StopReason::Other("eos_token".into())] {
-        let harness = Harness::new(vec![chunked(&[unclosed], stop.clone())]);
+        let harness = Harness::new(vec![
+            Reply::text_in_pieces(&[unclosed]).with_finish_reason(stop.as_str()),
+        ]);
         let (result, _) = harness
             .run(Harness::request(agent("transport: xml-final"), "go"))
             .await;
@@ -279,7 +279,10 @@ async fn an_unclosed_final_tag_depends_on_the_stop_reason() {
             Some("an answer without its closing tag")
         );
     }
-    let harness = Harness::new(vec![chunked(&[unclosed], StopReason::Length), text(FINAL)]);
+    let harness = Harness::new(vec![
+        Reply::text_in_pieces(&[unclosed]).with_finish_reason("length"),
+        Reply::text(FINAL),
+    ]);
     let (result, _) = harness
         .run(Harness::request(agent("transport: xml-final"), "go"))
         .await;
@@ -296,10 +299,10 @@ async fn an_unclosed_final_tag_depends_on_the_stop_reason() {
 async fn a_json_final_that_fails_its_schema_is_retried_with_the_reason() {
     let schema = "output:\n  format: json\n  schema: {type: object, required: [answer], properties: {answer: {type: integer}}}";
     let harness = Harness::new(vec![
-        text(
+        Reply::text(
             r#"<ai-agent-NONCE-FINAL format="json">{"answer": "forty-two"}</ai-agent-NONCE-FINAL>"#,
         ),
-        text(r#"<ai-agent-NONCE-FINAL format="json">{"answer": 42}</ai-agent-NONCE-FINAL>"#),
+        Reply::text(r#"<ai-agent-NONCE-FINAL format="json">{"answer": 42}</ai-agent-NONCE-FINAL>"#),
     ]);
     let (result, events) = harness
         .run(Harness::request(
@@ -338,7 +341,7 @@ async fn a_native_final_report_call_in_xml_final_is_a_misuse_that_collapses_the_
         json!({"report_format": "markdown", "report_content": "via the tool"}).to_string();
     let harness = Harness::new(vec![
         calls(&[("f", "agent__final_report", &arguments)]),
-        text(FINAL),
+        Reply::text(FINAL),
     ]);
     let (result, events) = harness
         .run(Harness::request(
@@ -373,7 +376,7 @@ async fn a_native_final_report_call_in_xml_final_is_a_misuse_that_collapses_the_
 
 #[tokio::test]
 async fn a_leading_think_block_and_its_fake_tags_are_ignored() {
-    let harness = Harness::new(vec![text(
+    let harness = Harness::new(vec![Reply::text(
         "<think>maybe <ai-agent-NONCE-FINAL>wrong</ai-agent-NONCE-FINAL></think><ai-agent-NONCE-FINAL format=\"markdown\">right</ai-agent-NONCE-FINAL>",
     )]);
     let (result, _) = harness
@@ -388,8 +391,8 @@ async fn a_leading_think_block_and_its_fake_tags_are_ignored() {
 #[tokio::test]
 async fn forced_final_turns_advertise_only_the_final_slot() {
     let harness = Harness::new(vec![
-        text(r#"<ai-agent-NONCE-0001 tool="test__echo">{}</ai-agent-NONCE-0001>"#),
-        text(FINAL),
+        Reply::text(r#"<ai-agent-NONCE-0001 tool="test__echo">{}</ai-agent-NONCE-0001>"#),
+        Reply::text(FINAL),
     ]);
     let (result, _) = harness
         .run(Harness::request(agent("transport: xml\nmaxTurns: 2"), "go"))
@@ -408,7 +411,7 @@ async fn forced_final_turns_advertise_only_the_final_slot() {
 
 #[tokio::test]
 async fn xml_next_counts_toward_the_context_guard() {
-    let probe = Harness::new(vec![text(FINAL)]);
+    let probe = Harness::new(vec![Reply::text(FINAL)]);
     probe
         .run(Harness::request(
             agent("transport: xml-final\nmaxOutputTokens: 100"),
@@ -422,7 +425,7 @@ async fn xml_next_counts_toward_the_context_guard() {
     assert!(with_next - without_next > 60, "XML-NEXT is substantial");
     // A window that holds the conversation and tools but not XML-NEXT as well.
     let window = without_next + 30 + 256 + 100;
-    let harness = Harness::new(vec![text(FINAL)]);
+    let harness = Harness::new(vec![Reply::text(FINAL)]);
     let (_, events) = harness
         .run(Harness::request(
             agent(&format!(

@@ -1,18 +1,32 @@
-//! Scripted mock LLM upstream for tests: a small axum server that speaks the
-//! OpenAI Chat Completions wire format, streaming (SSE) and non-streaming.
+//! The scripted mock LLM: one [`Reply`] type that describes what the model says (text,
+//! reasoning, tool calls, usage, errors, cuts, malformed frames, timing) and one HTTP server,
+//! [`MockLlm`], that renders it in the wire format the request's path asks for:
+//! OpenAI Chat Completions (`…/chat/completions`), Anthropic Messages (`…/messages`), Gemini
+//! (`…:generateContent`, `…:streamGenerateContent`) and Ollama (`/api/chat`), streaming or not.
+//! The in-process provider in `scripted.rs` plays the same [`Reply`]s without a network.
 //!
-//! Start it with [`MockLlm::start`], point the code under test at
-//! [`MockLlm::base_url`], queue [`Reply`]s with [`MockLlm::push`] (consumed FIFO,
-//! one per `POST /v1/chat/completions`; when the queue is empty the default
-//! reply is `Reply::text("mock answer")`), then inspect what was received with
-//! [`MockLlm::requests`] and [`MockLlm::request_headers`].
+//! Queue replies with [`MockLlm::push`] (FIFO, one per request; an empty queue answers
+//! `Reply::text("mock answer")`), then read what was sent with [`MockLlm::received`].
 //!
-//! Timing: the first-byte delay is applied before the response for
-//! non-streaming and error replies; for streaming replies the response headers
-//! go out at once and the delay is applied before the first SSE frame. The
-//! chunk gap is slept between every two consecutive SSE frames.
+//! Delivery: the body is cut every [`SPLIT`] bytes (see [`Reply::split_every`],
+//! [`Reply::whole_frames`]) and the pieces are flushed one by one, so the code under test meets
+//! chunk boundaries inside JSON and inside multi-byte characters. The first-byte delay comes
+//! before the response for whole bodies and before the first piece of a stream (whose headers go
+//! out at once); the chunk gap is slept before each piece that starts a new frame.
+//!
+//! `examples/mock_upstream.rs` includes this file on its own, so it uses nothing else of the
+//! test support.
 
-#![allow(dead_code)] // each test binary that includes this uses only part of it
+#![allow(dead_code)] // each user of this file uses only part of it
+
+#[path = "mock_llm/anthropic.rs"]
+pub mod anthropic;
+#[path = "mock_llm/gemini.rs"]
+pub mod gemini;
+#[path = "mock_llm/ollama.rs"]
+pub mod ollama;
+#[path = "mock_llm/openai.rs"]
+pub mod openai;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -20,24 +34,24 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{OriginalUri, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use bytes::Bytes;
-use futures_util::stream;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 /// Model id reported by `GET /v1/models` and used when a request names none.
 pub const MOCK_MODEL: &str = "mock-model";
+/// Default piece size: small and odd, so cuts land inside JSON tokens and characters.
+pub const SPLIT: usize = 7;
 
 /// One tool call of an assistant reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
-    /// The JSON arguments, as a string (as on the wire).
+    /// The JSON arguments, as a string (as on the OpenAI wire).
     pub arguments: String,
 }
 
@@ -53,123 +67,232 @@ impl ToolCall {
             arguments: arguments.into(),
         }
     }
+
+    /// The arguments as JSON (`{}` when they do not parse), for the formats that send objects.
+    pub fn arguments_json(&self) -> Value {
+        serde_json::from_str(&self.arguments).unwrap_or(json!({}))
+    }
 }
 
+/// Token counts in the vendor-neutral sense; each format reports them in its own terms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+/// What kind of answer a reply is.
 #[derive(Clone, Debug)]
-enum Kind {
-    /// A normal completion (text, reasoning, tool calls, or nothing).
-    Completion,
+pub enum Kind {
+    /// The model answers (text, reasoning, tool calls, or nothing).
+    Answer,
     /// An error reply: this HTTP status with this JSON body.
     Status { status: u16, body: Value },
-    /// Send this many content chunks, then drop the connection.
-    CutAfter(usize),
-    /// Invalid JSON (body or SSE frame).
+    /// A frame (or whole body) that is not JSON.
     Malformed,
+    /// Never answers (for abort tests).
+    Hang,
+    /// The in-process provider panics (the HTTP mock drops the connection).
+    Panic,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Usage {
-    prompt: u64,
-    completion: u64,
-    cached: u64,
+/// Where a reply stops before its end, dropping the connection.
+#[derive(Clone, Copy, Debug)]
+pub enum Cut {
+    /// Streams everything up to and including this many text pieces; a whole body is cut in half.
+    AfterTextPieces(usize),
+    /// Sends this fraction of the body's pieces (at least one).
+    AfterFraction(f64),
 }
 
-/// A scripted reply, built with the constructors and `with_*` builders.
+/// A scripted model reply, built with the constructors and `with_*` builders.
 #[derive(Clone, Debug)]
 pub struct Reply {
     kind: Kind,
-    content: Option<String>,
-    reasoning: Option<String>,
-    tool_calls: Vec<ToolCall>,
+    text: Option<String>,
+    /// Explicit text pieces (else one per word, or `chunks` near-equal pieces).
+    pieces: Option<Vec<String>>,
     chunks: Option<usize>,
-    first_byte_delay: Duration,
-    chunk_gap: Duration,
+    reasoning: Option<String>,
+    /// Anthropic thinking `signature` / Gemini `thoughtSignature`.
+    signature: Option<String>,
+    tool_calls: Vec<ToolCall>,
     usage: Option<Usage>,
     finish_reason: Option<String>,
+    /// `(type, message)` of an error the stream reports after its text instead of finishing.
+    stream_error: Option<(String, String)>,
+    dialect: openai::Dialect,
     headers: Vec<(String, String)>,
+    cut: Option<Cut>,
+    /// How the body is cut into pieces; `None`: as the mock's default.
+    split: Option<Split>,
+    first_byte_delay: Duration,
+    chunk_gap: Duration,
+    /// Silence of `.1` before piece number `.0`.
+    stall: Option<(usize, Duration)>,
 }
 
 impl Reply {
     fn new(kind: Kind) -> Self {
         Self {
             kind,
-            content: None,
-            reasoning: None,
-            tool_calls: Vec::new(),
+            text: None,
+            pieces: None,
             chunks: None,
-            first_byte_delay: Duration::ZERO,
-            chunk_gap: Duration::ZERO,
+            reasoning: None,
+            signature: None,
+            tool_calls: Vec::new(),
             usage: None,
             finish_reason: None,
+            stream_error: None,
+            dialect: openai::Dialect::default(),
             headers: Vec::new(),
+            cut: None,
+            split: None,
+            first_byte_delay: Duration::ZERO,
+            chunk_gap: Duration::ZERO,
+            stall: None,
         }
     }
 
-    /// An assistant message with this content, `finish_reason: "stop"`.
-    pub fn text(content: impl Into<String>) -> Self {
-        Self {
-            content: Some(content.into()),
-            ..Self::new(Kind::Completion)
-        }
+    /// An assistant message with this text.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::new(Kind::Answer).with_text(text)
     }
 
-    /// An assistant message with these tool calls and no content,
-    /// `finish_reason: "tool_calls"`.
+    /// Text streamed in exactly these pieces.
+    pub fn text_in_pieces(pieces: &[&str]) -> Self {
+        let mut reply = Self::text(pieces.concat());
+        reply.pieces = Some(pieces.iter().map(|p| (*p).to_string()).collect());
+        reply
+    }
+
+    /// An assistant message with these tool calls and no text.
     pub fn tool_calls(calls: Vec<ToolCall>) -> Self {
-        Self {
-            tool_calls: calls,
-            ..Self::new(Kind::Completion)
-        }
+        Self::new(Kind::Answer).with_tool_calls(calls)
     }
 
-    /// A valid completion with no content, no tool calls and no reasoning.
+    /// A valid answer with no text, no tool calls and no reasoning.
     pub fn empty() -> Self {
-        Self::new(Kind::Completion)
+        Self::new(Kind::Answer)
     }
 
-    /// An error reply: HTTP `status` with `body` as its JSON body (streaming
-    /// or not).
+    /// An error reply: HTTP `status` with `body` as its JSON body (streaming or not).
     pub fn status(status: u16, body: Value) -> Self {
         Self::new(Kind::Status { status, body })
     }
 
-    /// Streaming: the role chunk, then `k` content chunks (`"part1 "`,
-    /// `"part2 "`, ...), then the connection is dropped with no finish chunk
-    /// and no `[DONE]`. Non-streaming: 200 with the first half of the JSON
-    /// body, then the connection is dropped.
+    /// Text `"part1 part2 … part{k+1} "`, cut after `k` pieces (see [`Cut::AfterTextPieces`]).
     pub fn cut_after(k: usize) -> Self {
         let text: String = (1..=k + 1).map(|i| format!("part{i} ")).collect();
         Self {
-            content: Some(text),
-            ..Self::new(Kind::CutAfter(k))
+            cut: Some(Cut::AfterTextPieces(k)),
+            ..Self::text(text)
         }
     }
 
-    /// Streaming: the role chunk, then a `data: {not json` frame, then
-    /// `data: [DONE]`. Non-streaming: 200 `application/json` with an invalid
-    /// JSON body.
+    /// A stream with a frame that is not JSON; a whole body that is not JSON.
     pub fn malformed() -> Self {
         Self::new(Kind::Malformed)
     }
 
-    /// Adds `reasoning_content` (streamed, one chunk per word, before the
-    /// content).
+    /// Never answers.
+    pub fn hang() -> Self {
+        Self::new(Kind::Hang)
+    }
+
+    /// The provider itself panics.
+    pub fn panic() -> Self {
+        Self::new(Kind::Panic)
+    }
+
+    pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = Some(text.into());
+        self
+    }
+
+    /// Reasoning, streamed one piece per word before the text.
     pub fn with_reasoning(mut self, reasoning: impl Into<String>) -> Self {
         self.reasoning = Some(reasoning.into());
         self
     }
 
-    /// Adds tool calls to a reply (e.g. to a text reply); the default finish
-    /// reason becomes `"tool_calls"`.
+    /// The reasoning's signature (Anthropic `signature`, Gemini `thoughtSignature`).
+    pub fn with_signature(mut self, signature: impl Into<String>) -> Self {
+        self.signature = Some(signature.into());
+        self
+    }
+
     pub fn with_tool_calls(mut self, calls: Vec<ToolCall>) -> Self {
         self.tool_calls.extend(calls);
         self
     }
 
-    /// Streams the content in `n` pieces of near-equal length (in chars)
-    /// instead of one piece per word.
+    /// Streams the text in `n` pieces of near-equal length (in chars) instead of one per word.
     pub fn with_chunks(mut self, n: usize) -> Self {
         self.chunks = Some(n);
+        self
+    }
+
+    /// Reported usage. Default: input 10, output = number of streamed pieces, no cache.
+    pub fn with_usage(
+        mut self,
+        input: u64,
+        output: u64,
+        cache_read: u64,
+        cache_write: u64,
+    ) -> Self {
+        self.usage = Some(Usage {
+            input,
+            output,
+            cache_read,
+            cache_write,
+        });
+        self
+    }
+
+    /// Overrides the finish reason, sent as given (default: the format's own for a stop or for
+    /// tool calls).
+    pub fn with_finish_reason(mut self, reason: impl Into<String>) -> Self {
+        self.finish_reason = Some(reason.into());
+        self
+    }
+
+    /// After its text the stream reports this error (`type`, message) instead of finishing.
+    pub fn with_stream_error(mut self, kind: &str, message: &str) -> Self {
+        self.stream_error = Some((kind.into(), message.into()));
+        self
+    }
+
+    /// How an OpenAI-compatible server words the reply (see [`openai::Dialect`]).
+    pub fn with_dialect(mut self, dialect: openai::Dialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// Adds a response header.
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Cuts the body every `split` bytes.
+    pub fn split_every(mut self, split: usize) -> Self {
+        self.split = Some(Split::Every(split.max(1)));
+        self
+    }
+
+    /// Sends each frame (SSE event, NDJSON line) as one piece.
+    pub fn whole_frames(mut self) -> Self {
+        self.split = Some(Split::WholeFrames);
+        self
+    }
+
+    /// Sends only the first `fraction` of the body's pieces, then drops the connection.
+    pub fn cut_after_fraction(mut self, fraction: f64) -> Self {
+        self.cut = Some(Cut::AfterFraction(fraction));
         self
     }
 
@@ -179,76 +302,109 @@ impl Reply {
         self
     }
 
-    /// Delay between consecutive SSE frames.
+    /// Delay before each frame after the first (slept before the piece that holds the frame's
+    /// start, once for every frame starting in it).
     pub fn with_chunk_gap(mut self, gap: Duration) -> Self {
         self.chunk_gap = gap;
         self
     }
 
-    /// Reported usage. Default: prompt 10, completion = number of streamed
-    /// delta pieces (reasoning + content + tool-call fragments), cached 0.
-    pub fn with_usage(mut self, prompt: u64, completion: u64, cached: u64) -> Self {
-        self.usage = Some(Usage {
-            prompt,
-            completion,
-            cached,
-        });
+    /// Goes silent for `pause` before piece number `at` (for inactivity-timeout tests).
+    pub fn stall_before(mut self, at: usize, pause: Duration) -> Self {
+        self.stall = Some((at, pause));
         self
     }
 
-    /// Overrides the finish reason (default `"stop"`, or `"tool_calls"` when
-    /// the reply has tool calls).
-    pub fn with_finish_reason(mut self, reason: impl Into<String>) -> Self {
-        self.finish_reason = Some(reason.into());
-        self
+    pub fn kind(&self) -> &Kind {
+        &self.kind
     }
 
-    /// Adds a response header (any kind of reply).
-    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
+    pub fn text_content(&self) -> Option<&str> {
+        self.text.as_deref()
     }
 
-    fn content_pieces(&self) -> Vec<String> {
-        let text = self.content.as_deref().unwrap_or("");
+    pub fn reasoning(&self) -> Option<&str> {
+        self.reasoning.as_deref()
+    }
+
+    pub fn signature(&self) -> Option<&str> {
+        self.signature.as_deref()
+    }
+
+    pub fn calls(&self) -> &[ToolCall] {
+        &self.tool_calls
+    }
+
+    pub fn dialect(&self) -> &openai::Dialect {
+        &self.dialect
+    }
+
+    pub fn cut(&self) -> Option<Cut> {
+        self.cut
+    }
+
+    pub fn stream_error(&self) -> Option<(&str, &str)> {
+        self.stream_error
+            .as_ref()
+            .map(|(kind, message)| (kind.as_str(), message.as_str()))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The text as streamed: explicit pieces, `chunks` near-equal pieces, or one per word.
+    pub fn text_pieces(&self) -> Vec<String> {
+        if let Some(pieces) = &self.pieces {
+            return pieces.clone();
+        }
+        let text = self.text.as_deref().unwrap_or("");
         match self.chunks {
             Some(n) => split_n(text, n),
             None => split_words(text),
         }
     }
 
-    fn reasoning_pieces(&self) -> Vec<String> {
+    pub fn reasoning_pieces(&self) -> Vec<String> {
         split_words(self.reasoning.as_deref().unwrap_or(""))
     }
 
-    fn finish_reason(&self) -> String {
+    /// The finish reason, or `stop` / `tool_calls` in the format's own words.
+    pub fn finish_reason_or(&self, stop: &str, tool_calls: &str) -> String {
         match &self.finish_reason {
             Some(reason) => reason.clone(),
-            None if self.tool_calls.is_empty() => "stop".to_owned(),
-            None => "tool_calls".to_owned(),
+            None if self.tool_calls.is_empty() => stop.to_owned(),
+            None => tool_calls.to_owned(),
         }
     }
 
-    fn usage(&self) -> Usage {
+    /// The finish reason in OpenAI's words.
+    pub fn finish_reason(&self) -> String {
+        self.finish_reason_or("stop", "tool_calls")
+    }
+
+    pub fn usage(&self) -> Usage {
         self.usage.unwrap_or_else(|| {
             let fragments: usize = self
                 .tool_calls
                 .iter()
-                .map(|c| 1 + split_arguments(&c.arguments).len())
+                .map(|c| 1 + argument_pieces(&c.arguments).len())
                 .sum();
-            let pieces = self.content_pieces().len() + self.reasoning_pieces().len() + fragments;
+            let pieces = self.text_pieces().len() + self.reasoning_pieces().len() + fragments;
             Usage {
-                prompt: 10,
-                completion: pieces as u64,
-                cached: 0,
+                input: 10,
+                output: pieces as u64,
+                ..Usage::default()
             }
         })
     }
 }
 
-/// Splits into one piece per whitespace-separated word, each word keeping the
-/// whitespace that follows it (leading whitespace stays with the first word),
-/// so the pieces concatenate to `text`.
+/// Splits into one piece per whitespace-separated word, each word keeping the whitespace that
+/// follows it (leading whitespace stays with the first word), so the pieces concatenate to `text`.
 fn split_words(text: &str) -> Vec<String> {
     let mut pieces = Vec::new();
     let mut current = String::new();
@@ -271,8 +427,8 @@ fn split_words(text: &str) -> Vec<String> {
     pieces
 }
 
-/// Splits into `n` pieces of near-equal char count (fewer if `text` has fewer
-/// chars; none if it is empty).
+/// Splits into `n` pieces of near-equal char count (fewer if `text` has fewer chars; none if it
+/// is empty).
 fn split_n(text: &str, n: usize) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     if chars.is_empty() {
@@ -291,36 +447,146 @@ fn split_n(text: &str, n: usize) -> Vec<String> {
 }
 
 /// Tool-call arguments are streamed in 3 pieces (fewer if shorter than 3 chars).
-fn split_arguments(arguments: &str) -> Vec<String> {
+pub fn argument_pieces(arguments: &str) -> Vec<String> {
     split_n(arguments, 3)
+}
+
+/// How a body is cut into the pieces it is sent in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    /// Every this many bytes, across frame boundaries.
+    Every(usize),
+    /// One piece per frame.
+    WholeFrames,
+}
+
+/// One frame of a stream (an SSE event, an NDJSON line); `text` marks a frame carrying a text
+/// piece, which is where [`Cut::AfterTextPieces`] counts.
+pub struct Frame {
+    pub bytes: String,
+    pub text: bool,
+}
+
+impl Frame {
+    pub fn new(bytes: String) -> Self {
+        Self { bytes, text: false }
+    }
+
+    pub fn text(bytes: String) -> Self {
+        Self { bytes, text: true }
+    }
+}
+
+/// What the request asked for, as the renderers need it.
+pub struct Exchange {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+    /// OpenAI: `stream_options.include_usage` or OpenRouter's `usage.include`.
+    pub include_usage: bool,
+}
+
+/// The wire format a request's path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    OpenAi,
+    Anthropic,
+    Gemini,
+    Ollama,
+}
+
+impl Wire {
+    fn from_path(path: &str) -> Option<Self> {
+        if path.ends_with("/chat/completions") {
+            Some(Self::OpenAi)
+        } else if path.ends_with("/messages") {
+            Some(Self::Anthropic)
+        } else if path.ends_with(":generateContent") || path.ends_with(":streamGenerateContent") {
+            Some(Self::Gemini)
+        } else if path.ends_with("/api/chat") {
+            Some(Self::Ollama)
+        } else {
+            None
+        }
+    }
+
+    fn streaming(self, path: &str, request: &Value) -> bool {
+        let stream = request.get("stream").and_then(Value::as_bool);
+        match self {
+            Self::OpenAi | Self::Anthropic => stream == Some(true),
+            Self::Gemini => path.ends_with(":streamGenerateContent"),
+            Self::Ollama => stream != Some(false),
+        }
+    }
+
+    fn stream_content_type(self) -> &'static str {
+        match self {
+            Self::Ollama => "application/x-ndjson",
+            _ => "text/event-stream",
+        }
+    }
+
+    fn stream(self, reply: &Reply, exchange: &Exchange) -> Vec<Frame> {
+        match (self, reply.kind()) {
+            (Self::OpenAi, Kind::Malformed) => openai::malformed_stream(exchange),
+            (Self::Anthropic, Kind::Malformed) => anthropic::malformed_stream(exchange),
+            (Self::Gemini, Kind::Malformed) => gemini::malformed_stream(),
+            (Self::Ollama, Kind::Malformed) => ollama::malformed_stream(),
+            (Self::OpenAi, _) => openai::stream(reply, exchange),
+            (Self::Anthropic, _) => anthropic::stream(reply, exchange),
+            (Self::Gemini, _) => gemini::stream(reply),
+            (Self::Ollama, _) => ollama::stream(reply),
+        }
+    }
+
+    fn whole(self, reply: &Reply, exchange: &Exchange) -> Value {
+        match self {
+            Self::OpenAi => openai::whole(reply, exchange),
+            Self::Anthropic => anthropic::whole(reply, exchange),
+            Self::Gemini => gemini::whole(reply),
+            Self::Ollama => ollama::whole(reply),
+        }
+    }
+}
+
+/// One request the mock received.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub path: String,
+    /// The raw query string (`alt=sse`), empty when none.
+    pub query: String,
+    /// Lower-case header name → value; repeated headers joined with `", "`.
+    pub headers: HashMap<String, String>,
+    /// The JSON body (a body that is not JSON is kept as a JSON string and answered with 400).
+    pub body: Value,
+    /// The pieces the response body was sent in.
+    pub response_pieces: Vec<Bytes>,
+}
+
+impl Received {
+    /// Whether some cut of the response fell inside a multi-byte UTF-8 character.
+    pub fn response_split_inside_utf8(&self) -> bool {
+        self.response_pieces.iter().skip(1).any(|piece| {
+            piece
+                .first()
+                .is_some_and(|b| (b & 0b1100_0000) == 0b1000_0000)
+        })
+    }
 }
 
 struct MockState {
     queue: VecDeque<Reply>,
-    requests: Vec<Value>,
-    headers: Vec<HashMap<String, String>>,
+    received: Vec<Received>,
     /// Answered when the queue is empty.
     default_reply: Reply,
-    /// Keep request bodies and headers (off for load runs, where they would pile up).
+    /// Keep requests (off for load runs, where they would pile up).
     record: bool,
     /// Requests answered so far.
     answered: usize,
-    /// When each streamed response was dropped before its last frame (the client went away).
+    /// How replies that do not say are cut.
+    split: Split,
+    /// When each streamed response was dropped before its last piece (the client went away).
     abandoned: Vec<std::time::Instant>,
-}
-
-impl Default for MockState {
-    fn default() -> Self {
-        Self {
-            queue: VecDeque::new(),
-            requests: Vec::new(),
-            headers: Vec::new(),
-            default_reply: Reply::text("mock answer"),
-            record: true,
-            answered: 0,
-            abandoned: Vec::new(),
-        }
-    }
 }
 
 type Shared = Arc<Mutex<MockState>>;
@@ -331,30 +597,41 @@ fn lock(state: &Shared) -> MutexGuard<'_, MockState> {
 
 /// A running mock upstream; the server stops when this is dropped.
 pub struct MockLlm {
-    base_url: String,
+    origin: String,
     state: Shared,
     server: JoinHandle<()>,
 }
 
 impl MockLlm {
-    /// Binds 127.0.0.1:0, serves `POST /v1/chat/completions` and
-    /// `GET /v1/models` (one model, `"mock-model"`).
+    /// Binds 127.0.0.1:0; answers every wire format and `GET /v1/models` (`"mock-model"`);
+    /// cuts bodies every [`SPLIT`] bytes.
     pub async fn start() -> MockLlm {
-        Self::start_with("127.0.0.1:0", Reply::text("mock answer"), true).await
+        Self::serve(
+            "127.0.0.1:0",
+            Reply::text("mock answer"),
+            true,
+            Split::Every(SPLIT),
+        )
+        .await
     }
 
-    /// Binds `address`, answers `default_reply` whenever the queue is empty, and records
-    /// requests only when `record` is set (the benchmark's upstream runs without).
+    /// Binds `address`, answers `default_reply` whenever the queue is empty, records requests
+    /// only when `record` is set, and sends whole frames: the benchmark's upstream.
     pub async fn start_with(address: &str, default_reply: Reply, record: bool) -> MockLlm {
+        Self::serve(address, default_reply, record, Split::WholeFrames).await
+    }
+
+    async fn serve(address: &str, default_reply: Reply, record: bool, split: Split) -> MockLlm {
         let state = Shared::new(Mutex::new(MockState {
+            queue: VecDeque::new(),
+            received: Vec::new(),
             default_reply,
             record,
-            ..MockState::default()
+            answered: 0,
+            split,
+            abandoned: Vec::new(),
         }));
-        let app = Router::new()
-            .route("/v1/chat/completions", post(chat_completions))
-            .route("/v1/models", get(models))
-            .with_state(state.clone());
+        let app = Router::new().fallback(answer).with_state(state.clone());
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .expect("mock LLM: bind its address");
@@ -365,42 +642,66 @@ impl MockLlm {
                 .expect("mock LLM: server error");
         });
         MockLlm {
-            base_url: format!("http://{addr}/v1"),
+            origin: format!("http://{addr}"),
             state,
             server,
         }
     }
 
-    /// e.g. `"http://127.0.0.1:PORT/v1"`.
+    /// e.g. `"http://127.0.0.1:PORT/v1"`, for OpenAI-compatible clients.
     pub fn base_url(&self) -> String {
-        self.base_url.clone()
+        format!("{}/v1", self.origin)
     }
 
-    /// Queues a reply; replies are consumed FIFO, one per chat request.
+    /// e.g. `"http://127.0.0.1:PORT"`, for providers that add their own path.
+    pub fn origin(&self) -> String {
+        self.origin.clone()
+    }
+
+    /// Queues a reply; replies are consumed FIFO, one per request.
     pub fn push(&self, reply: Reply) {
         lock(&self.state).queue.push_back(reply);
     }
 
-    /// Bodies of every chat request received so far, in order (a body that is
-    /// not JSON is recorded as a JSON string and answered with 400).
-    pub fn requests(&self) -> Vec<Value> {
-        lock(&self.state).requests.clone()
+    /// Every request received so far, in order.
+    pub fn received(&self) -> Vec<Received> {
+        lock(&self.state).received.clone()
     }
 
-    /// Headers of every chat request (lower-case name → value; repeated
-    /// headers joined with `", "`), in order.
+    /// Bodies of every request received so far, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        lock(&self.state)
+            .received
+            .iter()
+            .map(|r| r.body.clone())
+            .collect()
+    }
+
+    /// The body of request `n` (0-based).
+    pub fn body(&self, n: usize) -> Value {
+        self.requests()
+            .get(n)
+            .cloned()
+            .unwrap_or_else(|| panic!("mock LLM: no request {n}"))
+    }
+
+    /// Headers of every request, in order.
     pub fn request_headers(&self) -> Vec<HashMap<String, String>> {
-        lock(&self.state).headers.clone()
+        lock(&self.state)
+            .received
+            .iter()
+            .map(|r| r.headers.clone())
+            .collect()
+    }
+
+    /// Number of requests received so far.
+    pub fn request_count(&self) -> usize {
+        lock(&self.state).received.len()
     }
 
     /// When each streamed response was abandoned by the client before it ended.
     pub fn abandoned(&self) -> Vec<std::time::Instant> {
         lock(&self.state).abandoned.clone()
-    }
-
-    /// Number of chat requests received so far.
-    pub fn request_count(&self) -> usize {
-        lock(&self.state).requests.len()
     }
 }
 
@@ -408,14 +709,6 @@ impl Drop for MockLlm {
     fn drop(&mut self) {
         self.server.abort();
     }
-}
-
-async fn models() -> Response {
-    axum::Json(json!({
-        "object": "list",
-        "data": [{"id": MOCK_MODEL, "object": "model", "created": 0, "owned_by": "mock"}],
-    }))
-    .into_response()
 }
 
 fn header_map(headers: &HeaderMap) -> HashMap<String, String> {
@@ -432,41 +725,60 @@ fn header_map(headers: &HeaderMap) -> HashMap<String, String> {
     map
 }
 
-async fn chat_completions(
+async fn answer(
     State(state): State<Shared>,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let parsed = serde_json::from_slice::<Value>(&body);
-    let (number, reply, request) = {
-        let mut st = lock(&state);
-        if st.record {
-            st.headers.push(header_map(&headers));
-        }
-        match parsed {
-            Ok(request) => {
-                if st.record {
-                    st.requests.push(request.clone());
-                }
-                st.answered += 1;
-                let reply = match st.queue.pop_front() {
-                    Some(reply) => reply,
-                    None => st.default_reply.clone(),
-                };
-                (st.answered, reply, request)
-            }
-            Err(err) => {
-                st.requests
-                    .push(Value::String(String::from_utf8_lossy(&body).into_owned()));
-                let error = json!({"error": {
-                    "message": format!("mock LLM: request body is not JSON: {err}"),
-                    "type": "invalid_request_error",
-                }});
-                return (StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
-            }
-        }
+    let path = uri.path().to_string();
+    if method == Method::GET && path.ends_with("/models") {
+        return axum::Json(json!({
+            "object": "list",
+            "data": [{"id": MOCK_MODEL, "object": "model", "created": 0, "owned_by": "mock"}],
+        }))
+        .into_response();
+    }
+    let Some(wire) = Wire::from_path(&path) else {
+        return (
+            StatusCode::NOT_FOUND,
+            "mock LLM: no wire format at this path",
+        )
+            .into_response();
     };
-    let ctx = Ctx {
+    let parsed = serde_json::from_slice::<Value>(&body);
+    let (number, reply, request, index, split) = {
+        let mut st = lock(&state);
+        let index = st.record.then_some(st.received.len());
+        if st.record {
+            st.received.push(Received {
+                path: path.clone(),
+                query: uri.query().unwrap_or_default().to_string(),
+                headers: header_map(&headers),
+                body: parsed
+                    .as_ref()
+                    .cloned()
+                    .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned())),
+                response_pieces: Vec::new(),
+            });
+        }
+        let Ok(request) = parsed else {
+            let error = json!({"error": {
+                "message": "mock LLM: request body is not JSON",
+                "type": "invalid_request_error",
+            }});
+            return (StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
+        };
+        st.answered += 1;
+        let reply = st
+            .queue
+            .pop_front()
+            .unwrap_or_else(|| st.default_reply.clone());
+        let split = reply.split.unwrap_or(st.split);
+        (st.answered, reply, request, index, split)
+    };
+    let exchange = Exchange {
         id: format!("chatcmpl-mock-{number}"),
         created: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -477,59 +789,55 @@ async fn chat_completions(
             .and_then(Value::as_str)
             .unwrap_or(MOCK_MODEL)
             .to_owned(),
+        include_usage: request.pointer("/stream_options/include_usage") == Some(&json!(true))
+            || request.pointer("/usage/include") == Some(&json!(true)),
     };
-    let streaming = request.get("stream").and_then(Value::as_bool) == Some(true);
-    let include_usage = request
-        .pointer("/stream_options/include_usage")
-        .and_then(Value::as_bool)
-        == Some(true);
-
-    if let Kind::Status { status, body } = &reply.kind {
-        sleep(reply.first_byte_delay).await;
-        let status = StatusCode::from_u16(*status).expect("mock LLM: invalid status code");
-        return respond(
-            &reply,
-            status,
-            "application/json",
-            Body::from(body.to_string()),
-        );
-    }
-    if streaming {
-        let steps = stream_steps(&reply, &ctx, include_usage);
-        let body = paced(
-            steps,
-            reply.first_byte_delay,
-            reply.chunk_gap,
-            Some(state.clone()),
-        );
-        return respond(&reply, StatusCode::OK, "text/event-stream", body);
-    }
-
-    sleep(reply.first_byte_delay).await;
-    let body = match reply.kind {
-        Kind::Malformed => Body::from("{not json"),
-        Kind::CutAfter(_) => {
-            let full = completion_json(&reply, &ctx).to_string();
-            let half = Bytes::from(full.as_bytes()[..full.len() / 2].to_vec());
-            paced(
-                vec![Step::Frame(half), Step::Abort],
-                Duration::ZERO,
-                Duration::ZERO,
-                None,
-            )
+    let streaming = wire.streaming(&path, &request);
+    // `dropped`: the connection goes after the last piece instead of the body ending.
+    let (status, content_type, frames, mut dropped) = match reply.kind() {
+        Kind::Hang => std::future::pending().await,
+        Kind::Panic => panic!("mock LLM: the scripted reply panics"),
+        Kind::Status { status, body } => {
+            (*status, "application/json", vec![body.to_string()], false)
         }
-        _ => Body::from(completion_json(&reply, &ctx).to_string()),
+        Kind::Malformed if !streaming => (200, "application/json", vec!["{not json".into()], false),
+        _ if streaming => {
+            let mut frames = wire.stream(&reply, &exchange);
+            let cut = reply.cut();
+            if let Some(Cut::AfterTextPieces(k)) = cut {
+                frames = cut_after_text_pieces(frames, k);
+            }
+            let frames = frames.into_iter().map(|f| f.bytes).collect();
+            let dropped = matches!(cut, Some(Cut::AfterTextPieces(_)));
+            (200, wire.stream_content_type(), frames, dropped)
+        }
+        _ => {
+            let mut whole = wire.whole(&reply, &exchange).to_string();
+            let dropped = matches!(reply.cut(), Some(Cut::AfterTextPieces(_)));
+            if dropped {
+                let mut half = whole.len() / 2;
+                while !whole.is_char_boundary(half) {
+                    half -= 1;
+                }
+                whole.truncate(half);
+            }
+            (200, "application/json", vec![whole], dropped)
+        }
     };
-    respond(&reply, StatusCode::OK, "application/json", body)
-}
-
-struct Ctx {
-    id: String,
-    created: u64,
-    model: String,
-}
-
-fn respond(reply: &Reply, status: StatusCode, content_type: &str, body: Body) -> Response {
+    let streamed = streaming && status == 200;
+    let mut pieces = cut_into_pieces(&frames, split);
+    if let Some(Cut::AfterFraction(fraction)) = reply.cut() {
+        let keep = ((pieces.len() as f64) * fraction).ceil() as usize;
+        pieces.truncate(keep.max(1));
+        dropped = true;
+    }
+    if let Some(index) = index {
+        lock(&state).received[index].response_pieces =
+            pieces.iter().map(|p| p.bytes.clone()).collect();
+    }
+    if !streamed {
+        sleep(reply.first_byte_delay).await;
+    }
     let mut builder = Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, content_type);
@@ -539,9 +847,73 @@ fn respond(reply: &Reply, status: StatusCode, content_type: &str, body: Body) ->
     for (name, value) in &reply.headers {
         builder = builder.header(name.as_str(), value.as_str());
     }
+    let pacing = Pacing {
+        first: if streamed {
+            reply.first_byte_delay
+        } else {
+            Duration::ZERO
+        },
+        gap: reply.chunk_gap,
+        stall: reply.stall,
+        dropped,
+        watch: streamed.then(|| state.clone()),
+    };
     builder
-        .body(body)
+        .body(paced(pieces, pacing))
         .expect("mock LLM: invalid response header in Reply::with_header")
+}
+
+/// Keeps the frames up to and including the `k`-th text frame (none of them when `k` is 0).
+fn cut_after_text_pieces(frames: Vec<Frame>, k: usize) -> Vec<Frame> {
+    let mut seen = 0;
+    frames
+        .into_iter()
+        .take_while(|frame| {
+            if frame.text {
+                seen += 1;
+            }
+            !frame.text || seen <= k
+        })
+        .collect()
+}
+
+struct Piece {
+    bytes: Bytes,
+    /// How many frames after the first start in this piece.
+    frame_starts: u32,
+}
+
+/// Cuts the concatenated frames as `split` says.
+fn cut_into_pieces(frames: &[String], split: Split) -> Vec<Piece> {
+    let Split::Every(split) = split else {
+        return frames
+            .iter()
+            .enumerate()
+            .map(|(n, frame)| Piece {
+                bytes: Bytes::from(frame.clone()),
+                frame_starts: u32::from(n > 0),
+            })
+            .collect();
+    };
+    let mut starts = Vec::new();
+    let mut body = Vec::new();
+    for frame in frames {
+        starts.push(body.len());
+        body.extend_from_slice(frame.as_bytes());
+    }
+    body.chunks(split)
+        .enumerate()
+        .map(|(n, bytes)| {
+            let (from, to) = (n * split, n * split + bytes.len());
+            Piece {
+                bytes: Bytes::copy_from_slice(bytes),
+                frame_starts: starts
+                    .iter()
+                    .filter(|&&s| s > 0 && s >= from && s < to)
+                    .count() as u32,
+            }
+        })
+        .collect()
 }
 
 async fn sleep(delay: Duration) {
@@ -550,128 +922,18 @@ async fn sleep(delay: Duration) {
     }
 }
 
-fn usage_json(usage: Usage) -> Value {
-    json!({
-        "prompt_tokens": usage.prompt,
-        "completion_tokens": usage.completion,
-        "total_tokens": usage.prompt + usage.completion,
-        "prompt_tokens_details": {"cached_tokens": usage.cached},
-    })
+struct Pacing {
+    first: Duration,
+    gap: Duration,
+    stall: Option<(usize, Duration)>,
+    /// Drop the connection after the last piece instead of ending the body.
+    dropped: bool,
+    /// Where to record a stream the client abandons.
+    watch: Option<Shared>,
 }
 
-fn completion_json(reply: &Reply, ctx: &Ctx) -> Value {
-    let mut message = json!({"role": "assistant", "content": reply.content});
-    if let Some(reasoning) = &reply.reasoning {
-        message["reasoning_content"] = json!(reasoning);
-    }
-    if !reply.tool_calls.is_empty() {
-        let calls: Vec<Value> = reply
-            .tool_calls
-            .iter()
-            .map(|c| {
-                json!({
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                })
-            })
-            .collect();
-        message["tool_calls"] = Value::Array(calls);
-    }
-    json!({
-        "id": ctx.id,
-        "object": "chat.completion",
-        "created": ctx.created,
-        "model": ctx.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason()}],
-        "usage": usage_json(reply.usage()),
-    })
-}
-
-enum Step {
-    Frame(Bytes),
-    Abort,
-}
-
-fn sse(data: impl std::fmt::Display) -> Step {
-    Step::Frame(Bytes::from(format!("data: {data}\n\n")))
-}
-
-fn chunk(ctx: &Ctx, delta: Value, finish_reason: Option<String>) -> Step {
-    sse(json!({
-        "id": ctx.id,
-        "object": "chat.completion.chunk",
-        "created": ctx.created,
-        "model": ctx.model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-    }))
-}
-
-fn stream_steps(reply: &Reply, ctx: &Ctx, include_usage: bool) -> Vec<Step> {
-    let mut steps = vec![chunk(
-        ctx,
-        json!({"role": "assistant", "content": ""}),
-        None,
-    )];
-    match reply.kind {
-        Kind::Malformed => {
-            steps.push(sse("{not json"));
-            steps.push(sse("[DONE]"));
-            return steps;
-        }
-        Kind::CutAfter(k) => {
-            for piece in reply.content_pieces().into_iter().take(k) {
-                steps.push(chunk(ctx, json!({"content": piece}), None));
-            }
-            steps.push(Step::Abort);
-            return steps;
-        }
-        Kind::Completion | Kind::Status { .. } => {}
-    }
-    for piece in reply.reasoning_pieces() {
-        steps.push(chunk(ctx, json!({"reasoning_content": piece}), None));
-    }
-    for piece in reply.content_pieces() {
-        steps.push(chunk(ctx, json!({"content": piece}), None));
-    }
-    for (index, call) in reply.tool_calls.iter().enumerate() {
-        let head = json!({"tool_calls": [{
-            "index": index,
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": ""},
-        }]});
-        steps.push(chunk(ctx, head, None));
-        for piece in split_arguments(&call.arguments) {
-            let fragment =
-                json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]});
-            steps.push(chunk(ctx, fragment, None));
-        }
-    }
-    steps.push(chunk(ctx, json!({}), Some(reply.finish_reason())));
-    if include_usage {
-        steps.push(sse(json!({
-            "id": ctx.id,
-            "object": "chat.completion.chunk",
-            "created": ctx.created,
-            "model": ctx.model,
-            "choices": [],
-            "usage": usage_json(reply.usage()),
-        })));
-    }
-    steps.push(sse("[DONE]"));
-    steps
-}
-
-/// Records the moment a streamed response is dropped before its last frame.
+/// Records the moment a streamed response is dropped before its last piece.
 struct Unfinished(Option<Shared>);
-
-impl Unfinished {
-    /// The last frame went out: dropping is no longer abandoning.
-    fn completed(mut self) {
-        self.0 = None;
-    }
-}
 
 impl Drop for Unfinished {
     fn drop(&mut self) {
@@ -681,35 +943,34 @@ impl Drop for Unfinished {
     }
 }
 
-/// A streaming body yielding each step as its own body chunk: `first` is slept
-/// before the first step, `gap` before each later one. `Step::Abort` makes the
-/// body fail, so the connection is dropped mid-response.
-fn paced(steps: Vec<Step>, first: Duration, gap: Duration, watch: Option<Shared>) -> Body {
-    let frames = stream::unfold(
-        (steps.into_iter(), true, Unfinished(watch)),
-        move |(mut steps, is_first, unfinished)| async move {
-            let Some(step) = steps.next() else {
-                unfinished.completed();
-                return None;
-            };
-            sleep(if is_first { first } else { gap }).await;
-            let item = match step {
-                Step::Frame(bytes) => Ok(bytes),
-                Step::Abort => {
-                    // Let hyper flush what was sent so far before the cut.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    Err(std::io::Error::new(
-                        std::io::ErrorKind::ConnectionAborted,
-                        "mock LLM: scripted cut",
-                    ))
-                }
-            };
-            Some((item, (steps, false, unfinished)))
-        },
-    );
-    Body::from_stream(frames)
+/// Yields each piece as its own body frame; the executor yield between pieces makes hyper flush
+/// each one separately. A dropped reply ends with an error, so hyper drops the connection.
+fn paced(pieces: Vec<Piece>, pacing: Pacing) -> Body {
+    let stream = async_stream::stream! {
+        let mut unfinished = Unfinished(pacing.watch);
+        for (n, piece) in pieces.into_iter().enumerate() {
+            if n == 0 {
+                sleep(pacing.first).await;
+            }
+            sleep(pacing.gap * piece.frame_starts).await;
+            if let Some((at, pause)) = pacing.stall && at == n {
+                tokio::time::sleep(pause).await;
+            }
+            tokio::task::yield_now().await;
+            yield Ok::<Bytes, std::io::Error>(piece.bytes);
+        }
+        if pacing.dropped {
+            // Let hyper write what was sent before the connection goes.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            yield Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "mock LLM: scripted cut",
+            ));
+        }
+        unfinished.0 = None;
+    };
+    Body::from_stream(stream)
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -854,7 +1115,7 @@ mod tests {
         let mock = MockLlm::start().await;
         let reply = Reply::text("abcdefgh")
             .with_chunks(3)
-            .with_usage(100, 7, 40)
+            .with_usage(100, 7, 40, 0)
             .with_finish_reason("length");
         mock.push(reply.clone());
         mock.push(reply);
@@ -1058,7 +1319,11 @@ mod tests {
     #[tokio::test]
     async fn chunk_gap_delays_each_frame() {
         let mock = MockLlm::start().await;
-        mock.push(Reply::text("a b c d").with_chunk_gap(Duration::from_millis(100)));
+        mock.push(
+            Reply::text("a b c d")
+                .with_chunk_gap(Duration::from_millis(100))
+                .whole_frames(),
+        );
         let start = Instant::now();
         let (frames, raw, _) = read_sse(post(&mock, chat(true)).await).await;
         let elapsed = start.elapsed();
@@ -1105,6 +1370,6 @@ mod tests {
         assert_eq!(split_words(""), Vec::<String>::new());
         assert_eq!(split_n("abcdefgh", 3), ["abc", "def", "gh"]);
         assert_eq!(split_n("ab", 5), ["a", "b"]);
-        assert_eq!(split_arguments(r#"{"a":1}"#).len(), 3);
+        assert_eq!(argument_pieces(r#"{"a":1}"#).len(), 3);
     }
 }

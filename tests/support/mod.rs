@@ -1,11 +1,13 @@
-//! Shared test support: the scripted mock LLM upstream and `spawn_app()`, which serves the
-//! real agentd app on 127.0.0.1:0 with a temporary SQLite store against that mock.
+//! Shared test support: `spawn_app()`, which serves the real agentd app on 127.0.0.1:0 with a
+//! temporary SQLite store against the scripted mock LLM, the requests tests make of it (start a
+//! run and read its id), and SSE reading. The submodules own the mock LLM, the in-process
+//! session doubles, the real binary as a child process and the MCP servers.
 
+pub mod binary;
 pub mod mcp;
 pub mod mcp_server;
 pub mod mock_llm;
 pub mod scripted;
-pub mod wire;
 
 use std::sync::Arc;
 
@@ -90,6 +92,13 @@ impl TestApp {
             .expect("request sent")
     }
 
+    /// POSTs `body` to `path` (a run or a chat completion) and returns the run's id with the
+    /// response.
+    pub async fn start_run(&self, path: &str, body: &Value) -> (String, reqwest::Response) {
+        let response = self.post_json(path, body).await;
+        (run_id(&response), response)
+    }
+
     pub async fn get(&self, path: &str) -> reqwest::Response {
         self.client
             .get(self.url(path))
@@ -97,6 +106,14 @@ impl TestApp {
             .await
             .expect("request sent")
     }
+}
+
+/// The id of the run a response belongs to (its `x-agentd-run-id` header).
+pub fn run_id(response: &reqwest::Response) -> String {
+    response.headers()["x-agentd-run-id"]
+        .to_str()
+        .expect("the run id header is text")
+        .to_string()
 }
 
 /// Reads a whole SSE body and returns the `data:` payload of every event, in order.

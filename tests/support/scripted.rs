@@ -1,6 +1,7 @@
-//! In-process test doubles for the session library: a scripted [`Provider`] (no network, so
-//! tests can run on tokio's paused clock) and a [`ToolProvider`] with well-behaved and
-//! misbehaving tools. Both record what they were asked.
+//! In-process test doubles for the session library: a [`Provider`] that plays the mock LLM's
+//! [`Reply`]s without a network (so tests can run on tokio's paused clock), a [`ToolProvider`]
+//! with well-behaved and misbehaving tools, and the [`Harness`] that runs a session on them.
+//! All of them record what they were asked.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,87 +14,46 @@ use agentd::agent::{
 };
 use agentd::config::models::ModelCatalog;
 use agentd::config::{AgentSpec, parse_config, registry::resolve_agent};
+use agentd::llm::failure::{classify_status, parse_retry_after};
 use agentd::llm::{
-    DeltaStream, LlmDelta, LlmError, LlmRequest, Provider, StopReason, ToolDefinition, Usage,
+    DeltaStream, LlmDelta, LlmError, LlmRequest, Provider, ResponseMetadata, StopReason,
+    ToolDefinition, Usage,
 };
 use agentd::tools::{ToolOutcome, ToolProvider, ToolRegistry};
 use async_trait::async_trait;
+use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::{Value, json};
 
-/// One scripted reply.
-#[derive(Debug, Clone)]
-pub enum Step {
-    Deltas(Vec<LlmDelta>),
-    Fail(LlmError),
-    /// Never answers (for abort tests).
-    Hang,
-    /// The provider itself panics.
-    Panic,
-}
-
-pub fn text(content: &str) -> Step {
-    Step::Deltas(vec![
-        LlmDelta::Text(content.into()),
-        usage(10, 5),
-        LlmDelta::Stop(StopReason::Stop),
-    ])
-}
-
-pub fn reasoning_only(thought: &str) -> Step {
-    Step::Deltas(vec![
-        LlmDelta::Reasoning(thought.into()),
-        usage(10, 5),
-        LlmDelta::Stop(StopReason::Stop),
-    ])
-}
-
-pub fn empty() -> Step {
-    Step::Deltas(vec![usage(10, 0), LlmDelta::Stop(StopReason::Stop)])
-}
+use super::mock_llm::{Cut, Kind, Reply, ToolCall};
 
 /// Tool calls as `(id, name, raw arguments)`.
-pub fn calls(calls: &[(&str, &str, &str)]) -> Step {
-    let mut deltas: Vec<LlmDelta> = calls
-        .iter()
-        .enumerate()
-        .map(
-            |(index, (id, name, arguments))| LlmDelta::ToolCallFragment {
-                index,
-                id: Some((*id).into()),
-                name: Some((*name).into()),
-                arguments: (*arguments).into(),
-            },
-        )
-        .collect();
-    deltas.push(usage(20, 8));
-    deltas.push(LlmDelta::Stop(StopReason::ToolCalls));
-    Step::Deltas(deltas)
+pub fn calls(calls: &[(&str, &str, &str)]) -> Reply {
+    Reply::tool_calls(
+        calls
+            .iter()
+            .map(|(id, name, arguments)| ToolCall::new(*id, *name, *arguments))
+            .collect(),
+    )
 }
 
-pub fn final_report(format: &str, content: &str) -> Step {
+/// The final report as a call of the `agent__final_report` tool.
+pub fn final_report(format: &str, content: &str) -> Reply {
     let arguments = json!({"report_format": format, "report_content": content}).to_string();
     calls(&[("final", "agent__final_report", &arguments)])
 }
 
-fn usage(input: u64, output: u64) -> LlmDelta {
-    LlmDelta::Usage(Usage {
-        input_tokens: input,
-        output_tokens: output,
-        ..Usage::default()
-    })
-}
-
-/// A provider answering from a script; an exhausted script is an `InvalidResponse` error.
+/// A provider playing [`Reply`]s in process (no network, so tests can run on tokio's paused
+/// clock); an exhausted script is an `InvalidResponse` error.
 #[derive(Default)]
 pub struct ScriptedLlm {
-    script: Mutex<VecDeque<Step>>,
+    script: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<LlmRequest>>,
 }
 
 impl ScriptedLlm {
-    pub fn new(steps: Vec<Step>) -> Arc<Self> {
+    pub fn new(replies: Vec<Reply>) -> Arc<Self> {
         Arc::new(Self {
-            script: Mutex::new(steps.into()),
+            script: Mutex::new(replies.into()),
             requests: Mutex::default(),
         })
     }
@@ -119,29 +79,93 @@ impl Provider for ScriptedLlm {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(request);
-        let step = self
+        let reply = self
             .script
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop_front();
-        match step {
-            Some(Step::Deltas(deltas)) => {
-                let deltas = with_nonce(deltas, nonce.as_deref());
-                Ok(Box::pin(futures_util::stream::iter(
-                    deltas.into_iter().map(Ok),
-                )))
-            }
-            Some(Step::Fail(error)) => Err(error),
-            Some(Step::Hang) => {
-                std::future::pending::<()>().await;
-                Err(LlmError::Timeout("unreachable".into()))
-            }
-            Some(Step::Panic) => panic!("scripted provider panicked on purpose"),
-            None => Err(LlmError::InvalidResponse(
+        let Some(reply) = reply else {
+            return Err(LlmError::InvalidResponse(
                 "the test script is exhausted".into(),
+            ));
+        };
+        match reply.kind() {
+            Kind::Answer => Ok(Box::pin(futures_util::stream::iter(deltas(
+                &reply,
+                nonce.as_deref(),
+            )))),
+            Kind::Status { status, body } => {
+                let mut headers = HeaderMap::new();
+                if let Some(value) = reply.header("retry-after") {
+                    headers.insert(RETRY_AFTER, value.parse().expect("retry-after value"));
+                }
+                Err(classify_status(
+                    *status,
+                    &body.to_string(),
+                    parse_retry_after(&headers),
+                ))
+            }
+            Kind::Malformed => Err(LlmError::InvalidResponse(
+                "the scripted reply is malformed".into(),
             )),
+            Kind::Hang => {
+                std::future::pending::<()>().await;
+                unreachable!("a pending future never completes")
+            }
+            Kind::Panic => panic!("scripted provider panicked on purpose"),
         }
     }
+}
+
+/// The deltas a provider decodes from `reply`: the reasoning in one piece, the text pieces
+/// (`NONCE` replaced by the session's nonce), whole tool calls, the route, usage and the stop reason; a cut reply ends
+/// with a network error after its text pieces.
+fn deltas(reply: &Reply, nonce: Option<&str>) -> Vec<Result<LlmDelta, LlmError>> {
+    let with_nonce = |text: String| match nonce {
+        Some(nonce) => text.replace("NONCE", nonce),
+        None => text,
+    };
+    let mut deltas: Vec<LlmDelta> = reply
+        .reasoning()
+        .map(|r| LlmDelta::Reasoning(r.into()))
+        .into_iter()
+        .collect();
+    let text = reply.text_pieces().into_iter().map(with_nonce);
+    if let Some(Cut::AfterTextPieces(k)) = reply.cut() {
+        let mut cut: Vec<_> = deltas.into_iter().map(Ok).collect();
+        cut.extend(text.take(k).map(|t| Ok(LlmDelta::Text(t))));
+        cut.push(Err(LlmError::Network(
+            "the scripted connection was cut".into(),
+        )));
+        return cut;
+    }
+    deltas.extend(text.map(LlmDelta::Text));
+    deltas.extend(reply.calls().iter().enumerate().map(|(index, call)| {
+        LlmDelta::ToolCallFragment {
+            index,
+            id: Some(call.id.clone()),
+            name: Some(call.name.clone()),
+            arguments: call.arguments.clone(),
+        }
+    }));
+    let usage = reply.usage();
+    deltas.push(LlmDelta::Usage(Usage {
+        input_tokens: usage.input,
+        output_tokens: usage.output,
+        cached_tokens: usage.cache_read,
+        cache_write_tokens: usage.cache_write,
+    }));
+    if let Some(route) = reply.dialect().route {
+        deltas.push(LlmDelta::Metadata(ResponseMetadata {
+            cost_usd: Some(route.cost),
+            actual_provider: Some(route.provider.into()),
+            actual_model: Some(route.model.into()),
+        }));
+    }
+    deltas.push(LlmDelta::Stop(StopReason::from_openai(
+        &reply.finish_reason(),
+    )));
+    deltas.into_iter().map(Ok).collect()
 }
 
 /// The XML nonce the session advertised in this request's XML-NEXT, if any.
@@ -151,26 +175,6 @@ pub fn session_nonce(request: &LlmRequest) -> Option<String> {
     let slot = text.find("## Final report").unwrap_or(0);
     let start = slot + text[slot..].find("<ai-agent-")? + "<ai-agent-".len();
     text.get(start..start + 8).map(str::to_string)
-}
-
-/// Replaces `NONCE` in scripted text with the session's nonce.
-fn with_nonce(deltas: Vec<LlmDelta>, nonce: Option<&str>) -> Vec<LlmDelta> {
-    let Some(nonce) = nonce else { return deltas };
-    deltas
-        .into_iter()
-        .map(|delta| match delta {
-            LlmDelta::Text(text) => LlmDelta::Text(text.replace("NONCE", nonce)),
-            other => other,
-        })
-        .collect()
-}
-
-/// A text reply streamed in the given chunks, ending with `stop`.
-pub fn chunked(chunks: &[&str], stop: StopReason) -> Step {
-    let mut deltas: Vec<LlmDelta> = chunks.iter().map(|c| LlmDelta::Text((*c).into())).collect();
-    deltas.push(usage(10, 5));
-    deltas.push(LlmDelta::Stop(stop));
-    Step::Deltas(deltas)
 }
 
 /// Tools `test__echo`, `test__slow` (sleeps `ms`), `test__fail`, `test__panic`, `test__big`
@@ -284,9 +288,9 @@ impl SessionObserver for GuardRecorder {
 }
 
 impl Harness {
-    pub fn new(steps: Vec<Step>) -> Self {
+    pub fn new(replies: Vec<Reply>) -> Self {
         Self {
-            llm: ScriptedLlm::new(steps),
+            llm: ScriptedLlm::new(replies),
             tools: Arc::new(TestTools::default()),
             control: RunControl::default(),
             guard_events: Arc::new(GuardRecorder::default()),

@@ -11,42 +11,40 @@ use agentd::tools::ToolRegistry;
 use serde_json::{Value, json};
 
 use super::{KEY, UNICODE, all_sampling, call, merged, provider, request};
+use crate::support::mock_llm::{self, MockLlm, Reply};
 use crate::support::scripted::{Harness, TestTools, agent};
-use crate::support::wire::anthropic;
-use crate::support::wire::{Call, Script, WireMock, WireReply};
 
-fn config(mock: &WireMock, extra: Value) -> Value {
+fn config(mock: &MockLlm, extra: Value) -> Value {
     merged(
-        json!({"type": "anthropic", "baseUrl": mock.base_url, "apiKey": KEY}),
+        json!({"type": "anthropic", "baseUrl": mock.origin(), "apiKey": KEY}),
         extra,
     )
 }
 
-fn thinking_tool_turn() -> Script {
-    Script::calls(vec![
-        Call::new("toolu_1", "kb__search", r#"{"q":"Grüße ✓"}"#),
-        Call::new("toolu_2", "kb__fetch", r#"{"id":7}"#),
+fn thinking_tool_turn() -> Reply {
+    Reply::tool_calls(vec![
+        mock_llm::ToolCall::new("toolu_1", "kb__search", r#"{"q":"Grüße ✓"}"#),
+        mock_llm::ToolCall::new("toolu_2", "kb__fetch", r#"{"id":7}"#),
     ])
-    .with_reasoning(
-        "I should look this up — twice.",
-        Some("EqQBCkYIBxgCKkD+sig=="),
-    )
+    .with_reasoning("I should look this up — twice.")
+    .with_signature("EqQBCkYIBxgCKkD+sig==")
     .with_text(UNICODE)
     .with_usage(12, 34, 1000, 200)
 }
 
 #[tokio::test]
 async fn thinking_text_parallel_tools_and_cache_usage_decode_from_split_events() {
-    let mock = WireMock::start().await;
-    let reply = WireReply::sse(&anthropic::sse(&thinking_tool_turn()))
-        .split_every(5)
-        .with_gap(Duration::from_millis(1));
-    assert!(reply.splits_inside_utf8());
-    mock.push(reply);
+    let mock = MockLlm::start().await;
+    mock.push(
+        thinking_tool_turn()
+            .split_every(5)
+            .with_chunk_gap(Duration::from_millis(1)),
+    );
     let p = provider(config(&mock, json!({})));
     let response = call(p.as_ref(), request("claude-x", SamplingParams::default()))
         .await
         .expect("call succeeds");
+    assert!(mock.received()[0].response_split_inside_utf8());
     assert_eq!(response.text, UNICODE);
     assert_eq!(response.reasoning, "I should look this up — twice.");
     assert_eq!(
@@ -88,9 +86,9 @@ async fn thinking_text_parallel_tools_and_cache_usage_decode_from_split_events()
 
 #[tokio::test]
 async fn the_request_maps_system_tools_thinking_and_cache_control() {
-    let mock = WireMock::start().await;
-    mock.push(WireReply::sse(&anthropic::sse(&Script::text("a"))));
-    mock.push(WireReply::sse(&anthropic::sse(&Script::text("b"))));
+    let mock = MockLlm::start().await;
+    mock.push(Reply::text("a"));
+    mock.push(Reply::text("b"));
     let p = provider(config(&mock, json!({})));
     call(p.as_ref(), request("claude-x", all_sampling()))
         .await
@@ -135,8 +133,8 @@ async fn the_request_maps_system_tools_thinking_and_cache_control() {
 
 #[tokio::test]
 async fn cache_strategy_none_sends_no_cache_control_and_non_streaming_decodes() {
-    let mock = WireMock::start().await;
-    mock.push(WireReply::json(&anthropic::json(&thinking_tool_turn())));
+    let mock = MockLlm::start().await;
+    mock.push(thinking_tool_turn());
     let p = provider(config(
         &mock,
         json!({"cacheStrategy": "none", "stream": false}),
@@ -156,7 +154,7 @@ async fn cache_strategy_none_sends_no_cache_control_and_non_streaming_decodes() 
     assert!(!sent.contains("\"stream\""), "{sent}");
 
     // Long outputs are streamed anyway: the API refuses them as one body.
-    mock.push(WireReply::sse(&anthropic::sse(&Script::text("long"))));
+    mock.push(Reply::text("long"));
     let long = SamplingParams {
         max_output_tokens: Some(21_333),
         ..SamplingParams::default()
@@ -170,15 +168,9 @@ async fn cache_strategy_none_sends_no_cache_control_and_non_streaming_decodes() 
 
 #[tokio::test]
 async fn error_events_mid_stream_are_classified() {
-    let mock = WireMock::start().await;
-    mock.push(WireReply::sse(&anthropic::sse_with_error_event(
-        "overloaded_error",
-        "Overloaded",
-    )));
-    mock.push(WireReply::sse(&anthropic::sse_with_error_event(
-        "rate_limit_error",
-        "Too many",
-    )));
+    let mock = MockLlm::start().await;
+    mock.push(Reply::text("partial answer").with_stream_error("overloaded_error", "Overloaded"));
+    mock.push(Reply::text("partial answer").with_stream_error("rate_limit_error", "Too many"));
     let p = provider(config(&mock, json!({})));
     let overloaded = call(p.as_ref(), request("claude-x", SamplingParams::default())).await;
     assert_eq!(overloaded, Err(LlmError::Model("Overloaded".into())));
@@ -193,14 +185,15 @@ async fn error_events_mid_stream_are_classified() {
 /// block before the tool_use blocks, and the tool results as one user turn.
 #[tokio::test]
 async fn the_thinking_signature_round_trips_through_a_session() {
-    let mock = WireMock::start().await;
-    let first = Script::calls(vec![
-        Call::new("toolu_a", "test__echo", r#"{"n":1}"#),
-        Call::new("toolu_b", "test__echo", r#"{"n":2}"#),
+    let mock = MockLlm::start().await;
+    let first = Reply::tool_calls(vec![
+        mock_llm::ToolCall::new("toolu_a", "test__echo", r#"{"n":1}"#),
+        mock_llm::ToolCall::new("toolu_b", "test__echo", r#"{"n":2}"#),
     ])
-    .with_reasoning("Echo twice.", Some("SIG-round-trip"));
-    mock.push(WireReply::sse(&anthropic::sse(&first)));
-    mock.push(WireReply::sse(&anthropic::sse(&Script::text("all echoed"))));
+    .with_reasoning("Echo twice.")
+    .with_signature("SIG-round-trip");
+    mock.push(first);
+    mock.push(Reply::text("all echoed"));
     let mut providers = ProviderSet::default();
     providers.insert("a", provider(config(&mock, json!({}))));
     let mut tools = ToolRegistry::default();
@@ -261,9 +254,9 @@ async fn the_thinking_signature_round_trips_through_a_session() {
 /// `agentd serve` with an `anthropic` provider answers OpenAI-style chat requests through it.
 #[tokio::test]
 async fn the_server_serves_an_agent_through_an_anthropic_provider() {
-    let mock = WireMock::start().await;
-    mock.push(WireReply::sse(&anthropic::sse(&Script::text(UNICODE))));
-    let base = mock.base_url.clone();
+    let mock = MockLlm::start().await;
+    mock.push(Reply::text(UNICODE));
+    let base = mock.origin();
     let app = crate::support::spawn_app_with(|config| {
         config["providers"]["llm"] = json!({"type": "anthropic", "baseUrl": base, "apiKey": KEY});
     })

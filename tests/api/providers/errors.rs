@@ -9,7 +9,7 @@ use agentd::llm::{LlmError, Provider, SamplingParams};
 use serde_json::{Value, json};
 
 use super::{KEY, call, provider, request};
-use crate::support::wire::{Script, WireMock, WireReply, anthropic, gemini, ollama, openai};
+use crate::support::mock_llm::{MockLlm, Reply, anthropic, gemini, ollama, openai};
 
 #[derive(Debug, Clone, Copy)]
 enum Wire {
@@ -44,42 +44,26 @@ impl Wire {
         (config, Duration::from_millis(timeout_ms))
     }
 
-    fn provider(self, mock: &WireMock) -> Arc<dyn Provider> {
+    fn provider(self, mock: &MockLlm) -> Arc<dyn Provider> {
         self.provider_with_timeout(mock, 5_000).0
     }
 
     fn provider_with_timeout(
         self,
-        mock: &WireMock,
+        mock: &MockLlm,
         timeout_ms: u64,
     ) -> (Arc<dyn Provider>, Duration) {
-        let (mut config, timeout) = self.config(&mock.base_url, timeout_ms);
+        let (mut config, timeout) = self.config(&mock.origin(), timeout_ms);
         config["apiKey"] = json!(KEY);
         (provider(config), timeout)
     }
 
-    fn success(self, script: &Script) -> WireReply {
+    /// The mock answers in the format the provider's request path asks for; only OpenRouter's
+    /// dialect differs.
+    fn success(self, script: &Reply) -> Reply {
         match self {
-            Self::OpenAi => WireReply::sse(&openai::sse(script, &openai::Dialect::default())),
-            Self::OpenRouter => WireReply::sse(&openai::sse(
-                script,
-                &openai::Dialect {
-                    openrouter: true,
-                    ..openai::Dialect::default()
-                },
-            )),
-            Self::Anthropic => WireReply::sse(&anthropic::sse(script)),
-            Self::Google => WireReply::sse(&gemini::sse(script)),
-            Self::Ollama => WireReply::ndjson(&ollama::ndjson(script)),
-        }
-    }
-
-    fn malformed(self) -> WireReply {
-        match self {
-            Self::OpenAi | Self::OpenRouter => WireReply::sse(&openai::malformed_sse()),
-            Self::Anthropic => WireReply::sse(&anthropic::malformed_sse()),
-            Self::Google => WireReply::sse(&gemini::malformed_sse()),
-            Self::Ollama => WireReply::ndjson(&ollama::malformed_ndjson()),
+            Self::OpenRouter => script.clone().with_dialect(openai::Dialect::openrouter()),
+            _ => script.clone(),
         }
     }
 
@@ -106,8 +90,8 @@ fn class(error: &LlmError) -> &'static str {
     }
 }
 
-async fn failure(wire: Wire, reply: WireReply) -> LlmError {
-    let mock = WireMock::start().await;
+async fn failure(wire: Wire, reply: Reply) -> LlmError {
+    let mock = MockLlm::start().await;
     mock.push(reply);
     call(
         wire.provider(&mock).as_ref(),
@@ -130,11 +114,7 @@ async fn http_statuses_map_to_the_same_class_for_every_wire_format() {
     ];
     for wire in EVERY_WIRE {
         for (status, expected) in cases {
-            let error = failure(
-                wire,
-                WireReply::status(status, &wire.error(status, "it failed")),
-            )
-            .await;
+            let error = failure(wire, Reply::status(status, wire.error(status, "it failed"))).await;
             assert_eq!(class(&error), expected, "{wire:?} HTTP {status}: {error}");
             assert!(error.to_string().contains("it failed"), "{wire:?}: {error}");
         }
@@ -145,7 +125,7 @@ async fn http_statuses_map_to_the_same_class_for_every_wire_format() {
 async fn rate_limits_carry_retry_after_in_seconds_and_as_an_http_date() {
     for wire in EVERY_WIRE {
         let seconds =
-            WireReply::status(429, &wire.error(429, "slow down")).with_header("retry-after", "7");
+            Reply::status(429, wire.error(429, "slow down")).with_header("retry-after", "7");
         match failure(wire, seconds).await {
             LlmError::RateLimit { retry_after, .. } => {
                 assert_eq!(retry_after, Some(Duration::from_secs(7)), "{wire:?}")
@@ -156,7 +136,7 @@ async fn rate_limits_carry_retry_after_in_seconds_and_as_an_http_date() {
             .format("%a, %d %b %Y %H:%M:%S GMT")
             .to_string();
         let dated =
-            WireReply::status(429, &wire.error(429, "slow down")).with_header("retry-after", &when);
+            Reply::status(429, wire.error(429, "slow down")).with_header("retry-after", &when);
         match failure(wire, dated).await {
             LlmError::RateLimit {
                 retry_after: Some(wait),
@@ -178,7 +158,7 @@ async fn quota_errors_are_told_apart_from_rate_limits() {
         "You exceeded your quota",
     );
     assert_eq!(
-        class(&failure(Wire::OpenAi, WireReply::status(429, &openai_quota)).await),
+        class(&failure(Wire::OpenAi, Reply::status(429, openai_quota)).await),
         "quota_exceeded"
     );
     let credit = anthropic::error(
@@ -186,7 +166,7 @@ async fn quota_errors_are_told_apart_from_rate_limits() {
         "Your credit balance is too low to access the Anthropic API.",
     );
     assert_eq!(
-        class(&failure(Wire::Anthropic, WireReply::status(400, &credit)).await),
+        class(&failure(Wire::Anthropic, Reply::status(400, credit)).await),
         "quota_exceeded"
     );
 }
@@ -194,16 +174,16 @@ async fn quota_errors_are_told_apart_from_rate_limits() {
 #[tokio::test]
 async fn malformed_frames_are_invalid_responses() {
     for wire in EVERY_WIRE {
-        let error = failure(wire, wire.malformed()).await;
+        let error = failure(wire, Reply::malformed()).await;
         assert_eq!(class(&error), "invalid_response", "{wire:?}: {error}");
     }
 }
 
 #[tokio::test]
 async fn a_stream_cut_mid_way_is_a_retryable_network_error() {
-    let script = Script::text("a long enough answer to be cut somewhere in the middle");
+    let script = Reply::text("a long enough answer to be cut somewhere in the middle");
     for wire in EVERY_WIRE {
-        let error = failure(wire, wire.success(&script).cut_after(0.5)).await;
+        let error = failure(wire, wire.success(&script).cut_after_fraction(0.5)).await;
         assert_eq!(class(&error), "network_error", "{wire:?}: {error}");
         assert!(!error.is_fatal());
     }
@@ -211,16 +191,16 @@ async fn a_stream_cut_mid_way_is_a_retryable_network_error() {
 
 #[tokio::test]
 async fn silence_past_the_llm_timeout_fails_but_a_slow_live_stream_does_not() {
-    let script = Script::text("slow but steady");
+    let script = Reply::text("slow but steady");
     let runs = EVERY_WIRE.map(|wire| {
         let script = script.clone();
         async move {
-            let mock = WireMock::start().await;
+            let mock = MockLlm::start().await;
             // ~10 chunks, 150 ms apart: 1.5 s in all, never 400 ms of silence.
             mock.push(
                 wire.success(&script)
                     .split_every(128)
-                    .with_gap(Duration::from_millis(150)),
+                    .with_chunk_gap(Duration::from_millis(150)),
             );
             mock.push(
                 wire.success(&script)
@@ -252,7 +232,7 @@ async fn silence_past_the_llm_timeout_fails_but_a_slow_live_stream_does_not() {
 async fn api_keys_never_appear_in_error_messages() {
     for wire in EVERY_WIRE {
         let echo = wire.error(401, &format!("Incorrect API key provided: {KEY}"));
-        let error = failure(wire, WireReply::status(401, &echo)).await;
+        let error = failure(wire, Reply::status(401, echo)).await;
         assert_eq!(class(&error), "auth_error");
         assert!(!error.to_string().contains(KEY), "{wire:?}: {error}");
         assert!(
@@ -280,10 +260,10 @@ async fn api_keys_never_appear_in_error_messages() {
         assert!(!text.contains(secret), "{secret} leaked: {text}");
     }
     // A configured credential header echoed back by the upstream is redacted too.
-    let mock = WireMock::start().await;
-    mock.push(WireReply::status(
+    let mock = MockLlm::start().await;
+    mock.push(Reply::status(
         403,
-        &openai::error(
+        openai::error(
             "permission_error",
             None,
             "key header-secret-55555 is not allowed",
@@ -291,7 +271,7 @@ async fn api_keys_never_appear_in_error_messages() {
     ));
     let p = provider(json!({
         "type": "openai-compatible",
-        "baseUrl": format!("{}/v1", mock.base_url),
+        "baseUrl": format!("{}/v1", mock.origin()),
         "headers": {"X-Api-Key": "header-secret-55555"},
     }));
     let error = call(p.as_ref(), request("m", SamplingParams::default()))

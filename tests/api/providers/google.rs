@@ -6,38 +6,39 @@ use agentd::llm::{ChatMessage, Role, SamplingParams, StopReason, ToolCall, Usage
 use serde_json::{Value, json};
 
 use super::{KEY, UNICODE, all_sampling, call, merged, provider, request};
-use crate::support::wire::gemini;
-use crate::support::wire::{Call, Script, WireMock, WireReply};
+use crate::support::mock_llm::{self, MockLlm, Reply};
 
-fn config(mock: &WireMock, extra: Value) -> Value {
+fn config(mock: &MockLlm, extra: Value) -> Value {
     merged(
-        json!({"type": "google", "baseUrl": format!("{}/v1beta", mock.base_url), "apiKey": KEY}),
+        json!({"type": "google", "baseUrl": format!("{}/v1beta", mock.origin()), "apiKey": KEY}),
         extra,
     )
 }
 
-fn script() -> Script {
-    Script::calls(vec![
-        Call::new("", "kb__search", r#"{"q":"мир"}"#),
-        Call::new("", "kb__fetch", r#"{"id":3}"#),
+fn script() -> Reply {
+    Reply::tool_calls(vec![
+        mock_llm::ToolCall::new("", "kb__search", r#"{"q":"мир"}"#),
+        mock_llm::ToolCall::new("", "kb__fetch", r#"{"id":3}"#),
     ])
-    .with_reasoning("Zwei Aufrufe — ✓", Some("GEMINI-SIG"))
+    .with_reasoning("Zwei Aufrufe — ✓")
+    .with_signature("GEMINI-SIG")
     .with_text(UNICODE)
     .with_usage(50, 20, 16, 0)
 }
 
 #[tokio::test]
 async fn thoughts_text_function_calls_and_usage_decode_from_split_frames() {
-    let mock = WireMock::start().await;
-    let reply = WireReply::sse(&gemini::sse(&script()))
-        .split_every(5)
-        .with_gap(Duration::from_millis(1));
-    assert!(reply.splits_inside_utf8());
-    mock.push(reply);
+    let mock = MockLlm::start().await;
+    mock.push(
+        script()
+            .split_every(5)
+            .with_chunk_gap(Duration::from_millis(1)),
+    );
     let p = provider(config(&mock, json!({})));
     let response = call(p.as_ref(), request("gemini-x", SamplingParams::default()))
         .await
         .expect("call succeeds");
+    assert!(mock.received()[0].response_split_inside_utf8());
     assert_eq!(response.text, UNICODE);
     assert_eq!(response.reasoning, "Zwei Aufrufe — ✓");
     assert_eq!(response.reasoning_signature.as_deref(), Some("GEMINI-SIG"));
@@ -80,9 +81,9 @@ async fn thoughts_text_function_calls_and_usage_decode_from_split_frames() {
 
 #[tokio::test]
 async fn the_request_carries_generation_config_tools_and_named_function_responses() {
-    let mock = WireMock::start().await;
-    mock.push(WireReply::sse(&gemini::sse(&Script::text("a"))));
-    mock.push(WireReply::sse(&gemini::sse(&Script::text("b"))));
+    let mock = MockLlm::start().await;
+    mock.push(Reply::text("a"));
+    mock.push(Reply::text("b"));
     let p = provider(config(&mock, json!({})));
     let mut with_history = request("gemini-x", all_sampling());
     let mut assistant = ChatMessage::assistant("looking");
@@ -134,8 +135,8 @@ async fn the_request_carries_generation_config_tools_and_named_function_response
 
 #[tokio::test]
 async fn non_streaming_uses_generate_content() {
-    let mock = WireMock::start().await;
-    mock.push(WireReply::json(&gemini::json(&script())));
+    let mock = MockLlm::start().await;
+    mock.push(script());
     let p = provider(config(&mock, json!({"stream": false})));
     let response = call(p.as_ref(), request("gemini-x", SamplingParams::default()))
         .await

@@ -1,5 +1,6 @@
-//! Every provider against a byte-level mock of its vendor's wire format: what it decodes from
-//! real chunk boundaries, what it sends upstream, and how it classifies every failure.
+//! Every provider against the scripted mock LLM speaking its vendor's wire format, cut into small
+//! pieces: what it decodes from real chunk boundaries, what it sends upstream, and how it
+//! classifies every failure.
 
 mod anthropic;
 mod errors;

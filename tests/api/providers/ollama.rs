@@ -6,36 +6,36 @@ use agentd::llm::{SamplingParams, StopReason, Usage};
 use serde_json::{Value, json};
 
 use super::{UNICODE, all_sampling, call, merged, provider, request};
-use crate::support::wire::ollama;
-use crate::support::wire::{Call, Script, WireMock, WireReply};
+use crate::support::mock_llm::{self, MockLlm, Reply};
 
 fn config(base_url: String, extra: Value) -> Value {
     merged(json!({"type": "ollama", "baseUrl": base_url}), extra)
 }
 
-fn script() -> Script {
-    Script::calls(vec![
-        Call::new("", "kb__search", r#"{"q":"✓"}"#),
-        Call::new("", "kb__fetch", r#"{"id":1}"#),
+fn script() -> Reply {
+    Reply::tool_calls(vec![
+        mock_llm::ToolCall::new("", "kb__search", r#"{"q":"✓"}"#),
+        mock_llm::ToolCall::new("", "kb__fetch", r#"{"id":1}"#),
     ])
-    .with_reasoning("Hmm — ja.", None)
+    .with_reasoning("Hmm — ja.")
     .with_text(UNICODE)
     .with_usage(21, 9, 0, 0)
 }
 
 #[tokio::test]
 async fn thinking_text_tool_calls_and_counts_decode_from_split_lines() {
-    let mock = WireMock::start().await;
-    let reply = WireReply::ndjson(&ollama::ndjson(&script()))
-        .split_every(5)
-        .with_gap(Duration::from_millis(1));
-    assert!(reply.splits_inside_utf8());
-    mock.push(reply);
+    let mock = MockLlm::start().await;
+    mock.push(
+        script()
+            .split_every(5)
+            .with_chunk_gap(Duration::from_millis(1)),
+    );
     // Older configs pointed `ollama` at its OpenAI endpoint; the native API is used anyway.
-    let p = provider(config(format!("{}/v1", mock.base_url), json!({})));
+    let p = provider(config(format!("{}/v1", mock.origin()), json!({})));
     let response = call(p.as_ref(), request("qwen3", SamplingParams::default()))
         .await
         .expect("call succeeds");
+    assert!(mock.received()[0].response_split_inside_utf8());
     assert_eq!(response.text, UNICODE);
     assert_eq!(response.reasoning, "Hmm — ja.");
     assert_eq!(response.tool_calls.len(), 2);
@@ -54,10 +54,10 @@ async fn thinking_text_tool_calls_and_counts_decode_from_split_lines() {
 
 #[tokio::test]
 async fn sampling_goes_into_options_and_overrides_apply() {
-    let mock = WireMock::start().await;
-    mock.push(WireReply::ndjson(&ollama::ndjson(&Script::text("a"))));
+    let mock = MockLlm::start().await;
+    mock.push(Reply::text("a"));
     let p = provider(config(
-        mock.base_url.clone(),
+        mock.origin(),
         json!({"models": {"qwen3": {"overrides": {"repeat_penalty": null, "topK": 5}}}}),
     ));
     call(p.as_ref(), request("qwen3", all_sampling()))
@@ -75,9 +75,9 @@ async fn sampling_goes_into_options_and_overrides_apply() {
 
 #[tokio::test]
 async fn non_streaming_decodes_one_object() {
-    let mock = WireMock::start().await;
-    mock.push(WireReply::json(&ollama::json(&script())));
-    let p = provider(config(mock.base_url.clone(), json!({"stream": false})));
+    let mock = MockLlm::start().await;
+    mock.push(script());
+    let p = provider(config(mock.origin(), json!({"stream": false})));
     let response = call(p.as_ref(), request("qwen3", SamplingParams::default()))
         .await
         .expect("call succeeds");

@@ -7,20 +7,20 @@ use agentd::llm::{SamplingParams, StopReason, ToolCall, Usage};
 use serde_json::{Value, json};
 
 use super::{KEY, UNICODE, all_sampling, call, merged, provider, request};
-use crate::support::wire::openai::{self, Dialect, Indices};
-use crate::support::wire::{Call, Script, WireMock, WireReply};
+use crate::support::mock_llm::openai::{self, Dialect, Indices};
+use crate::support::mock_llm::{self, MockLlm, Reply};
 
-fn compatible(mock: &WireMock, extra: Value) -> Value {
+fn compatible(mock: &MockLlm, extra: Value) -> Value {
     merged(
-        json!({"type": "openai-compatible", "baseUrl": format!("{}/v1", mock.base_url), "apiKey": KEY}),
+        json!({"type": "openai-compatible", "baseUrl": format!("{}/v1", mock.origin()), "apiKey": KEY}),
         extra,
     )
 }
 
-fn two_calls() -> Vec<Call> {
+fn two_calls() -> Vec<mock_llm::ToolCall> {
     vec![
-        Call::new("call_a", "kb__search", r#"{"q":"Grüße — ✓"}"#),
-        Call::new("call_b", "kb__fetch", r#"{"id":42,"deep":{"x":[1,2]}}"#),
+        mock_llm::ToolCall::new("call_a", "kb__search", r#"{"q":"Grüße — ✓"}"#),
+        mock_llm::ToolCall::new("call_b", "kb__fetch", r#"{"id":42,"deep":{"x":[1,2]}}"#),
     ]
 }
 
@@ -37,15 +37,15 @@ fn expected_calls() -> Vec<ToolCall> {
 
 #[tokio::test]
 async fn text_reasoning_and_usage_survive_splits_inside_json_and_utf8() {
-    let mock = WireMock::start().await;
-    let script = Script::text(UNICODE)
-        .with_reasoning("Denke nach… ✓", None)
+    let mock = MockLlm::start().await;
+    let script = Reply::text(UNICODE)
+        .with_reasoning("Denke nach… ✓")
         .with_usage(30, 12, 8, 3);
-    let reply = WireReply::sse(&openai::sse(&script, &Dialect::default()))
-        .split_every(5)
-        .with_gap(Duration::from_millis(1));
-    assert!(reply.splits_inside_utf8(), "the mock must cut a character");
-    mock.push(reply);
+    mock.push(
+        script
+            .split_every(5)
+            .with_chunk_gap(Duration::from_millis(1)),
+    );
     let p = provider(compatible(&mock, json!({})));
     let response = call(p.as_ref(), request("m", SamplingParams::default()))
         .await
@@ -63,21 +63,26 @@ async fn text_reasoning_and_usage_survive_splits_inside_json_and_utf8() {
         })
     );
     let sent = &mock.received()[0];
+    assert!(
+        sent.response_split_inside_utf8(),
+        "the mock must cut a character"
+    );
     assert_eq!(sent.path, "/v1/chat/completions");
     assert_eq!(sent.headers["authorization"], format!("Bearer {KEY}"));
 }
 
 #[tokio::test]
 async fn the_reasoning_field_is_read_too() {
-    let mock = WireMock::start().await;
+    let mock = MockLlm::start().await;
     let dialect = Dialect {
         reasoning_field: "reasoning",
         ..Dialect::default()
     };
-    mock.push(WireReply::sse(&openai::sse(
-        &Script::text("ok").with_reasoning("because", None),
-        &dialect,
-    )));
+    mock.push(
+        Reply::text("ok")
+            .with_reasoning("because")
+            .with_dialect(dialect),
+    );
     let p = provider(compatible(&mock, json!({})));
     let response = call(p.as_ref(), request("m", SamplingParams::default()))
         .await
@@ -88,15 +93,12 @@ async fn the_reasoning_field_is_read_too() {
 #[tokio::test]
 async fn parallel_tool_calls_assemble_in_every_index_dialect() {
     for indices in [Indices::Proper, Indices::Missing, Indices::Shared] {
-        let mock = WireMock::start().await;
+        let mock = MockLlm::start().await;
         let dialect = Dialect {
             indices,
             ..Dialect::default()
         };
-        mock.push(WireReply::sse(&openai::sse(
-            &Script::calls(two_calls()),
-            &dialect,
-        )));
+        mock.push(Reply::tool_calls(two_calls()).with_dialect(dialect));
         let p = provider(compatible(&mock, json!({})));
         let response = call(p.as_ref(), request("m", SamplingParams::default()))
             .await
@@ -112,9 +114,9 @@ async fn parallel_tool_calls_assemble_in_every_index_dialect() {
 
 #[tokio::test]
 async fn non_streaming_responses_decode_the_same() {
-    let mock = WireMock::start().await;
-    let script = Script::calls(two_calls()).with_text(UNICODE);
-    mock.push(WireReply::json(&openai::json(&script, &Dialect::default())));
+    let mock = MockLlm::start().await;
+    let script = Reply::tool_calls(two_calls()).with_text(UNICODE);
+    mock.push(script);
     let p = provider(compatible(&mock, json!({"stream": false})));
     let response = call(p.as_ref(), request("m", SamplingParams::default()))
         .await
@@ -127,15 +129,9 @@ async fn non_streaming_responses_decode_the_same() {
 
 #[tokio::test]
 async fn compatible_servers_get_every_parameter_or_none() {
-    let mock = WireMock::start().await;
-    mock.push(WireReply::sse(&openai::sse(
-        &Script::text("a"),
-        &Dialect::default(),
-    )));
-    mock.push(WireReply::sse(&openai::sse(
-        &Script::text("b"),
-        &Dialect::default(),
-    )));
+    let mock = MockLlm::start().await;
+    mock.push(Reply::text("a"));
+    mock.push(Reply::text("b"));
     let p = provider(compatible(&mock, json!({})));
     call(p.as_ref(), request("m", all_sampling()))
         .await
@@ -172,13 +168,10 @@ async fn compatible_servers_get_every_parameter_or_none() {
 
 #[tokio::test]
 async fn openai_itself_gets_its_own_parameter_names_and_model_overrides_apply() {
-    let mock = WireMock::start().await;
-    mock.push(WireReply::sse(&openai::sse(
-        &Script::text("a"),
-        &Dialect::default(),
-    )));
+    let mock = MockLlm::start().await;
+    mock.push(Reply::text("a"));
     let p = provider(json!({
-        "type": "openai", "baseUrl": format!("{}/v1", mock.base_url), "apiKey": KEY,
+        "type": "openai", "baseUrl": format!("{}/v1", mock.origin()), "apiKey": KEY,
         "includeUsage": false,
         "models": {"o-mini": {"overrides": {"temperature": null, "top_p": 1}, "reasoning": ["low", "low", "medium", "medium"]}},
     }));
@@ -199,23 +192,17 @@ async fn openai_itself_gets_its_own_parameter_names_and_model_overrides_apply() 
 
 #[tokio::test]
 async fn a_rejected_parameter_is_dropped_retried_and_never_sent_again() {
-    let mock = WireMock::start().await;
-    mock.push(WireReply::status(
+    let mock = MockLlm::start().await;
+    mock.push(Reply::status(
         400,
-        &openai::error(
+        openai::error(
             "invalid_request_error",
             None,
             "Unrecognized request argument supplied: top_k",
         ),
     ));
-    mock.push(WireReply::sse(&openai::sse(
-        &Script::text("first"),
-        &Dialect::default(),
-    )));
-    mock.push(WireReply::sse(&openai::sse(
-        &Script::text("second"),
-        &Dialect::default(),
-    )));
+    mock.push(Reply::text("first"));
+    mock.push(Reply::text("second"));
     let p = provider(compatible(&mock, json!({})));
     let first = call(p.as_ref(), request("m", all_sampling()))
         .await
@@ -236,10 +223,10 @@ async fn a_rejected_parameter_is_dropped_retried_and_never_sent_again() {
 
 #[tokio::test]
 async fn a_400_naming_no_optional_parameter_is_a_model_error() {
-    let mock = WireMock::start().await;
-    mock.push(WireReply::status(
+    let mock = MockLlm::start().await;
+    mock.push(Reply::status(
         400,
-        &openai::error("invalid_request_error", None, "messages: too long"),
+        openai::error("invalid_request_error", None, "messages: too long"),
     ));
     let p = provider(compatible(&mock, json!({})));
     let error = call(p.as_ref(), request("m", all_sampling()))
@@ -254,22 +241,19 @@ async fn a_400_naming_no_optional_parameter_is_a_model_error() {
 
 #[tokio::test]
 async fn openrouter_sends_its_headers_and_reports_cost_and_the_serving_route() {
-    let mock = WireMock::start().await;
+    let mock = MockLlm::start().await;
     let dialect = Dialect {
-        openrouter: true,
         reasoning_field: "reasoning",
-        ..Dialect::default()
+        ..Dialect::openrouter()
     };
-    mock.push(WireReply::sse(&openai::sse(
-        &Script::text(UNICODE).with_reasoning("hm", None),
-        &dialect,
-    )));
-    mock.push(WireReply::json(&openai::json(
-        &Script::text("whole"),
-        &dialect,
-    )));
+    mock.push(
+        Reply::text(UNICODE)
+            .with_reasoning("hm")
+            .with_dialect(dialect),
+    );
+    mock.push(Reply::text("whole").with_dialect(dialect));
     let p = provider(
-        json!({"type": "openrouter", "baseUrl": format!("{}/api/v1", mock.base_url), "apiKey": KEY}),
+        json!({"type": "openrouter", "baseUrl": format!("{}/api/v1", mock.origin()), "apiKey": KEY}),
     );
     let response = call(
         p.as_ref(),
@@ -278,14 +262,17 @@ async fn openrouter_sends_its_headers_and_reports_cost_and_the_serving_route() {
     .await
     .expect("call succeeds");
     assert_eq!(response.text, UNICODE);
-    assert_eq!(response.metadata.cost_usd, Some(openai::ROUTED_COST));
+    assert_eq!(
+        response.metadata.cost_usd,
+        Some(openai::OPENROUTER_ROUTE.cost)
+    );
     assert_eq!(
         response.metadata.actual_provider.as_deref(),
-        Some(openai::ROUTED_PROVIDER)
+        Some(openai::OPENROUTER_ROUTE.provider)
     );
     assert_eq!(
         response.metadata.actual_model.as_deref(),
-        Some(openai::ROUTED_MODEL)
+        Some(openai::OPENROUTER_ROUTE.model)
     );
     let sent = &mock.received()[0];
     assert_eq!(sent.path, "/api/v1/chat/completions");
@@ -297,15 +284,15 @@ async fn openrouter_sends_its_headers_and_reports_cost_and_the_serving_route() {
     assert!(sent.body.get("reasoning_effort").is_none());
 
     let q = provider(
-        json!({"type": "openrouter", "baseUrl": format!("{}/api/v1", mock.base_url), "stream": false, "headers": {"X-Title": "my app"}}),
+        json!({"type": "openrouter", "baseUrl": format!("{}/api/v1", mock.origin()), "stream": false, "headers": {"X-Title": "my app"}}),
     );
     let whole = call(q.as_ref(), request("x/y", SamplingParams::default()))
         .await
         .expect("non-streaming call");
-    assert_eq!(whole.metadata.cost_usd, Some(openai::ROUTED_COST));
+    assert_eq!(whole.metadata.cost_usd, Some(openai::OPENROUTER_ROUTE.cost));
     assert_eq!(
         whole.metadata.actual_model.as_deref(),
-        Some(openai::ROUTED_MODEL)
+        Some(openai::OPENROUTER_ROUTE.model)
     );
     assert_eq!(mock.received()[1].headers["x-title"], "my app");
 }

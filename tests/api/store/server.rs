@@ -11,17 +11,11 @@ use crate::support::{TestApp, json_frames, spawn_app, spawn_app_with, sse_data};
 const CACHED_AGENT: &str = "---\ndescription: Answers from the cache when it can\nmodels: llm/upstream-model\nfinalization: text\ncache: 1h\n---\nYou answer briefly.\n";
 
 async fn complete(app: &TestApp, model: &str, prompt: &str) -> (String, reqwest::Response) {
-    let response = app
-        .post_json(
-            "/v1/chat/completions",
-            &json!({"model": model, "messages": [{"role": "user", "content": prompt}]}),
-        )
-        .await;
-    let run_id = response.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("run id")
-        .to_string();
-    (run_id, response)
+    app.start_run(
+        "/v1/chat/completions",
+        &json!({"model": model, "messages": [{"role": "user", "content": prompt}]}),
+    )
+    .await
 }
 
 async fn stored_run(app: &TestApp, run_id: &str) -> RunRecord {
@@ -63,7 +57,7 @@ async fn app_with_cached_agent(adjust: impl FnOnce(&mut Value)) -> (TestApp, tem
 async fn every_completion_is_recorded_as_a_run_with_its_accounting() {
     let app = spawn_app().await;
     app.llm
-        .push(Reply::text("stored answer").with_usage(7, 2, 0));
+        .push(Reply::text("stored answer").with_usage(7, 2, 0, 0));
     let (run_id, response) = complete(&app, "chat", "hi").await;
     let _: Value = response.json().await.expect("json");
     let run = stored_run(&app, &run_id).await;
@@ -134,16 +128,12 @@ async fn a_runs_events_land_in_the_store_in_order_numbered_from_one() {
             .with_chunks(3)
             .with_reasoning("hmm"),
     );
-    let response = app
-        .post_json(
+    let (run_id, response) = app
+        .start_run(
             "/v1/chat/completions",
             &json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "count"}]}),
         )
         .await;
-    let run_id = response.headers()["x-agentd-run-id"]
-        .to_str()
-        .expect("run id")
-        .to_string();
     let streamed = json_frames(&sse_data(response).await);
     let events = stored_events(&app, &run_id).await;
     let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
@@ -186,7 +176,7 @@ async fn a_runs_events_land_in_the_store_in_order_numbered_from_one() {
 #[tokio::test]
 async fn a_cached_agent_answers_an_identical_request_without_the_llm() {
     let (app, _agents) = app_with_cached_agent(|_| {}).await;
-    app.llm.push(Reply::text("Paris").with_usage(20, 1, 0));
+    app.llm.push(Reply::text("Paris").with_usage(20, 1, 0, 0));
     let (first_id, first) = complete(&app, "cached", "Capital of France?").await;
     let first: Value = first.json().await.expect("json");
     assert_eq!(app.llm.request_count(), 1);
