@@ -45,6 +45,7 @@ fn new_run(id: &str) -> NewRun {
         user_id: Some("user-1".into()),
         conversation_id: None,
         created_at: chrono::Utc::now(),
+        owner: None,
     }
 }
 

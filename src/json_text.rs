@@ -4,21 +4,23 @@
 //! down on a session's path, and replaying a stored event sends its text as read.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 /// One JSON value as text. Two are equal when they hold the same JSON, whatever the spacing
-/// and key order (PostgreSQL's `jsonb` gives back neither as written).
+/// and key order (PostgreSQL's `jsonb` gives back neither as written). Shared, not copied, when
+/// cloned: a run's live followers and the recorder hold the same event text.
 #[derive(Clone)]
-pub struct JsonText(Box<RawValue>);
+pub struct JsonText(Arc<RawValue>);
 
 impl JsonText {
     /// Serializes `value`; a value serde cannot write as JSON (a map with non-string keys)
     /// becomes `null`, as the types stored here never are.
     pub fn of<T: Serialize + ?Sized>(value: &T) -> Self {
-        serde_json::value::to_raw_value(value).map_or_else(|_| Self::null(), Self)
+        serde_json::value::to_raw_value(value).map_or_else(|_| Self::null(), |raw| Self(raw.into()))
     }
 
     pub fn null() -> Self {
@@ -68,7 +70,7 @@ impl Serialize for JsonText {
 
 impl<'de> Deserialize<'de> for JsonText {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Box::<RawValue>::deserialize(deserializer).map(Self)
+        Box::<RawValue>::deserialize(deserializer).map(|raw| Self(raw.into()))
     }
 }
 

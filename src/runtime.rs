@@ -9,6 +9,8 @@ mod cached;
 mod conversation;
 mod follow;
 mod live;
+mod notifications;
+mod ownership;
 mod pipeline;
 mod run_events;
 mod run_metrics;
@@ -32,7 +34,8 @@ use crate::telemetry::{Metrics, MetricsError};
 use crate::tools::hub::{ToolHub, ToolSetupError};
 pub use admission::Overloaded;
 pub use conversation::ConversationTurn;
-pub use follow::CancelMode;
+pub use follow::{CancelMode, CancelOutcome, FollowError, FollowedEvent};
+pub use ownership::ReplicaIdentity;
 pub use pipeline::{RunHandle, RunSubmission, StartError};
 
 #[derive(Debug, thiserror::Error)]
@@ -86,8 +89,13 @@ pub struct Runtime {
     started_at: i64,
     /// Context windows, tokenizers and prices by provider/model.
     catalog: Arc<ModelCatalog>,
-    /// Runs in progress (for cancellation) and request ids (for idempotency).
-    live: live::LiveRuns,
+    /// Runs executing here (their controls and events) and followers of runs elsewhere.
+    live: Arc<live::LiveRuns>,
+    /// This process among the replicas sharing the store.
+    replica: ReplicaIdentity,
+    /// Stops the heartbeat and the notification listener at [`Runtime::close`].
+    background: CancellationToken,
+    background_tasks: TaskTracker,
     /// `server.maxConcurrentSessions` running, `server.maxQueuedSessions` waiting.
     admission: admission::Admission,
 }
@@ -111,7 +119,11 @@ impl Runtime {
             config.server.max_concurrent_sessions,
             config.server.max_queued_sessions,
         );
-        Ok(Arc::new(Self {
+        let replica = ReplicaIdentity::of_this_process();
+        store
+            .register_replica(&replica.as_replica(chrono::Utc::now()))
+            .await?;
+        let runtime = Arc::new(Self {
             config,
             agents,
             providers,
@@ -125,9 +137,34 @@ impl Runtime {
             draining: CancellationToken::new(),
             started_at: chrono::Utc::now().timestamp(),
             catalog,
-            live: live::LiveRuns::default(),
+            live: Arc::default(),
+            replica,
+            background: CancellationToken::new(),
+            background_tasks: TaskTracker::new(),
             admission,
-        }))
+        });
+        runtime.start_background();
+        Ok(runtime)
+    }
+
+    /// The heartbeat and sweeper, and (on PostgreSQL) the listener for other replicas.
+    fn start_background(self: &Arc<Self>) {
+        self.background_tasks.spawn(ownership::keep_ownership(
+            self.clone(),
+            self.background.clone(),
+        ));
+        if let Some(url) = self.store.notification_url() {
+            self.background_tasks.spawn(notifications::listen(
+                self.clone(),
+                url.to_string(),
+                self.background.clone(),
+            ));
+        }
+    }
+
+    /// This process's id among the replicas (the `owner` of the runs it executes).
+    pub fn replica_id(&self) -> &str {
+        &self.replica.id
     }
 
     pub fn config(&self) -> &Config {
@@ -271,6 +308,13 @@ impl Runtime {
             );
         }
         self.recorder.close().await;
+        self.background.cancel();
+        self.background_tasks.close();
+        self.background_tasks.wait().await;
+        // A clean stop: nobody needs to wait for this replica's heartbeat to age.
+        if let Err(error) = self.store.remove_replica(&self.replica.id).await {
+            warn!(%error, "could not remove this replica from the store");
+        }
         self.store.close().await;
         self.tools.shutdown().await;
     }

@@ -24,6 +24,8 @@ pub enum ExitReason {
     NoLlmResponse,
     ConfigError,
     InternalError,
+    /// The process running it stopped (killed, lost power or network); another ended it.
+    OwnerLost,
 }
 
 impl ExitReason {
@@ -44,6 +46,7 @@ impl ExitReason {
             Self::NoLlmResponse => "no_llm_response",
             Self::ConfigError => "config_error",
             Self::InternalError => "internal_error",
+            Self::OwnerLost => "owner_lost",
         }
     }
 

@@ -180,6 +180,10 @@ pub struct ServerConfig {
     pub on_disconnect: OnDisconnect,
     pub keep_alive_seconds: u64,
     pub drain_seconds: u64,
+    /// How often this process writes its heartbeat to the store (SPEC §7).
+    pub heartbeat_seconds: u64,
+    /// How long a process may miss heartbeats before another ends its runs `owner_lost`.
+    pub owner_timeout_seconds: u64,
     /// Browser origins allowed to call agentd from other pages (CORS); empty allows none.
     pub cors_origins: Vec<cors::CorsOrigin>,
 }
@@ -194,6 +198,8 @@ impl Default for ServerConfig {
             on_disconnect: OnDisconnect::Cancel,
             keep_alive_seconds: 15,
             drain_seconds: 30,
+            heartbeat_seconds: 5,
+            owner_timeout_seconds: 30,
             cors_origins: Vec::new(),
         }
     }
@@ -315,14 +321,16 @@ pub fn load(options: &LoadOptions) -> Result<LoadedConfig, ConfigError> {
 
 /// Deserializes a (merged or single-layer) config value, naming the key path of any error.
 pub fn parse_config(value: Value, file: &str) -> Result<Config, ConfigError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    let config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         ConfigError::Invalid {
             file: file.to_string(),
             path,
             message: e.into_inner().to_string(),
         }
-    })
+    })?;
+    config.server.check_ownership_timing(file)?;
+    Ok(config)
 }
 
 /// Rewrites relative `agents` entries to be relative to the layer file's directory.
@@ -341,6 +349,33 @@ fn resolve_agent_dirs(layer: &mut Value, layer_dir: &Path) {
 }
 
 impl ServerConfig {
+    /// A heartbeat of at least a second, and an owner timeout that at least two heartbeats fit
+    /// in: otherwise a live process's runs would be taken from it.
+    fn check_ownership_timing(&self, file: &str) -> Result<(), ConfigError> {
+        let invalid = |path: &str, message: String| ConfigError::Invalid {
+            file: file.to_string(),
+            path: path.to_string(),
+            message,
+        };
+        if self.heartbeat_seconds == 0 {
+            return Err(invalid(
+                "server.heartbeatSeconds",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.owner_timeout_seconds < 2 * self.heartbeat_seconds {
+            return Err(invalid(
+                "server.ownerTimeoutSeconds",
+                format!(
+                    "{} is less than two heartbeats (server.heartbeatSeconds is {}): a live \
+                     replica's runs would be ended as owner_lost",
+                    self.owner_timeout_seconds, self.heartbeat_seconds
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The listen address, or a config error naming `server.listen`.
     pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
         self.listen.parse().map_err(|e| ConfigError::Invalid {

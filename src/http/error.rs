@@ -243,6 +243,19 @@ impl From<crate::runtime::StartError> for ApiError {
                 Self::conflict(format!("This request id already started run `{run_id}`"))
                     .with_param("requestId")
             }
+            error @ StartError::InvalidRequestId { .. } => {
+                Self::invalid_request(format!("`requestId`: {error}")).with_param("requestId")
+            }
+        }
+    }
+}
+
+impl From<crate::runtime::FollowError> for ApiError {
+    fn from(error: crate::runtime::FollowError) -> Self {
+        use crate::runtime::FollowError;
+        match error {
+            FollowError::Store(error) => Self::store(error),
+            error @ FollowError::NeverRecorded(_) => Self::not_found(error.to_string()),
         }
     }
 }

@@ -20,7 +20,7 @@ use super::sse::{sse_response, with_run_headers};
 use crate::agent::AgentEvent;
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::llm::ChatMessage;
-use crate::runtime::{RunHandle, RunSubmission, Runtime, StartError};
+use crate::runtime::{CancelOutcome, RunHandle, RunSubmission, Runtime, StartError};
 use crate::store::{RunRecord, whole_result};
 
 #[derive(Debug, Deserialize)]
@@ -213,11 +213,11 @@ fn stored_events(
     runtime
         .follow_run_events(run_id, after)
         .map(move |event| match event {
-            Ok(event) => event_frame(event.seq, &event.event_type, event.data.as_str()),
+            Ok(event) => event_frame(event.seq, &event.kind, event.data.as_str()),
             Err(error) => event_frame(
                 after + 1,
                 "error",
-                &ApiError::store(error).body()["error"].to_string(),
+                &ApiError::from(error).body()["error"].to_string(),
             ),
         })
 }
@@ -322,16 +322,23 @@ pub async fn cancel_run(
             .map_err(|e| ApiError::invalid_request(format!("Invalid cancel request: {e}")))?
     };
     let mode = request.mode.unwrap_or(CancelMode::Abort);
-    let cancelled = match mode {
-        CancelMode::Stop => runtime.cancel_run(&run_id, crate::runtime::CancelMode::Stop),
-        CancelMode::Abort => runtime.cancel_run(&run_id, crate::runtime::CancelMode::Abort),
+    let runtime_mode = match mode {
+        CancelMode::Stop => crate::runtime::CancelMode::Stop,
+        CancelMode::Abort => crate::runtime::CancelMode::Abort,
     };
-    if !cancelled {
-        return Err(ApiError::conflict(format!(
-            "Run `{run_id}` is not running (status {})",
-            run.status
-        )));
+    match runtime.cancel_run(&run_id, runtime_mode).await {
+        Ok(CancelOutcome::Cancelled | CancelOutcome::Requested) => {}
+        Ok(CancelOutcome::NotRunning(status)) => {
+            return Err(ApiError::conflict(format!(
+                "Run `{run_id}` is not running (status {status})"
+            )));
+        }
+        Ok(CancelOutcome::NotFound) => {
+            return Err(ApiError::not_found(format!("No run `{run_id}`")));
+        }
+        Err(error) => return Err(ApiError::store(error)),
     }
+    let _ = run;
     let mode = if mode == CancelMode::Stop {
         "stop"
     } else {

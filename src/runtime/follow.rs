@@ -1,18 +1,28 @@
-//! Reading runs back: a run as stored once everything queued for the store is written, a run's
-//! stored events followed until it finishes (what `Last-Event-ID` resumes and a retried
-//! submission replays), and cancelling a run this process is running.
+//! Reading runs back, on any replica: a run as it is now, a run's events followed until it ends
+//! (replay after `Last-Event-ID`, then live events, in order, each once), and cancelling a run
+//! wherever it executes.
+//!
+//! A run executing in this process is followed from its in-memory log (see [`super::live`]);
+//! any other run from the store, woken by the store's notifications when its owner writes (and,
+//! as a safety net for a missed wake, every [`SAFETY_POLL`]). Nothing here forces the recorder to
+//! write early.
 
+use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::Stream;
 
 use super::Runtime;
-use crate::store::{RunEventRecord, RunRecord, StoreError};
+use super::live::LiveRun;
+use crate::store::{JsonText, RunEventRecord, RunRecord, StoreError};
 
-/// How often a follower looks for new stored events of a run still going.
-const FOLLOW_INTERVAL: Duration = Duration::from_millis(100);
+/// How long a follower of a run elsewhere waits for a wake before looking anyway.
+const SAFETY_POLL: Duration = Duration::from_secs(1);
 /// Stored events fetched per query while replaying.
 const REPLAY_PAGE: u32 = 500;
+/// The event that ends every run's stream.
+const RUN_FINISHED: &str = "run.finished";
 
 /// How a run is cancelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,48 +33,152 @@ pub enum CancelMode {
     Abort,
 }
 
-impl Runtime {
-    /// The stored run, as it is once everything queued for the store before this call is written.
-    pub async fn recorded_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        self.recorder.flush().await;
-        self.store.get_run(run_id).await
-    }
-
-    /// Cancels a run in progress; `false` when this process is not running it.
-    pub fn cancel_run(&self, run_id: &str, mode: CancelMode) -> bool {
-        let Some(control) = self.live.control(run_id) else {
-            return false;
-        };
-        match mode {
-            CancelMode::Stop => control.stop.cancel(),
-            CancelMode::Abort => control.abort.cancel(),
+impl CancelMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Abort => "abort",
         }
-        true
     }
 
-    /// The run's stored events after seq `after`, then new ones as they are stored, until
-    /// `run.finished` (or the run's end when it never stored one). A store error ends the
-    /// stream after it is yielded.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "stop" => Some(Self::Stop),
+            "abort" => Some(Self::Abort),
+            _ => None,
+        }
+    }
+}
+
+/// What became of a cancel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The run executes here and was told to stop.
+    Cancelled,
+    /// The run executes on another replica, which was asked to stop it.
+    Requested,
+    /// The run is not running (its stored status).
+    NotRunning(String),
+    NotFound,
+}
+
+/// One event of a followed run.
+#[derive(Debug, Clone)]
+pub struct FollowedEvent {
+    pub seq: i64,
+    pub kind: Cow<'static, str>,
+    pub data: JsonText,
+}
+
+/// Why following a run stopped before its end.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("run `{0}` was not recorded in time: the process that started it may have stopped")]
+    NeverRecorded(String),
+}
+
+impl From<RunEventRecord> for FollowedEvent {
+    fn from(event: RunEventRecord) -> Self {
+        Self {
+            seq: event.seq,
+            kind: Cow::Owned(event.event_type),
+            data: event.data,
+        }
+    }
+}
+
+impl Runtime {
+    /// The run as it is now: from memory while it executes here, else from the store.
+    pub async fn recorded_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        match self.live.get(run_id) {
+            Some(live) if !live.is_finished() => Ok(Some(running_record(&live))),
+            // Ended here, its end not yet written: wait for the write rather than show it running.
+            Some(_) => {
+                self.recorder.flush().await;
+                self.store.get_run(run_id).await
+            }
+            None => self.store.get_run(run_id).await,
+        }
+    }
+
+    /// Cancels a run wherever it executes.
+    pub async fn cancel_run(
+        &self,
+        run_id: &str,
+        mode: CancelMode,
+    ) -> Result<CancelOutcome, StoreError> {
+        if let Some(control) = self.live.control(run_id) {
+            match mode {
+                CancelMode::Stop => control.stop.cancel(),
+                CancelMode::Abort => control.abort.cancel(),
+            }
+            return Ok(CancelOutcome::Cancelled);
+        }
+        let Some(run) = self.recorded_run(run_id).await? else {
+            return Ok(CancelOutcome::NotFound);
+        };
+        if run.status != "running" {
+            return Ok(CancelOutcome::NotRunning(run.status));
+        }
+        self.store
+            .request_cancel(run_id, mode.as_str(), chrono::Utc::now())
+            .await?;
+        Ok(CancelOutcome::Requested)
+    }
+
+    /// The run's events after seq `after`, then new ones as they happen, until `run.finished`
+    /// (or the run's end when it never stored one). An error ends the stream after it is yielded.
     pub fn follow_run_events(
-        self: &std::sync::Arc<Self>,
+        self: &Arc<Self>,
         run_id: String,
-        mut after: i64,
-    ) -> impl Stream<Item = Result<RunEventRecord, StoreError>> + Send + 'static + use<> {
+        after: i64,
+    ) -> impl Stream<Item = Result<FollowedEvent, FollowError>> + Send + 'static + use<> {
         let runtime = self.clone();
         async_stream::stream! {
+            let mut after = after;
+            if let Some(live) = runtime.live.get(&run_id) {
+                // Every event is in memory until the run's end is stored (it then retires).
+                let mut finished = false;
+                loop {
+                    let woken = live.appended();
+                    tokio::pin!(woken);
+                    woken.as_mut().enable();
+                    let batch = follow_live(&live, &mut after, &mut finished);
+                    let retired = runtime.live.get(&run_id).is_none();
+                    for event in batch {
+                        yield Ok(event);
+                    }
+                    if finished {
+                        return;
+                    }
+                    if retired {
+                        break;
+                    }
+                    woken.await;
+                }
+            }
+            // From the store: woken by notifications, checked anyway every SAFETY_POLL.
+            let follower = runtime.live.follow_remote(&run_id);
+            let unrecorded_deadline = tokio::time::Instant::now()
+                + Duration::from_secs(runtime.config.server.owner_timeout_seconds);
             loop {
+                let woken = follower.woken();
+                tokio::pin!(woken);
+                woken.as_mut().enable();
                 let page = match runtime.store.list_run_events(&run_id, after, REPLAY_PAGE).await {
                     Ok(page) => page,
                     Err(error) => {
-                        yield Err(error);
+                        yield Err(error.into());
                         return;
                     }
                 };
                 let full_page = page.len() as u32 == REPLAY_PAGE;
                 for event in page {
                     after = event.seq;
-                    let finished = event.event_type == "run.finished";
-                    yield Ok(event);
+                    let finished = event.event_type == RUN_FINISHED;
+                    yield Ok(event.into());
                     if finished {
                         return;
                     }
@@ -72,22 +186,74 @@ impl Runtime {
                 if full_page {
                     continue;
                 }
-                if runtime.live.control(&run_id).is_none() && runtime.run_has_ended(&run_id).await {
-                    // Ended: its last events were queued before its end, and the flush wrote them.
-                    if let Ok(rest) = runtime.store.list_run_events(&run_id, after, REPLAY_PAGE).await {
-                        for event in rest {
-                            yield Ok(event);
+                match runtime.store.get_run(&run_id).await {
+                    Ok(Some(run)) if run.status != "running" => {
+                        // Ended without a stored `run.finished`: whatever else was stored, then stop.
+                        if let Ok(rest) = runtime.store.list_run_events(&run_id, after, REPLAY_PAGE).await {
+                            for event in rest {
+                                yield Ok(event.into());
+                            }
                         }
+                        return;
                     }
-                    return;
+                    Ok(Some(_)) => {}
+                    Ok(None) if tokio::time::Instant::now() >= unrecorded_deadline => {
+                        yield Err(FollowError::NeverRecorded(run_id.clone()));
+                        return;
+                    }
+                    Ok(None) => {}
+                    Err(error) => {
+                        yield Err(error.into());
+                        return;
+                    }
                 }
-                tokio::time::sleep(FOLLOW_INTERVAL).await;
+                let _ = tokio::time::timeout(SAFETY_POLL, woken).await;
             }
         }
     }
+}
 
-    /// Whether the stored run has ended, once everything queued for the store is written.
-    async fn run_has_ended(&self, run_id: &str) -> bool {
-        matches!(self.recorded_run(run_id).await, Ok(Some(run)) if run.status != "running")
+/// The live run's events after `after`; sets `finished` at `run.finished`.
+fn follow_live(live: &LiveRun, after: &mut i64, finished: &mut bool) -> Vec<FollowedEvent> {
+    let mut out = Vec::new();
+    for event in live.events_after(*after) {
+        *after = event.seq;
+        *finished |= event.kind == RUN_FINISHED;
+        out.push(FollowedEvent {
+            seq: event.seq,
+            kind: Cow::Borrowed(event.kind),
+            data: event.data,
+        });
+        if *finished {
+            break;
+        }
+    }
+    out
+}
+
+/// A run executing here, as the store will show it once it is written.
+fn running_record(live: &LiveRun) -> RunRecord {
+    let run = &live.run;
+    RunRecord {
+        id: run.id.clone(),
+        agent: run.agent.clone(),
+        user_id: run.user_id.clone(),
+        conversation_id: run.conversation_id.clone(),
+        status: "running".into(),
+        exit_reason: None,
+        success: None,
+        error: None,
+        final_report: None,
+        input_tokens: 0,
+        output_tokens: 0,
+        cached_tokens: 0,
+        total_tokens: 0,
+        cost_usd: 0.0,
+        turns: 0,
+        created_at: run.created_at,
+        finished_at: None,
+        duration_ms: None,
+        result: None,
+        owner: run.owner.clone(),
     }
 }

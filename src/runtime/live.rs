@@ -1,44 +1,108 @@
-//! Runs in progress by id, so `POST /v1/runs/{id}/cancel` can reach them, and the run each
-//! `requestId` started, so a retried submission joins the first run instead of starting another.
-//! Request ids are remembered for the most recent runs of this process only.
+//! What this process knows of runs beyond the store: the runs it is running, each with its
+//! controls and every event it has numbered so far (so a follower here gets the replay and then
+//! live events straight from memory, in order, without polling or flushing the store), and the
+//! followers waiting for runs executing on other replicas, woken by the store's notifications.
+//!
+//! A run stays here from its start until its end is written to the store; from then on the store
+//! holds everything a follower needs.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, PoisonError};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::Notify;
 
 use crate::agent::RunControl;
+use crate::store::{JsonText, NewRun};
 
-/// How many request ids are remembered.
-const REMEMBERED_REQUESTS: usize = 10_000;
+/// One numbered event, as followers read it.
+#[derive(Debug, Clone)]
+pub struct LiveEvent {
+    pub seq: i64,
+    pub kind: &'static str,
+    pub data: JsonText,
+}
+
+/// A run this process is running (or has just ended and is still writing).
+pub struct LiveRun {
+    pub run: NewRun,
+    pub control: RunControl,
+    events: Mutex<Vec<LiveEvent>>,
+    appended: Notify,
+    /// Set once its result exists: it can no longer be cancelled.
+    finished: AtomicBool,
+}
+
+impl LiveRun {
+    /// Events with seq after `after`, in order.
+    pub fn events_after(&self, after: i64) -> Vec<LiveEvent> {
+        let events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+        let start = events.partition_point(|e| e.seq <= after);
+        events[start..].to_vec()
+    }
+
+    /// Resolves after the next append (create it before reading, so no append is missed).
+    pub fn appended(&self) -> tokio::sync::futures::Notified<'_> {
+        self.appended.notified()
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
+    }
+
+    pub(super) fn append(&self, new: impl IntoIterator<Item = LiveEvent>) {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(new);
+        self.appended.notify_waiters();
+    }
+}
 
 #[derive(Default)]
 pub struct LiveRuns {
-    running: Mutex<HashMap<String, RunControl>>,
-    requests: Mutex<Requests>,
-}
-
-#[derive(Default)]
-struct Requests {
-    runs: HashMap<(Option<String>, String), String>,
-    order: VecDeque<(Option<String>, String)>,
+    running: Mutex<HashMap<String, Arc<LiveRun>>>,
+    /// Followers of runs executing elsewhere, by run id.
+    remote: Mutex<HashMap<String, Arc<Notify>>>,
 }
 
 impl LiveRuns {
-    pub fn started(&self, run_id: &str, control: RunControl) {
+    pub fn started(&self, run: NewRun, control: RunControl) -> Arc<LiveRun> {
+        let live = Arc::new(LiveRun {
+            run,
+            control,
+            events: Mutex::new(Vec::new()),
+            appended: Notify::new(),
+            finished: AtomicBool::new(false),
+        });
         self.running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(run_id.to_string(), control);
+            .insert(live.run.id.clone(), live.clone());
+        live
     }
 
-    pub fn ended(&self, run_id: &str) {
-        self.running
+    /// The run has its result: it can no longer be cancelled, but followers still read it here.
+    pub fn finished(&self, run_id: &str) {
+        if let Some(live) = self.get(run_id) {
+            live.finished.store(true, Ordering::Release);
+            live.appended.notify_waiters();
+        }
+    }
+
+    /// The run's end is in the store: followers read it there from now on.
+    pub fn retired(&self, run_id: &str) {
+        let removed = self
+            .running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(run_id);
+        if let Some(live) = removed {
+            live.appended.notify_waiters();
+        }
     }
 
-    /// The controls of a run still in progress.
-    pub fn control(&self, run_id: &str) -> Option<RunControl> {
+    pub fn get(&self, run_id: &str) -> Option<Arc<LiveRun>> {
         self.running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -46,35 +110,82 @@ impl LiveRuns {
             .cloned()
     }
 
-    /// Forgets a request id whose run never started, so a retry starts it.
-    pub fn forget_request(&self, user: Option<&str>, request_id: &str) {
-        let key = (user.map(str::to_string), request_id.to_string());
-        let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
-        requests.runs.remove(&key);
-        requests.order.retain(|k| *k != key);
+    /// The controls of a run in progress here (not yet finished).
+    pub fn control(&self, run_id: &str) -> Option<RunControl> {
+        self.get(run_id)
+            .filter(|live| !live.is_finished())
+            .map(|live| live.control.clone())
     }
 
-    /// The run an earlier submission with this request id started, or `None` after recording
-    /// `run_id` as this request id's run. Request ids are scoped per user.
-    pub fn claim_request(
-        &self,
-        user: Option<&str>,
-        request_id: &str,
-        run_id: &str,
-    ) -> Option<String> {
-        let key = (user.map(str::to_string), request_id.to_string());
-        let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(existing) = requests.runs.get(&key) {
-            return Some(existing.clone());
+    /// A waker for a follower of a run executing elsewhere; drop it when done following.
+    pub fn follow_remote(self: &Arc<Self>, run_id: &str) -> RemoteFollower {
+        let notify = self
+            .remote
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(run_id.to_string())
+            .or_default()
+            .clone();
+        RemoteFollower {
+            live: self.clone(),
+            run_id: run_id.to_string(),
+            notify,
         }
-        requests.runs.insert(key.clone(), run_id.to_string());
-        requests.order.push_back(key);
-        while requests.order.len() > REMEMBERED_REQUESTS {
-            if let Some(oldest) = requests.order.pop_front() {
-                requests.runs.remove(&oldest);
-            }
+    }
+
+    /// Wakes the followers of `run_id` (the store wrote its events or its end).
+    pub fn wake(&self, run_id: &str) {
+        let notify = self
+            .remote
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(run_id)
+            .cloned();
+        if let Some(notify) = notify {
+            notify.notify_waiters();
         }
-        None
+    }
+
+    /// Wakes every follower of a run elsewhere (notifications may have been missed).
+    pub fn wake_all(&self) {
+        let all: Vec<Arc<Notify>> = self
+            .remote
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for notify in all {
+            notify.notify_waiters();
+        }
+    }
+}
+
+/// A follower's place in the wake list of a run executing elsewhere.
+pub struct RemoteFollower {
+    live: Arc<LiveRuns>,
+    run_id: String,
+    notify: Arc<Notify>,
+}
+
+impl RemoteFollower {
+    /// Resolves at the next wake (create it before reading, so no wake is missed).
+    pub fn woken(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+}
+
+impl Drop for RemoteFollower {
+    fn drop(&mut self) {
+        let mut remote = self
+            .live
+            .remote
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // The map's copy and this one: no other follower of the run is left.
+        if Arc::strong_count(&self.notify) <= 2 {
+            remote.remove(&self.run_id);
+        }
     }
 }
 
@@ -82,52 +193,83 @@ impl LiveRuns {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_request_id_maps_to_its_first_run_per_user() {
-        let live = LiveRuns::default();
-        assert_eq!(live.claim_request(Some("alice"), "r1", "run-a"), None);
-        assert_eq!(
-            live.claim_request(Some("alice"), "r1", "run-b"),
-            Some("run-a".into())
-        );
-        assert_eq!(
-            live.claim_request(Some("bob"), "r1", "run-c"),
-            None,
-            "another user's id is another request"
-        );
-    }
-
-    #[test]
-    fn a_forgotten_request_id_starts_a_new_run() {
-        let live = LiveRuns::default();
-        assert_eq!(live.claim_request(Some("alice"), "r1", "run-a"), None);
-        live.forget_request(Some("alice"), "r1");
-        assert_eq!(live.claim_request(Some("alice"), "r1", "run-b"), None);
-        assert_eq!(
-            live.claim_request(Some("alice"), "r1", "run-c"),
-            Some("run-b".into())
-        );
-    }
-
-    #[test]
-    fn old_request_ids_are_forgotten_past_the_limit() {
-        let live = LiveRuns::default();
-        for i in 0..=REMEMBERED_REQUESTS {
-            live.claim_request(None, &i.to_string(), "run");
+    fn new_run(id: &str) -> NewRun {
+        NewRun {
+            id: id.into(),
+            agent: "a".into(),
+            user_id: None,
+            conversation_id: None,
+            created_at: chrono::Utc::now(),
+            owner: None,
         }
-        assert_eq!(live.claim_request(None, "0", "new"), None);
-        assert_eq!(
-            live.claim_request(None, &REMEMBERED_REQUESTS.to_string(), "x"),
-            Some("run".into())
-        );
+    }
+
+    fn event(seq: i64) -> LiveEvent {
+        LiveEvent {
+            seq,
+            kind: "output",
+            data: JsonText::null(),
+        }
     }
 
     #[test]
-    fn running_controls_are_found_until_the_run_ends() {
+    fn a_run_is_cancellable_until_finished_and_readable_until_retired() {
         let live = LiveRuns::default();
-        live.started("r", RunControl::default());
+        live.started(new_run("r"), RunControl::default());
         assert!(live.control("r").is_some());
-        live.ended("r");
-        assert!(live.control("r").is_none());
+        live.finished("r");
+        assert!(
+            live.control("r").is_none(),
+            "a finished run is not cancelled"
+        );
+        assert!(live.get("r").is_some(), "but still followed from memory");
+        live.retired("r");
+        assert!(live.get("r").is_none());
+    }
+
+    #[test]
+    fn events_are_read_after_a_seq() {
+        let live = LiveRuns::default();
+        let run = live.started(new_run("r"), RunControl::default());
+        run.append((1..=5).map(event));
+        let seqs: Vec<i64> = run.events_after(2).iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [3, 4, 5]);
+        assert!(run.events_after(5).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_follower_is_woken_by_an_append_it_did_not_read() {
+        let live = LiveRuns::default();
+        let run = live.started(new_run("r"), RunControl::default());
+        let woken = run.appended();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        run.append([event(1)]);
+        tokio::time::timeout(std::time::Duration::from_secs(1), woken)
+            .await
+            .expect("woken");
+    }
+
+    #[tokio::test]
+    async fn remote_followers_are_woken_and_forgotten_when_gone() {
+        let live = Arc::new(LiveRuns::default());
+        let follower = live.follow_remote("r");
+        let second = live.follow_remote("r");
+        {
+            let woken = follower.woken();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            live.wake("r");
+            tokio::time::timeout(std::time::Duration::from_secs(1), woken)
+                .await
+                .expect("woken");
+        }
+        drop(follower);
+        assert!(
+            !live.remote.lock().expect("lock").is_empty(),
+            "another follower still waits"
+        );
+        drop(second);
+        assert!(live.remote.lock().expect("lock").is_empty());
     }
 }

@@ -9,6 +9,7 @@
 //! [`RunHandle`]'s events into their frames. They never spawn sessions or touch the recorder.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -24,6 +25,11 @@ use crate::config::AgentSpec;
 use crate::config::agent_file::Transport;
 use crate::llm::ChatMessage;
 use crate::store::{NewRun, StoreError};
+
+/// The longest `requestId` kept: ids are stored for a day, so their size is bounded.
+pub const MAX_REQUEST_ID_CHARS: usize = 256;
+/// How long a run's end waits to be written before followers here are sent to the store.
+const END_WRITE_WAIT: Duration = Duration::from_secs(10);
 
 /// Events buffered per run before the session waits for a slow consumer.
 const RUN_EVENT_BUFFER: usize = 256;
@@ -93,6 +99,8 @@ pub enum StartError {
     /// `run_id` (which may still be going) is the one it asked for.
     #[error("this request id already started run `{run_id}`")]
     AlreadySubmitted { run_id: String },
+    #[error("a request id is 1 to {MAX_REQUEST_ID_CHARS} characters; this one has {length}")]
+    InvalidRequestId { length: usize },
 }
 
 /// A run in progress: its events, a way to cancel it, and its result when it ends.
@@ -139,25 +147,48 @@ impl Runtime {
             return Err(StartError::ShuttingDown);
         }
         let run_id = uuid::Uuid::now_v7().to_string();
-        let user = submission.user_id.clone();
-        let claimed = match submission.request_id.as_deref() {
-            Some(request_id) => match self
-                .live
-                .claim_request(user.as_deref(), request_id, &run_id)
-            {
-                Some(existing) => return Err(StartError::AlreadySubmitted { run_id: existing }),
-                None => Some(request_id),
-            },
-            None => None,
-        };
-        let started = self.admit_and_spawn(run_id, submission.clone()).await;
+        // The user's own key space: without a user, every keyless caller shares one.
+        let user_key = submission.user_id.clone().unwrap_or_default();
+        let request_id = submission.request_id.clone();
+        if let Some(request_id) = &request_id {
+            self.claim_request(&user_key, request_id, &run_id).await?;
+        }
+        let started = self.admit_and_spawn(run_id.clone(), submission).await;
         if started.is_err()
-            && let Some(request_id) = claimed
+            && let Some(request_id) = &request_id
         {
             // The run never existed: a retry must start it rather than join nothing.
-            self.live.forget_request(user.as_deref(), request_id);
+            if let Err(error) = self
+                .store
+                .forget_request(&user_key, request_id, &run_id)
+                .await
+            {
+                tracing::warn!(%error, "could not forget the request id of a run that did not start");
+            }
         }
         started
+    }
+
+    /// Records `request_id` as this run's in the store (every replica sees it, restarts keep it),
+    /// or names the run an earlier submission with it started.
+    async fn claim_request(
+        &self,
+        user_key: &str,
+        request_id: &str,
+        run_id: &str,
+    ) -> Result<(), StartError> {
+        let length = request_id.chars().count();
+        if length == 0 || length > MAX_REQUEST_ID_CHARS {
+            return Err(StartError::InvalidRequestId { length });
+        }
+        match self
+            .store
+            .claim_request(user_key, request_id, run_id, chrono::Utc::now())
+            .await?
+        {
+            Some(existing) => Err(StartError::AlreadySubmitted { run_id: existing }),
+            None => Ok(()),
+        }
     }
 
     async fn admit_and_spawn(
@@ -214,17 +245,19 @@ impl Runtime {
         let (result_tx, result) = oneshot::channel();
         let run_id = request.run_id.clone();
         let conversation_id = conversation.as_ref().map(|(_, id)| id.clone());
-        self.live.started(&run_id, control.clone());
+        let new_run = NewRun {
+            id: request.run_id.clone(),
+            agent: request.agent.name.clone(),
+            user_id: request.user_id.clone(),
+            conversation_id: request.conversation_id.clone(),
+            created_at: chrono::Utc::now(),
+            owner: Some(self.replica.id.clone()),
+        };
+        let live = self.live.started(new_run.clone(), control.clone());
         let span = session_span(&request);
         let ending = Box::new(RunEnding {
             slot,
-            new_run: NewRun {
-                id: request.run_id.clone(),
-                agent: request.agent.name.clone(),
-                user_id: request.user_id.clone(),
-                conversation_id: request.conversation_id.clone(),
-                created_at: chrono::Utc::now(),
-            },
+            new_run,
             conversation,
             result: result_tx,
         });
@@ -232,12 +265,7 @@ impl Runtime {
         let session_control = control.clone();
         let task = async move {
             runtime.recorder.run_started(ending.new_run.clone()).await;
-            let tee = run_events::tee(
-                session_events,
-                listener,
-                &runtime.recorder,
-                request.run_id.clone(),
-            );
+            let tee = run_events::tee(session_events, listener, &runtime.recorder, &live);
             // Boxed: the session's state machine is ~25 KB, and unboxed it made the task
             // itself that large, copied three times on every spawn (callgrind: ~15 % of
             // agentd's instructions per request went to those copies).
@@ -263,8 +291,8 @@ impl Runtime {
         }
     }
 
-    /// Records the run's end, saves a conversation's answer, frees the slot, then hands the
-    /// result to whoever waits for it.
+    /// Records the run's end, saves a conversation's answer, frees the slot, hands the result
+    /// to whoever waits for it, and once the end is in the store, leaves followers to the store.
     async fn finish_run(&self, ending: RunEnding, result: AgentResult) {
         let RunEnding {
             slot,
@@ -272,12 +300,17 @@ impl Runtime {
             conversation,
             result: result_tx,
         } = ending;
-        self.recorder.run_finished(new_run, (&result).into()).await;
+        let run_id = result.run_id.clone();
+        let stored = self.recorder.run_finished(new_run, (&result).into()).await;
         if let Some((user, conversation_id)) = conversation {
             self.save_answer(&user, &conversation_id, &result).await;
         }
         drop(slot);
-        self.live.ended(&result.run_id);
+        self.live.finished(&run_id);
         let _ = result_tx.send(result);
+        if tokio::time::timeout(END_WRITE_WAIT, stored).await.is_err() {
+            tracing::warn!(%run_id, "the run's end is not stored yet; its followers now read the store");
+        }
+        self.live.retired(&run_id);
     }
 }

@@ -5,7 +5,8 @@
 //! The store holds runs and their accounting ([`RunStore`]), chat history ([`ConversationStore`]),
 //! run events for replay ([`RunEventStore`]; runs and events are written in batches through the
 //! [`RunRecorder`], [`RunBatchStore`])
-//! and the response cache table ([`CacheStore`]). It knows nothing about HTTP or sessions: callers
+//! the response cache table ([`CacheStore`]), and what lets runs outlive a process: replicas and
+//! their heartbeats, owner loss, `requestId`s and cross-replica cancels ([`ReplicaStore`]). It knows nothing about HTTP or sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
@@ -15,6 +16,7 @@ mod cache_entries;
 mod conversations;
 mod postgres;
 mod recorder;
+mod replicas;
 mod run_events;
 mod runs;
 mod sql;
@@ -32,6 +34,10 @@ pub use conversations::{
 pub use postgres::PostgresStore;
 pub(crate) use postgres::redact_password;
 pub use recorder::{RecorderSettings, RunRecorder};
+pub use replicas::{
+    OrphanEnd, OrphanedRun, PendingCancel, RUN_CONTROL_CHANNEL, RUN_EVENTS_CHANNEL, Replica,
+    ReplicaStore,
+};
 pub use run_events::{NewRunEvent, RunEventRecord, RunEventStore};
 pub use runs::{
     AccountingRecord, NewRun, RunBatch, RunBatchStore, RunOutcome, RunRecord, RunStore, RunWrite,
@@ -65,8 +71,20 @@ pub enum StoreError {
 /// Everything agentd persists. Implementations must behave identically.
 #[async_trait]
 pub trait Store:
-    RunStore + RunBatchStore + ConversationStore + RunEventStore + CacheStore + Send + Sync
+    RunStore
+    + RunBatchStore
+    + ConversationStore
+    + RunEventStore
+    + CacheStore
+    + ReplicaStore
+    + Send
+    + Sync
 {
+    /// The PostgreSQL URL to listen for notifications on; `None` for a one-process backend.
+    fn notification_url(&self) -> Option<&str> {
+        None
+    }
+
     /// Cheap reachability check for `/ready`.
     async fn ping(&self) -> Result<(), StoreError>;
     /// Closes every connection once in-flight queries finish; later calls fail.

@@ -13,6 +13,8 @@ pub struct PostgresStore {
     /// The same pool as `writer`: PostgreSQL serves concurrent readers and writers itself.
     reader: PgPool,
     writer: PgPool,
+    /// Where replicas listen for each other's notifications.
+    url: String,
 }
 
 impl PostgresStore {
@@ -45,7 +47,42 @@ impl PostgresStore {
         Ok(Self {
             reader: pool.clone(),
             writer: pool,
+            url: url.to_string(),
         })
+    }
+
+    /// Wakes the replicas following these runs, when the transaction commits (one statement
+    /// for the whole batch; PostgreSQL folds repeats of a notification within a transaction).
+    async fn notify_runs(
+        tx: &mut Transaction<'static, Postgres>,
+        run_ids: &[&str],
+    ) -> Result<(), sqlx::Error> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query("SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id")
+            .bind(super::RUN_EVENTS_CHANNEL)
+            .bind(run_ids)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Tells every replica (the run's owner among them) about a control request, at commit.
+    async fn notify_control(
+        tx: &mut Transaction<'static, Postgres>,
+        payload: &str,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(super::RUN_CONTROL_CHANNEL)
+            .bind(payload)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    fn listen_url(&self) -> Option<&str> {
+        Some(&self.url)
     }
 }
 

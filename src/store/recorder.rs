@@ -72,8 +72,9 @@ impl Default for RecorderSettings {
 enum Command {
     /// Events in seq order, usually all a session emitted between two waits.
     Events(Vec<NewRunEvent>),
-    /// Boxed: a finished run is several times the size of an event.
-    Run(Box<RunWrite>),
+    /// Boxed: a finished run is several times the size of an event. The sender, when given,
+    /// is answered once the write is in the store (or given up).
+    Run(Box<RunWrite>, Option<oneshot::Sender<()>>),
     /// Answered once every write queued before it has been made (or dropped).
     Flush(oneshot::Sender<()>),
 }
@@ -116,22 +117,28 @@ impl RunRecorder {
 
     /// Queues a run's start (status `running`).
     pub async fn run_started(&self, run: NewRun) {
-        self.write_run(RunWrite { run, outcome: None }).await;
+        self.write_run(RunWrite { run, outcome: None }, None).await;
     }
 
-    /// Queues a run's end with its accounting; `run` is the same as at its start.
-    pub async fn run_finished(&self, run: NewRun, outcome: RunOutcome) {
-        self.write_run(RunWrite {
+    /// Queues a run's end with its accounting; `run` is the same as at its start. The returned
+    /// receiver resolves once the end (with every event queued before it) is in the store, or
+    /// the recorder gave up on it.
+    pub async fn run_finished(&self, run: NewRun, outcome: RunOutcome) -> oneshot::Receiver<()> {
+        let (written, stored) = oneshot::channel();
+        let write = RunWrite {
             run,
             outcome: Some(outcome),
-        })
-        .await;
+        };
+        self.write_run(write, Some(written)).await;
+        stored
     }
 
     /// Waits for room in the queue; once the recorder is closed, writes to the store directly.
-    async fn write_run(&self, write: RunWrite) {
-        let Err(mpsc::error::SendError(Command::Run(write))) =
-            self.queue.send(Command::Run(Box::new(write))).await
+    async fn write_run(&self, write: RunWrite, written: Option<oneshot::Sender<()>>) {
+        let Err(mpsc::error::SendError(Command::Run(write, written))) = self
+            .queue
+            .send(Command::Run(Box::new(write), written))
+            .await
         else {
             return;
         };
@@ -141,6 +148,9 @@ impl RunRecorder {
         };
         if let Err(error) = self.store.write_run_batch(&batch).await {
             warn!(%error, run_id = %batch.runs[0].run.id, "could not record the run");
+        }
+        if let Some(written) = written {
+            let _ = written.send(());
         }
     }
 
@@ -202,6 +212,8 @@ impl RunRecorder {
 struct PendingBatch {
     writes: RunBatch,
     run_index: HashMap<String, usize>,
+    /// Answered when the batch is written (or its runs given up).
+    written: Vec<oneshot::Sender<()>>,
 }
 
 impl PendingBatch {
@@ -220,10 +232,14 @@ impl PendingBatch {
         }
     }
 
+    /// After the batch is written or given up: tells whoever waits for it, and empties it.
     fn clear(&mut self) {
         self.writes.runs.clear();
         self.writes.events.clear();
         self.run_index.clear();
+        for written in self.written.drain(..) {
+            let _ = written.send(());
+        }
     }
 }
 
@@ -274,8 +290,9 @@ impl Writer {
                 self.batch.writes.events.append(&mut events);
                 self.after_push(deadline).await;
             }
-            Command::Run(write) => {
+            Command::Run(write, written) => {
                 self.batch.push_run(*write);
+                self.batch.written.extend(written);
                 self.after_push(deadline).await;
             }
             Command::Flush(ack) => {

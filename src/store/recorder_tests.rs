@@ -262,6 +262,7 @@ fn run(id: &str) -> NewRun {
         user_id: None,
         conversation_id: None,
         created_at: chrono::Utc::now(),
+        owner: None,
     }
 }
 
@@ -328,7 +329,9 @@ async fn run_rows_wait_for_room_in_a_full_queue_instead_of_being_dropped() {
     recorder.event(event(3));
     let waiting = tokio::spawn({
         let recorder = recorder.clone();
-        async move { recorder.run_finished(run("r"), ended()).await }
+        async move {
+            let _stored = recorder.run_finished(run("r"), ended()).await;
+        }
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(

@@ -19,6 +19,8 @@ pub struct NewRun {
     pub user_id: Option<String>,
     pub conversation_id: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// The replica running it (SPEC §7); `None` for runs outside a server's ownership.
+    pub owner: Option<String>,
 }
 
 /// A stored run.
@@ -44,6 +46,8 @@ pub struct RunRecord {
     pub duration_ms: Option<i64>,
     /// The whole `AgentResult` once the run has finished (`GET /v1/runs/{id}`).
     pub result: Option<Value>,
+    /// The replica that runs (or ran) it.
+    pub owner: Option<String>,
 }
 
 /// What is written when a run ends.
@@ -105,6 +109,21 @@ pub struct RunBatch {
     /// At most one write per run.
     pub runs: Vec<RunWrite>,
     pub events: Vec<NewRunEvent>,
+}
+
+impl RunBatch {
+    /// Every run the batch writes a row or an event of, once each.
+    pub fn run_ids(&self) -> Vec<&str> {
+        let mut ids: Vec<&str> = self
+            .runs
+            .iter()
+            .map(|w| w.run.id.as_str())
+            .chain(self.events.iter().map(|e| e.run_id.as_str()))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
 }
 
 /// What the run recorder writes through.
@@ -282,6 +301,7 @@ mod tests {
             finished_at: Some(Utc::now()),
             duration_ms: Some(7),
             result,
+            owner: None,
         }
     }
 

@@ -63,6 +63,25 @@ impl SqliteStore {
         };
         Ok(Self { reader, writer })
     }
+
+    /// One process: its followers are woken in memory, so there is no one to notify.
+    async fn notify_runs(
+        _tx: &mut Transaction<'static, Sqlite>,
+        _run_ids: &[&str],
+    ) -> Result<(), sqlx::Error> {
+        Ok(())
+    }
+
+    async fn notify_control(
+        _tx: &mut Transaction<'static, Sqlite>,
+        _payload: &str,
+    ) -> Result<(), sqlx::Error> {
+        Ok(())
+    }
+
+    fn listen_url(&self) -> Option<&str> {
+        None
+    }
 }
 
 fn is_in_memory(url: &str) -> bool {

@@ -9,6 +9,7 @@
 
 pub mod cache;
 pub mod conversations;
+pub mod replicas;
 pub mod run_batch;
 pub mod run_events;
 pub mod runs;
@@ -58,6 +59,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::run_events::impl_run_event_store!($store, $db);
         $crate::store::sql::run_batch::impl_run_batch_store!($store, $db);
         $crate::store::sql::cache::impl_cache_store!($store, $db);
+        $crate::store::sql::replicas::impl_replica_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {
@@ -69,6 +71,10 @@ macro_rules! shared_store_impl {
             async fn close(&self) {
                 self.writer.close().await;
                 self.reader.close().await;
+            }
+
+            fn notification_url(&self) -> Option<&str> {
+                self.listen_url()
             }
         }
     };

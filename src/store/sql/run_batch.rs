@@ -7,21 +7,22 @@ use sqlx::types::Json;
 use crate::store::sql::at;
 use crate::store::{JsonText, NewRun, RunOutcome, RunWrite};
 
-/// Runs per multi-row statement: a run row binds 19 values, one of them the whole result.
+/// Runs per multi-row statement: a run row binds 20 values, one of them the whole result.
 pub const RUNS_PER_INSERT: usize = 25;
 
 /// Followed by the VALUES rows. A run already stored as running gets the end of a finished
-/// row; a running row never overwrites anything.
+/// row; a running row never overwrites anything, and neither does anything a run that has
+/// already ended (by its owner, or by another replica as `owner_lost`).
 pub const UPSERT_RUNS: &str = "INSERT INTO runs (id, agent, user_id, conversation_id, created_at, status, \
      exit_reason, success, error, final_report, input_tokens, output_tokens, cached_tokens, total_tokens, \
-     cost_usd, turns, finished_at, duration_ms, result) ";
+     cost_usd, turns, finished_at, duration_ms, result, owner) ";
 pub const UPSERT_RUNS_END: &str = " ON CONFLICT (id) DO UPDATE SET status = excluded.status, \
      exit_reason = excluded.exit_reason, success = excluded.success, error = excluded.error, \
      final_report = excluded.final_report, input_tokens = excluded.input_tokens, \
      output_tokens = excluded.output_tokens, cached_tokens = excluded.cached_tokens, \
      total_tokens = excluded.total_tokens, cost_usd = excluded.cost_usd, turns = excluded.turns, \
      finished_at = excluded.finished_at, duration_ms = excluded.duration_ms, result = excluded.result \
-     WHERE excluded.status <> 'running'";
+     WHERE excluded.status <> 'running' AND runs.status = 'running'";
 
 /// The columns of one run row after `id, agent, user_id, conversation_id, created_at`; a run
 /// that has not finished has status `running` and empty end columns.
@@ -170,7 +171,8 @@ macro_rules! impl_run_batch_store {
                             .push_bind(end.turns)
                             .push_bind(end.finished_at)
                             .push_bind(end.duration_ms)
-                            .push_bind(end.result);
+                            .push_bind(end.result)
+                            .push_bind(&run.owner);
                     });
                     upsert.push(UPSERT_RUNS_END);
                     upsert.build().execute(&mut **tx).await?;
@@ -193,6 +195,7 @@ macro_rules! impl_run_batch_store {
                 let accounting = $crate::store::sql::run_batch::accounting_rows(&batch.runs);
                 Self::insert_accounting_rows(&mut tx, &accounting).await?;
                 Self::insert_event_rows(&mut tx, &batch.events).await?;
+                Self::notify_runs(&mut tx, &batch.run_ids()).await?;
                 tx.commit().await?;
                 Ok(())
             }

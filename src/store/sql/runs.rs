@@ -7,7 +7,7 @@ use sqlx::types::Json;
 use crate::store::{AccountingRecord, JsonText, RunRecord};
 
 pub const SELECT_RUN: &str = "SELECT id, agent, user_id, conversation_id, status, exit_reason, success, error, final_report, \
-     input_tokens, output_tokens, cached_tokens, total_tokens, cost_usd, turns, created_at, finished_at, duration_ms, result \
+     input_tokens, output_tokens, cached_tokens, total_tokens, cost_usd, turns, created_at, finished_at, duration_ms, result, owner \
      FROM runs WHERE id = $1";
 
 /// Followed by the VALUES rows; a repeated `(run_id, idx)` is skipped so a retry cannot duplicate.
@@ -39,6 +39,7 @@ pub struct RunRow {
     finished_at: Option<DateTime<Utc>>,
     duration_ms: Option<i64>,
     result: Option<Json<Value>>,
+    owner: Option<String>,
 }
 
 impl From<RunRow> for RunRecord {
@@ -63,6 +64,7 @@ impl From<RunRow> for RunRecord {
             finished_at: row.finished_at,
             duration_ms: row.duration_ms,
             result: row.result.map(|j| j.0),
+            owner: row.owner,
         }
     }
 }

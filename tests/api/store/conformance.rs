@@ -63,6 +63,7 @@ fn new_run(id: &str, user: Option<&str>) -> NewRun {
         user_id: user.map(Into::into),
         conversation_id: Some("c-1".into()),
         created_at: at(0),
+        owner: None,
     }
 }
 

@@ -1,0 +1,291 @@
+//! Statements of `replicas`, `run_requests` and `run_cancellations`, and the owner-loss end of a
+//! run (SPEC §7). Each backend supplies `notify_runs` and `notify_control`, which wake other
+//! replicas inside the writing transaction (PostgreSQL) or do nothing (SQLite).
+
+use chrono::{DateTime, Utc};
+
+use crate::store::{OrphanedRun, PendingCancel, Replica};
+
+pub const UPSERT_REPLICA: &str = "INSERT INTO replicas (id, host, pid, started_at, heartbeat_at) \
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at";
+pub const BEAT: &str = "UPDATE replicas SET heartbeat_at = $2 WHERE id = $1";
+pub const DELETE_REPLICA: &str = "DELETE FROM replicas WHERE id = $1";
+pub const LIST_REPLICAS: &str =
+    "SELECT id, host, pid, started_at, heartbeat_at FROM replicas ORDER BY started_at";
+
+pub const ORPHANED_RUNS: &str = "SELECT r.id, r.owner, r.created_at FROM runs r \
+     LEFT JOIN replicas p ON p.id = r.owner \
+     WHERE r.status = 'running' AND (p.id IS NULL OR p.heartbeat_at < $1) \
+     ORDER BY r.created_at LIMIT $2";
+pub const END_ORPHANED_RUN: &str = "UPDATE runs SET status = 'failed', exit_reason = 'owner_lost', \
+     success = $2, error = $3, finished_at = $4, duration_ms = $5, result = $6 \
+     WHERE id = $1 AND status = 'running'";
+pub const LAST_EVENT_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) FROM run_events WHERE run_id = $1";
+
+pub const CLAIM_REQUEST: &str = "INSERT INTO run_requests (user_key, request_id, run_id, created_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (user_key, request_id) DO NOTHING";
+pub const CLAIMED_RUN: &str =
+    "SELECT run_id FROM run_requests WHERE user_key = $1 AND request_id = $2";
+pub const FORGET_REQUEST: &str =
+    "DELETE FROM run_requests WHERE user_key = $1 AND request_id = $2 AND run_id = $3";
+pub const PRUNE_REQUESTS: &str = "DELETE FROM run_requests WHERE created_at < $1";
+
+pub const REQUEST_CANCEL: &str = "INSERT INTO run_cancellations (run_id, mode, requested_at) \
+     VALUES ($1, $2, $3) ON CONFLICT (run_id) DO UPDATE SET mode = excluded.mode, \
+     requested_at = excluded.requested_at";
+pub const TAKE_CANCELS: &str = "DELETE FROM run_cancellations WHERE run_id IN \
+     (SELECT id FROM runs WHERE owner = $1) RETURNING run_id, mode";
+
+#[derive(sqlx::FromRow)]
+pub struct ReplicaRow {
+    id: String,
+    host: String,
+    pid: i64,
+    started_at: DateTime<Utc>,
+    heartbeat_at: DateTime<Utc>,
+}
+
+impl From<ReplicaRow> for Replica {
+    fn from(row: ReplicaRow) -> Self {
+        Self {
+            id: row.id,
+            host: row.host,
+            pid: row.pid,
+            started_at: row.started_at,
+            heartbeat_at: row.heartbeat_at,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub struct OrphanRow {
+    id: String,
+    owner: Option<String>,
+    created_at: DateTime<Utc>,
+}
+
+impl From<OrphanRow> for OrphanedRun {
+    fn from(row: OrphanRow) -> Self {
+        Self {
+            id: row.id,
+            owner: row.owner,
+            created_at: row.created_at,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub struct CancelRow {
+    run_id: String,
+    mode: String,
+}
+
+impl From<CancelRow> for PendingCancel {
+    fn from(row: CancelRow) -> Self {
+        Self {
+            run_id: row.run_id,
+            mode: row.mode,
+        }
+    }
+}
+
+/// Implements [`ReplicaStore`](crate::store::ReplicaStore) for a backend.
+macro_rules! impl_replica_store {
+    ($store:ty, $db:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::ReplicaStore for $store {
+            async fn register_replica(
+                &self,
+                replica: &$crate::store::Replica,
+            ) -> Result<(), $crate::store::StoreError> {
+                use $crate::store::sql::{at, replicas as sql};
+                sqlx::query(sql::UPSERT_REPLICA)
+                    .bind(&replica.id)
+                    .bind(&replica.host)
+                    .bind(replica.pid)
+                    .bind(at(replica.started_at))
+                    .bind(at(replica.heartbeat_at))
+                    .execute(&self.writer)
+                    .await?;
+                Ok(())
+            }
+
+            async fn beat(
+                &self,
+                replica_id: &str,
+                at: chrono::DateTime<chrono::Utc>,
+            ) -> Result<bool, $crate::store::StoreError> {
+                use $crate::store::sql::replicas as sql;
+                let done = sqlx::query(sql::BEAT)
+                    .bind(replica_id)
+                    .bind($crate::store::sql::at(at))
+                    .execute(&self.writer)
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            }
+
+            async fn remove_replica(
+                &self,
+                replica_id: &str,
+            ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query($crate::store::sql::replicas::DELETE_REPLICA)
+                    .bind(replica_id)
+                    .execute(&self.writer)
+                    .await?;
+                Ok(())
+            }
+
+            async fn list_replicas(
+                &self,
+            ) -> Result<Vec<$crate::store::Replica>, $crate::store::StoreError> {
+                use $crate::store::sql::replicas as sql;
+                let rows = sqlx::query_as::<_, sql::ReplicaRow>(sql::LIST_REPLICAS)
+                    .fetch_all(&self.reader)
+                    .await?;
+                Ok(rows.into_iter().map(Into::into).collect())
+            }
+
+            async fn orphaned_runs(
+                &self,
+                stale_before: chrono::DateTime<chrono::Utc>,
+                limit: u32,
+            ) -> Result<Vec<$crate::store::OrphanedRun>, $crate::store::StoreError> {
+                use $crate::store::sql::replicas as sql;
+                let limit = $crate::store::check_page_size(limit)?;
+                // The writer sees the latest heartbeats and ends, which a read replica might not.
+                let rows = sqlx::query_as::<_, sql::OrphanRow>(sql::ORPHANED_RUNS)
+                    .bind($crate::store::sql::at(stale_before))
+                    .bind(limit)
+                    .fetch_all(&self.writer)
+                    .await?;
+                Ok(rows.into_iter().map(Into::into).collect())
+            }
+
+            async fn end_orphaned_run(
+                &self,
+                end: &$crate::store::OrphanEnd,
+            ) -> Result<bool, $crate::store::StoreError> {
+                use $crate::store::sql::{at, replicas as sql};
+                let mut tx = self.begin_write().await?;
+                let ended = sqlx::query(sql::END_ORPHANED_RUN)
+                    .bind(&end.run_id)
+                    .bind(false)
+                    .bind(&end.error)
+                    .bind(at(end.finished_at))
+                    .bind(end.duration_ms)
+                    .bind(sqlx::types::Json(&end.result))
+                    .execute(&mut *tx)
+                    .await?;
+                if ended.rows_affected() == 0 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                let last: i64 = sqlx::query_scalar(sql::LAST_EVENT_SEQ)
+                    .bind(&end.run_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                let events: Vec<$crate::store::NewRunEvent> = (last + 1..)
+                    .zip(&end.events)
+                    .map(|(seq, (kind, data))| $crate::store::NewRunEvent {
+                        run_id: end.run_id.clone(),
+                        seq,
+                        event_type: (*kind).to_string(),
+                        data: data.clone(),
+                        ts: end.finished_at,
+                    })
+                    .collect();
+                Self::insert_event_rows(&mut tx, &events).await?;
+                Self::notify_runs(&mut tx, &[end.run_id.as_str()]).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn claim_request(
+                &self,
+                user_key: &str,
+                request_id: &str,
+                run_id: &str,
+                at: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Option<String>, $crate::store::StoreError> {
+                use $crate::store::sql::replicas as sql;
+                let inserted = sqlx::query(sql::CLAIM_REQUEST)
+                    .bind(user_key)
+                    .bind(request_id)
+                    .bind(run_id)
+                    .bind($crate::store::sql::at(at))
+                    .execute(&self.writer)
+                    .await?;
+                if inserted.rows_affected() > 0 {
+                    return Ok(None);
+                }
+                let existing: Option<String> = sqlx::query_scalar(sql::CLAIMED_RUN)
+                    .bind(user_key)
+                    .bind(request_id)
+                    .fetch_optional(&self.writer)
+                    .await?;
+                // Pruned between the two statements: claim again rather than lose the request.
+                match existing {
+                    Some(existing) => Ok(Some(existing)),
+                    None => Box::pin(self.claim_request(user_key, request_id, run_id, at)).await,
+                }
+            }
+
+            async fn forget_request(
+                &self,
+                user_key: &str,
+                request_id: &str,
+                run_id: &str,
+            ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query($crate::store::sql::replicas::FORGET_REQUEST)
+                    .bind(user_key)
+                    .bind(request_id)
+                    .bind(run_id)
+                    .execute(&self.writer)
+                    .await?;
+                Ok(())
+            }
+
+            async fn prune_requests(
+                &self,
+                before: chrono::DateTime<chrono::Utc>,
+            ) -> Result<u64, $crate::store::StoreError> {
+                let done = sqlx::query($crate::store::sql::replicas::PRUNE_REQUESTS)
+                    .bind($crate::store::sql::at(before))
+                    .execute(&self.writer)
+                    .await?;
+                Ok(done.rows_affected())
+            }
+
+            async fn request_cancel(
+                &self,
+                run_id: &str,
+                mode: &str,
+                at: chrono::DateTime<chrono::Utc>,
+            ) -> Result<(), $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                sqlx::query($crate::store::sql::replicas::REQUEST_CANCEL)
+                    .bind(run_id)
+                    .bind(mode)
+                    .bind($crate::store::sql::at(at))
+                    .execute(&mut *tx)
+                    .await?;
+                Self::notify_control(&mut tx, &format!("cancel {mode} {run_id}")).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn take_cancels(
+                &self,
+                owner: &str,
+            ) -> Result<Vec<$crate::store::PendingCancel>, $crate::store::StoreError> {
+                use $crate::store::sql::replicas as sql;
+                let rows = sqlx::query_as::<_, sql::CancelRow>(sql::TAKE_CANCELS)
+                    .bind(owner)
+                    .fetch_all(&self.writer)
+                    .await?;
+                Ok(rows.into_iter().map(Into::into).collect())
+            }
+        }
+    };
+}
+pub(crate) use impl_replica_store;
