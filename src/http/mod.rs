@@ -1,6 +1,7 @@
-//! The HTTP server: one router for every API family (SPEC §4), the middleware that measures
-//! each request by route template, and `serve` with graceful shutdown. Handlers only translate
-//! between wire formats and [`SessionRequest`](crate::agent::SessionRequest)s.
+//! The HTTP server: one router for every API family (SPEC §4), documented by `/openapi.json` as
+//! it is built ([`routes`]), the middleware that measures each request by route template, and
+//! `serve` with graceful shutdown. Handlers only translate between wire formats and
+//! [`SessionRequest`](crate::agent::SessionRequest)s.
 
 mod anthropic;
 pub mod auth;
@@ -11,6 +12,7 @@ pub mod openapi;
 mod ops;
 mod runs;
 mod sse;
+mod wire;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -20,9 +22,11 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::runtime::Runtime;
 use error::ApiError;
@@ -31,29 +35,7 @@ use error::ApiError;
 pub fn app(runtime: Arc<Runtime>) -> Router {
     let body_limit = runtime.config().server.request_body_limit_bytes;
     let keys = Arc::new(auth::KeyTable::from_config(&runtime.config().auth));
-    Router::new()
-        .route("/health", get(ops::health))
-        .route("/ready", get(ops::ready))
-        .route("/metrics", get(ops::metrics))
-        .route("/openapi.json", get(openapi::openapi))
-        .route("/v1/models", get(openai::list_models))
-        .route("/v1/chat/completions", post(openai::chat_completions))
-        .route("/v1/messages", post(anthropic::messages))
-        .route("/v1/agents", get(runs::list_agents))
-        .route("/v1/agents/{agent}", get(runs::get_agent))
-        .route("/v1/agents/{agent}/runs", post(runs::create_run))
-        .route("/v1/runs/{run_id}", get(runs::get_run))
-        .route("/v1/runs/{run_id}/events", get(runs::run_events))
-        .route("/v1/runs/{run_id}/cancel", post(runs::cancel_run))
-        .route("/api/{user_id}/chat", post(chat::chat))
-        .route(
-            "/api/{user_id}/conversations",
-            get(chat::list_conversations),
-        )
-        .route(
-            "/api/{user_id}/conversations/{id}",
-            get(chat::get_conversation).delete(chat::delete_conversation),
-        )
+    Router::from(routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(keys, auth::authenticate))
@@ -63,6 +45,30 @@ pub fn app(runtime: Arc<Runtime>) -> Router {
         }))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(runtime)
+}
+
+/// Every route, each registered with `routes!` from its `#[utoipa::path]` handler, so a route
+/// is documented in `/openapi.json` as it is served. Add routes only here and only with
+/// `routes!`: a plain `.route()` would serve an undocumented route, which the operations tests
+/// find by comparing this router's paths with the document's.
+pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(ops::health))
+        .routes(routes!(ops::ready))
+        .routes(routes!(ops::metrics))
+        .routes(routes!(openapi::openapi))
+        .routes(routes!(openai::list_models))
+        .routes(routes!(openai::chat_completions))
+        .routes(routes!(anthropic::messages))
+        .routes(routes!(runs::list_agents))
+        .routes(routes!(runs::get_agent))
+        .routes(routes!(runs::create_run))
+        .routes(routes!(runs::get_run))
+        .routes(routes!(runs::run_events))
+        .routes(routes!(runs::cancel_run))
+        .routes(routes!(chat::chat))
+        .routes(routes!(chat::list_conversations))
+        .routes(routes!(chat::get_conversation, chat::delete_conversation))
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and lets open requests finish.
