@@ -97,7 +97,7 @@ pub async fn serve(
 }
 
 async fn not_found() -> ApiError {
-    ApiError::not_found("No such route; see SPEC §4 for the API")
+    ApiError::not_found("No such route; GET /openapi.json and the README describe the API")
 }
 
 async fn method_not_allowed() -> ApiError {

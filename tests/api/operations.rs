@@ -58,6 +58,15 @@ async fn unknown_route_is_a_json_404() {
 }
 
 #[tokio::test]
+async fn an_unknown_route_points_to_the_openapi_document() {
+    let app = spawn_app().await;
+    let body: Value = app.get("/v1/nope").await.json().await.expect("json");
+    let message = body["error"]["message"].as_str().expect("message");
+    assert!(message.contains("/openapi.json"), "{message}");
+    assert!(!message.contains("SPEC"), "{message}");
+}
+
+#[tokio::test]
 async fn metrics_count_requests_by_route_template_and_sessions() {
     let app = spawn_app().await;
     let body = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]});
