@@ -106,6 +106,7 @@ pub struct MessageUsage {
     pub output_tokens: u64,
     /// Absent in `message_start`, whose usage is not known yet.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub cache_read_input_tokens: Option<u64>,
 }
 

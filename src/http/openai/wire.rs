@@ -202,6 +202,7 @@ pub struct ChatCompletionChunk<'a> {
     pub model: &'a str,
     pub choices: &'a [ChunkChoice<'a>],
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub usage: Option<CompletionUsage>,
 }
 
@@ -219,10 +220,13 @@ pub struct ChunkChoice<'a> {
 #[derive(Debug, Default, Serialize, ToSchema)]
 pub struct Delta<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub role: Option<AssistantRole>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub content: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub reasoning_content: Option<&'a str>,
 }
 
