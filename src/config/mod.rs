@@ -162,7 +162,8 @@ pub struct OtlpConfig {
     pub service_name: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+/// Whether a client that leaves a streamed run cancels it (`cancel`) or lets it finish (`continue`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OnDisconnect {
     #[default]

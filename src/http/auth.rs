@@ -110,7 +110,8 @@ fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
-const PUBLIC_PATHS: [&str; 4] = ["/health", "/ready", "/metrics", "/openapi.json"];
+/// The routes anyone may call; the OpenAPI document marks them as needing no key.
+pub const PUBLIC_PATHS: [&str; 4] = ["/health", "/ready", "/metrics", "/openapi.json"];
 
 /// Puts the [`Caller`] into the request's extensions, or answers 401.
 pub async fn authenticate(

@@ -1,13 +1,17 @@
 //! The one error type at the HTTP edge (SPEC §4): `{"error": {"message", "type", "code", "param"}}`
-//! with the matching status, and the JSON body extractor whose rejections use that format.
-//! Internal details never reach the client; they are logged instead.
+//! with the matching status ([`ErrorBody`] is that wire shape), and the JSON body extractor whose
+//! rejections use that format. Internal details never reach the client; they are logged instead.
+
+use std::collections::BTreeMap;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::json;
+use utoipa::openapi::{self, ContentBuilder, Ref, RefOr, ResponseBuilder};
+use utoipa::{IntoResponses, ToSchema};
 
 use crate::agent::ExitReason;
 
@@ -155,10 +159,72 @@ impl ApiError {
         }
     }
 
-    /// The JSON body; also used as an SSE error frame once a stream has started.
-    pub fn body(&self) -> serde_json::Value {
-        json!({"error": {"message": self.message, "type": self.error_type(), "code": self.code, "param": self.param}})
+    /// The wire body; also sent as an SSE error frame once a stream has started.
+    pub fn body(&self) -> ErrorBody<'_> {
+        ErrorBody {
+            error: self.detail(),
+        }
     }
+
+    pub fn detail(&self) -> ErrorDetail<'_> {
+        ErrorDetail {
+            message: &self.message,
+            kind: self.error_type(),
+            code: self.code,
+            param: self.param.as_deref(),
+        }
+    }
+
+    /// [`ApiError::body`] as JSON text, for an SSE `data:` line.
+    pub fn body_text(&self) -> String {
+        // Borrowed strings only: serialisation cannot fail.
+        serde_json::to_string(&self.body()).unwrap_or_default()
+    }
+}
+
+/// Every error answer: `{"error": {"message", "type", "code", "param"}}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody<'a> {
+    pub error: ErrorDetail<'a>,
+}
+
+/// In a handler's `responses(…, ErrorBody)`: every error status, as `default`.
+impl IntoResponses for ErrorBody<'_> {
+    fn responses() -> BTreeMap<String, RefOr<openapi::Response>> {
+        error_responses::<Self>("An error")
+    }
+}
+
+/// The `default` response with the JSON body `Body`, referenced by its schema name (the schema
+/// itself is listed in the document's components by [`super::openapi::ApiDoc`]).
+pub fn error_responses<Body: ToSchema>(
+    description: &str,
+) -> BTreeMap<String, RefOr<openapi::Response>> {
+    let content = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name(Body::name())))
+        .build();
+    let response = ResponseBuilder::new()
+        .description(description)
+        .content("application/json", content)
+        .build();
+    BTreeMap::from([("default".to_string(), RefOr::T(response))])
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail<'a> {
+    /// What went wrong, for a person to read.
+    pub message: &'a str,
+    /// OpenAI's error family, so SDKs raise their matching exception: `invalid_request_error`,
+    /// `authentication_error`, `permission_error`, `rate_limit_error`, `server_error`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// agentd's code: `invalid_request`, `unauthorized`, `forbidden`, `not_found`,
+    /// `unknown_model`, `conflict`, `payload_too_large`, `rate_limited`, `overloaded`,
+    /// `shutting_down`, `upstream_error`, `internal_error`.
+    pub code: &'static str,
+    /// The request field at fault (`messages[1].role`), or null.
+    #[schema(required)]
+    pub param: Option<&'a str>,
 }
 
 impl IntoResponse for ApiError {

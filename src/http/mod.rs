@@ -1,6 +1,7 @@
-//! The HTTP server: one router for every API family (SPEC §4), the middleware that measures
-//! each request by route template, and `serve` with graceful shutdown. Handlers only translate
-//! between wire formats and [`SessionRequest`](crate::agent::SessionRequest)s.
+//! The HTTP server: one router for every API family (SPEC §4), documented by `/openapi.json` as
+//! it is built ([`routes`]), the middleware that measures each request by route template, and
+//! `serve` with graceful shutdown. Handlers only translate between wire formats and
+//! [`SessionRequest`](crate::agent::SessionRequest)s.
 
 mod anthropic;
 pub mod auth;
@@ -12,6 +13,7 @@ pub mod openapi;
 mod ops;
 mod runs;
 mod sse;
+mod wire;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,40 +23,20 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::runtime::Runtime;
 use error::ApiError;
 
 /// The whole application; tests serve it on port 0.
 pub fn app(runtime: Arc<Runtime>) -> Router {
-    let router = Router::new()
-        .route("/health", get(ops::health))
-        .route("/ready", get(ops::ready))
-        .route("/metrics", get(ops::metrics))
-        .route("/openapi.json", get(openapi::openapi))
-        .route("/v1/models", get(openai::list_models))
-        .route("/v1/chat/completions", post(openai::chat_completions))
-        .route("/v1/messages", post(anthropic::messages))
-        .route("/v1/agents", get(runs::list_agents))
-        .route("/v1/agents/{agent}", get(runs::get_agent))
-        .route("/v1/agents/{agent}/runs", post(runs::create_run))
-        .route("/v1/runs/{run_id}", get(runs::get_run))
-        .route("/v1/runs/{run_id}/events", get(runs::run_events))
-        .route("/v1/runs/{run_id}/cancel", post(runs::cancel_run))
-        .route("/api/{user_id}/chat", post(chat::chat))
-        .route(
-            "/api/{user_id}/conversations",
-            get(chat::list_conversations),
-        )
-        .route(
-            "/api/{user_id}/conversations/{id}",
-            get(chat::get_conversation).delete(chat::delete_conversation),
-        )
+    let router = Router::from(routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     with_layers(router, runtime)
@@ -100,6 +82,30 @@ fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
     router.with_state(runtime)
 }
 
+/// Every route, each registered with `routes!` from its `#[utoipa::path]` handler, so a route
+/// is documented in `/openapi.json` as it is served. Add routes only here and only with
+/// `routes!`: a plain `.route()` would serve an undocumented route, which the operations tests
+/// find by comparing this router's paths with the document's.
+pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(ops::health))
+        .routes(routes!(ops::ready))
+        .routes(routes!(ops::metrics))
+        .routes(routes!(openapi::openapi))
+        .routes(routes!(openai::list_models))
+        .routes(routes!(openai::chat_completions))
+        .routes(routes!(anthropic::messages))
+        .routes(routes!(runs::list_agents))
+        .routes(routes!(runs::get_agent))
+        .routes(routes!(runs::create_run))
+        .routes(routes!(runs::get_run))
+        .routes(routes!(runs::run_events))
+        .routes(routes!(runs::cancel_run))
+        .routes(routes!(chat::chat))
+        .routes(routes!(chat::list_conversations))
+        .routes(routes!(chat::get_conversation, chat::delete_conversation))
+}
+
 /// Serves until `shutdown` resolves, then stops accepting and lets open requests finish.
 pub async fn serve(
     listener: TcpListener,
@@ -126,9 +132,7 @@ pub async fn serve(
 }
 
 async fn not_found() -> ApiError {
-    ApiError::not_found(
-        "No such route; GET /openapi.json describes every route, and the README explains them",
-    )
+    ApiError::not_found("No such route; GET /openapi.json and the README describe the API")
 }
 
 async fn method_not_allowed() -> ApiError {

@@ -1,21 +1,58 @@
-//! Operational routes: liveness, readiness (the store answers) and the Prometheus scrape.
+//! Operational routes: liveness, readiness (the store answers) and the Prometheus scrape, with
+//! the two small bodies they answer with. They are public: the auth layer lets them through.
 
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
-use serde_json::json;
+use serde::Serialize;
 use tracing::warn;
+use utoipa::ToSchema;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
+use super::wire::string_constant;
 use crate::runtime::Runtime;
 
-pub async fn health() -> impl IntoResponse {
-    axum::Json(json!({"status": "ok"}))
+string_constant!(OkStatus::Ok = "ok");
+string_constant!(ReadyStatus::Ready = "ready");
+
+/// The process is up.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Liveness {
+    pub status: OkStatus,
 }
 
-pub async fn ready(State(runtime): State<Arc<Runtime>>) -> Result<impl IntoResponse, ApiError> {
+/// The process can serve: its store answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Readiness {
+    pub status: ReadyStatus,
+}
+
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = "operations",
+    summary = "Liveness",
+    responses((status = 200, description = "The process is up", body = Liveness)),
+)]
+pub async fn health() -> axum::Json<Liveness> {
+    axum::Json(Liveness {
+        status: OkStatus::Ok,
+    })
+}
+
+#[utoipa::path(
+    get,
+    path = "/ready",
+    tag = "operations",
+    summary = "Readiness: the store answers",
+    responses(
+        (status = 200, description = "The store answers", body = Readiness),
+        (status = 503, description = "The store is not reachable", body = ErrorBody),
+    ),
+)]
+pub async fn ready(State(runtime): State<Arc<Runtime>>) -> Result<axum::Json<Readiness>, ApiError> {
     runtime.store().ping().await.map_err(|error| {
         warn!(%error, "readiness check: store unreachable");
         let mut unavailable = ApiError::upstream("The store is not reachable");
@@ -23,9 +60,18 @@ pub async fn ready(State(runtime): State<Arc<Runtime>>) -> Result<impl IntoRespo
         unavailable.code = "overloaded";
         unavailable
     })?;
-    Ok(axum::Json(json!({"status": "ready"})))
+    Ok(axum::Json(Readiness {
+        status: ReadyStatus::Ready,
+    }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    summary = "Prometheus metrics (text format)",
+    responses((status = 200, description = "Every metric in Prometheus' text format", content_type = "text/plain; version=0.0.4", body = String)),
+)]
 pub async fn metrics(State(runtime): State<Arc<Runtime>>) -> impl IntoResponse {
     (
         [(

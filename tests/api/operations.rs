@@ -58,6 +58,15 @@ async fn unknown_route_is_a_json_404() {
 }
 
 #[tokio::test]
+async fn an_unknown_route_points_to_the_openapi_document() {
+    let app = spawn_app().await;
+    let body: Value = app.get("/v1/nope").await.json().await.expect("json");
+    let message = body["error"]["message"].as_str().expect("message");
+    assert!(message.contains("/openapi.json"), "{message}");
+    assert!(!message.contains("SPEC"), "{message}");
+}
+
+#[tokio::test]
 async fn metrics_count_requests_by_route_template_and_sessions() {
     let app = spawn_app().await;
     let body = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]});
@@ -143,37 +152,101 @@ async fn tool_names_the_model_made_up_never_become_label_values() {
     );
 }
 
+/// A documented path with its parameters filled in, so the router can match it.
+fn concrete(path: &str) -> String {
+    path.replace("{agent}", "chat")
+        .replace("{run_id}", "r")
+        .replace("{user_id}", "u")
+        .replace("{id}", "c")
+}
+
+/// Whether the app serves `method path`: neither the 405 of a known path nor the 404 fallback.
+async fn is_served(app: &crate::support::TestApp, method: &str, path: &str) -> (bool, String) {
+    let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).expect("method");
+    let response = app
+        .client
+        .request(method, app.url(&concrete(path)))
+        .send()
+        .await
+        .expect("sent");
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap_or_default();
+    let served = status != 405 && !body.contains("No such route");
+    (served, format!("{status} {body}"))
+}
+
+const METHODS: [&str; 6] = ["get", "post", "put", "patch", "delete", "options"];
+
 #[tokio::test]
-async fn the_openapi_document_describes_every_route_the_router_serves() {
+async fn every_operation_of_the_openapi_document_is_served() {
     let app = spawn_app().await;
     let document: Value = app.get("/openapi.json").await.json().await.expect("json");
     assert_eq!(document["openapi"], "3.1.0");
     let mut documented = 0;
-    for operation in agentd::http::openapi::OPERATIONS {
-        let path = operation
-            .path
-            .replace("{agent}", "chat")
-            .replace("{run_id}", "r")
-            .replace("{user_id}", "u")
-            .replace("{id}", "c");
-        let method = reqwest::Method::from_bytes(operation.method.to_uppercase().as_bytes())
-            .expect("method");
-        let response = app
-            .client
-            .request(method, app.url(&path))
-            .send()
-            .await
-            .expect("sent");
-        let status = response.status().as_u16();
-        let body = response.text().await.unwrap_or_default();
-        assert!(
-            status != 405 && !body.contains("No such route"),
-            "{} {} is documented but not served: {status} {body}",
-            operation.method,
-            operation.path
-        );
-        assert!(document["paths"][operation.path][operation.method]["summary"].is_string());
-        documented += 1;
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("path item") {
+            assert!(METHODS.contains(&method.as_str()), "{method} {path}");
+            let (served, answer) = is_served(&app, method, path).await;
+            assert!(
+                served,
+                "{method} {path} is documented but not served: {answer}"
+            );
+            assert!(operation["summary"].is_string(), "{method} {path}");
+            documented += 1;
+        }
     }
     assert_eq!(documented, 17);
+}
+
+/// The paths axum's router holds. utoipa-axum cannot list the routes of an `OpenApiRouter`
+/// (a plain `.route()` on it bypasses the document), but axum's `Router` prints its route table
+/// in its `Debug` output (`path_router: … paths: {RouteId(0): "/health", …}`, then the
+/// `fallback_router`'s catch-all paths): every quoted string before the fallback router that
+/// starts with `/` is a served path.
+fn router_paths() -> Vec<String> {
+    let (router, _) = agentd::http::routes().split_for_parts();
+    let printed = format!("{router:?}");
+    let (served, _fallback) = printed
+        .split_once("fallback_router")
+        .expect("axum's Router prints its path router, then its fallback router");
+    let mut paths: Vec<String> = served
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|quoted| quoted.starts_with('/'))
+        .map(str::to_string)
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+#[tokio::test]
+async fn every_route_the_router_serves_is_in_the_openapi_document() {
+    let paths = router_paths();
+    let app = spawn_app().await;
+    let document: Value = app.get("/openapi.json").await.json().await.expect("json");
+    for path in &paths {
+        let item = &document["paths"][path.as_str()];
+        assert!(item.is_object(), "{path} is served but not documented");
+        for method in METHODS {
+            if is_served(&app, method, path).await.0 {
+                assert!(
+                    item[method].is_object(),
+                    "{method} {path} is served but not documented"
+                );
+            }
+        }
+    }
+    // Guards the Debug parsing itself: a change in axum's output must not make this test empty.
+    assert_eq!(paths.len(), 16, "{paths:?}");
+}
+
+/// The whole contract: a change to any body, route or description shows in review as a change
+/// of `snapshots/api__operations__openapi_document.snap`.
+#[tokio::test]
+async fn the_openapi_document_matches_its_snapshot() {
+    let app = spawn_app().await;
+    let document: Value = app.get("/openapi.json").await.json().await.expect("json");
+    insta::assert_json_snapshot!("openapi_document", document);
 }

@@ -2,68 +2,39 @@
 //! Messages API shape or streaming its events (`message_start`, `content_block_start/delta/stop`
 //! for thinking and text, `message_delta` with `stop_reason` and usage, `message_stop`). Errors
 //! use Anthropic's `{"type": "error", "error": {"type", "message"}}` so its SDK maps them.
+//! This module holds the handler and the translator from agent events to Anthropic's events;
+//! [`wire`] holds the bodies.
+
+pub mod wire;
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use super::auth::Caller;
+use super::error::{ApiError, ApiJson, ErrorBody};
+use super::sse::{sse_response, with_run_headers};
+use super::wire::AssistantRole;
+use crate::agent::events::AgentEvent;
+use crate::agent::result::RunSummary;
+use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams};
+use crate::llm::{ChatMessage, Role};
+use crate::runtime::{RunHandle, RunSubmission, Runtime};
 use axum::extract::{Extension, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-
-use super::auth::Caller;
-use super::error::{ApiError, ApiJson};
-use super::sse::{sse_response, with_run_headers};
-use crate::agent::events::AgentEvent;
-use crate::agent::result::{RunSummary, UsageTotals};
-use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams};
-use crate::llm::{ChatMessage, Role};
-use crate::runtime::{RunHandle, RunSubmission, Runtime};
-
-#[derive(Debug, Deserialize)]
-pub struct MessagesRequest {
-    pub model: String,
-    pub messages: Vec<AnthropicMessage>,
-    #[serde(default)]
-    pub system: Option<TextOrBlocks>,
-    pub max_tokens: Option<u32>,
-    #[serde(default)]
-    pub stream: Option<bool>,
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
-    #[serde(default)]
-    pub tools: Option<Vec<Value>>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct AnthropicMessage {
-    pub role: String,
-    pub content: TextOrBlocks,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum TextOrBlocks {
-    Text(String),
-    Blocks(Vec<ContentBlock>),
-}
-
-#[derive(Debug, Deserialize)]
-pub struct ContentBlock {
-    #[serde(rename = "type")]
-    pub kind: String,
-    #[serde(default)]
-    pub text: Option<String>,
-}
+use wire::{
+    AnthropicErrorBody, AnthropicErrorDetail, AnthropicModel, AnthropicModelList, BlockDelta,
+    ContentBlock, ErrorType, Message, MessageDelta, MessageType, MessageUsage, MessagesRequest,
+    ModelType, StopReason, StreamEvent, TextOrBlocks,
+};
 
 /// An [`ApiError`] rendered in Anthropic's error shape.
 pub struct AnthropicError(pub ApiError);
 
 impl AnthropicError {
-    fn body(&self) -> Value {
+    fn body(&self) -> AnthropicErrorBody<'_> {
         let kind = match self.0.status.as_u16() {
             400 | 405 => "invalid_request_error",
             401 => "authentication_error",
@@ -74,7 +45,20 @@ impl AnthropicError {
             503 => "overloaded_error",
             _ => "api_error",
         };
-        json!({"type": "error", "error": {"type": kind, "message": self.0.message}})
+        AnthropicErrorBody {
+            kind: ErrorType::Error,
+            error: AnthropicErrorDetail {
+                kind,
+                message: &self.0.message,
+            },
+        }
+    }
+
+    /// The streamed `error` event.
+    fn event(&self) -> Result<Event, Infallible> {
+        // Borrowed strings only: serialisation cannot fail.
+        let data = serde_json::to_string(&self.body()).unwrap_or_default();
+        Ok(Event::default().event("error").data(data))
     }
 }
 
@@ -98,24 +82,48 @@ impl From<ApiError> for AnthropicError {
 }
 
 /// `GET /v1/models` for clients that send `anthropic-version`.
-pub fn list_models(runtime: &Runtime) -> Response {
+pub fn model_list(runtime: &Runtime) -> AnthropicModelList {
     let created = chrono::DateTime::from_timestamp(runtime.started_at(), 0)
         .unwrap_or_default()
         .to_rfc3339();
-    let data: Vec<Value> = runtime
+    let data: Vec<AnthropicModel> = runtime
         .agents()
         .iter()
-        .map(|agent| {
-            let display = if agent.description.is_empty() { agent.name.clone() } else { agent.description.clone() };
-            json!({"type": "model", "id": agent.name, "display_name": display, "created_at": created})
+        .map(|agent| AnthropicModel {
+            kind: ModelType::Model,
+            id: agent.name.clone(),
+            display_name: if agent.description.is_empty() {
+                agent.name.clone()
+            } else {
+                agent.description.clone()
+            },
+            created_at: created.clone(),
         })
         .collect();
-    let first = data.first().map(|m| m["id"].clone()).unwrap_or(Value::Null);
-    let last = data.last().map(|m| m["id"].clone()).unwrap_or(Value::Null);
-    axum::Json(json!({"data": data, "has_more": false, "first_id": first, "last_id": last}))
-        .into_response()
+    AnthropicModelList {
+        first_id: data.first().map(|m| m.id.clone()),
+        last_id: data.last().map(|m| m.id.clone()),
+        data,
+        has_more: false,
+    }
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/messages",
+    tag = "anthropic",
+    summary = "Anthropic Messages; `model` names an agent",
+    request_body = MessagesRequest,
+    responses(
+        (status = 200, description = "A `message`, or with `stream: true` events each holding a `StreamEvent` (its `type` is the SSE event name; a failure after the stream started is an `error` event holding an `AnthropicErrorBody`)",
+            content(
+                (Message = "application/json"),
+                (String = "text/event-stream"),
+            )),
+        (status = 401, description = "Missing or invalid API key (answered before the route, in the common error shape)", body = ErrorBody),
+        AnthropicErrorBody,
+    ),
+)]
 pub async fn messages(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
@@ -236,20 +244,20 @@ struct Reply {
     model: String,
 }
 
-fn stop_reason(summary: &RunSummary) -> Option<&'static str> {
+fn stop_reason(summary: &RunSummary) -> Option<StopReason> {
     match summary.exit_reason {
-        ExitReason::MaxTurns | ExitReason::ContextLimit => Some("max_tokens"),
-        _ if summary.success => Some("end_turn"),
+        ExitReason::MaxTurns | ExitReason::ContextLimit => Some(StopReason::MaxTokens),
+        _ if summary.success => Some(StopReason::EndTurn),
         _ => None,
     }
 }
 
-fn wire_usage(usage: &UsageTotals) -> Value {
-    json!({"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens, "cache_read_input_tokens": usage.cached_tokens})
-}
-
-fn event(kind: &str, data: Value) -> Result<Event, Infallible> {
-    Ok(Event::default().event(kind).data(data.to_string()))
+/// One streamed event, serialised straight from its borrowed fields: a streamed token costs one
+/// string for its frame, not a JSON tree built and dropped.
+fn event(event: &StreamEvent<'_>) -> Result<Event, Infallible> {
+    // Borrowed strings and numbers only: serialisation cannot fail.
+    let data = serde_json::to_string(event).unwrap_or_default();
+    Ok(Event::default().event(event.name()).data(data))
 }
 
 /// The block being streamed: Anthropic allows one open block at a time.
@@ -263,9 +271,10 @@ fn stream_events(handle: RunHandle, reply: Reply) -> impl Stream<Item = Result<E
     async_stream::stream! {
         let _cancel_on_drop = handle.abort_on_drop();
         let RunHandle { mut events, draining, .. } = handle;
-        yield event("message_start", json!({"type": "message_start", "message": {
-            "id": reply.id, "type": "message", "role": "assistant", "model": reply.model, "content": [],
-            "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 0, "output_tokens": 0}}}));
+        yield event(&StreamEvent::MessageStart { message: Message {
+            id: &reply.id, kind: MessageType::Message, role: AssistantRole::Assistant, model: &reply.model,
+            content: Vec::new(), stop_reason: None, stop_sequence: None, usage: MessageUsage::NOT_YET_KNOWN,
+        }});
         let mut open: Option<(Block, usize)> = None;
         let mut next_index = 0usize;
         let mut failure_report: Option<String> = None;
@@ -284,15 +293,17 @@ fn stream_events(handle: RunHandle, reply: Reply) -> impl Stream<Item = Result<E
                         yield delta_frame(open_index(open), Block::Text, &text);
                     }
                     if let Some((_, index)) = open.take() {
-                        yield event("content_block_stop", json!({"type": "content_block_stop", "index": index}));
+                        yield event(&StreamEvent::ContentBlockStop { index });
                     }
                     match stop_reason(&summary) {
                         Some(reason) => {
-                            yield event("message_delta", json!({"type": "message_delta",
-                                "delta": {"stop_reason": reason, "stop_sequence": null}, "usage": wire_usage(&summary.usage)}));
-                            yield event("message_stop", json!({"type": "message_stop"}));
+                            yield event(&StreamEvent::MessageDelta {
+                                delta: MessageDelta { stop_reason: reason, stop_sequence: None },
+                                usage: (&summary.usage).into(),
+                            });
+                            yield event(&StreamEvent::MessageStop);
                         }
-                        None => yield event("error", AnthropicError(ApiError::from_run_ending(summary.exit_reason, summary.error.as_deref(), draining.is_cancelled())).body()),
+                        None => yield AnthropicError(ApiError::from_run_ending(summary.exit_reason, summary.error.as_deref(), draining.is_cancelled())).event(),
                     }
                     return;
                 }
@@ -302,7 +313,7 @@ fn stream_events(handle: RunHandle, reply: Reply) -> impl Stream<Item = Result<E
             wrote_text |= block == Block::Text;
             yield delta_frame(open_index(open), block, &text);
         }
-        yield event("error", AnthropicError(ApiError::internal()).body());
+        yield AnthropicError(ApiError::internal()).event();
     }
 }
 
@@ -321,55 +332,29 @@ fn switch_block(
     }
     let mut frames = Vec::new();
     if let Some((_, index)) = open.take() {
-        frames.push(event(
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": index}),
-        ));
+        frames.push(event(&StreamEvent::ContentBlockStop { index }));
     }
     let index = *next_index;
     *next_index += 1;
-    let block = match wanted {
-        Block::Thinking => json!({"type": "thinking", "thinking": ""}),
-        Block::Text => json!({"type": "text", "text": ""}),
+    let content_block = match wanted {
+        Block::Thinking => ContentBlock::Thinking { thinking: "" },
+        Block::Text => ContentBlock::Text { text: "" },
     };
-    frames.push(event(
-        "content_block_start",
-        json!({"type": "content_block_start", "index": index, "content_block": block}),
-    ));
+    frames.push(event(&StreamEvent::ContentBlockStart {
+        index,
+        content_block,
+    }));
     *open = Some((wanted, index));
     frames
 }
 
-/// A `content_block_delta` event, serialised straight from the borrowed text: one per streamed
-/// token, so no JSON tree is built for it.
+/// A `content_block_delta` event: one per streamed token.
 fn delta_frame(index: usize, block: Block, text: &str) -> Result<Event, Infallible> {
     let delta = match block {
-        Block::Thinking => DeltaBody::ThinkingDelta { thinking: text },
-        Block::Text => DeltaBody::TextDelta { text },
+        Block::Thinking => BlockDelta::ThinkingDelta { thinking: text },
+        Block::Text => BlockDelta::TextDelta { text },
     };
-    let frame = BlockDelta {
-        kind: "content_block_delta",
-        index,
-        delta,
-    };
-    // Borrowed strings and numbers only: serialisation cannot fail.
-    let data = serde_json::to_string(&frame).unwrap_or_default();
-    Ok(Event::default().event("content_block_delta").data(data))
-}
-
-#[derive(Serialize)]
-struct BlockDelta<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    index: usize,
-    delta: DeltaBody<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum DeltaBody<'a> {
-    TextDelta { text: &'a str },
-    ThinkingDelta { thinking: &'a str },
+    event(&StreamEvent::ContentBlockDelta { index, delta })
 }
 
 async fn complete(handle: RunHandle, reply: Reply) -> Result<Response, AnthropicError> {
@@ -392,13 +377,25 @@ async fn complete(handle: RunHandle, reply: Reply) -> Result<Response, Anthropic
         .filter(|m| m.role == Role::Assistant)
         .filter_map(|m| m.reasoning.as_deref())
         .collect();
+    let thinking = thinking.join("\n\n");
+    let answer = result.answer_text();
     let mut content = Vec::new();
     if !thinking.is_empty() {
-        content.push(json!({"type": "thinking", "thinking": thinking.join("\n\n")}));
+        content.push(ContentBlock::Thinking {
+            thinking: &thinking,
+        });
     }
-    content.push(json!({"type": "text", "text": result.answer_text()}));
-    let body = json!({"id": reply.id, "type": "message", "role": "assistant", "model": reply.model, "content": content,
-        "stop_reason": reason, "stop_sequence": null, "usage": wire_usage(&result.usage)});
+    content.push(ContentBlock::Text { text: &answer });
+    let body = Message {
+        id: &reply.id,
+        kind: MessageType::Message,
+        role: AssistantRole::Assistant,
+        model: &reply.model,
+        content,
+        stop_reason: Some(reason),
+        stop_sequence: None,
+        usage: (&result.usage).into(),
+    };
     Ok((StatusCode::OK, axum::Json(body)).into_response())
 }
 
@@ -406,12 +403,13 @@ async fn complete(handle: RunHandle, reply: Reply) -> Result<Response, Anthropic
 mod tests {
     use super::*;
 
+    use serde_json::json;
+
     #[test]
     fn block_deltas_have_anthropics_shape() {
-        let text = BlockDelta {
-            kind: "content_block_delta",
+        let text = StreamEvent::ContentBlockDelta {
             index: 1,
-            delta: DeltaBody::TextDelta {
+            delta: BlockDelta::TextDelta {
                 text: "to\"ken ✓"
             },
         };
@@ -419,10 +417,9 @@ mod tests {
             serde_json::to_value(&text).expect("json"),
             json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "to\"ken ✓"}})
         );
-        let thinking = BlockDelta {
-            kind: "content_block_delta",
+        let thinking = StreamEvent::ContentBlockDelta {
             index: 0,
-            delta: DeltaBody::ThinkingDelta { thinking: "hm" },
+            delta: BlockDelta::ThinkingDelta { thinking: "hm" },
         };
         assert_eq!(
             serde_json::to_value(&thinking).expect("json")["delta"],

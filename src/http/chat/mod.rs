@@ -2,39 +2,32 @@
 //! conversations through the run pipeline (which loads the history and stores the user's
 //! message before the run and the answer after it); failures come back as the seeds' friendly
 //! messages, never internals. `GET`/`DELETE /api/{user_id}/conversations[/{id}]` read and remove them.
+//! This module holds the handlers; [`wire`] holds the bodies.
+
+pub mod wire;
 
 use std::sync::Arc;
 
+use super::auth::Caller;
+use super::error::{ApiError, ApiJson, ErrorBody};
+use super::runs::numbered_events;
+use super::sse::{sse_response, with_run_headers};
+use super::wire::ListObject;
+use crate::agent::{AgentResult, ExitReason};
+use crate::config::AgentSpec;
+use crate::runtime::{ConversationTurn, RunSubmission, Runtime};
+use crate::store::ConversationCursor;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use serde::Deserialize;
-use serde_json::{Value, json};
-
-use super::auth::Caller;
-use super::error::{ApiError, ApiJson};
-use super::runs::numbered_events;
-use super::sse::{sse_response, with_run_headers};
-use crate::agent::{AgentResult, ExitReason};
-use crate::config::AgentSpec;
-use crate::runtime::{ConversationTurn, RunSubmission, Runtime};
-use crate::store::{Conversation, ConversationCursor};
+use wire::{
+    ChatRequest, ChatResponse, ChatStatus, ConversationDetail, ConversationList,
+    ConversationMessage, ConversationPath, ConversationSummary, ListQuery, UserPath,
+};
 
 /// The agent that answers when a request names none.
 const DEFAULT_AGENT: &str = "chat";
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChatRequest {
-    pub message: String,
-    #[serde(default)]
-    pub conversation_id: Option<String>,
-    #[serde(default)]
-    pub agent: Option<String>,
-    #[serde(default)]
-    pub stream: Option<bool>,
-}
 
 /// The seeds/001 user-facing message for how a run ended.
 fn friendly_error(result: &AgentResult) -> Option<&'static str> {
@@ -59,11 +52,11 @@ fn friendly_error(result: &AgentResult) -> Option<&'static str> {
     }
 }
 
-fn chat_status(result: &AgentResult) -> &'static str {
+fn chat_status(result: &AgentResult) -> ChatStatus {
     match result.exit_reason {
-        _ if result.success => "completed",
-        ExitReason::MaxTurns | ExitReason::ContextLimit => "max_iterations_reached",
-        _ => "error",
+        _ if result.success => ChatStatus::Completed,
+        ExitReason::MaxTurns | ExitReason::ContextLimit => ChatStatus::MaxIterationsReached,
+        _ => ChatStatus::Error,
     }
 }
 
@@ -77,10 +70,26 @@ fn check_user(caller: &Caller, user_id: &str) -> Result<(), ApiError> {
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/{user_id}/chat",
+    tag = "chat",
+    summary = "Send a message in one of the user's conversations",
+    params(UserPath),
+    request_body = ChatRequest,
+    responses(
+        (status = 200, description = "The answer; with `stream: true` the run's events (`id: 1, 2, 3…`, `event: run.started` … `run.finished`)",
+            content(
+                (ChatResponse = "application/json"),
+                (String = "text/event-stream"),
+            )),
+        ErrorBody,
+    ),
+)]
 pub async fn chat(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(user_id): Path<String>,
+    Path(UserPath { user_id }): Path<UserPath>,
     ApiJson(body): ApiJson<ChatRequest>,
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
@@ -126,43 +135,39 @@ fn chat_agent(
     Ok(agent)
 }
 
-fn chat_response(conversation_id: &str, result: &AgentResult) -> Value {
-    let usage = &result.usage;
-    json!({
-        "conversation_id": conversation_id,
-        "run_id": result.run_id,
-        "response": if result.success { result.answer_text() } else { friendly_error(result).unwrap_or_default().to_string() },
-        "status": chat_status(result),
-        "iterations": result.turns,
-        "finish_reason": result.exit_reason.as_str(),
-        "error": friendly_error(result),
-        "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens, "total_tokens": usage.total_tokens},
-    })
+fn chat_response<'a>(conversation_id: &'a str, result: &'a AgentResult) -> ChatResponse<'a> {
+    let error = friendly_error(result);
+    ChatResponse {
+        conversation_id,
+        run_id: &result.run_id,
+        response: if result.success {
+            result.answer_text()
+        } else {
+            error.unwrap_or_default().to_string()
+        },
+        status: chat_status(result),
+        iterations: result.turns,
+        finish_reason: result.exit_reason.as_str(),
+        error,
+        usage: (&result.usage).into(),
+    }
 }
 
-#[derive(Debug, Deserialize)]
-pub struct ListQuery {
-    #[serde(default)]
-    pub limit: Option<u32>,
-    /// The `next` value of the previous page.
-    #[serde(default)]
-    pub before: Option<String>,
-}
-
-fn conversation_json(conversation: &Conversation) -> Value {
-    json!({
-        "id": conversation.id,
-        "agent": conversation.agent,
-        "title": conversation.title,
-        "created_at": conversation.created_at.to_rfc3339(),
-        "updated_at": conversation.updated_at.to_rfc3339(),
-    })
-}
-
+#[utoipa::path(
+    get,
+    path = "/api/{user_id}/conversations",
+    tag = "chat",
+    summary = "The user's conversations, newest first",
+    params(UserPath, ListQuery),
+    responses(
+        (status = 200, description = "A page of conversations", body = ConversationList),
+        ErrorBody,
+    ),
+)]
 pub async fn list_conversations(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(user_id): Path<String>,
+    Path(UserPath { user_id }): Path<UserPath>,
     Query(query): Query<ListQuery>,
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
@@ -184,8 +189,12 @@ pub async fn list_conversations(
                 .map(|c| format!("{}|{}", c.updated_at.to_rfc3339(), c.id))
         })
         .flatten();
-    let data: Vec<Value> = page.iter().map(conversation_json).collect();
-    Ok(axum::Json(json!({"object": "list", "data": data, "next": next})).into_response())
+    Ok(axum::Json(ConversationList {
+        object: ListObject::List,
+        data: page.iter().map(ConversationSummary::from).collect(),
+        next,
+    })
+    .into_response())
 }
 
 fn parse_cursor(text: &str) -> Result<ConversationCursor, ApiError> {
@@ -202,10 +211,21 @@ fn parse_cursor(text: &str) -> Result<ConversationCursor, ApiError> {
     })
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/{user_id}/conversations/{id}",
+    tag = "chat",
+    summary = "A conversation and its messages",
+    params(ConversationPath),
+    responses(
+        (status = 200, description = "The conversation", body = ConversationDetail),
+        ErrorBody,
+    ),
+)]
 pub async fn get_conversation(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path((user_id, id)): Path<(String, String)>,
+    Path(ConversationPath { user_id, id }): Path<ConversationPath>,
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
     let conversation = runtime
@@ -216,22 +236,32 @@ pub async fn get_conversation(
         .ok_or_else(|| {
             ApiError::not_found("I couldn't find that conversation. It may have been deleted.")
         })?;
-    let messages: Vec<Value> = runtime
+    let messages = runtime
         .conversation_history(&user_id, &id)
         .await
-        .map_err(ApiError::store)?
-        .iter()
-        .map(|m| json!({"role": m.role, "content": m.content}))
-        .collect();
-    let mut body = conversation_json(&conversation);
-    body["messages"] = Value::Array(messages);
-    Ok(axum::Json(body).into_response())
+        .map_err(ApiError::store)?;
+    Ok(axum::Json(ConversationDetail {
+        conversation: ConversationSummary::from(&conversation),
+        messages: messages.iter().map(ConversationMessage::from).collect(),
+    })
+    .into_response())
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/{user_id}/conversations/{id}",
+    tag = "chat",
+    summary = "Delete a conversation",
+    params(ConversationPath),
+    responses(
+        (status = 204, description = "Deleted"),
+        ErrorBody,
+    ),
+)]
 pub async fn delete_conversation(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path((user_id, id)): Path<(String, String)>,
+    Path(ConversationPath { user_id, id }): Path<ConversationPath>,
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
     let deleted = runtime

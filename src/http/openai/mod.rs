@@ -1,6 +1,9 @@
 //! OpenAI compatibility (SPEC §4.1): `GET /v1/models` lists agents as models and
 //! `POST /v1/chat/completions` runs the agent named by `model`, streaming
-//! `chat.completion.chunk` frames or answering with one `chat.completion`.
+//! `chat.completion.chunk` frames or answering with one `chat.completion`. This module holds
+//! the handlers and the translator from agent events to chunks; [`wire`] holds the bodies.
+
+pub mod wire;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -9,48 +12,22 @@ use axum::extract::{Extension, State};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::auth::Caller;
-use super::error::{ApiError, ApiJson};
+use super::error::{ApiError, ApiJson, ErrorBody};
 use super::sse::{sse_response, with_run_headers};
+use super::wire::{AssistantRole, ListObject};
 use crate::agent::events::AgentEvent;
 use crate::agent::result::{RunSummary, UsageTotals};
 use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams};
 use crate::llm::{ChatMessage, Role, ToolCall};
 use crate::runtime::{RunHandle, RunSubmission, Runtime};
-
-#[derive(Debug, Deserialize)]
-pub struct ChatCompletionRequest {
-    pub model: String,
-    pub messages: Vec<WireMessage>,
-    #[serde(default)]
-    pub stream: Option<bool>,
-    #[serde(default)]
-    pub stream_options: Option<StreamOptions>,
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
-    pub max_tokens: Option<u32>,
-    pub max_completion_tokens: Option<u32>,
-    #[serde(default)]
-    pub response_format: Option<ResponseFormat>,
-}
-
-/// `response_format`: `text`, `json_object`, or `json_schema` with `{name, schema, strict?}`.
-#[derive(Debug, Deserialize)]
-pub struct ResponseFormat {
-    #[serde(rename = "type")]
-    pub kind: String,
-    #[serde(default)]
-    pub json_schema: Option<JsonSchemaFormat>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct JsonSchemaFormat {
-    #[serde(default)]
-    pub schema: Option<Value>,
-}
+use wire::{
+    AssistantMessage, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChunkChoice,
+    ChunkObject, CompletionChoice, CompletionObject, CompletionUsage, Delta, FinishReason,
+    MessageContent, Model, ModelList, ModelObject, ModelsResponse, RequestMessage, ResponseFormat,
+};
 
 /// The run's output format and schema from `response_format`.
 fn output_of(format: Option<&ResponseFormat>) -> Result<(Option<String>, Option<Value>), ApiError> {
@@ -80,67 +57,58 @@ fn output_of(format: Option<&ResponseFormat>) -> Result<(Option<String>, Option<
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
-pub struct StreamOptions {
-    #[serde(default)]
-    pub include_usage: bool,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct WireMessage {
-    pub role: String,
-    #[serde(default)]
-    pub content: Option<WireContent>,
-    #[serde(default)]
-    pub tool_calls: Option<Vec<WireToolCall>>,
-    #[serde(default)]
-    pub tool_call_id: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum WireContent {
-    Text(String),
-    Parts(Vec<ContentPart>),
-}
-
-#[derive(Debug, Deserialize)]
-pub struct ContentPart {
-    #[serde(rename = "type")]
-    pub kind: String,
-    #[serde(default)]
-    pub text: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct WireToolCall {
-    pub id: String,
-    pub function: WireFunction,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct WireFunction {
-    pub name: String,
-    #[serde(default)]
-    pub arguments: String,
-}
-
 /// Agents as models: OpenAI's list shape, or Anthropic's when the client sends `anthropic-version`.
+#[utoipa::path(
+    get,
+    path = "/v1/models",
+    tag = "openai",
+    summary = "Agents as models (Anthropic's shape with `anthropic-version`)",
+    params(("anthropic-version" = Option<String>, Header, description = "Any value selects Anthropic's list shape")),
+    responses(
+        (status = 200, description = "The agents as models", body = ModelsResponse),
+        ErrorBody,
+    ),
+)]
 pub async fn list_models(
     State(runtime): State<Arc<Runtime>>,
     headers: axum::http::HeaderMap,
-) -> Response {
+) -> axum::Json<ModelsResponse> {
     if headers.contains_key("anthropic-version") {
-        return super::anthropic::list_models(&runtime);
+        return axum::Json(ModelsResponse::Anthropic(super::anthropic::model_list(
+            &runtime,
+        )));
     }
-    let data: Vec<Value> = runtime
+    let data = runtime
         .agents()
         .iter()
-        .map(|agent| json!({"id": agent.name, "object": "model", "created": runtime.started_at(), "owned_by": "agentd"}))
+        .map(|agent| Model {
+            id: agent.name.clone(),
+            object: ModelObject::Model,
+            created: runtime.started_at(),
+            owned_by: "agentd",
+        })
         .collect();
-    axum::Json(json!({"object": "list", "data": data})).into_response()
+    axum::Json(ModelsResponse::OpenAi(ModelList {
+        object: ListObject::List,
+        data,
+    }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/chat/completions",
+    tag = "openai",
+    summary = "OpenAI Chat Completions; `model` names an agent",
+    request_body = ChatCompletionRequest,
+    responses(
+        (status = 200, description = "A `chat.completion`, or with `stream: true` `data:` frames each holding a `ChatCompletionChunk` (an error after the stream started is a `data:` frame holding an `ErrorBody`), then `data: [DONE]`",
+            content(
+                (ChatCompletion = "application/json"),
+                (String = "text/event-stream"),
+            )),
+        ErrorBody,
+    ),
+)]
 pub async fn chat_completions(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
@@ -187,7 +155,7 @@ pub async fn chat_completions(
 }
 
 /// Splits OpenAI `messages` into history and the final user prompt.
-fn split_messages(messages: &[WireMessage]) -> Result<(Vec<ChatMessage>, String), ApiError> {
+fn split_messages(messages: &[RequestMessage]) -> Result<(Vec<ChatMessage>, String), ApiError> {
     let Some((last, earlier)) = messages.split_last() else {
         return Err(
             ApiError::invalid_request("`messages` must not be empty").with_param("messages")
@@ -211,7 +179,7 @@ fn split_messages(messages: &[WireMessage]) -> Result<(Vec<ChatMessage>, String)
     Ok((history, prompt))
 }
 
-fn to_chat_message(message: &WireMessage, index: usize) -> Result<ChatMessage, ApiError> {
+fn to_chat_message(message: &RequestMessage, index: usize) -> Result<ChatMessage, ApiError> {
     let role = match message.role.as_str() {
         "system" | "developer" => Role::System,
         "user" => Role::User,
@@ -250,11 +218,11 @@ fn to_chat_message(message: &WireMessage, index: usize) -> Result<ChatMessage, A
     })
 }
 
-fn text_of(message: &WireMessage, index: usize) -> Result<Option<String>, ApiError> {
+fn text_of(message: &RequestMessage, index: usize) -> Result<Option<String>, ApiError> {
     match &message.content {
         None => Ok(None),
-        Some(WireContent::Text(text)) => Ok(Some(text.clone())),
-        Some(WireContent::Parts(parts)) => {
+        Some(MessageContent::Text(text)) => Ok(Some(text.clone())),
+        Some(MessageContent::Parts(parts)) => {
             let mut text = String::new();
             for (part_index, part) in parts.iter().enumerate() {
                 match (part.kind.as_str(), &part.text) {
@@ -285,91 +253,41 @@ struct Completion {
     include_usage: bool,
 }
 
-/// One `chat.completion.chunk`, serialised straight from borrowed fields: a streamed token costs
-/// one string for its frame, not a JSON tree built and dropped.
-#[derive(Serialize)]
-struct ChunkFrame<'a> {
-    id: &'a str,
-    object: &'static str,
-    created: i64,
-    model: &'a str,
-    choices: [ChunkChoice<'a>; 1],
-}
-
-#[derive(Serialize)]
-struct ChunkChoice<'a> {
-    index: u32,
-    delta: Delta<'a>,
-    finish_reason: Option<&'a str>,
-}
-
-/// What a chunk adds: the role (first chunk), answer text, or reasoning text.
-#[derive(Default, Serialize)]
-struct Delta<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    role: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    content: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_content: Option<&'a str>,
-}
-
-impl<'a> Delta<'a> {
-    fn content(text: &'a str) -> Self {
-        Self {
-            content: Some(text),
-            ..Self::default()
-        }
-    }
-
-    fn reasoning(text: &'a str) -> Self {
-        Self {
-            reasoning_content: Some(text),
-            ..Self::default()
-        }
-    }
-}
-
 impl Completion {
-    fn chunk(&self, delta: Delta<'_>, finish_reason: Option<&str>) -> Event {
-        let frame = ChunkFrame {
+    /// One `chat.completion.chunk` serialised straight from borrowed fields: a streamed token
+    /// costs one string for its frame, not a JSON tree built and dropped.
+    fn chunk(&self, delta: Delta<'_>, finish_reason: Option<FinishReason>) -> Event {
+        let choice = ChunkChoice {
+            index: 0,
+            delta,
+            finish_reason,
+        };
+        self.frame(std::slice::from_ref(&choice), None)
+    }
+
+    fn usage_chunk(&self, usage: &UsageTotals) -> Event {
+        self.frame(&[], Some(usage.into()))
+    }
+
+    fn frame(&self, choices: &[ChunkChoice<'_>], usage: Option<CompletionUsage>) -> Event {
+        let frame = ChatCompletionChunk {
             id: &self.id,
-            object: "chat.completion.chunk",
+            object: ChunkObject::ChatCompletionChunk,
             created: self.created,
             model: &self.model,
-            choices: [ChunkChoice {
-                index: 0,
-                delta,
-                finish_reason,
-            }],
+            choices,
+            usage,
         };
         // Borrowed strings and numbers only: serialisation cannot fail.
         Event::default().data(serde_json::to_string(&frame).unwrap_or_default())
     }
-
-    fn usage_chunk(&self, usage: &UsageTotals) -> Event {
-        let chunk = json!({
-            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-            "choices": [], "usage": wire_usage(usage),
-        });
-        Event::default().data(chunk.to_string())
-    }
-}
-
-fn wire_usage(usage: &UsageTotals) -> Value {
-    json!({
-        "prompt_tokens": usage.input_tokens,
-        "completion_tokens": usage.output_tokens,
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
-    })
 }
 
 /// `stop` for an answer, `length` for a synthetic failure report (turns or context exhausted).
-fn finish_reason(summary: &RunSummary) -> Option<&'static str> {
+fn finish_reason(summary: &RunSummary) -> Option<FinishReason> {
     match summary.exit_reason {
-        ExitReason::MaxTurns | ExitReason::ContextLimit => Some("length"),
-        _ if summary.success => Some("stop"),
+        ExitReason::MaxTurns | ExitReason::ContextLimit => Some(FinishReason::Length),
+        _ if summary.success => Some(FinishReason::Stop),
         _ => None,
     }
 }
@@ -383,7 +301,7 @@ fn stream_chunks(
         // Dropping the stream (the client went away) cancels the run.
         let _cancel_on_drop = handle.abort_on_drop();
         let RunHandle { mut events, draining, .. } = handle;
-        yield Ok(reply.chunk(Delta { role: Some("assistant"), content: Some(""), ..Delta::default() }, None));
+        yield Ok(reply.chunk(Delta { role: Some(AssistantRole::Assistant), content: Some(""), ..Delta::default() }, None));
         let mut streamed_text = false;
         let mut failure_report: Option<String> = None;
         while let Some(event) = events.recv().await {
@@ -402,7 +320,7 @@ fn stream_chunks(
                             }
                             yield Ok(reply.chunk(Delta::default(), Some(reason)));
                         }
-                        None => yield Ok(Event::default().data(ApiError::from_run_ending(summary.exit_reason, summary.error.as_deref(), draining.is_cancelled()).body().to_string())),
+                        None => yield Ok(Event::default().data(ApiError::from_run_ending(summary.exit_reason, summary.error.as_deref(), draining.is_cancelled()).body_text())),
                     }
                     if reply.include_usage {
                         yield Ok(reply.usage_chunk(&summary.usage));
@@ -419,7 +337,7 @@ fn stream_chunks(
             }
         }
         // The run task ended without a final event: report it rather than dropping the connection.
-        yield Ok(Event::default().data(ApiError::internal().body().to_string()));
+        yield Ok(Event::default().data(ApiError::internal().body_text()));
         yield Ok(Event::default().data("[DONE]"));
     }
 }
@@ -459,11 +377,21 @@ async fn complete(handle: RunHandle, reply: Completion) -> Result<Response, ApiE
             draining.is_cancelled(),
         ));
     };
-    let body = json!({
-        "id": reply.id, "object": "chat.completion", "created": reply.created, "model": reply.model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.answer_text()}, "finish_reason": reason}],
-        "usage": wire_usage(&result.usage),
-    });
+    let body = ChatCompletion {
+        id: &reply.id,
+        object: CompletionObject::ChatCompletion,
+        created: reply.created,
+        model: &reply.model,
+        choices: [CompletionChoice {
+            index: 0,
+            message: AssistantMessage {
+                role: AssistantRole::Assistant,
+                content: result.answer_text(),
+            },
+            finish_reason: reason,
+        }],
+        usage: (&result.usage).into(),
+    };
     Ok(axum::Json(body).into_response())
 }
 
@@ -471,21 +399,23 @@ async fn complete(handle: RunHandle, reply: Completion) -> Result<Response, ApiE
 mod tests {
     use super::*;
 
-    fn parse(body: Value) -> Vec<WireMessage> {
+    fn parse(body: Value) -> Vec<RequestMessage> {
         serde_json::from_value(body).expect("messages")
     }
 
-    fn frame_json(delta: Delta<'_>, finish_reason: Option<&str>) -> Value {
-        let frame = ChunkFrame {
+    fn frame_json(delta: Delta<'_>, finish_reason: Option<FinishReason>) -> Value {
+        let choice = ChunkChoice {
+            index: 0,
+            delta,
+            finish_reason,
+        };
+        let frame = ChatCompletionChunk {
             id: "chatcmpl-1",
-            object: "chat.completion.chunk",
+            object: ChunkObject::ChatCompletionChunk,
             created: 7,
             model: "chat",
-            choices: [ChunkChoice {
-                index: 0,
-                delta,
-                finish_reason,
-            }],
+            choices: std::slice::from_ref(&choice),
+            usage: None,
         };
         serde_json::from_str(&serde_json::to_string(&frame).expect("json")).expect("parses")
     }
@@ -493,7 +423,7 @@ mod tests {
     #[test]
     fn chunks_have_openais_shape() {
         let first = Delta {
-            role: Some("assistant"),
+            role: Some(AssistantRole::Assistant),
             content: Some(""),
             ..Delta::default()
         };
@@ -510,7 +440,7 @@ mod tests {
             frame_json(Delta::reasoning("hm"), None)["choices"][0]["delta"],
             json!({"reasoning_content": "hm"})
         );
-        let last = frame_json(Delta::default(), Some("stop"));
+        let last = frame_json(Delta::default(), Some(FinishReason::Stop));
         assert_eq!(
             last["choices"][0],
             json!({"index": 0, "delta": {}, "finish_reason": "stop"})

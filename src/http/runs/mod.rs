@@ -1,94 +1,76 @@
 //! Agent runs (SPEC §4): `GET /v1/agents[/{agent}]`, `POST /v1/agents/{agent}/runs` (the
 //! AgentResult as JSON, or the run's events as SSE with `id: seq`), `GET /v1/runs/{id}`,
 //! `GET /v1/runs/{id}/events` (stored events replayed from after `Last-Event-ID`, then followed
-//! until `run.finished`), and `POST /v1/runs/{id}/cancel` (`stop` or `abort`).
+//! until `run.finished`), and `POST /v1/runs/{id}/cancel` (`stop` or `abort`). This module holds
+//! the handlers; [`wire`] holds the bodies.
+
+pub mod wire;
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use super::auth::Caller;
+use super::error::{ApiError, ApiJson, ErrorBody};
+use super::sse::{sse_response, with_run_headers};
+use super::wire::ListObject;
+use crate::agent::AgentEvent;
+use crate::config::{AgentSpec, OnDisconnect};
+use crate::runtime::{CancelOutcome, RunHandle, RunSubmission, Runtime, StartError};
+use crate::store::{RunRecord, whole_result};
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures_util::{Stream, StreamExt};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use wire::{
+    AgentDescription, AgentList, AgentPath, CancelAnswer, CancelMode, CancelRequest,
+    CancellingStatus, RunAccepted, RunPath, RunRequest, RunStatus, RunningStatus,
+};
 
-use super::auth::Caller;
-use super::error::{ApiError, ApiJson};
-use super::sse::{sse_response, with_run_headers};
-use crate::agent::AgentEvent;
-use crate::config::{AgentSpec, OnDisconnect};
-use crate::llm::ChatMessage;
-use crate::runtime::{CancelOutcome, RunHandle, RunSubmission, Runtime, StartError};
-use crate::store::{RunRecord, whole_result};
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RunRequest {
-    pub prompt: String,
-    #[serde(default)]
-    pub format: Option<String>,
-    #[serde(default)]
-    pub schema: Option<Value>,
-    #[serde(default)]
-    pub history: Vec<ChatMessage>,
-    #[serde(default)]
-    pub stream: Option<bool>,
-    #[serde(default)]
-    pub on_disconnect: Option<OnDisconnect>,
-    #[serde(default)]
-    pub request_id: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CancelRequest {
-    #[serde(default)]
-    pub mode: Option<CancelMode>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum CancelMode {
-    /// A graceful final turn.
-    Stop,
-    /// End now.
-    Abort,
-}
-
-pub fn agent_json(agent: &AgentSpec) -> Value {
-    json!({
-        "name": agent.name,
-        "description": agent.description,
-        "models": agent.targets.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "tools": agent.tools,
-        "agents": agent.sub_agents,
-        "output": {"format": agent.output_format, "schema": agent.output_schema},
-        "finalization": format!("{:?}", agent.finalization).to_lowercase(),
-    })
-}
-
+#[utoipa::path(
+    get,
+    path = "/v1/agents",
+    tag = "runs",
+    summary = "The agents this key may run",
+    responses(
+        (status = 200, description = "The agents", body = AgentList),
+        ErrorBody,
+    ),
+)]
 pub async fn list_agents(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-) -> impl IntoResponse {
-    let data: Vec<Value> = runtime
+) -> axum::Json<AgentList> {
+    let data = runtime
         .agents()
         .iter()
         .filter(|a| caller.may_use_agent(&a.name))
-        .map(|a| agent_json(a))
+        .map(|a| AgentDescription::from(a.as_ref()))
         .collect();
-    axum::Json(json!({"object": "list", "data": data}))
+    axum::Json(AgentList {
+        object: ListObject::List,
+        data,
+    })
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/agents/{agent}",
+    tag = "runs",
+    summary = "One agent",
+    params(AgentPath),
+    responses(
+        (status = 200, description = "The agent", body = AgentDescription),
+        ErrorBody,
+    ),
+)]
 pub async fn get_agent(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(name): Path<String>,
-) -> Result<Response, ApiError> {
+    Path(AgentPath { agent: name }): Path<AgentPath>,
+) -> Result<axum::Json<AgentDescription>, ApiError> {
     let agent = find_agent(&runtime, &caller, &name)?;
-    Ok(axum::Json(agent_json(&agent)).into_response())
+    Ok(axum::Json(AgentDescription::from(agent.as_ref())))
 }
 
 fn find_agent(runtime: &Runtime, caller: &Caller, name: &str) -> Result<Arc<AgentSpec>, ApiError> {
@@ -101,10 +83,27 @@ fn find_agent(runtime: &Runtime, caller: &Caller, name: &str) -> Result<Arc<Agen
     Ok(agent)
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/agents/{agent}/runs",
+    tag = "runs",
+    summary = "Start a run: its AgentResult, or its events as SSE",
+    params(AgentPath),
+    request_body = RunRequest,
+    responses(
+        (status = 200, description = "The AgentResult; with `stream: true` or `Accept: text/event-stream` the run's events (`id: 1, 2, 3…`, `event: run.started` … `run.finished`). A repeated `requestId` answers with the first run: its events, or its status", 
+            content(
+                (Object = "application/json"),
+                (String = "text/event-stream"),
+            )),
+        (status = 202, description = "A repeated `requestId` whose first run is not recorded yet", body = RunAccepted),
+        ErrorBody,
+    ),
+)]
 pub async fn create_run(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(name): Path<String>,
+    Path(AgentPath { agent: name }): Path<AgentPath>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<RunRequest>,
 ) -> Result<Response, ApiError> {
@@ -159,11 +158,14 @@ async fn existing_run(
         ));
     }
     match visible_run(runtime, caller, run_id).await {
-        Ok(run) => Ok(axum::Json(run_json(runtime, &run).await?).into_response()),
+        Ok(run) => Ok(axum::Json(run_status(runtime, &run).await?).into_response()),
         // The first submission has not recorded its run yet.
         Err(_) => Ok((
             StatusCode::ACCEPTED,
-            axum::Json(json!({"run_id": run_id, "status": "running"})),
+            axum::Json(RunAccepted {
+                run_id,
+                status: RunningStatus::Running,
+            }),
         )
             .into_response()),
     }
@@ -217,7 +219,7 @@ fn stored_events(
             Err(error) => event_frame(
                 after + 1,
                 "error",
-                &ApiError::from(error).body()["error"].to_string(),
+                &serde_json::to_string(&ApiError::from(error).detail()).unwrap_or_default(),
             ),
         })
 }
@@ -241,7 +243,7 @@ async fn visible_run(
 }
 
 /// The run as `GET /v1/runs/{id}` shows it, with its whole result once it has finished.
-async fn run_json(runtime: &Runtime, run: &RunRecord) -> Result<Value, ApiError> {
+async fn run_status<'a>(runtime: &Runtime, run: &'a RunRecord) -> Result<RunStatus<'a>, ApiError> {
     let accounting = match &run.result {
         Some(_) => runtime
             .store()
@@ -250,33 +252,47 @@ async fn run_json(runtime: &Runtime, run: &RunRecord) -> Result<Value, ApiError>
             .map_err(ApiError::store)?,
         None => Vec::new(),
     };
-    Ok(json!({
-        "run_id": run.id,
-        "agent": run.agent,
-        "status": run.status,
-        "exit_reason": run.exit_reason,
-        "success": run.success,
-        "conversation_id": run.conversation_id,
-        "created_at": run.created_at.to_rfc3339(),
-        "finished_at": run.finished_at.map(|t| t.to_rfc3339()),
-        "duration_ms": run.duration_ms,
-        "result": whole_result(run, &accounting),
-    }))
+    Ok(RunStatus::new(run, whole_result(run, &accounting)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{run_id}",
+    tag = "runs",
+    summary = "A run's status and, once finished, its AgentResult",
+    params(RunPath),
+    responses(
+        (status = 200, description = "The run", body = RunStatus),
+        ErrorBody,
+    ),
+)]
 pub async fn get_run(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(run_id): Path<String>,
+    Path(RunPath { run_id }): Path<RunPath>,
 ) -> Result<Response, ApiError> {
     let run = visible_run(&runtime, &caller, &run_id).await?;
-    Ok(axum::Json(run_json(&runtime, &run).await?).into_response())
+    Ok(axum::Json(run_status(&runtime, &run).await?).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{run_id}/events",
+    tag = "runs",
+    summary = "A run's events: stored ones after Last-Event-ID, then live ones",
+    params(
+        RunPath,
+        ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this event id"),
+    ),
+    responses(
+        (status = 200, description = "The run's events (`id: <seq>`, `event: <type>`, `data: <json>`) until `run.finished`", content_type = "text/event-stream", body = String),
+        ErrorBody,
+    ),
+)]
 pub async fn run_events(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(run_id): Path<String>,
+    Path(RunPath { run_id }): Path<RunPath>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     visible_run(&runtime, &caller, &run_id).await?;
@@ -307,10 +323,22 @@ pub async fn run_events(
     ))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{run_id}/cancel",
+    tag = "runs",
+    summary = "Stop (graceful final turn) or abort a run",
+    params(RunPath),
+    request_body(content = Option<CancelRequest>, description = "An empty body aborts"),
+    responses(
+        (status = 202, description = "The run is being cancelled", body = CancelAnswer),
+        (status = "default", description = "An error; 409 when the run is no longer running", body = ErrorBody),
+    ),
+)]
 pub async fn cancel_run(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(run_id): Path<String>,
+    Path(RunPath { run_id }): Path<RunPath>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let run = visible_run(&runtime, &caller, &run_id).await?;
@@ -339,14 +367,13 @@ pub async fn cancel_run(
         Err(error) => return Err(ApiError::store(error)),
     }
     let _ = run;
-    let mode = if mode == CancelMode::Stop {
-        "stop"
-    } else {
-        "abort"
-    };
     Ok((
         StatusCode::ACCEPTED,
-        axum::Json(json!({"run_id": run_id, "mode": mode, "status": "cancelling"})),
+        axum::Json(CancelAnswer {
+            run_id: &run_id,
+            mode,
+            status: CancellingStatus::Cancelling,
+        }),
     )
         .into_response())
 }

@@ -1,0 +1,236 @@
+//! The Anthropic Messages wire format agentd speaks: the request it accepts, the `message`
+//! answer, every streamed event (`message_start`, `content_block_start/delta/stop`,
+//! `message_delta`, `message_stop`), Anthropic's error body and its model list. Types only; the
+//! handler and the event translator live in the parent module. Events borrow their strings, so a
+//! streamed token costs one serialised frame and no JSON tree.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+use utoipa::openapi::{self, RefOr};
+use utoipa::{IntoResponses, ToSchema};
+
+use crate::agent::result::UsageTotals;
+use crate::http::wire::{AssistantRole, string_constant};
+
+/// `POST /v1/messages`; `model` names an agent.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct MessagesRequest {
+    /// The agent to run (see `GET /v1/models`).
+    pub model: String,
+    /// The conversation: earlier messages become the history, the last (a user message) the
+    /// prompt.
+    #[schema(min_items = 1)]
+    pub messages: Vec<AnthropicMessage>,
+    /// Put before the history as a system message.
+    #[serde(default)]
+    pub system: Option<TextOrBlocks>,
+    /// Overrides the agent's output token limit.
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// Overrides the agent's temperature.
+    pub temperature: Option<f64>,
+    /// Overrides the agent's top_p.
+    pub top_p: Option<f64>,
+    /// Refused unless empty: agents run their own tools.
+    #[serde(default)]
+    pub tools: Option<Vec<Value>>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AnthropicMessage {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub content: TextOrBlocks,
+}
+
+/// Text, or content blocks: `text` is read, `thinking` skipped, any other type refused.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum TextOrBlocks {
+    Text(String),
+    Blocks(Vec<RequestContentBlock>),
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RequestContentBlock {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+string_constant!(MessageType::Message = "message");
+string_constant!(ErrorType::Error = "error");
+string_constant!(ModelType::Model = "model");
+
+/// The non-streamed answer, and (empty, without a stop reason) the `message` of `message_start`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Message<'a> {
+    pub id: &'a str,
+    #[serde(rename = "type")]
+    pub kind: MessageType,
+    pub role: AssistantRole,
+    pub model: &'a str,
+    pub content: Vec<ContentBlock<'a>>,
+    #[schema(required)]
+    pub stop_reason: Option<StopReason>,
+    /// Always null: agents stop on their own.
+    #[schema(required)]
+    pub stop_sequence: Option<&'a str>,
+    pub usage: MessageUsage,
+}
+
+/// Why the answer ended: `end_turn` (an answer) or `max_tokens` (turns or context exhausted; the
+/// text is the agent's failure report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    MaxTokens,
+}
+
+/// A block of the answer: the model's thinking, then the text.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock<'a> {
+    Thinking { thinking: &'a str },
+    Text { text: &'a str },
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Absent in `message_start`, whose usage is not known yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub cache_read_input_tokens: Option<u64>,
+}
+
+impl MessageUsage {
+    /// The zero usage `message_start` announces.
+    pub const NOT_YET_KNOWN: Self = Self {
+        input_tokens: 0,
+        output_tokens: 0,
+        cache_read_input_tokens: None,
+    };
+}
+
+impl From<&UsageTotals> for MessageUsage {
+    fn from(usage: &UsageTotals) -> Self {
+        Self {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            cache_read_input_tokens: Some(usage.cached_tokens),
+        }
+    }
+}
+
+/// One streamed event; the SSE `event:` name equals its `type` (see [`StreamEvent::name`]).
+/// A failure after the stream started is an `error` event holding an [`AnthropicErrorBody`].
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamEvent<'a> {
+    MessageStart {
+        message: Message<'a>,
+    },
+    ContentBlockStart {
+        index: usize,
+        content_block: ContentBlock<'a>,
+    },
+    ContentBlockDelta {
+        index: usize,
+        delta: BlockDelta<'a>,
+    },
+    ContentBlockStop {
+        index: usize,
+    },
+    MessageDelta {
+        delta: MessageDelta,
+        usage: MessageUsage,
+    },
+    MessageStop,
+}
+
+impl StreamEvent<'_> {
+    /// The SSE `event:` name, equal to the `type` field.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::MessageStart { .. } => "message_start",
+            Self::ContentBlockStart { .. } => "content_block_start",
+            Self::ContentBlockDelta { .. } => "content_block_delta",
+            Self::ContentBlockStop { .. } => "content_block_stop",
+            Self::MessageDelta { .. } => "message_delta",
+            Self::MessageStop => "message_stop",
+        }
+    }
+}
+
+/// The text a `content_block_delta` adds to the open block.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum BlockDelta<'a> {
+    TextDelta { text: &'a str },
+    ThinkingDelta { thinking: &'a str },
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageDelta {
+    pub stop_reason: StopReason,
+    /// Always null: agents stop on their own.
+    #[schema(required)]
+    pub stop_sequence: Option<String>,
+}
+
+/// Anthropic's error body, `{"type": "error", "error": {"type", "message"}}`, so its SDK maps
+/// errors to its exception classes; also the data of a streamed `error` event.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AnthropicErrorBody<'a> {
+    #[serde(rename = "type")]
+    pub kind: ErrorType,
+    pub error: AnthropicErrorDetail<'a>,
+}
+
+/// In the handler's `responses(…, AnthropicErrorBody)`: every error status, as `default`.
+impl IntoResponses for AnthropicErrorBody<'_> {
+    fn responses() -> BTreeMap<String, RefOr<openapi::Response>> {
+        crate::http::error::error_responses::<Self>("An error, in Anthropic's shape")
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AnthropicErrorDetail<'a> {
+    /// `invalid_request_error`, `authentication_error`, `permission_error`, `not_found_error`,
+    /// `request_too_large`, `rate_limit_error`, `overloaded_error` or `api_error`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub message: &'a str,
+}
+
+/// `GET /v1/models` with `anthropic-version`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AnthropicModelList {
+    pub data: Vec<AnthropicModel>,
+    pub has_more: bool,
+    /// Null when there are no agents.
+    #[schema(required)]
+    pub first_id: Option<String>,
+    #[schema(required)]
+    pub last_id: Option<String>,
+}
+
+/// An agent as an Anthropic model.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AnthropicModel {
+    #[serde(rename = "type")]
+    pub kind: ModelType,
+    /// The agent's name.
+    pub id: String,
+    /// The agent's description, or its name when it has none.
+    pub display_name: String,
+    /// When this server started (RFC 3339).
+    pub created_at: String,
+}

@@ -1,0 +1,161 @@
+//! The wire format of per-user chat: the chat request and its answer, and a user's
+//! conversations as a list and one with its messages. Types only; the handlers live in the
+//! parent module.
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::agent::result::UsageTotals;
+use crate::http::wire::ListObject;
+use crate::llm::ChatMessage;
+use crate::store::Conversation;
+
+/// The `{user_id}` of a route.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct UserPath {
+    /// The user whose conversations these are.
+    pub user_id: String,
+}
+
+/// The `{user_id}` and `{id}` of a conversation's route.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ConversationPath {
+    /// The user whose conversation it is.
+    pub user_id: String,
+    /// The conversation's id.
+    pub id: String,
+}
+
+/// `POST /api/{user_id}/chat`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChatRequest {
+    pub message: String,
+    /// Continue this conversation; a new one starts without it.
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+    /// The agent that answers; `chat` by default.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Answer with the run's events as SSE.
+    #[serde(default)]
+    pub stream: Option<bool>,
+}
+
+/// How the chat run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChatStatus {
+    Completed,
+    MaxIterationsReached,
+    Error,
+}
+
+/// The answer to a chat message.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatResponse<'a> {
+    pub conversation_id: &'a str,
+    pub run_id: &'a str,
+    /// The answer, or a message for the user when the run failed.
+    pub response: String,
+    pub status: ChatStatus,
+    /// The turns the agent took.
+    pub iterations: u32,
+    /// The run's exit reason, e.g. `final_answer`.
+    pub finish_reason: &'static str,
+    /// A message for the user when the run failed, else null.
+    #[schema(required)]
+    pub error: Option<&'static str>,
+    pub usage: ChatUsage,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl From<&UsageTotals> for ChatUsage {
+    fn from(usage: &UsageTotals) -> Self {
+        Self {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            total_tokens: usage.total_tokens,
+        }
+    }
+}
+
+/// Paging of `GET /api/{user_id}/conversations`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Page size, 1 to 1000; 50 by default.
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// The `next` value of the previous page.
+    #[serde(default)]
+    pub before: Option<String>,
+}
+
+/// A page of the user's conversations, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationList<'a> {
+    pub object: ListObject,
+    pub data: Vec<ConversationSummary<'a>>,
+    /// The `before` of the next page; null on the last page.
+    #[schema(required)]
+    pub next: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationSummary<'a> {
+    pub id: &'a str,
+    pub agent: &'a str,
+    #[schema(required)]
+    pub title: Option<&'a str>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339: when the last message was added.
+    pub updated_at: String,
+}
+
+impl<'a> From<&'a Conversation> for ConversationSummary<'a> {
+    fn from(conversation: &'a Conversation) -> Self {
+        Self {
+            id: &conversation.id,
+            agent: &conversation.agent,
+            title: conversation.title.as_deref(),
+            created_at: conversation.created_at.to_rfc3339(),
+            updated_at: conversation.updated_at.to_rfc3339(),
+        }
+    }
+}
+
+/// A conversation and its messages, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationDetail<'a> {
+    #[serde(flatten)]
+    pub conversation: ConversationSummary<'a>,
+    pub messages: Vec<ConversationMessage<'a>>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationMessage<'a> {
+    /// `system`, `user`, `assistant` or `tool`.
+    #[schema(value_type = String)]
+    pub role: crate::llm::Role,
+    #[schema(required)]
+    pub content: Option<&'a str>,
+}
+
+impl<'a> From<&'a ChatMessage> for ConversationMessage<'a> {
+    fn from(message: &'a ChatMessage) -> Self {
+        Self {
+            role: message.role,
+            content: message.content.as_deref(),
+        }
+    }
+}

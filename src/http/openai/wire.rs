@@ -1,0 +1,247 @@
+//! The OpenAI wire format agentd speaks: the Chat Completions request it accepts, the
+//! `chat.completion` answer, the streamed `chat.completion.chunk` frames and the model list.
+//! Types only; the handlers and the event translator live in the parent module. Streamed chunks
+//! borrow their strings, so a token costs one serialised frame and no JSON tree.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::agent::result::UsageTotals;
+use crate::http::anthropic::wire::AnthropicModelList;
+use crate::http::wire::{AssistantRole, ListObject, string_constant};
+
+/// `POST /v1/chat/completions`; `model` names an agent.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ChatCompletionRequest {
+    /// The agent to run (see `GET /v1/models`).
+    pub model: String,
+    /// The conversation: earlier messages become the history, the last (a user message) the
+    /// prompt.
+    #[schema(min_items = 1)]
+    pub messages: Vec<RequestMessage>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    /// Overrides the agent's temperature.
+    pub temperature: Option<f64>,
+    /// Overrides the agent's top_p.
+    pub top_p: Option<f64>,
+    /// Overrides the agent's output token limit.
+    pub max_tokens: Option<u32>,
+    /// Like `max_tokens`, which it takes precedence over.
+    pub max_completion_tokens: Option<u32>,
+    #[serde(default)]
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// `response_format`: `text`, `json_object`, or `json_schema` with `{name, schema, strict?}`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ResponseFormat {
+    /// `text`, `json_object` or `json_schema`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub json_schema: Option<JsonSchemaFormat>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct JsonSchemaFormat {
+    /// The JSON schema the answer must satisfy; required for `json_schema`.
+    #[serde(default)]
+    pub schema: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct StreamOptions {
+    /// Send a usage chunk before `[DONE]`.
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RequestMessage {
+    /// `system`, `developer`, `user`, `assistant` or `tool`.
+    pub role: String,
+    #[serde(default)]
+    pub content: Option<MessageContent>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<RequestToolCall>>,
+    /// Required on a `tool` message.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+}
+
+/// Text, or text parts (other part types are refused).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum MessageContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ContentPart {
+    /// Only `text` is accepted.
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RequestToolCall {
+    pub id: String,
+    pub function: RequestFunction,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RequestFunction {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+}
+
+string_constant!(ModelObject::Model = "model");
+string_constant!(CompletionObject::ChatCompletion = "chat.completion");
+string_constant!(ChunkObject::ChatCompletionChunk = "chat.completion.chunk");
+
+/// `GET /v1/models`: OpenAI's list shape, or Anthropic's when the request has `anthropic-version`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ModelsResponse {
+    OpenAi(ModelList),
+    Anthropic(AnthropicModelList),
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelList {
+    pub object: ListObject,
+    pub data: Vec<Model>,
+}
+
+/// An agent as an OpenAI model.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Model {
+    /// The agent's name.
+    pub id: String,
+    pub object: ModelObject,
+    /// When this server started (Unix seconds).
+    pub created: i64,
+    /// Always `agentd`.
+    pub owned_by: &'static str,
+}
+
+/// Why the answer ended: `stop` (an answer) or `length` (turns or context exhausted; the text
+/// is the agent's failure report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FinishReason {
+    Stop,
+    Length,
+}
+
+/// The non-streamed answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatCompletion<'a> {
+    pub id: &'a str,
+    pub object: CompletionObject,
+    pub created: i64,
+    pub model: &'a str,
+    pub choices: [CompletionChoice; 1],
+    pub usage: CompletionUsage,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CompletionChoice {
+    pub index: u32,
+    pub message: AssistantMessage,
+    pub finish_reason: FinishReason,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AssistantMessage {
+    pub role: AssistantRole,
+    pub content: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CompletionUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    pub prompt_tokens_details: PromptTokensDetails,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PromptTokensDetails {
+    pub cached_tokens: u64,
+}
+
+impl From<&UsageTotals> for CompletionUsage {
+    fn from(usage: &UsageTotals) -> Self {
+        Self {
+            prompt_tokens: usage.input_tokens,
+            completion_tokens: usage.output_tokens,
+            total_tokens: usage.input_tokens + usage.output_tokens,
+            prompt_tokens_details: PromptTokensDetails {
+                cached_tokens: usage.cached_tokens,
+            },
+        }
+    }
+}
+
+/// One streamed `data:` frame: a delta in its one choice, or (with
+/// `stream_options.include_usage`) no choices and the usage, just before `[DONE]`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatCompletionChunk<'a> {
+    pub id: &'a str,
+    pub object: ChunkObject,
+    pub created: i64,
+    pub model: &'a str,
+    pub choices: &'a [ChunkChoice<'a>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub usage: Option<CompletionUsage>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChunkChoice<'a> {
+    pub index: u32,
+    pub delta: Delta<'a>,
+    /// Null until the last chunk.
+    #[schema(required)]
+    pub finish_reason: Option<FinishReason>,
+}
+
+/// What a chunk adds: the role (first chunk), answer text, or reasoning text (thinking, and
+/// progress lines unless the agent turns them off).
+#[derive(Debug, Default, Serialize, ToSchema)]
+pub struct Delta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub role: Option<AssistantRole>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub reasoning_content: Option<&'a str>,
+}
+
+impl<'a> Delta<'a> {
+    pub fn content(text: &'a str) -> Self {
+        Self {
+            content: Some(text),
+            ..Self::default()
+        }
+    }
+
+    pub fn reasoning(text: &'a str) -> Self {
+        Self {
+            reasoning_content: Some(text),
+            ..Self::default()
+        }
+    }
+}

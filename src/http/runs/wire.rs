@@ -1,0 +1,178 @@
+//! The wire format of agents and runs: the run request, an agent's description, a run's status,
+//! the cancel request and its answer, and the 202 of a run that is recorded but not yet
+//! readable. Types only; the handlers live in the parent module.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::config::{AgentSpec, OnDisconnect};
+use crate::http::wire::{ListObject, string_constant};
+use crate::llm::ChatMessage;
+use crate::store::RunRecord;
+
+/// The `{agent}` of a route.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct AgentPath {
+    /// The agent's name.
+    pub agent: String,
+}
+
+/// The `{run_id}` of a route.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct RunPath {
+    /// The run's id.
+    pub run_id: String,
+}
+
+/// `POST /v1/agents/{agent}/runs`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunRequest {
+    pub prompt: String,
+    /// The output format, e.g. `markdown` or `json`; the agent's own by default.
+    #[serde(default)]
+    pub format: Option<String>,
+    /// The JSON schema of a `json` answer.
+    #[serde(default)]
+    pub schema: Option<Value>,
+    /// Earlier messages, `{role, content, tool_calls?, tool_call_id?}` as OpenAI writes them.
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub history: Vec<ChatMessage>,
+    /// Answer with the run's events as SSE (as does `Accept: text/event-stream`).
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// Whether a client that leaves cancels the run; the server's `onDisconnect` by default.
+    #[serde(default)]
+    pub on_disconnect: Option<OnDisconnect>,
+    /// Makes the submission idempotent: the same id joins the run it started.
+    #[serde(default)]
+    pub request_id: Option<String>,
+}
+
+/// `POST /v1/runs/{run_id}/cancel`; an empty body is `{"mode": "abort"}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelRequest {
+    #[serde(default)]
+    pub mode: Option<CancelMode>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CancelMode {
+    /// A graceful final turn.
+    Stop,
+    /// End now.
+    Abort,
+}
+
+string_constant!(CancellingStatus::Cancelling = "cancelling");
+string_constant!(RunningStatus::Running = "running");
+
+/// The 202 answer to a cancel request.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CancelAnswer<'a> {
+    pub run_id: &'a str,
+    pub mode: CancelMode,
+    pub status: CancellingStatus,
+}
+
+/// The 202 answer to a repeated `requestId` whose first run is not recorded yet.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunAccepted<'a> {
+    pub run_id: &'a str,
+    pub status: RunningStatus,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentList {
+    pub object: ListObject,
+    pub data: Vec<AgentDescription>,
+}
+
+/// An agent as `GET /v1/agents` describes it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentDescription {
+    pub name: String,
+    pub description: String,
+    /// `provider/model` targets, in the order they are tried.
+    pub models: Vec<String>,
+    pub tools: Vec<String>,
+    /// The sub-agents it may call.
+    pub agents: Vec<String>,
+    pub output: AgentOutput,
+    /// How a session ends.
+    pub finalization: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentOutput {
+    pub format: String,
+    /// The JSON schema of a `json` answer, or null.
+    #[schema(required)]
+    pub schema: Option<Value>,
+}
+
+impl From<&AgentSpec> for AgentDescription {
+    fn from(agent: &AgentSpec) -> Self {
+        Self {
+            name: agent.name.clone(),
+            description: agent.description.clone(),
+            models: agent.targets.iter().map(ToString::to_string).collect(),
+            tools: agent.tools.clone(),
+            agents: agent.sub_agents.clone(),
+            output: AgentOutput {
+                format: agent.output_format.clone(),
+                schema: agent.output_schema.clone(),
+            },
+            finalization: format!("{:?}", agent.finalization).to_lowercase(),
+        }
+    }
+}
+
+/// `GET /v1/runs/{run_id}`: where a run is and, once it has finished, its whole AgentResult.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunStatus<'a> {
+    pub run_id: &'a str,
+    pub agent: &'a str,
+    /// `queued`, `running`, `waiting_approval`, `completed`, `failed` or `cancelled`.
+    pub status: &'a str,
+    #[schema(required)]
+    pub exit_reason: Option<&'a str>,
+    #[schema(required)]
+    pub success: Option<bool>,
+    #[schema(required)]
+    pub conversation_id: Option<&'a str>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339; null until the run finishes.
+    #[schema(required)]
+    pub finished_at: Option<String>,
+    #[schema(required)]
+    pub duration_ms: Option<i64>,
+    /// The AgentResult (answer, usage, accounting, final report); null until the run finishes.
+    #[schema(required, value_type = Option<Object>)]
+    pub result: Option<Value>,
+}
+
+impl<'a> RunStatus<'a> {
+    /// `result` is the run's whole result, as the store assembles it.
+    pub fn new(run: &'a RunRecord, result: Option<Value>) -> Self {
+        Self {
+            run_id: &run.id,
+            agent: &run.agent,
+            status: &run.status,
+            exit_reason: run.exit_reason.as_deref(),
+            success: run.success,
+            conversation_id: run.conversation_id.as_deref(),
+            created_at: run.created_at.to_rfc3339(),
+            finished_at: run.finished_at.map(|t| t.to_rfc3339()),
+            duration_ms: run.duration_ms,
+            result,
+        }
+    }
+}
