@@ -283,6 +283,12 @@ impl Runtime {
         });
     }
 
+    /// Ends every stream that follows a run (from memory or from the store) with a
+    /// `shutting_down` error; called once this process's own runs have ended.
+    pub fn stop_followers(&self) {
+        self.shutdown.cancel();
+    }
+
     /// Waits until every session task has ended (the drain deadline cancels stragglers), plus
     /// a short grace for cancelled sessions to record their results.
     pub async fn drain(self: &Arc<Self>) {

@@ -322,6 +322,7 @@ impl From<crate::runtime::FollowError> for ApiError {
         match error {
             FollowError::Store(error) => Self::store(error),
             error @ FollowError::NeverRecorded(_) => Self::not_found(error.to_string()),
+            FollowError::ShuttingDown => Self::shutting_down(),
         }
     }
 }

@@ -125,8 +125,11 @@ pub async fn serve(
     axum::serve(listener, app(runtime).into_make_service())
         .with_graceful_shutdown(async move {
             shutdown.await;
-            // Stop accepting; open streams end as their runs do, within the drain time.
-            draining.begin_drain();
+            // Keep answering while the runs drain: `/ready` and new runs get 503 with
+            // Retry-After, so a load balancer moves clients on; then stop accepting. Open
+            // streams have ended with their runs, and followers are told the server stops.
+            draining.drain().await;
+            draining.stop_followers();
         })
         .await
 }

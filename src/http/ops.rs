@@ -49,10 +49,14 @@ pub async fn health() -> axum::Json<Liveness> {
     summary = "Readiness: the store answers",
     responses(
         (status = 200, description = "The store answers", body = Readiness),
-        (status = 503, description = "The store is not reachable", body = ErrorBody),
+        (status = 503, description = "The store is not reachable (`overloaded`), or the server is draining (`shutting_down`)", body = ErrorBody),
     ),
 )]
 pub async fn ready(State(runtime): State<Arc<Runtime>>) -> Result<axum::Json<Readiness>, ApiError> {
+    // Draining: a load balancer must stop sending new clients here at once.
+    if runtime.is_draining() {
+        return Err(ApiError::shutting_down());
+    }
     runtime.store().ping().await.map_err(|error| {
         warn!(%error, "readiness check: store unreachable");
         let mut unavailable = ApiError::upstream("The store is not reachable");

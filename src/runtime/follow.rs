@@ -77,6 +77,8 @@ pub enum FollowError {
     Store(#[from] StoreError),
     #[error("run `{0}` was not recorded in time: the process that started it may have stopped")]
     NeverRecorded(String),
+    #[error("the server is shutting down; follow the run on another replica")]
+    ShuttingDown,
 }
 
 impl From<RunEventRecord> for FollowedEvent {
@@ -156,7 +158,13 @@ impl Runtime {
                     if retired {
                         break;
                     }
-                    woken.await;
+                    tokio::select! {
+                        () = woken => {}
+                        () = runtime.shutdown.cancelled() => {
+                            yield Err(FollowError::ShuttingDown);
+                            return;
+                        }
+                    }
                 }
             }
             // From the store: woken by notifications, checked anyway every SAFETY_POLL.
@@ -207,7 +215,13 @@ impl Runtime {
                         return;
                     }
                 }
-                let _ = tokio::time::timeout(SAFETY_POLL, woken).await;
+                tokio::select! {
+                    _ = tokio::time::timeout(SAFETY_POLL, woken) => {}
+                    () = runtime.shutdown.cancelled() => {
+                        yield Err(FollowError::ShuttingDown);
+                        return;
+                    }
+                }
             }
         }
     }

@@ -96,7 +96,7 @@ fn find_agent(runtime: &Runtime, caller: &Caller, name: &str) -> Result<Arc<Agen
                 (Object = "application/json"),
                 (String = "text/event-stream"),
             )),
-        (status = 202, description = "A repeated `requestId` whose first run is not recorded yet", body = RunAccepted),
+        (status = 202, description = "A background run, or a repeated `requestId` whose first run is not recorded yet", body = RunAccepted),
         ErrorBody,
     ),
 )]
@@ -111,7 +111,15 @@ pub async fn create_run(
     if body.prompt.trim().is_empty() {
         return Err(ApiError::invalid_request("`prompt` must not be empty").with_param("prompt"));
     }
-    let wants_stream = body.stream.unwrap_or(false) || accepts_event_stream(&headers);
+    let background = body.background.unwrap_or(false);
+    if background && body.stream.unwrap_or(false) {
+        return Err(ApiError::invalid_request(
+            "`background` and `stream` exclude each other: follow a background run with GET /v1/runs/{run_id}/events",
+        )
+        .with_param("background"));
+    }
+    let wants_stream =
+        !background && (body.stream.unwrap_or(false) || accepts_event_stream(&headers));
     let on_disconnect = body
         .on_disconnect
         .unwrap_or(runtime.config().server.on_disconnect);
@@ -129,7 +137,11 @@ pub async fn create_run(
         Err(error) => return Err(error.into()),
     };
     let run_id = handle.run_id.clone();
-    let response = if wants_stream {
+    let response = if background {
+        // The handle is dropped: the run is recorded and followed, never cancelled by a client.
+        drop(handle);
+        accepted(&run_id)
+    } else if wants_stream {
         sse_response(&runtime, numbered_events(handle, on_disconnect))
     } else {
         finished_result(handle, on_disconnect).await?
@@ -160,15 +172,20 @@ async fn existing_run(
     match visible_run(runtime, caller, run_id).await {
         Ok(run) => Ok(axum::Json(run_status(runtime, &run).await?).into_response()),
         // The first submission has not recorded its run yet.
-        Err(_) => Ok((
-            StatusCode::ACCEPTED,
-            axum::Json(RunAccepted {
-                run_id,
-                status: RunningStatus::Running,
-            }),
-        )
-            .into_response()),
+        Err(_) => Ok(accepted(run_id)),
     }
+}
+
+/// `202 {run_id, status: running}`.
+fn accepted(run_id: &str) -> Response {
+    (
+        StatusCode::ACCEPTED,
+        axum::Json(RunAccepted {
+            run_id,
+            status: RunningStatus::Running,
+        }),
+    )
+        .into_response()
 }
 
 fn event_frame(seq: i64, kind: &str, data: &str) -> Result<Event, Infallible> {

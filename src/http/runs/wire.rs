@@ -48,9 +48,14 @@ pub struct RunRequest {
     /// Whether a client that leaves cancels the run; the server's `onDisconnect` by default.
     #[serde(default)]
     pub on_disconnect: Option<OnDisconnect>,
-    /// Makes the submission idempotent: the same id joins the run it started.
+    /// Makes the submission idempotent: the same id (1 to 256 characters) joins the run it
+    /// started, on every replica and for at least a day.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Answer `202 {run_id, status}` at once; the run goes on with no client attached (follow
+    /// it with `GET /v1/runs/{run_id}/events`). Excludes `stream`.
+    #[serde(default)]
+    pub background: Option<bool>,
 }
 
 /// `POST /v1/runs/{run_id}/cancel`; an empty body is `{"mode": "abort"}`.
@@ -81,7 +86,8 @@ pub struct CancelAnswer<'a> {
     pub status: CancellingStatus,
 }
 
-/// The 202 answer to a repeated `requestId` whose first run is not recorded yet.
+/// The 202 answer to a background run, or to a repeated `requestId` whose first run is not
+/// recorded yet.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RunAccepted<'a> {
     pub run_id: &'a str,
