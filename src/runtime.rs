@@ -26,6 +26,7 @@ use crate::agent::{AgentResult, EventSink, ProviderSet, RunControl, Session, Ses
 use crate::cache::{CacheError, ResponseCache};
 use crate::config::models::ModelCatalog;
 use crate::config::{AgentRegistry, AgentSpec, Config};
+use crate::limits::{KeyLimiter, LimiterSetupError};
 use crate::llm::catalog;
 use crate::store::{RecorderSettings, RunRecorder, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
@@ -47,6 +48,8 @@ pub enum RuntimeError {
     Tools(#[from] ToolSetupError),
     #[error(transparent)]
     Cache(#[from] CacheError),
+    #[error(transparent)]
+    Limits(#[from] LimiterSetupError),
 }
 
 impl RuntimeError {
@@ -56,6 +59,7 @@ impl RuntimeError {
             Self::Provider { .. } => true,
             Self::Tools(error) => error.is_config_error(),
             Self::Cache(error) => error.is_config(),
+            Self::Limits(error) => matches!(error, LimiterSetupError::NoRedisUrl),
             Self::Store(_) | Self::Metrics(_) => false,
         }
     }
@@ -90,6 +94,8 @@ pub struct Runtime {
     live: live::LiveRuns,
     /// `server.maxConcurrentSessions` running, `server.maxQueuedSessions` waiting.
     admission: admission::Admission,
+    /// Per-key limits (`auth.keys[].limits`), counted with every other replica.
+    limits: KeyLimiter,
 }
 
 impl Runtime {
@@ -111,6 +117,8 @@ impl Runtime {
             config.server.max_concurrent_sessions,
             config.server.max_queued_sessions,
         );
+        let shutdown = CancellationToken::new();
+        let limits = KeyLimiter::open(&config, store.clone(), shutdown.clone()).await?;
         Ok(Arc::new(Self {
             config,
             agents,
@@ -121,12 +129,13 @@ impl Runtime {
             cache,
             metrics,
             sessions: TaskTracker::new(),
-            shutdown: CancellationToken::new(),
+            shutdown,
             draining: CancellationToken::new(),
             started_at: chrono::Utc::now().timestamp(),
             catalog,
             live: live::LiveRuns::default(),
             admission,
+            limits,
         }))
     }
 

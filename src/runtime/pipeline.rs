@@ -1,9 +1,10 @@
 //! The one way a run starts, for every headend (OpenAI, Anthropic, runs, per-user chat, CLI and
 //! the ones to come): [`Runtime::start_run`] refuses runs while draining, joins a retried
-//! submission (`requestId`) to its first run, waits for admission, opens the user's
-//! conversation when the run continues one, and spawns the session task. That task records the
-//! run and its events, answers from (or fills) the response cache, counts the run in the
-//! metrics and saves a conversation's answer before it hands the result over.
+//! submission (`requestId`) to its first run, counts it against its key's limits, waits for
+//! admission, opens the user's conversation when the run continues one, and spawns the session
+//! task. That task records the run and its events, answers from (or fills) the response cache,
+//! counts the run in the metrics, settles its key's limits and saves a conversation's answer
+//! before it hands the result over.
 //!
 //! Headends only translate: they build a [`RunSubmission`] from their wire format and turn the
 //! [`RunHandle`]'s events into their frames. They never spawn sessions or touch the recorder.
@@ -22,6 +23,7 @@ use crate::agent::SessionRequest;
 use crate::agent::{AgentEvent, AgentResult, EventSink, RunControl, SamplingParams};
 use crate::config::AgentSpec;
 use crate::config::agent_file::Transport;
+use crate::limits::{KeyReservation, LimitRefusal, LimitedKey};
 use crate::llm::ChatMessage;
 use crate::store::{NewRun, StoreError};
 
@@ -56,6 +58,9 @@ pub struct RunSubmission {
     pub conversation: Option<ConversationTurn>,
     /// Tool transport for this run; the agent's `transport` when `None`.
     pub transport: Option<Transport>,
+    /// The API key the run is counted against (`auth.keys[].limits`); `None` when the caller's
+    /// key has no limits, or there is no key (the CLI, a keyless server).
+    pub key: Option<LimitedKey>,
 }
 
 impl RunSubmission {
@@ -72,6 +77,7 @@ impl RunSubmission {
             request_id: None,
             conversation: None,
             transport: None,
+            key: None,
         }
     }
 }
@@ -89,6 +95,9 @@ pub enum StartError {
     ConversationWithoutUser,
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The caller's key is past one of its limits.
+    #[error(transparent)]
+    Limited(#[from] LimitRefusal),
     /// The submission repeated an earlier one's `request_id`: no new run was started, and
     /// `run_id` (which may still be going) is the one it asked for.
     #[error("this request id already started run `{run_id}`")]
@@ -122,6 +131,8 @@ impl RunHandle {
 /// What the session task must do once the run ends, besides recording it.
 struct RunEnding {
     slot: SessionSlot,
+    /// The key's run slot and budget, settled when the run ends.
+    key_reservation: Option<KeyReservation>,
     new_run: NewRun,
     /// `(user, conversation)` whose answer is saved.
     conversation: Option<(String, String)>,
@@ -165,7 +176,8 @@ impl Runtime {
         run_id: String,
         submission: RunSubmission,
     ) -> Result<RunHandle, StartError> {
-        // Admitted before anything is stored: a refused request leaves no trace.
+        // Counted and admitted before anything is stored: a refused request leaves no trace.
+        let key_reservation = self.limits.admit(submission.key.as_ref(), &run_id).await?;
         let slot = self.admission.admit().await?;
         let mut history = Vec::new();
         let conversation = match &submission.conversation {
@@ -196,7 +208,7 @@ impl Runtime {
             transport: submission.transport,
             parent: None,
         };
-        Ok(self.spawn_session(slot, request, conversation))
+        Ok(self.spawn_session(slot, key_reservation, request, conversation))
     }
 
     /// Starts the session task. The run's start, every event (even when nobody listens any
@@ -205,6 +217,7 @@ impl Runtime {
     fn spawn_session(
         self: &Arc<Self>,
         slot: SessionSlot,
+        key_reservation: Option<KeyReservation>,
         request: SessionRequest,
         conversation: Option<(String, String)>,
     ) -> RunHandle {
@@ -218,6 +231,7 @@ impl Runtime {
         let span = session_span(&request);
         let ending = Box::new(RunEnding {
             slot,
+            key_reservation,
             new_run: NewRun {
                 id: request.run_id.clone(),
                 agent: request.agent.name.clone(),
@@ -263,11 +277,12 @@ impl Runtime {
         }
     }
 
-    /// Records the run's end, saves a conversation's answer, frees the slot, then hands the
-    /// result to whoever waits for it.
+    /// Records the run's end, saves a conversation's answer, frees the slot, adds the run's
+    /// usage to its key's budget, then hands the result to whoever waits for it.
     async fn finish_run(&self, ending: RunEnding, result: AgentResult) {
         let RunEnding {
             slot,
+            key_reservation,
             new_run,
             conversation,
             result: result_tx,
@@ -277,6 +292,9 @@ impl Runtime {
             self.save_answer(&user, &conversation_id, &result).await;
         }
         drop(slot);
+        if let Some(reservation) = key_reservation {
+            reservation.finish(&result).await;
+        }
         self.live.ended(&result.run_id);
         let _ = result_tx.send(result);
     }

@@ -5,7 +5,8 @@
 //! The store holds runs and their accounting ([`RunStore`]), chat history ([`ConversationStore`]),
 //! run events for replay ([`RunEventStore`]; runs and events are written in batches through the
 //! [`RunRecorder`], [`RunBatchStore`])
-//! and the response cache table ([`CacheStore`]). It knows nothing about HTTP or sessions: callers
+//! the response cache table ([`CacheStore`]) and the counters of per-key limits
+//! ([`KeyLimitStore`]). It knows nothing about HTTP or sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
@@ -13,6 +14,7 @@
 
 mod cache_entries;
 mod conversations;
+mod key_limits;
 mod postgres;
 mod recorder;
 mod run_events;
@@ -29,6 +31,7 @@ pub use cache_entries::{CacheEntry, CacheStore, NewCacheEntry};
 pub use conversations::{
     Conversation, ConversationCursor, ConversationStore, NewConversation, NewMessage, StoredMessage,
 };
+pub use key_limits::{DailyUsage, KeyLimitStore, RunSlotClaim};
 pub use postgres::PostgresStore;
 pub(crate) use postgres::redact_password;
 pub use recorder::{RecorderSettings, RunRecorder};
@@ -65,7 +68,14 @@ pub enum StoreError {
 /// Everything agentd persists. Implementations must behave identically.
 #[async_trait]
 pub trait Store:
-    RunStore + RunBatchStore + ConversationStore + RunEventStore + CacheStore + Send + Sync
+    RunStore
+    + RunBatchStore
+    + ConversationStore
+    + RunEventStore
+    + CacheStore
+    + KeyLimitStore
+    + Send
+    + Sync
 {
     /// Cheap reachability check for `/ready`.
     async fn ping(&self) -> Result<(), StoreError>;
