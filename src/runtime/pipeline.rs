@@ -1,10 +1,11 @@
 //! The one way a run starts, for every headend (OpenAI, Anthropic, runs, per-user chat, CLI and
 //! the ones to come): [`Runtime::start_run`] refuses runs while draining, joins a retried
-//! submission (`requestId`) to its first run, counts it against its key's limits, waits for
-//! admission, opens the user's conversation when the run continues one, and spawns the session
-//! task. That task records the run and its events, answers from (or fills) the response cache,
-//! counts the run in the metrics, settles its key's limits and saves a conversation's answer
-//! before it hands the result over.
+//! submission (`requestId`) to its first run, waits for admission, opens the user's
+//! conversation when the run continues one, and spawns the session task. That task records the
+//! run and its events, answers from (or fills) the response cache, counts the run in the
+//! metrics and saves a conversation's answer before it hands the result over.
+//! Before admission a run is counted against its key's limits (`crate::limits`); it settles
+//! them (usage, run slot) when it ends.
 //!
 //! Headends only translate: they build a [`RunSubmission`] from their wire format and turn the
 //! [`RunHandle`]'s events into their frames. They never spawn sessions or touch the recorder.
@@ -176,8 +177,8 @@ impl Runtime {
         run_id: String,
         submission: RunSubmission,
     ) -> Result<RunHandle, StartError> {
-        // Counted and admitted before anything is stored: a refused request leaves no trace.
         let key_reservation = self.limits.admit(submission.key.as_ref(), &run_id).await?;
+        // Admitted before anything is stored: a refused request leaves no trace.
         let slot = self.admission.admit().await?;
         let mut history = Vec::new();
         let conversation = match &submission.conversation {
