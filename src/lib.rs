@@ -10,6 +10,7 @@
 //! | [`tools`] | the `ToolProvider` trait and the registry of tools a session may call |
 //! | [`store`] | the `Store` trait with SQLite and PostgreSQL backends; migrations; the run recorder (runs and run events written in batches) |
 //! | [`cache`] | the response cache: keys, what may be cached, store and Redis backends |
+//! | [`limits`] | per-key limits (requests per minute, runs at once, daily budgets) counted in the store or Redis |
 //! | [`http`] | the router, one file per API family, errors at the edge, SSE |
 //! | [`telemetry`] | Prometheus metrics and log setup |
 //! | [`runtime`] | the composition root: config → providers, store, metrics; spawns sessions |
@@ -24,6 +25,7 @@ pub mod cli;
 pub mod config;
 pub mod http;
 pub mod json_text;
+pub mod limits;
 pub mod llm;
 pub mod runtime;
 pub mod store;

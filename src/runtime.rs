@@ -28,6 +28,7 @@ use crate::agent::{AgentResult, EventSink, ProviderSet, RunControl, Session, Ses
 use crate::cache::{CacheError, ResponseCache};
 use crate::config::models::ModelCatalog;
 use crate::config::{AgentRegistry, AgentSpec, Config};
+use crate::limits::{KeyLimiter, LimiterSetupError};
 use crate::llm::catalog;
 use crate::store::{RecorderSettings, RunRecorder, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
@@ -50,6 +51,8 @@ pub enum RuntimeError {
     Tools(#[from] ToolSetupError),
     #[error(transparent)]
     Cache(#[from] CacheError),
+    #[error(transparent)]
+    Limits(#[from] LimiterSetupError),
 }
 
 impl RuntimeError {
@@ -59,6 +62,7 @@ impl RuntimeError {
             Self::Provider { .. } => true,
             Self::Tools(error) => error.is_config_error(),
             Self::Cache(error) => error.is_config(),
+            Self::Limits(error) => matches!(error, LimiterSetupError::NoRedisUrl),
             Self::Store(_) | Self::Metrics(_) => false,
         }
     }
@@ -98,6 +102,8 @@ pub struct Runtime {
     background_tasks: TaskTracker,
     /// `server.maxConcurrentSessions` running, `server.maxQueuedSessions` waiting.
     admission: admission::Admission,
+    /// Per-key limits (`auth.keys[].limits`), counted with every other replica.
+    limits: KeyLimiter,
 }
 
 impl Runtime {
@@ -123,6 +129,8 @@ impl Runtime {
         store
             .register_replica(&replica.as_replica(chrono::Utc::now()))
             .await?;
+        let shutdown = CancellationToken::new();
+        let limits = KeyLimiter::open(&config, store.clone(), shutdown.clone()).await?;
         let runtime = Arc::new(Self {
             config,
             agents,
@@ -133,7 +141,7 @@ impl Runtime {
             cache,
             metrics,
             sessions: TaskTracker::new(),
-            shutdown: CancellationToken::new(),
+            shutdown,
             draining: CancellationToken::new(),
             started_at: chrono::Utc::now().timestamp(),
             catalog,
@@ -142,6 +150,7 @@ impl Runtime {
             background: CancellationToken::new(),
             background_tasks: TaskTracker::new(),
             admission,
+            limits,
         });
         runtime.start_background();
         Ok(runtime)

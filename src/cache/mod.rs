@@ -25,6 +25,7 @@ use crate::config::cache::{CacheBackend, CacheConfig};
 use crate::store::{CacheStore, StoreError};
 
 pub use self::redis::RedisCache;
+pub(crate) use self::redis::connect_with_timeouts as connect_redis;
 pub use store_backend::StoreCache;
 
 /// The longest TTL honoured; longer ones are cut to this (the stores need a finite expiry).

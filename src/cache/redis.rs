@@ -80,18 +80,13 @@ pub struct RedisCache {
 impl RedisCache {
     /// Connects (and keeps reconnecting) to `url`; every key starts with `prefix`.
     pub async fn connect(url: &str, prefix: &str, max_entries: u64) -> Result<Self, CacheError> {
-        let connect_error = |source| CacheError::RedisConnect {
-            url: redact_password(url),
-            source,
-        };
-        let client = redis::Client::open(url).map_err(connect_error)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(REDIS_TIMEOUT))
-            .set_response_timeout(Some(REDIS_TIMEOUT));
-        let connection = client
-            .get_connection_manager_with_config(config)
-            .await
-            .map_err(connect_error)?;
+        let connection =
+            connect_with_timeouts(url)
+                .await
+                .map_err(|source| CacheError::RedisConnect {
+                    url: redact_password(url),
+                    source,
+                })?;
         Ok(Self {
             connection,
             prefix: prefix.to_string(),
@@ -108,6 +103,19 @@ impl RedisCache {
             format!("{}exp", self.prefix),
         ]
     }
+}
+
+/// A connection to `url` that keeps reconnecting, and fails a call Redis does not answer within
+/// [`REDIS_TIMEOUT`] (the caller then carries on without Redis). Also used by the key limits.
+pub(crate) async fn connect_with_timeouts(
+    url: &str,
+) -> Result<ConnectionManager, redis::RedisError> {
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(REDIS_TIMEOUT))
+        .set_response_timeout(Some(REDIS_TIMEOUT));
+    redis::Client::open(url)?
+        .get_connection_manager_with_config(config)
+        .await
 }
 
 #[async_trait]

@@ -10,6 +10,7 @@ pub mod cors;
 pub mod duration;
 pub mod env_file;
 pub mod expand;
+pub mod key_limits;
 pub mod layers;
 pub mod model_settings;
 pub mod models;
@@ -243,6 +244,8 @@ pub struct ApiKeyConfig {
     pub admin: bool,
     pub user_id: Option<String>,
     pub agents: Option<Vec<String>>,
+    /// Requests, concurrent runs and daily budgets of this key, counted across replicas.
+    pub limits: Option<key_limits::KeyLimits>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

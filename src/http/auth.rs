@@ -13,15 +13,18 @@ use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
 use crate::config::AuthConfig;
+use crate::limits::LimitedKey;
 
 /// Who is calling, as far as authorization cares.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Caller {
     pub admin: bool,
     /// A key bound to a user may only act for that user.
     pub user_id: Option<String>,
     /// The agents this key may run; `None` is all.
     pub agents: Option<Vec<String>>,
+    /// The key's id and limits, when it has limits: its runs are counted against them.
+    pub limited_key: Option<LimitedKey>,
 }
 
 impl Caller {
@@ -30,6 +33,7 @@ impl Caller {
             admin: true,
             user_id: None,
             agents: None,
+            limited_key: None,
         }
     }
 
@@ -73,6 +77,12 @@ impl KeyTable {
                     admin: k.admin,
                     user_id: k.user_id.clone(),
                     agents: k.agents.clone(),
+                    limited_key: k.limits.filter(|limits| !limits.is_empty()).map(|limits| {
+                        LimitedKey {
+                            id: id.clone(),
+                            limits,
+                        }
+                    }),
                 };
                 (digest(k.key.expose_secret()), caller, id)
             })

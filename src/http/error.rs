@@ -141,6 +141,20 @@ impl ApiError {
         }
     }
 
+    /// 429 `rate_limited`: too many requests (or runs at once) for the caller's key.
+    pub fn rate_limited(message: impl Into<String>, retry_after_secs: u64) -> Self {
+        let mut error = Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message);
+        error.retry_after_secs = Some(retry_after_secs);
+        error
+    }
+
+    /// 429 `budget_exceeded`: the caller's key used up a daily budget.
+    pub fn budget_exceeded(message: impl Into<String>, retry_after_secs: u64) -> Self {
+        let mut error = Self::new(StatusCode::TOO_MANY_REQUESTS, "budget_exceeded", message);
+        error.retry_after_secs = Some(retry_after_secs);
+        error
+    }
+
     /// 503: the server cannot take the request now.
     pub fn overloaded(message: impl Into<String>, retry_after_secs: Option<u64>) -> Self {
         let mut error = Self::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", message);
@@ -292,6 +306,7 @@ impl From<crate::runtime::Overloaded> for ApiError {
 
 impl From<crate::runtime::StartError> for ApiError {
     fn from(error: crate::runtime::StartError) -> Self {
+        use crate::limits::LimitRefusal;
         use crate::runtime::StartError;
         match error {
             StartError::ShuttingDown => Self::shutting_down(),
@@ -305,6 +320,19 @@ impl From<crate::runtime::StartError> for ApiError {
                 Self::internal()
             }
             StartError::Store(error) => Self::store(error),
+            StartError::Limited(refusal) => {
+                let retry_after_secs = refusal.retry_after_secs();
+                let message = refusal.to_string();
+                match refusal {
+                    LimitRefusal::BudgetExceeded { .. } => {
+                        Self::budget_exceeded(message, retry_after_secs)
+                    }
+                    LimitRefusal::RequestsPerMinute { .. }
+                    | LimitRefusal::ConcurrentRuns { .. } => {
+                        Self::rate_limited(message, retry_after_secs)
+                    }
+                }
+            }
             StartError::AlreadySubmitted { run_id } => {
                 Self::conflict(format!("This request id already started run `{run_id}`"))
                     .with_param("requestId")

@@ -4,6 +4,8 @@
 //! conversation when the run continues one, and spawns the session task. That task records the
 //! run and its events, answers from (or fills) the response cache, counts the run in the
 //! metrics and saves a conversation's answer before it hands the result over.
+//! Before admission a run is counted against its key's limits (`crate::limits`); it settles
+//! them (usage, run slot) when it ends.
 //!
 //! Headends only translate: they build a [`RunSubmission`] from their wire format and turn the
 //! [`RunHandle`]'s events into their frames. They never spawn sessions or touch the recorder.
@@ -23,6 +25,7 @@ use crate::agent::SessionRequest;
 use crate::agent::{AgentEvent, AgentResult, EventSink, RunControl, SamplingParams};
 use crate::config::AgentSpec;
 use crate::config::agent_file::Transport;
+use crate::limits::{KeyReservation, LimitRefusal, LimitedKey};
 use crate::llm::ChatMessage;
 use crate::store::{NewRun, StoreError};
 
@@ -62,6 +65,9 @@ pub struct RunSubmission {
     pub conversation: Option<ConversationTurn>,
     /// Tool transport for this run; the agent's `transport` when `None`.
     pub transport: Option<Transport>,
+    /// The API key the run is counted against (`auth.keys[].limits`); `None` when the caller's
+    /// key has no limits, or there is no key (the CLI, a keyless server).
+    pub key: Option<LimitedKey>,
 }
 
 impl RunSubmission {
@@ -78,6 +84,7 @@ impl RunSubmission {
             request_id: None,
             conversation: None,
             transport: None,
+            key: None,
         }
     }
 }
@@ -95,6 +102,9 @@ pub enum StartError {
     ConversationWithoutUser,
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The caller's key is past one of its limits.
+    #[error(transparent)]
+    Limited(#[from] LimitRefusal),
     /// The submission repeated an earlier one's `request_id`: no new run was started, and
     /// `run_id` (which may still be going) is the one it asked for.
     #[error("this request id already started run `{run_id}`")]
@@ -130,6 +140,8 @@ impl RunHandle {
 /// What the session task must do once the run ends, besides recording it.
 struct RunEnding {
     slot: SessionSlot,
+    /// The key's run slot and budget, settled when the run ends.
+    key_reservation: Option<KeyReservation>,
     new_run: NewRun,
     /// `(user, conversation)` whose answer is saved.
     conversation: Option<(String, String)>,
@@ -196,6 +208,7 @@ impl Runtime {
         run_id: String,
         submission: RunSubmission,
     ) -> Result<RunHandle, StartError> {
+        let key_reservation = self.limits.admit(submission.key.as_ref(), &run_id).await?;
         // Admitted before anything is stored: a refused request leaves no trace.
         let slot = self.admission.admit().await?;
         let mut history = Vec::new();
@@ -227,7 +240,7 @@ impl Runtime {
             transport: submission.transport,
             parent: None,
         };
-        Ok(self.spawn_session(slot, request, conversation))
+        Ok(self.spawn_session(slot, key_reservation, request, conversation))
     }
 
     /// Starts the session task. The run's start, every event (even when nobody listens any
@@ -236,6 +249,7 @@ impl Runtime {
     fn spawn_session(
         self: &Arc<Self>,
         slot: SessionSlot,
+        key_reservation: Option<KeyReservation>,
         request: SessionRequest,
         conversation: Option<(String, String)>,
     ) -> RunHandle {
@@ -257,6 +271,7 @@ impl Runtime {
         let span = session_span(&request);
         let ending = Box::new(RunEnding {
             slot,
+            key_reservation,
             new_run,
             conversation,
             result: result_tx,
@@ -291,11 +306,13 @@ impl Runtime {
         }
     }
 
-    /// Records the run's end, saves a conversation's answer, frees the slot, hands the result
-    /// to whoever waits for it, and once the end is in the store, leaves followers to the store.
+    /// Records the run's end, saves a conversation's answer, frees the slot, adds the run's
+    /// usage to its key's budget, hands the result to whoever waits for it, and once the end is
+    /// in the store, leaves followers to the store.
     async fn finish_run(&self, ending: RunEnding, result: AgentResult) {
         let RunEnding {
             slot,
+            key_reservation,
             new_run,
             conversation,
             result: result_tx,
@@ -306,6 +323,9 @@ impl Runtime {
             self.save_answer(&user, &conversation_id, &result).await;
         }
         drop(slot);
+        if let Some(reservation) = key_reservation {
+            reservation.finish(&result).await;
+        }
         self.live.finished(&run_id);
         let _ = result_tx.send(result);
         if tokio::time::timeout(END_WRITE_WAIT, stored).await.is_err() {

@@ -5,8 +5,9 @@
 //! The store holds runs and their accounting ([`RunStore`]), chat history ([`ConversationStore`]),
 //! run events for replay ([`RunEventStore`]; runs and events are written in batches through the
 //! [`RunRecorder`], [`RunBatchStore`])
-//! the response cache table ([`CacheStore`]), and what lets runs outlive a process: replicas and
-//! their heartbeats, owner loss, `requestId`s and cross-replica cancels ([`ReplicaStore`]). It knows nothing about HTTP or sessions: callers
+//! the response cache table ([`CacheStore`]), the counters of per-key limits ([`KeyLimitStore`]),
+//! and what lets runs outlive a process: replicas and their heartbeats, owner loss, `requestId`s
+//! and cross-replica cancels ([`ReplicaStore`]). It knows nothing about HTTP or sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
@@ -14,6 +15,7 @@
 
 mod cache_entries;
 mod conversations;
+mod key_limits;
 mod postgres;
 mod recorder;
 mod replicas;
@@ -31,6 +33,7 @@ pub use cache_entries::{CacheEntry, CacheStore, NewCacheEntry};
 pub use conversations::{
     Conversation, ConversationCursor, ConversationStore, NewConversation, NewMessage, StoredMessage,
 };
+pub use key_limits::{DailyUsage, KeyLimitStore, RunSlotClaim};
 pub use postgres::PostgresStore;
 pub(crate) use postgres::redact_password;
 pub use recorder::{RecorderSettings, RunRecorder};
@@ -77,6 +80,7 @@ pub trait Store:
     + RunEventStore
     + CacheStore
     + ReplicaStore
+    + KeyLimitStore
     + Send
     + Sync
 {

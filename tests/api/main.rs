@@ -12,6 +12,7 @@ mod cli;
 mod context;
 mod edge_layers;
 mod internal_tools;
+mod key_limits;
 mod limits;
 mod mcp;
 mod metrics_scrape;

@@ -1,11 +1,12 @@
 //! The store: one conformance suite run against SQLite (a temp file) and the local PostgreSQL
 //! service (a fresh database per test, dropped after), the response cache on the store and on
-//! the local Redis, and what the running server records.
+//! the local Redis, the counters of per-key limits on both, and what the running server records.
 
-mod backends;
-mod cache_conformance;
+pub(crate) mod backends;
+pub(crate) mod cache_conformance;
 mod conformance;
 mod conversation_checks;
+mod key_limit_conformance;
 mod server;
 
 use backends::Backend;
@@ -48,6 +49,10 @@ on_both_backends!(
     page_sizes_are_checked_at_and_past_the_limit,
     cache_entries_expire_and_are_removed,
     cache_evicts_least_recently_used_past_max_entries,
+    key_run_slots_are_held_until_released_or_their_lease_runs_out,
+    key_run_slots_claimed_by_two_replicas_at_once_stay_within_the_limit,
+    key_requests_are_counted_once_each_per_window,
+    key_usage_adds_up_per_key_and_day,
 );
 
 #[tokio::test]

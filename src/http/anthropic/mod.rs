@@ -152,6 +152,7 @@ pub async fn messages(
         ..SamplingParams::default()
     };
     submission.user_id = caller.user_id.clone();
+    submission.key = caller.limited_key.clone();
     let handle = runtime
         .start_run(submission)
         .await

@@ -102,6 +102,7 @@ pub async fn chat(
     let agent = chat_agent(&runtime, &caller, body.agent.as_deref())?;
     let mut submission = RunSubmission::new(agent, body.message);
     submission.user_id = Some(user_id);
+    submission.key = caller.limited_key.clone();
     submission.conversation = Some(match body.conversation_id {
         Some(id) => ConversationTurn::Continue(id),
         None => ConversationTurn::Start,

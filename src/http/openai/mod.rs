@@ -133,6 +133,7 @@ pub async fn chat_completions(
     submission.format = format;
     submission.schema = schema;
     submission.user_id = caller.user_id.clone();
+    submission.key = caller.limited_key.clone();
     let handle = runtime.start_run(submission).await?;
     let run_id = handle.run_id.clone();
     let reply = Completion {

@@ -128,6 +128,7 @@ pub async fn create_run(
     submission.format = body.format;
     submission.schema = body.schema;
     submission.user_id = caller.user_id.clone();
+    submission.key = caller.limited_key.clone();
     submission.request_id = body.request_id;
     let handle = match runtime.start_run(submission).await {
         Ok(handle) => handle,

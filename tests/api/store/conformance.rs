@@ -16,6 +16,7 @@ pub use super::conversation_checks::{
     conversations_are_listed_newest_first_page_by_page, messages_keep_their_order_and_fields,
     no_query_returns_another_users_rows,
 };
+use super::key_limit_conformance;
 
 /// A fixed instant with microseconds, plus `seconds`.
 pub fn at(seconds: i64) -> DateTime<Utc> {
@@ -437,4 +438,30 @@ pub async fn cache_evicts_least_recently_used_past_max_entries(backend: &Backend
     let store = backend.open().await;
     let cache = agentd::cache::StoreCache::new(store, 3);
     cache_conformance::least_recently_used_are_evicted_past_three(&cache).await;
+}
+
+pub async fn key_run_slots_are_held_until_released_or_their_lease_runs_out(backend: &Backend) {
+    let [counter, _] = key_limit_conformance::store_counters(backend).await;
+    key_limit_conformance::run_slots_are_held_until_released_or_their_lease_runs_out(
+        counter.as_ref(),
+    )
+    .await;
+}
+
+pub async fn key_run_slots_claimed_by_two_replicas_at_once_stay_within_the_limit(
+    backend: &Backend,
+) {
+    let counters = key_limit_conformance::store_counters(backend).await;
+    key_limit_conformance::concurrent_claims_never_hand_out_more_slots_than_the_limit(counters)
+        .await;
+}
+
+pub async fn key_requests_are_counted_once_each_per_window(backend: &Backend) {
+    let counters = key_limit_conformance::store_counters(backend).await;
+    key_limit_conformance::requests_are_counted_once_each_per_window(counters).await;
+}
+
+pub async fn key_usage_adds_up_per_key_and_day(backend: &Backend) {
+    let counters = key_limit_conformance::store_counters(backend).await;
+    key_limit_conformance::usage_adds_up_per_key_and_day(counters).await;
 }

@@ -1,0 +1,357 @@
+//! Per-key limits (SPEC §7, `auth.keys[].limits`): requests per minute, runs at once, and
+//! tokens and dollars per UTC day, counted where every replica sees the same counts (the
+//! store's tables, or Redis when `cache.backend` is `redis`), never in one process's memory.
+//!
+//! This module owns the decision: [`KeyLimiter::admit`] counts a run submission and refuses it
+//! ([`LimitRefusal`]) past a limit, or hands back a [`KeyReservation`] that the run pipeline
+//! finishes when the run ends (adding its usage, freeing its slot). Budgets are only checked at
+//! admission: a run already started is never cut off. It knows nothing about HTTP (the edge maps
+//! a refusal to 429) and nothing about sessions.
+//!
+//! A failing counter (store or Redis down) lets the request through and logs an error: the
+//! limits protect budgets, and an outage of their counter must not become an outage of agentd.
+
+mod counter;
+mod redis;
+pub mod window;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use secrecy::ExposeSecret;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::AgentResult;
+use crate::config::Config;
+use crate::config::cache::CacheBackend;
+use crate::config::key_limits::KeyLimits;
+use crate::store::{DailyUsage, RunSlotClaim, Store};
+pub use counter::{CountError, HeldSlot, LimitCounter, StoreCounter};
+pub use redis::RedisCounter;
+use window::Budget;
+
+/// How long a run slot stays held without being renewed. A concurrent-run slot is a row (or a
+/// Redis set member) per run with its holder's replica id and this lease, renewed every
+/// [`RENEW_EVERY`] while the run lives: a process that is killed stops renewing, and its slots
+/// free themselves within the lease. (Counting the key's `running` runs instead would hold a
+/// killed process's slots until the owner-loss sweeper ends those runs, and miss runs the
+/// recorder has not written yet.)
+pub const SLOT_LEASE: TimeDelta = TimeDelta::seconds(30);
+/// How often held slots are renewed (and stale counts pruned): a third of the lease, so two
+/// renewals may fail before a live run loses its slot.
+const RENEW_EVERY: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum LimiterSetupError {
+    #[error("cache.backend is \"redis\" but cache.redis.url is not set")]
+    NoRedisUrl,
+    #[error("cache.redis.url: cannot use {url} for key limits: {source}")]
+    RedisConnect {
+        url: String,
+        source: ::redis::RedisError,
+    },
+}
+
+/// A key that has limits: its id (`auth.keys[].id`, else `keys[N]`) names its counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimitedKey {
+    pub id: String,
+    pub limits: KeyLimits,
+}
+
+/// Why a run submission was refused: each is a 429 at the edge.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitRefusal {
+    #[error("This API key may start {limit} runs per minute; retry in {retry_after_secs} s")]
+    RequestsPerMinute { limit: u32, retry_after_secs: u64 },
+    #[error("This API key may have {limit} runs in progress at once")]
+    ConcurrentRuns { limit: u32 },
+    #[error(
+        "This API key's daily budget ({}) is used up until the next UTC day, in {retry_after_secs} s",
+        budget.config_key()
+    )]
+    BudgetExceeded {
+        budget: Budget,
+        retry_after_secs: u64,
+    },
+}
+
+impl LimitRefusal {
+    /// The `Retry-After` seconds: when the window frees a slot, 1 for a run slot, the next UTC
+    /// midnight for a budget.
+    pub fn retry_after_secs(&self) -> u64 {
+        match self {
+            Self::RequestsPerMinute {
+                retry_after_secs, ..
+            }
+            | Self::BudgetExceeded {
+                retry_after_secs, ..
+            } => *retry_after_secs,
+            Self::ConcurrentRuns { .. } => 1,
+        }
+    }
+}
+
+/// The run slots this process holds, by run id, for renewal.
+type HeldSlots = Arc<Mutex<HashMap<String, String>>>;
+
+/// Counts and enforces every key's limits for this process, sharing the counts with the other
+/// replicas through the counter.
+pub struct KeyLimiter {
+    counter: Arc<dyn LimitCounter>,
+    /// This process's id as the holder of run slots.
+    replica_id: String,
+    held: HeldSlots,
+}
+
+impl KeyLimiter {
+    /// Counts in Redis when `cache.backend` is `redis`, else in `store`; when some key has
+    /// limits, renews this process's slots until `shutdown`.
+    pub async fn open(
+        config: &Config,
+        store: Arc<dyn Store>,
+        shutdown: CancellationToken,
+    ) -> Result<Self, LimiterSetupError> {
+        let any_limits = config
+            .auth
+            .effective_keys()
+            .any(|key| key.limits.is_some_and(|limits| !limits.is_empty()));
+        let counter: Arc<dyn LimitCounter> = match config.cache.backend {
+            CacheBackend::Redis if any_limits => {
+                let redis = config
+                    .cache
+                    .redis
+                    .as_ref()
+                    .ok_or(LimiterSetupError::NoRedisUrl)?;
+                Arc::new(RedisCounter::connect(redis.url.expose_secret(), &redis.key_prefix).await?)
+            }
+            _ => Arc::new(StoreCounter(store)),
+        };
+        let limiter = Self::with_counter(counter);
+        if any_limits {
+            limiter.keep_renewing(shutdown);
+        }
+        Ok(limiter)
+    }
+
+    /// A limiter counting in `counter` (renewing nothing until [`KeyLimiter::keep_renewing`]).
+    pub fn with_counter(counter: Arc<dyn LimitCounter>) -> Self {
+        Self {
+            counter,
+            replica_id: uuid::Uuid::new_v4().to_string(),
+            held: HeldSlots::default(),
+        }
+    }
+
+    /// Counts a submission of a run `run_id` by `key` (none: a keyless caller, never limited)
+    /// and refuses it past a limit. The order: requests per minute (every submission counts,
+    /// refused or not), then the daily budgets, then a run slot.
+    pub async fn admit(
+        &self,
+        key: Option<&LimitedKey>,
+        run_id: &str,
+    ) -> Result<Option<KeyReservation>, LimitRefusal> {
+        let Some(key) = key else {
+            return Ok(None);
+        };
+        let now = Utc::now();
+        self.check_request_rate(key, now).await?;
+        self.check_budgets(key, now).await?;
+        let holds_slot = self.claim_slot(key, run_id, now).await?;
+        Ok(Some(KeyReservation {
+            key: key.clone(),
+            run_id: run_id.to_string(),
+            holds_slot,
+            counter: Arc::clone(&self.counter),
+            held: Arc::clone(&self.held),
+        }))
+    }
+
+    async fn check_request_rate(
+        &self,
+        key: &LimitedKey,
+        now: DateTime<Utc>,
+    ) -> Result<(), LimitRefusal> {
+        let Some(limit) = key.limits.requests_per_minute else {
+            return Ok(());
+        };
+        match self
+            .counter
+            .count_request(&key.id, window::window_start(now))
+            .await
+        {
+            Ok(count) if count > u64::from(limit.get()) => Err(LimitRefusal::RequestsPerMinute {
+                limit: limit.get(),
+                retry_after_secs: window::seconds_until_window_ends(now),
+            }),
+            Ok(_) => Ok(()),
+            Err(error) => {
+                counter_failed(&key.id, &error);
+                Ok(())
+            }
+        }
+    }
+
+    async fn check_budgets(
+        &self,
+        key: &LimitedKey,
+        now: DateTime<Utc>,
+    ) -> Result<(), LimitRefusal> {
+        if !key.limits.has_daily_budget() {
+            return Ok(());
+        }
+        let usage = match self.counter.usage_on(&key.id, window::utc_day(now)).await {
+            Ok(usage) => usage,
+            Err(error) => {
+                counter_failed(&key.id, &error);
+                return Ok(());
+            }
+        };
+        match window::exhausted_budget(&key.limits, usage) {
+            Some(budget) => Err(LimitRefusal::BudgetExceeded {
+                budget,
+                retry_after_secs: window::seconds_until_next_utc_day(now),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a slot was taken (false when the key has no `concurrentRuns` or the counter
+    /// failed); refused when every slot is held.
+    async fn claim_slot(
+        &self,
+        key: &LimitedKey,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, LimitRefusal> {
+        let Some(limit) = key.limits.concurrent_runs else {
+            return Ok(false);
+        };
+        // Held before the claim, so a renewal running meanwhile keeps it alive.
+        self.held_slots().insert(run_id.to_string(), key.id.clone());
+        let claim = RunSlotClaim {
+            key_id: &key.id,
+            run_id,
+            holder: &self.replica_id,
+            limit: limit.get(),
+            now,
+            lease_until: now + SLOT_LEASE,
+        };
+        let claimed = self.counter.claim_run_slot(&claim).await;
+        if !matches!(claimed, Ok(true)) {
+            self.held_slots().remove(run_id);
+        }
+        match claimed {
+            Ok(true) => Ok(true),
+            Ok(false) => Err(LimitRefusal::ConcurrentRuns { limit: limit.get() }),
+            Err(error) => {
+                counter_failed(&key.id, &error);
+                Ok(false)
+            }
+        }
+    }
+
+    fn held_slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Renews the slots this process holds every [`RENEW_EVERY`] and prunes stale counts,
+    /// until `shutdown`.
+    pub fn keep_renewing(&self, shutdown: CancellationToken) {
+        let counter = Arc::clone(&self.counter);
+        let held = Arc::clone(&self.held);
+        let replica_id = self.replica_id.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(RENEW_EVERY);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    _ = ticks.tick() => {}
+                }
+                let slots: Vec<HeldSlot> = held
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .iter()
+                    .map(|(run_id, key_id)| HeldSlot {
+                        key_id: key_id.clone(),
+                        run_id: run_id.clone(),
+                    })
+                    .collect();
+                let now = Utc::now();
+                if !slots.is_empty()
+                    && let Err(error) = counter
+                        .renew_run_slots(&replica_id, &slots, now + SLOT_LEASE)
+                        .await
+                {
+                    tracing::warn!(%error, "could not renew the run slots of limited keys");
+                }
+                if let Err(error) = counter.prune(now).await {
+                    tracing::warn!(%error, "could not prune old key limit counts");
+                }
+            }
+        });
+    }
+}
+
+fn counter_failed(key_id: &str, error: &CountError) {
+    tracing::error!(%error, key_id, "key limit not checked: its counter failed; request let through");
+}
+
+/// What an admitted run of a limited key holds until it ends: maybe a run slot, and its place
+/// in the daily budgets. [`KeyReservation::finish`] adds the run's usage and frees the slot;
+/// dropped unfinished (the run never started), it frees the slot in the background.
+pub struct KeyReservation {
+    key: LimitedKey,
+    run_id: String,
+    holds_slot: bool,
+    counter: Arc<dyn LimitCounter>,
+    held: HeldSlots,
+}
+
+impl KeyReservation {
+    /// Adds the finished run's tokens (`total_tokens`) and cost to today's usage of a key with
+    /// a daily budget, then frees its run slot.
+    pub async fn finish(mut self, result: &AgentResult) {
+        if self.key.limits.has_daily_budget() {
+            let usage = DailyUsage {
+                tokens: result.usage.total_tokens,
+                cost_usd: result.cost_usd,
+            };
+            let today = window::utc_day(Utc::now());
+            if let Err(error) = self.counter.add_usage(&self.key.id, today, usage).await {
+                tracing::error!(%error, key_id = %self.key.id, run_id = %self.run_id, "a run's usage was not added to its key's budget");
+            }
+        }
+        if self.holds_slot {
+            self.holds_slot = false;
+            release_slot(&*self.counter, &self.held, &self.key.id, &self.run_id).await;
+        }
+    }
+}
+
+impl Drop for KeyReservation {
+    fn drop(&mut self) {
+        if !self.holds_slot {
+            return;
+        }
+        // Without a runtime to release it on, the slot's lease runs out instead.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let counter = Arc::clone(&self.counter);
+            let held = Arc::clone(&self.held);
+            let key_id = self.key.id.clone();
+            let run_id = std::mem::take(&mut self.run_id);
+            runtime.spawn(async move { release_slot(&*counter, &held, &key_id, &run_id).await });
+        }
+    }
+}
+
+async fn release_slot(counter: &dyn LimitCounter, held: &HeldSlots, key_id: &str, run_id: &str) {
+    held.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(run_id);
+    if let Err(error) = counter.release_run_slot(key_id, run_id).await {
+        tracing::warn!(%error, key_id, run_id, "could not free a run slot; its lease will");
+    }
+}
