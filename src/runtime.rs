@@ -152,6 +152,9 @@ impl Runtime {
             admission,
             limits,
         });
+        // A restarted process ends its previous life's runs before it takes requests.
+        runtime.sweep().await;
+        runtime.prune().await;
         runtime.start_background();
         Ok(runtime)
     }

@@ -82,21 +82,20 @@ fn process_exists(pid: i64) -> bool {
     }
 }
 
-/// Beats, sweeps and takes cancels until `stop`.
+/// Beats, sweeps and takes cancels every heartbeat until `stop` (the first sweep was made at
+/// start, by [`Runtime::sweep`]).
 pub(super) async fn keep_ownership(runtime: Arc<Runtime>, stop: CancellationToken) {
     let beat = Duration::from_secs(runtime.config.server.heartbeat_seconds.max(1));
-    let mut ticker = tokio::time::interval(beat);
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut sweeps: u64 = 0;
+    let mut sweeps: u64 = 1;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             _ = ticker.tick() => {}
         }
         runtime.beat().await;
-        runtime.forget_dead_neighbours().await;
-        runtime.end_orphaned_runs().await;
-        runtime.take_cancels().await;
+        runtime.sweep().await;
         if sweeps.is_multiple_of(PRUNE_EVERY) {
             runtime.prune().await;
         }
@@ -105,6 +104,12 @@ pub(super) async fn keep_ownership(runtime: Arc<Runtime>, stop: CancellationToke
 }
 
 impl Runtime {
+    /// Ends the runs of replicas that are gone and takes the cancels waiting for this one.
+    pub(super) async fn sweep(&self) {
+        self.forget_dead_neighbours().await;
+        self.end_orphaned_runs().await;
+        self.take_cancels().await;
+    }
     async fn beat(&self) {
         match self.store.beat(&self.replica.id, Utc::now()).await {
             Ok(true) => {}
@@ -248,7 +253,7 @@ impl Runtime {
         }
     }
 
-    async fn prune(&self) {
+    pub(super) async fn prune(&self) {
         let now = Utc::now();
         if let Err(error) = self.store.prune_requests(now - REQUEST_ID_RETENTION).await {
             warn!(%error, "could not prune old request ids");

@@ -264,7 +264,8 @@ impl Runtime {
             agent: request.agent.name.clone(),
             user_id: request.user_id.clone(),
             conversation_id: request.conversation_id.clone(),
-            created_at: chrono::Utc::now(),
+            // The store keeps microseconds: the run reads the same from memory and from it.
+            created_at: chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 6),
             owner: Some(self.replica.id.clone()),
         };
         let live = self.live.started(new_run.clone(), control.clone());
