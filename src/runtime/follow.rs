@@ -105,6 +105,28 @@ impl Runtime {
         }
     }
 
+    /// The run once it is recorded, waiting up to `within` for a run another replica (or this
+    /// one) has started but not written yet; `None` if it is still not recorded by then.
+    pub async fn wait_for_run(
+        &self,
+        run_id: &str,
+        within: Duration,
+    ) -> Result<Option<RunRecord>, StoreError> {
+        let deadline = tokio::time::Instant::now() + within;
+        let follower = self.live.follow_remote(run_id);
+        loop {
+            let woken = follower.woken();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if let Some(run) = self.recorded_run(run_id).await? {
+                return Ok(Some(run));
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return Ok(None);
+            }
+        }
+    }
+
     /// Cancels a run wherever it executes.
     pub async fn cancel_run(
         &self,

@@ -18,6 +18,7 @@ mod mcp;
 mod metrics_scrape;
 mod operations;
 mod providers;
+mod replicas;
 mod rest_tools;
 mod run_pipeline;
 mod runs;

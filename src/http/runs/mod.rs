@@ -157,6 +157,9 @@ fn accepts_event_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.contains("text/event-stream"))
 }
 
+/// How long a retried submission waits for its first run to be recorded before answering 202.
+const UNRECORDED_RUN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A retried submission: the first run's events (SSE) or its current state (JSON).
 async fn existing_run(
     runtime: &Arc<Runtime>,
@@ -170,6 +173,12 @@ async fn existing_run(
             stored_events(runtime, run_id.to_string(), 0),
         ));
     }
+    // The first submission's run may be executing on another replica and not recorded yet:
+    // its start is written within the recorder's flush interval.
+    runtime
+        .wait_for_run(run_id, UNRECORDED_RUN_WAIT)
+        .await
+        .map_err(ApiError::store)?;
     match visible_run(runtime, caller, run_id).await {
         Ok(run) => Ok(axum::Json(run_status(runtime, &run).await?).into_response()),
         // The first submission has not recorded its run yet.

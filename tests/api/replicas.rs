@@ -1,0 +1,447 @@
+//! Runs that outlive a process (SPEC §7), with real processes: two `agentd serve` binaries
+//! ("replicas") on one fresh PostgreSQL database. A run started on A is followed from B with
+//! `Last-Event-ID` mid-run, every event once and in order; a cancel on B stops it on A; the same
+//! `requestId` on A then B is one run; SIGKILL of A ends its run `owner_lost` on B and B's
+//! follower gets `run.finished`, and A restarted does not undo it; a notification lost on purpose
+//! (the listening connections killed) loses no event. On SQLite (one process), a restarted
+//! process ends its previous life's runs at start.
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::store::backends::Backend;
+use crate::support::binary::{self, Served};
+use crate::support::mock_llm::{MockLlm, Reply};
+
+/// Short enough for tests, two heartbeats apart as the config requires.
+const HEARTBEAT_SECONDS: u64 = 1;
+const OWNER_TIMEOUT_SECONDS: u64 = 3;
+
+/// One SSE frame: `(id, event, data)`.
+type Frame = (i64, String, Value);
+
+/// Reads SSE frames as they arrive.
+struct SseReader {
+    body: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buffer: String,
+}
+
+impl SseReader {
+    fn new(response: reqwest::Response) -> Self {
+        assert_eq!(response.status(), 200, "a stream starts");
+        Self {
+            body: response.bytes_stream().boxed(),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next frame with an id, or `None` when the stream ends.
+    async fn next(&mut self) -> Option<Frame> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let raw: String = self.buffer.drain(..end + 2).collect();
+                if let Some(frame) = parse_frame(&raw) {
+                    return Some(frame);
+                }
+                continue;
+            }
+            let chunk = self.body.next().await?.ok()?;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// Every frame until the stream ends, within `limit`.
+    async fn rest(&mut self, limit: Duration) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        let _ = tokio::time::timeout(limit, async {
+            while let Some(frame) = self.next().await {
+                frames.push(frame);
+            }
+        })
+        .await;
+        frames
+    }
+}
+
+fn parse_frame(raw: &str) -> Option<Frame> {
+    let field = |name: &str| {
+        raw.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .map(str::trim)
+    };
+    let id = field("id:")?.parse().ok()?;
+    let event = field("event:")?.to_string();
+    let data = serde_json::from_str(field("data:")?).ok()?;
+    Some((id, event, data))
+}
+
+/// A replica's address and process; the project directory and database outlive it.
+struct Replica {
+    served: Served,
+}
+
+impl Replica {
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.served.address)
+    }
+
+    fn kill(&mut self) {
+        let pid = self.served.child.id().expect("running").to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+}
+
+/// One store and one mock upstream shared by every replica started from it.
+struct Cluster {
+    dir: tempfile::TempDir,
+    llm: MockLlm,
+    client: reqwest::Client,
+    _database: Option<Backend>,
+}
+
+impl Cluster {
+    async fn on_postgres() -> Self {
+        let database = Backend::postgres().await;
+        let url = database.url.clone();
+        Self::on(url, Some(database)).await
+    }
+
+    async fn on_sqlite() -> Self {
+        Self::on("sqlite://agentd.db".into(), None).await
+    }
+
+    async fn on(store_url: String, database: Option<Backend>) -> Self {
+        let llm = MockLlm::start().await;
+        let dir = binary::project(&json!({
+            "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url()}},
+            "agents": ["agents"],
+            "server": {
+                "listen": "127.0.0.1:0",
+                "heartbeatSeconds": HEARTBEAT_SECONDS,
+                "ownerTimeoutSeconds": OWNER_TIMEOUT_SECONDS,
+                "drainSeconds": 2,
+            },
+            "store": {"url": store_url},
+        }));
+        Self {
+            dir,
+            llm,
+            client: reqwest::Client::new(),
+            _database: database,
+        }
+    }
+
+    async fn replica(&self) -> Replica {
+        let mut command = binary::command(self.dir.path());
+        command.args(["serve", "--config", "agentd.json"]);
+        Replica {
+            served: binary::serve(command, |_| {}).await,
+        }
+    }
+
+    /// Starts a background run on `replica`; its id.
+    async fn background_run(&self, replica: &Replica, extra: Value) -> String {
+        let mut body = json!({"prompt": "count slowly", "background": true});
+        if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+            body.extend(extra.clone());
+        }
+        let response = self
+            .client
+            .post(replica.url("/v1/agents/chat/runs"))
+            .json(&body)
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(response.status(), 202, "a background run is accepted");
+        let accepted: Value = response.json().await.expect("json");
+        accepted["run_id"].as_str().expect("run id").to_string()
+    }
+
+    async fn follow(&self, replica: &Replica, run_id: &str, after: i64) -> SseReader {
+        let response = self
+            .client
+            .get(replica.url(&format!("/v1/runs/{run_id}/events")))
+            .header("Last-Event-ID", after.to_string())
+            .send()
+            .await
+            .expect("sent");
+        SseReader::new(response)
+    }
+
+    async fn run(&self, replica: &Replica, run_id: &str) -> Value {
+        self.client
+            .get(replica.url(&format!("/v1/runs/{run_id}")))
+            .send()
+            .await
+            .expect("sent")
+            .json()
+            .await
+            .expect("json")
+    }
+
+    /// Waits until the run is stored on `replica` (runs are recorded in batches).
+    async fn wait_until_stored(&self, replica: &Replica, run_id: &str) {
+        for _ in 0..100 {
+            let response = self
+                .client
+                .get(replica.url(&format!("/v1/runs/{run_id}")))
+                .send()
+                .await
+                .expect("sent");
+            if response.status() == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("run {run_id} is never stored");
+    }
+}
+
+/// A reply of `chunks` pieces, `gap` apart.
+fn slow_answer(chunks: usize, gap: Duration) -> Reply {
+    let words: Vec<String> = (1..=chunks).map(|n| format!("w{n}")).collect();
+    Reply::text(words.join(" "))
+        .with_chunks(chunks)
+        .with_chunk_gap(gap)
+}
+
+fn seqs(frames: &[Frame]) -> Vec<i64> {
+    frames.iter().map(|(id, _, _)| *id).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_one_replica_is_followed_from_another_mid_run_each_event_once() {
+    let cluster = Cluster::on_postgres().await;
+    let a = cluster.replica().await;
+    let b = cluster.replica().await;
+    cluster.llm.push(slow_answer(30, Duration::from_millis(50)));
+    let run_id = cluster.background_run(&a, json!({})).await;
+    cluster.wait_until_stored(&b, &run_id).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut on_b = cluster.follow(&b, &run_id, 2).await;
+    let followed = on_b.rest(Duration::from_secs(30)).await;
+    let (_, last_event, last) = followed.last().expect("frames").clone();
+    assert_eq!(last_event, "run.finished", "B's stream ends with the run");
+    assert_eq!(last["status"], "completed");
+
+    let mut on_a = cluster.follow(&a, &run_id, 0).await;
+    let everything = on_a.rest(Duration::from_secs(10)).await;
+    let expected: Vec<i64> = (3..=everything.len() as i64).collect();
+    assert_eq!(
+        seqs(&followed),
+        expected,
+        "B got every event after Last-Event-ID 2 once, in order"
+    );
+    assert_eq!(followed, everything[2..], "and the same events A stored");
+    let outputs = followed.iter().filter(|(_, e, _)| e == "output").count();
+    assert!(outputs >= 20, "most of the text streamed live: {outputs}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_on_one_replica_stops_the_run_on_another() {
+    let cluster = Cluster::on_postgres().await;
+    let a = cluster.replica().await;
+    let b = cluster.replica().await;
+    cluster
+        .llm
+        .push(slow_answer(200, Duration::from_millis(50)));
+    let run_id = cluster.background_run(&a, json!({})).await;
+    cluster.wait_until_stored(&b, &run_id).await;
+    let mut on_b = cluster.follow(&b, &run_id, 0).await;
+    // Live output is flowing on B.
+    loop {
+        let (_, event, _) = on_b.next().await.expect("events");
+        if event == "output" {
+            break;
+        }
+    }
+    let asked = Instant::now();
+    let cancel = cluster
+        .client
+        .post(b.url(&format!("/v1/runs/{run_id}/cancel")))
+        .json(&json!({"mode": "abort"}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(cancel.status(), 202);
+    let rest = on_b.rest(Duration::from_secs(8)).await;
+    let stopped = asked.elapsed();
+    let (_, event, finished) = rest.last().expect("the run ends").clone();
+    assert_eq!(event, "run.finished");
+    assert_eq!(finished["status"], "cancelled");
+    // The answer had ~10 s left; the cancel crossed replicas in a fraction of that.
+    assert!(
+        stopped < Duration::from_secs(5),
+        "stopped after {stopped:?}"
+    );
+    let stored = cluster.run(&a, &run_id).await;
+    assert_eq!(stored["status"], "cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_request_id_on_two_replicas_is_one_run() {
+    let cluster = Cluster::on_postgres().await;
+    let a = cluster.replica().await;
+    let b = cluster.replica().await;
+    cluster.llm.push(Reply::text("the only answer"));
+    let submission = json!({"prompt": "once", "requestId": "order-66"});
+    let first: Value = cluster
+        .client
+        .post(a.url("/v1/agents/chat/runs"))
+        .json(&submission)
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let run_id = first["run_id"].as_str().expect("run id");
+    let again = cluster
+        .client
+        .post(b.url("/v1/agents/chat/runs"))
+        .json(&submission)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(again.status(), 200);
+    let again: Value = again.json().await.expect("json");
+    assert_eq!(again["run_id"], run_id, "B answers with A's run");
+    // Its end may reach the store a flush interval after A answered.
+    let mut status = again["status"].clone();
+    for _ in 0..50 {
+        if status == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        status = cluster.run(&b, run_id).await["status"].clone();
+    }
+    assert_eq!(status, "completed");
+    assert_eq!(cluster.llm.request_count(), 1, "one run, one LLM call");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replicas_run_is_ended_owner_lost_by_another_and_stays_ended() {
+    let cluster = Cluster::on_postgres().await;
+    let mut a = cluster.replica().await;
+    let b = cluster.replica().await;
+    cluster
+        .llm
+        .push(slow_answer(400, Duration::from_millis(50)));
+    let run_id = cluster.background_run(&a, json!({})).await;
+    cluster.wait_until_stored(&b, &run_id).await;
+    let mut on_b = cluster.follow(&b, &run_id, 0).await;
+    loop {
+        let (_, event, _) = on_b.next().await.expect("events");
+        if event == "output" {
+            break;
+        }
+    }
+    a.kill();
+    let killed = Instant::now();
+    let rest = on_b
+        .rest(Duration::from_secs(OWNER_TIMEOUT_SECONDS + 10))
+        .await;
+    let waited = killed.elapsed();
+    let (_, event, finished) = rest.last().expect("B's follower gets an end").clone();
+    assert_eq!(event, "run.finished", "after {waited:?}: {rest:?}");
+    assert_eq!(finished["exit_reason"], "owner_lost");
+    assert!(
+        rest.iter()
+            .any(|(_, e, data)| e == "error" && data["code"] == "owner_lost"),
+        "an error event says why"
+    );
+    let stored = cluster.run(&b, &run_id).await;
+    assert_eq!(stored["status"], "failed");
+    assert_eq!(stored["exit_reason"], "owner_lost");
+    assert_eq!(stored["result"]["exit_reason"], "owner_lost");
+
+    // A comes back: the run stays ended, ended once.
+    let a_again = cluster.replica().await;
+    tokio::time::sleep(Duration::from_secs(HEARTBEAT_SECONDS * 2)).await;
+    let after_restart = cluster.run(&a_again, &run_id).await;
+    assert_eq!(after_restart["status"], "failed");
+    let mut replay = cluster.follow(&a_again, &run_id, 0).await;
+    let all = replay.rest(Duration::from_secs(10)).await;
+    let finishes = all.iter().filter(|(_, e, _)| e == "run.finished").count();
+    assert_eq!(finishes, 1, "exactly one end");
+    let ids = seqs(&all);
+    assert_eq!(ids, (1..=ids.len() as i64).collect::<Vec<_>>(), "no gap");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_notification_loses_no_event() {
+    let cluster = Cluster::on_postgres().await;
+    let database_url = cluster._database.as_ref().expect("postgres").url.clone();
+    let a = cluster.replica().await;
+    let b = cluster.replica().await;
+    cluster.llm.push(slow_answer(60, Duration::from_millis(50)));
+    let run_id = cluster.background_run(&a, json!({})).await;
+    cluster.wait_until_stored(&b, &run_id).await;
+    let mut on_b = cluster.follow(&b, &run_id, 0).await;
+    let mut frames = Vec::new();
+    while frames.len() < 5 {
+        frames.push(on_b.next().await.expect("events"));
+    }
+    // Every listening connection of both replicas is cut: notifications in between are lost.
+    let killed = terminate_listeners(&database_url).await;
+    assert!(killed >= 2, "both replicas listen: {killed}");
+    frames.extend(on_b.rest(Duration::from_secs(30)).await);
+    let ids = seqs(&frames);
+    assert_eq!(
+        ids,
+        (1..=ids.len() as i64).collect::<Vec<_>>(),
+        "every event, once, in order"
+    );
+    assert_eq!(frames.last().expect("end").1, "run.finished");
+}
+
+/// Ends the `LISTEN` connections on the database; how many.
+async fn terminate_listeners(database_url: &str) -> i64 {
+    use sqlx::Connection;
+    let mut connection = sqlx::PgConnection::connect(database_url)
+        .await
+        .expect("connect");
+    let killed: i64 = sqlx::query_scalar(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()",
+    )
+    .fetch_one(&mut connection)
+    .await
+    .expect("terminate");
+    let _ = connection.close().await;
+    killed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqlite_a_restarted_process_ends_its_previous_lifes_runs_at_start() {
+    let cluster = Cluster::on_sqlite().await;
+    let mut first = cluster.replica().await;
+    cluster
+        .llm
+        .push(slow_answer(400, Duration::from_millis(50)));
+    let run_id = cluster.background_run(&first, json!({})).await;
+    let mut live = cluster.follow(&first, &run_id, 0).await;
+    while live.next().await.expect("events").1 != "output" {}
+    // Runs are recorded in batches 50 ms apart: past that, the run is in the store.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.kill();
+    let _ = first.served.child.wait().await;
+
+    let second = cluster.replica().await;
+    let run = cluster.run(&second, &run_id).await;
+    assert_eq!(
+        run["status"], "failed",
+        "ended before the restarted process answered: {run}"
+    );
+    assert_eq!(run["exit_reason"], "owner_lost");
+    let mut replay = cluster.follow(&second, &run_id, 0).await;
+    let all = replay.rest(Duration::from_secs(10)).await;
+    assert_eq!(all.last().expect("end").1, "run.finished");
+}
