@@ -185,6 +185,23 @@ impl Cluster {
             .expect("json")
     }
 
+    /// A background run of `chunks` pieces 50 ms apart started on `on`, followed from
+    /// `from` until its live output flows there.
+    async fn slow_run_followed(
+        &self,
+        on: &Replica,
+        from: &Replica,
+        chunks: usize,
+    ) -> (String, SseReader) {
+        self.llm
+            .push(slow_answer(chunks, Duration::from_millis(50)));
+        let run_id = self.background_run(on, json!({})).await;
+        self.wait_until_stored(from, &run_id).await;
+        let mut follower = self.follow(from, &run_id, 0).await;
+        while follower.next().await.expect("events").1 != "output" {}
+        (run_id, follower)
+    }
+
     /// Waits until the run is stored on `replica` (runs are recorded in batches).
     async fn wait_until_stored(&self, replica: &Replica, run_id: &str) {
         for _ in 0..100 {
@@ -249,19 +266,7 @@ async fn a_cancel_on_one_replica_stops_the_run_on_another() {
     let cluster = Cluster::on_postgres().await;
     let a = cluster.replica().await;
     let b = cluster.replica().await;
-    cluster
-        .llm
-        .push(slow_answer(200, Duration::from_millis(50)));
-    let run_id = cluster.background_run(&a, json!({})).await;
-    cluster.wait_until_stored(&b, &run_id).await;
-    let mut on_b = cluster.follow(&b, &run_id, 0).await;
-    // Live output is flowing on B.
-    loop {
-        let (_, event, _) = on_b.next().await.expect("events");
-        if event == "output" {
-            break;
-        }
-    }
+    let (run_id, mut on_b) = cluster.slow_run_followed(&a, &b, 200).await;
     let asked = Instant::now();
     let cancel = cluster
         .client
@@ -331,18 +336,7 @@ async fn a_killed_replicas_run_is_ended_owner_lost_by_another_and_stays_ended() 
     let cluster = Cluster::on_postgres().await;
     let mut a = cluster.replica().await;
     let b = cluster.replica().await;
-    cluster
-        .llm
-        .push(slow_answer(400, Duration::from_millis(50)));
-    let run_id = cluster.background_run(&a, json!({})).await;
-    cluster.wait_until_stored(&b, &run_id).await;
-    let mut on_b = cluster.follow(&b, &run_id, 0).await;
-    loop {
-        let (_, event, _) = on_b.next().await.expect("events");
-        if event == "output" {
-            break;
-        }
-    }
+    let (run_id, mut on_b) = cluster.slow_run_followed(&a, &b, 400).await;
     a.kill();
     let killed = Instant::now();
     let rest = on_b
