@@ -21,6 +21,9 @@ use crate::store::{JsonText, RunEventRecord, RunRecord, StoreError};
 const SAFETY_POLL: Duration = Duration::from_secs(1);
 /// Stored events fetched per query while replaying.
 const REPLAY_PAGE: u32 = 500;
+/// How long a just-started run is waited for before it counts as unknown.
+const RECENT_RUN_WAIT: Duration = Duration::from_secs(2);
+
 /// The event that ends every run's stream.
 const RUN_FINISHED: &str = "run.finished";
 
@@ -102,6 +105,17 @@ impl Runtime {
                 self.store.get_run(run_id).await
             }
             None => self.store.get_run(run_id).await,
+        }
+    }
+
+    /// The run as it is now; a run started moments ago on another replica (its id says when) is
+    /// waited for until it is recorded, so a client that submits on one replica and follows on
+    /// another never gets a 404 for a run it was just given.
+    pub async fn find_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        match self.recorded_run(run_id).await? {
+            Some(run) => Ok(Some(run)),
+            None if started_recently(run_id) => self.wait_for_run(run_id, RECENT_RUN_WAIT).await,
+            None => Ok(None),
         }
     }
 
@@ -267,6 +281,21 @@ fn follow_live(live: &LiveRun, after: &mut i64, finished: &mut bool) -> Vec<Foll
     out
 }
 
+/// Whether `run_id` is a run id (a UUID v7) made in the last few seconds: such a run may be
+/// executing on another replica that has not written it yet.
+fn started_recently(run_id: &str) -> bool {
+    let Ok(id) = uuid::Uuid::parse_str(run_id) else {
+        return false;
+    };
+    let Some((seconds, nanos)) = id.get_timestamp().map(|t| t.to_unix()) else {
+        return false;
+    };
+    let made = std::time::UNIX_EPOCH + Duration::new(seconds, nanos);
+    std::time::SystemTime::now()
+        .duration_since(made)
+        .is_ok_and(|age| age < RECENT_RUN_WAIT * 5)
+}
+
 /// A run executing here, as the store will show it once it is written.
 fn running_record(live: &LiveRun) -> RunRecord {
     let run = &live.run;
@@ -291,5 +320,26 @@ fn running_record(live: &LiveRun) -> RunRecord {
         duration_ms: None,
         result: None,
         owner: run.owner.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_fresh_run_ids_count_as_just_started() {
+        assert!(started_recently(&uuid::Uuid::now_v7().to_string()));
+        assert!(
+            !started_recently(&uuid::Uuid::new_v4().to_string()),
+            "no time in v4"
+        );
+        assert!(!started_recently("not-a-run"));
+        let old = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(
+            uuid::NoContext,
+            1_700_000_000,
+            0,
+        ));
+        assert!(!started_recently(&old.to_string()));
     }
 }

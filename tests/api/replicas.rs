@@ -77,16 +77,27 @@ fn parse_frame(raw: &str) -> Option<Frame> {
     Some((id, event, data))
 }
 
+/// Where a client sends requests: one replica, or the balancer in front of them.
+trait Endpoint {
+    fn address(&self) -> &str;
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address())
+    }
+}
+
 /// A replica's address and process; the project directory and database outlive it.
 struct Replica {
     served: Served,
 }
 
-impl Replica {
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.served.address)
+impl Endpoint for Replica {
+    fn address(&self) -> &str {
+        &self.served.address
     }
+}
 
+impl Replica {
     fn kill(&mut self) {
         let pid = self.served.child.id().expect("running").to_string();
         let status = std::process::Command::new("kill")
@@ -146,7 +157,7 @@ impl Cluster {
     }
 
     /// Starts a background run on `replica`; its id.
-    async fn background_run(&self, replica: &Replica, extra: Value) -> String {
+    async fn background_run(&self, replica: &impl Endpoint, extra: Value) -> String {
         let mut body = json!({"prompt": "count slowly", "background": true});
         if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
             body.extend(extra.clone());
@@ -163,7 +174,7 @@ impl Cluster {
         accepted["run_id"].as_str().expect("run id").to_string()
     }
 
-    async fn follow(&self, replica: &Replica, run_id: &str, after: i64) -> SseReader {
+    async fn follow(&self, replica: &impl Endpoint, run_id: &str, after: i64) -> SseReader {
         let response = self
             .client
             .get(replica.url(&format!("/v1/runs/{run_id}/events")))
@@ -174,7 +185,7 @@ impl Cluster {
         SseReader::new(response)
     }
 
-    async fn run(&self, replica: &Replica, run_id: &str) -> Value {
+    async fn run(&self, replica: &impl Endpoint, run_id: &str) -> Value {
         self.client
             .get(replica.url(&format!("/v1/runs/{run_id}")))
             .send()
@@ -189,8 +200,8 @@ impl Cluster {
     /// `from` until its live output flows there.
     async fn slow_run_followed(
         &self,
-        on: &Replica,
-        from: &Replica,
+        on: &impl Endpoint,
+        from: &impl Endpoint,
         chunks: usize,
     ) -> (String, SseReader) {
         self.llm
@@ -203,7 +214,7 @@ impl Cluster {
     }
 
     /// Waits until the run is stored on `replica` (runs are recorded in batches).
-    async fn wait_until_stored(&self, replica: &Replica, run_id: &str) {
+    async fn wait_until_stored(&self, replica: &impl Endpoint, run_id: &str) {
         for _ in 0..100 {
             let response = self
                 .client
@@ -438,4 +449,187 @@ async fn on_sqlite_a_restarted_process_ends_its_previous_lifes_runs_at_start() {
     let mut replay = cluster.follow(&second, &run_id, 0).await;
     let all = replay.rest(Duration::from_secs(10)).await;
     assert_eq!(all.last().expect("end").1, "run.finished");
+}
+
+/// nginx (Debian's package) in front of the replicas, configured as `deploy/cluster.sh` does:
+/// the repository's `deploy/nginx/agentd-proxy.conf` inside a config of its own.
+struct Balancer {
+    address: String,
+    _nginx: tokio::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Endpoint for Balancer {
+    fn address(&self) -> &str {
+        &self.address
+    }
+}
+
+impl Balancer {
+    async fn over(replicas: &[&Replica]) -> Self {
+        let nginx = which_nginx();
+        let dir = tempfile::tempdir().expect("balancer dir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let upstreams: String = replicas
+            .iter()
+            .map(|r| format!("server {} max_fails=1 fail_timeout=3s;\n", r.address()))
+            .collect();
+        let root = dir.path().display();
+        let proxy = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/nginx/agentd-proxy.conf"
+        );
+        // As root, nginx hands its workers to `nobody`, which cannot write this directory.
+        let running_as_root = std::env::var("USER").is_ok_and(|u| u == "root")
+            || std::fs::metadata("/proc/self").is_ok_and(|m| {
+                use std::os::unix::fs::MetadataExt;
+                m.uid() == 0
+            });
+        let user = if running_as_root {
+            "user root root;"
+        } else {
+            ""
+        };
+        let config = format!(
+            "{user}\ndaemon off;\nmaster_process off;\npid {root}/nginx.pid;\nerror_log {root}/error.log warn;\n\
+             events {{ worker_connections 1024; }}\n\
+             http {{\n access_log off;\n client_body_temp_path {root}/body;\n proxy_temp_path {root}/proxy;\n\
+             fastcgi_temp_path {root}/fastcgi;\n uwsgi_temp_path {root}/uwsgi;\n scgi_temp_path {root}/scgi;\n\
+             upstream agentd {{\n{upstreams} keepalive 16;\n }}\n\
+             server {{\n listen 127.0.0.1:{port};\n location / {{ include {proxy}; }}\n }}\n}}\n"
+        );
+        std::fs::write(dir.path().join("nginx.conf"), config).expect("nginx config");
+        let child = tokio::process::Command::new(nginx)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-e")
+            .arg(dir.path().join("error.log"))
+            .arg("-c")
+            .arg(dir.path().join("nginx.conf"))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("nginx starts");
+        let address = format!("127.0.0.1:{port}");
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(&address).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self {
+            address,
+            _nginx: child,
+            _dir: dir,
+        }
+    }
+}
+
+fn which_nginx() -> &'static str {
+    let path = "/usr/sbin/nginx";
+    assert!(
+        std::path::Path::new(path).exists(),
+        "nginx is missing: the balancer tests need Debian's nginx (`apt-get install -y nginx`; \
+         .ci/run installs it)"
+    );
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_a_balancer_runs_are_followed_cancelled_and_submitted_once() {
+    let cluster = Cluster::on_postgres().await;
+    let a = cluster.replica().await;
+    let b = cluster.replica().await;
+    let balancer = Balancer::over(&[&a, &b]).await;
+
+    // Followed mid-run, whichever replica runs it and whichever answers.
+    let (run_id, mut first) = cluster.slow_run_followed(&balancer, &balancer, 40).await;
+    let mut seen = vec![];
+    while seen.len() < 3 {
+        seen.push(first.next().await.expect("events"));
+    }
+    drop(first);
+    let resumed_after = seen.last().expect("frames").0;
+    let mut resumed = cluster.follow(&balancer, &run_id, resumed_after).await;
+    let rest = resumed.rest(Duration::from_secs(30)).await;
+    let ids = seqs(&rest);
+    assert_eq!(
+        ids,
+        (resumed_after + 1..=resumed_after + ids.len() as i64).collect::<Vec<_>>(),
+        "resumed through the balancer: every event once, in order"
+    );
+    assert_eq!(rest.last().expect("end").1, "run.finished");
+
+    // Cancelled through the balancer.
+    let (run_id, mut follower) = cluster.slow_run_followed(&balancer, &balancer, 200).await;
+    let cancel = cluster
+        .client
+        .post(balancer.url(&format!("/v1/runs/{run_id}/cancel")))
+        .json(&json!({"mode": "abort"}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(cancel.status(), 202);
+    let ended = follower.rest(Duration::from_secs(8)).await;
+    let (_, event, finished) = ended.last().expect("an end").clone();
+    assert_eq!(
+        (event.as_str(), &finished["status"]),
+        ("run.finished", &json!("cancelled"))
+    );
+
+    // Submitted twice with one requestId: one run, whichever replicas answered.
+    cluster.llm.push(Reply::text("once"));
+    let submission = json!({"prompt": "once", "requestId": "through-the-balancer"});
+    let mut run_ids = Vec::new();
+    for _ in 0..4 {
+        let answer: Value = cluster
+            .client
+            .post(balancer.url("/v1/agents/chat/runs"))
+            .json(&submission)
+            .send()
+            .await
+            .expect("sent")
+            .json()
+            .await
+            .expect("json");
+        run_ids.push(answer["run_id"].clone());
+    }
+    run_ids.dedup();
+    assert_eq!(run_ids.len(), 1, "one run: {run_ids:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_a_balancer_a_follower_of_a_killed_replica_resumes_on_the_other() {
+    let cluster = Cluster::on_postgres().await;
+    let mut a = cluster.replica().await;
+    let b = cluster.replica().await;
+    // Only A behind the first balancer: the run and its follower are on A.
+    let only_a = Balancer::over(&[&a]).await;
+    let both = Balancer::over(&[&a, &b]).await;
+    let (run_id, mut follower) = cluster.slow_run_followed(&only_a, &both, 400).await;
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        seen.push(follower.next().await.expect("events"));
+    }
+    a.kill();
+    // The stream through the balancer breaks or stalls; the client resumes from what it saw.
+    let _ = follower.rest(Duration::from_millis(500)).await;
+    let last_seen = seen.last().expect("frames").0;
+    let mut resumed = cluster.follow(&both, &run_id, last_seen).await;
+    let rest = resumed
+        .rest(Duration::from_secs(OWNER_TIMEOUT_SECONDS + 15))
+        .await;
+    let (_, event, finished) = rest.last().expect("an end").clone();
+    assert_eq!(event, "run.finished", "{rest:?}");
+    assert_eq!(finished["exit_reason"], "owner_lost");
+    let ids = seqs(&rest);
+    assert_eq!(
+        ids,
+        (last_seen + 1..=last_seen + ids.len() as i64).collect::<Vec<_>>(),
+        "no event lost or repeated across the replica change"
+    );
 }

@@ -258,10 +258,7 @@ async fn visible_run(
     caller: &Caller,
     run_id: &str,
 ) -> Result<RunRecord, ApiError> {
-    let run = runtime
-        .recorded_run(run_id)
-        .await
-        .map_err(ApiError::store)?;
+    let run = runtime.find_run(run_id).await.map_err(ApiError::store)?;
     let run = run.ok_or_else(|| ApiError::not_found(format!("No run `{run_id}`")))?;
     if !caller.admin && run.user_id.as_deref() != caller.user_id.as_deref() {
         return Err(ApiError::forbidden("This API key may not read that run"));
