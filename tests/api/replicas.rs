@@ -174,6 +174,19 @@ impl Cluster {
         accepted["run_id"].as_str().expect("run id").to_string()
     }
 
+    /// A run submitted and waited for; its JSON answer.
+    async fn submit(&self, replica: &impl Endpoint, submission: &Value) -> Value {
+        self.client
+            .post(replica.url("/v1/agents/chat/runs"))
+            .json(submission)
+            .send()
+            .await
+            .expect("sent")
+            .json()
+            .await
+            .expect("json")
+    }
+
     async fn follow(&self, replica: &impl Endpoint, run_id: &str, after: i64) -> SseReader {
         let response = self
             .client
@@ -308,16 +321,7 @@ async fn the_same_request_id_on_two_replicas_is_one_run() {
     let b = cluster.replica().await;
     cluster.llm.push(Reply::text("the only answer"));
     let submission = json!({"prompt": "once", "requestId": "order-66"});
-    let first: Value = cluster
-        .client
-        .post(a.url("/v1/agents/chat/runs"))
-        .json(&submission)
-        .send()
-        .await
-        .expect("sent")
-        .json()
-        .await
-        .expect("json");
+    let first = cluster.submit(&a, &submission).await;
     let run_id = first["run_id"].as_str().expect("run id");
     let again = cluster
         .client
@@ -586,16 +590,7 @@ async fn through_a_balancer_runs_are_followed_cancelled_and_submitted_once() {
     let submission = json!({"prompt": "once", "requestId": "through-the-balancer"});
     let mut run_ids = Vec::new();
     for _ in 0..4 {
-        let answer: Value = cluster
-            .client
-            .post(balancer.url("/v1/agents/chat/runs"))
-            .json(&submission)
-            .send()
-            .await
-            .expect("sent")
-            .json()
-            .await
-            .expect("json");
+        let answer = cluster.submit(&balancer, &submission).await;
         run_ids.push(answer["run_id"].clone());
     }
     run_ids.dedup();
