@@ -18,6 +18,8 @@ use crate::support::mock_llm::{MockLlm, Reply};
 /// Short enough for tests, two heartbeats apart as the config requires.
 const HEARTBEAT_SECONDS: u64 = 1;
 const OWNER_TIMEOUT_SECONDS: u64 = 3;
+/// The API key of clusters that have one.
+const CLUSTER_KEY: &str = "cluster-admin-key";
 
 /// One SSE frame: `(id, event, data)`.
 type Frame = (i64, String, Value);
@@ -120,15 +122,31 @@ impl Cluster {
     async fn on_postgres() -> Self {
         let database = Backend::postgres().await;
         let url = database.url.clone();
-        Self::on(url, Some(database)).await
+        Self::on(url, Some(database), None).await
     }
 
     async fn on_sqlite() -> Self {
-        Self::on("sqlite://agentd.db".into(), None).await
+        Self::on("sqlite://agentd.db".into(), None, None).await
     }
 
-    async fn on(store_url: String, database: Option<Backend>) -> Self {
+    /// On PostgreSQL with one API key (with these `limits`), which every request presents.
+    async fn on_postgres_with_key_limits(limits: Value) -> Self {
+        let database = Backend::postgres().await;
+        let url = database.url.clone();
+        let auth = json!({"keys": [{"key": CLUSTER_KEY, "admin": true, "limits": limits}]});
+        Self::on(url, Some(database), Some(auth)).await
+    }
+
+    async fn on(store_url: String, database: Option<Backend>, auth: Option<Value>) -> Self {
         let llm = MockLlm::start().await;
+        let mut headers = reqwest::header::HeaderMap::new();
+        if auth.is_some() {
+            let bearer = format!("Bearer {CLUSTER_KEY}");
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                bearer.parse().expect("header value"),
+            );
+        }
         let dir = binary::project(&json!({
             "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url()}},
             "agents": ["agents"],
@@ -139,11 +157,15 @@ impl Cluster {
                 "drainSeconds": 2,
             },
             "store": {"url": store_url},
+            "auth": auth.unwrap_or_else(|| json!({})),
         }));
         Self {
             dir,
             llm,
-            client: reqwest::Client::new(),
+            client: reqwest::Client::builder()
+                .default_headers(headers)
+                .build()
+                .expect("client"),
             _database: database,
         }
     }
@@ -627,4 +649,90 @@ async fn through_a_balancer_a_follower_of_a_killed_replica_resumes_on_the_other(
         (last_seen + 1..=last_seen + ids.len() as i64).collect::<Vec<_>>(),
         "no event lost or repeated across the replica change"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_concurrent_run_limit_holds_across_replicas() {
+    let cluster = Cluster::on_postgres_with_key_limits(json!({"concurrentRuns": 1})).await;
+    let a = cluster.replica().await;
+    let b = cluster.replica().await;
+    cluster.llm.push(slow_answer(40, Duration::from_millis(50)));
+    let run_id = cluster.background_run(&a, json!({})).await;
+    let refused = cluster
+        .client
+        .post(b.url("/v1/agents/chat/runs"))
+        .json(&json!({"prompt": "a second one at once"}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(refused.status(), 429, "the key's one run is on A");
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = refused.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "rate_limited");
+
+    let mut follower = cluster.follow(&b, &run_id, 0).await;
+    let ended = follower.rest(Duration::from_secs(20)).await;
+    assert_eq!(ended.last().expect("end").1, "run.finished");
+    cluster.llm.push(Reply::text("my turn"));
+    let mut admitted = 0;
+    for _ in 0..40 {
+        let answer = cluster
+            .client
+            .post(b.url("/v1/agents/chat/runs"))
+            .json(&json!({"prompt": "now"}))
+            .send()
+            .await
+            .expect("sent");
+        if answer.status() == 200 {
+            admitted += 1;
+            break;
+        }
+        // The first run's slot is released just after its last event.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        admitted, 1,
+        "once A's run ended, B admits the key's next run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_turns_ready_to_503_at_once_refuses_new_runs_and_drains() {
+    let cluster = Cluster::on_sqlite().await;
+    let replica = cluster.replica().await;
+    let (run_id, mut follower) = cluster.slow_run_followed(&replica, &replica, 20).await;
+    let pid = replica.served.child.id().expect("running").to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-s", "TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let ready = cluster
+        .client
+        .get(replica.url("/ready"))
+        .send()
+        .await
+        .expect("still answering while it drains");
+    assert_eq!(ready.status(), 503, "a balancer takes it out at once");
+    let refused = cluster
+        .client
+        .post(replica.url("/v1/agents/chat/runs"))
+        .json(&json!({"prompt": "too late"}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = refused.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "shutting_down");
+
+    let rest = follower.rest(Duration::from_secs(15)).await;
+    let (_, event, finished) = rest.last().expect("the run ends").clone();
+    assert_eq!(event, "run.finished");
+    assert_eq!(
+        finished["status"], "completed",
+        "it finished within the drain time"
+    );
+    let _ = run_id;
 }
