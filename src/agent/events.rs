@@ -31,6 +31,37 @@ pub struct TurnStarted {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TextDelta {
     pub text: String,
+    /// This text replaces what the turn streamed before (a retried attempt that said something
+    /// else than the one that broke off); absent when it follows it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replace: bool,
+}
+
+impl TextDelta {
+    pub fn new(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            replace: false,
+        }
+    }
+
+    /// Like [`TextDelta::appended_text`], taking the text without copying it.
+    pub fn into_appended_text(self) -> String {
+        if self.replace {
+            format!("\n\n{}", self.text)
+        } else {
+            self.text
+        }
+    }
+
+    /// The text for a client that can only append: a replacement starts after a blank line.
+    pub fn appended_text(&self) -> std::borrow::Cow<'_, str> {
+        if self.replace {
+            std::borrow::Cow::Owned(format!("\n\n{}", self.text))
+        } else {
+            std::borrow::Cow::Borrowed(&self.text)
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

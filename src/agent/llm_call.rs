@@ -18,6 +18,7 @@ use super::events::{AgentEvent, TextDelta};
 use super::guard_phase::ContextAccount;
 use super::result::{AccountingEntry, EntryStatus, LlmAccounting, TokenCounts};
 use super::run::RunFacts;
+use super::turn_output::{AttemptOutput, OutputPiece, TurnOutput};
 use super::xml::stream::FinalTagStream;
 use crate::config::Target;
 use crate::config::models::{ModelCatalog, ModelPrice};
@@ -53,6 +54,8 @@ pub(super) struct LlmAttempt<'a> {
     pub ephemeral: Vec<ChatMessage>,
     /// The XML transport's nonce, when the answer streams from inside its final tag.
     pub final_tag_nonce: Option<&'a str>,
+    /// What earlier attempts of this turn streamed, so this one does not send it again.
+    pub turn_output: &'a mut TurnOutput,
 }
 
 impl LlmAccess<'_> {
@@ -86,7 +89,7 @@ impl LlmAccess<'_> {
                 biased;
                 _ = self.abort.cancelled() => return AttemptOutcome::Aborted,
                 outcome = self
-                    .stream_response(provider.as_ref(), request, routing)
+                    .stream_response(provider.as_ref(), request, routing, attempt.turn_output.attempt())
                     .instrument(tracing::info_span!("llm", ai.llm.provider = %target.provider, ai.llm.model = %target.model)) => outcome,
             },
         };
@@ -108,16 +111,17 @@ impl LlmAccess<'_> {
         provider: &dyn Provider,
         request: LlmRequest,
         mut routing: TextRouting,
+        mut output: AttemptOutput<'_>,
     ) -> Result<(LlmResponse, bool), LlmError> {
         let mut stream = provider.stream(request).await?;
         let mut assembler = ResponseAssembler::default();
         while let Some(delta) = stream.next().await {
             let delta = delta?;
             match &delta {
-                LlmDelta::Text(text) => self.route_text(&mut routing, text).await,
+                LlmDelta::Text(text) => self.route_text(&mut routing, &mut output, text).await,
                 LlmDelta::Reasoning(text) => {
                     self.events
-                        .emit(AgentEvent::Thinking(TextDelta { text: text.clone() }))
+                        .emit(AgentEvent::Thinking(TextDelta::new(text.clone())))
                         .await
                 }
                 _ => {}
@@ -127,7 +131,7 @@ impl LlmAccess<'_> {
         let streamed = match &mut routing {
             TextRouting::FinalTag(filter) => {
                 let tail = filter.finish();
-                self.emit_output(tail).await;
+                self.emit_output(&mut output, &tail).await;
                 filter.streamed_any()
             }
             TextRouting::Emit | TextRouting::Hold => false,
@@ -135,23 +139,33 @@ impl LlmAccess<'_> {
         Ok((assembler.finish(), streamed))
     }
 
-    async fn route_text(&self, routing: &mut TextRouting, text: &str) {
+    async fn route_text(
+        &self,
+        routing: &mut TextRouting,
+        output: &mut AttemptOutput<'_>,
+        text: &str,
+    ) {
         match routing {
-            TextRouting::Emit => self.emit_output(text.to_string()).await,
+            TextRouting::Emit => self.emit_output(output, text).await,
             TextRouting::FinalTag(filter) => {
                 let payload = filter.push(text);
-                self.emit_output(payload).await;
+                self.emit_output(output, &payload).await;
             }
             TextRouting::Hold => {}
         }
     }
 
-    async fn emit_output(&self, text: String) {
-        if !text.is_empty() {
-            self.events
-                .emit(AgentEvent::Output(TextDelta { text }))
-                .await;
-        }
+    /// Sends what clients do not have yet of this turn's answer.
+    async fn emit_output(&self, output: &mut AttemptOutput<'_>, text: &str) {
+        let delta = match output.admit(text) {
+            None => return,
+            Some(OutputPiece::Append(text)) => TextDelta::new(text),
+            Some(OutputPiece::Replace(text)) => TextDelta {
+                text,
+                replace: true,
+            },
+        };
+        self.events.emit(AgentEvent::Output(delta)).await;
     }
 }
 

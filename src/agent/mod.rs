@@ -19,6 +19,7 @@ mod session;
 pub mod sub_agents;
 pub mod tool_args;
 mod tool_phase;
+mod turn_output;
 pub mod xml;
 mod xml_phase;
 

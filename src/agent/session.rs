@@ -28,6 +28,7 @@ use super::result::{AgentResult, ExitReason, ReportStatus};
 use super::run::{ForcedFinal, ReportExpectation, Run, RunFacts, TurnPlan};
 use super::sub_agents::{SubAgents, definition as sub_agent_tool};
 use super::tool_phase::{Handled, ToolRunner};
+use super::turn_output::TurnOutput;
 use super::xml_phase::{Step, XmlTransport, handle_xml_response};
 use super::{ProviderSet, SessionRequest};
 use crate::config::agent_file::Finalization;
@@ -305,6 +306,7 @@ impl Session {
         let mut retry_notice: Option<&'static str> = None;
         let mut rate_limited: Vec<Option<Duration>> = Vec::new();
         let mut provider_error: Option<LlmError> = None;
+        let mut turn_output = TurnOutput::default();
         for attempt in 1..=max_retries {
             let target = run.facts.target_for(attempt);
             self.events
@@ -344,6 +346,7 @@ impl Session {
                 tools: provider_tools,
                 ephemeral,
                 final_tag_nonce: nonce.as_deref(),
+                turn_output: &mut turn_output,
             };
             let outcome = self
                 .llm_access()
@@ -425,7 +428,7 @@ impl Session {
             (None, None) => return,
         };
         self.events
-            .emit(AgentEvent::Output(TextDelta { text }))
+            .emit(AgentEvent::Output(TextDelta::new(text)))
             .await;
     }
 

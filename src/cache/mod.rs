@@ -215,7 +215,7 @@ pub fn cached_run_events(result: &AgentResult, request: &SessionRequest) -> Vec<
     }))];
     let text = result.answer_text();
     if !text.is_empty() {
-        events.push(AgentEvent::Output(TextDelta { text }));
+        events.push(AgentEvent::Output(TextDelta::new(text)));
     }
     if let Some(report) = &result.final_report {
         events.push(AgentEvent::FinalReport(Box::new(report.clone())));

@@ -20,6 +20,7 @@ mod operations;
 mod providers;
 mod replicas;
 mod rest_tools;
+mod retried_streams;
 mod run_pipeline;
 mod runs;
 mod sdk_clients;

@@ -291,6 +291,12 @@ impl Reply {
     }
 
     /// Sends only the first `fraction` of the body's pieces, then drops the connection.
+    /// This reply's stream dropped after `k` text pieces.
+    pub fn cut_after_pieces(mut self, k: usize) -> Self {
+        self.cut = Some(Cut::AfterTextPieces(k));
+        self
+    }
+
     pub fn cut_after_fraction(mut self, fraction: f64) -> Self {
         self.cut = Some(Cut::AfterFraction(fraction));
         self

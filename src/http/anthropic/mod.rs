@@ -283,7 +283,7 @@ fn stream_events(handle: RunHandle, reply: Reply) -> impl Stream<Item = Result<E
         while let Some(agent_event) = events.recv().await {
             let (block, text) = match agent_event {
                 AgentEvent::Thinking(delta) => (Block::Thinking, delta.text),
-                AgentEvent::Output(delta) => (Block::Text, delta.text),
+                AgentEvent::Output(delta) => (Block::Text, delta.into_appended_text()),
                 AgentEvent::FinalReport(report) if report.status == ReportStatus::Failure => {
                     failure_report = report.content;
                     continue;

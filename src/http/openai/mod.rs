@@ -309,7 +309,7 @@ fn stream_chunks(
             match event {
                 AgentEvent::Output(delta) => {
                     streamed_text = true;
-                    yield Ok(reply.chunk(Delta::content(&delta.text), None));
+                    yield Ok(reply.chunk(Delta::content(&delta.appended_text()), None));
                 }
                 AgentEvent::Thinking(delta) => yield Ok(reply.chunk(Delta::reasoning(&delta.text), None)),
                 AgentEvent::FinalReport(report) if report.status == ReportStatus::Failure => failure_report = report.content,
