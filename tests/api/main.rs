@@ -17,6 +17,7 @@ mod limits;
 mod mcp;
 mod metrics_scrape;
 mod operations;
+mod properties;
 mod providers;
 mod replicas;
 mod rest_tools;
