@@ -3,6 +3,7 @@
 //! directly against the mock in the same run, and prints the table; `agentd-bench mock` is the
 //! mock upstream process itself.
 
+mod follow;
 mod load;
 mod mcp_probe;
 mod mock;
@@ -79,9 +80,28 @@ struct RunArgs {
     /// Runs of the multi-turn agent in scenario 4.
     #[arg(long, default_value_t = 200)]
     runs: usize,
-    /// Scenarios to run (1-4; 5 is store_events, run by bench/run.sh).
+    /// Scenarios to run (1-4 and 6; 5 is store_events, run by bench/run.sh; 6 needs
+    /// --postgres).
     #[arg(long, value_delimiter = ',', default_value = "1,2,3,4")]
     only: Vec<u8>,
+    /// PostgreSQL server, `postgres://user@host:port`: every agentd the bench starts gets a
+    /// fresh database there (createdb; dropped at the end) instead of a SQLite file.
+    /// Scenario 6 needs it.
+    #[arg(long)]
+    postgres: Option<String>,
+    /// Another agentd build climbed in scenario 1 beside agentd, as NAME=PATH (repeatable; e.g.
+    /// an older commit's release binary): same ladder, same steps, its own fresh store.
+    #[arg(long, value_parser = parse_peer)]
+    compare: Vec<(String, String)>,
+    /// Scenario 6: runs followed one at a time (each from A and B at once).
+    #[arg(long, default_value_t = 20)]
+    follow_single: usize,
+    /// Scenario 6: runs followed at once (each from A and B: twice as many streams).
+    #[arg(long, default_value_t = 200)]
+    follow_concurrent: usize,
+    /// Scenario 6: rounds of --follow-concurrent runs.
+    #[arg(long, default_value_t = 2)]
+    follow_rounds: usize,
 }
 
 fn main() -> ExitCode {
@@ -118,6 +138,13 @@ fn parse_peer(text: &str) -> Result<(String, String), String> {
         }
         _ => Err(format!("expected NAME=HOST:PORT, got {text:?}")),
     }
+}
+
+fn port_of(listen: &str) -> Result<u16, String> {
+    listen
+        .rsplit_once(':')
+        .and_then(|(_, port)| port.parse().ok())
+        .ok_or_else(|| format!("{listen}: expected HOST:PORT"))
 }
 
 /// Open files the soft limit allows: each open stream costs agentd two (client and upstream).
@@ -162,6 +189,14 @@ async fn run(args: RunArgs) -> Result<(), String> {
             gap_ms: 0,
             script_turns: Some(5),
         },
+        // 40 chunks 25 ms apart; content starts 300 ms after the run, so both followers are
+        // attached before the first `output` exists (the report checks it).
+        follow: Shape {
+            first_byte_ms: 300,
+            chunks: 40,
+            gap_ms: 25,
+            script_turns: None,
+        },
     };
     let limit = open_file_limit();
     // Descriptors agentd holds besides the streams: its store, MCP server and listener, and
@@ -178,16 +213,69 @@ async fn run(args: RunArgs) -> Result<(), String> {
     };
     let shapes = procs::Agents { slow, ..shapes };
 
+    if args.only.contains(&6) && args.postgres.is_none() {
+        return Err("scenario 6 needs --postgres postgres://user@host:port".into());
+    }
+    // A store for each agentd the bench starts: a fresh PostgreSQL database with --postgres,
+    // else a SQLite file of its own (AGENTD_BENCH_STORE_URL overrides agentd's).
+    let mut databases: Vec<procs::Database> = Vec::new();
+    let mut store = |label: &str| -> Result<String, String> {
+        match &args.postgres {
+            Some(base) => {
+                let name = format!("agentd_bench_{}_{label}", std::process::id());
+                let database = procs::Database::create(base, &name.replace('-', "_"))?;
+                let url = database.url.clone();
+                databases.push(database);
+                Ok(url)
+            }
+            None => Ok(format!(
+                "sqlite://{}",
+                dir.join(format!("{label}.db")).display()
+            )),
+        }
+    };
+    let agentd_store = match std::env::var("AGENTD_BENCH_STORE_URL") {
+        Ok(url) => url,
+        Err(_) => store("agentd")?,
+    };
     let mut mock = procs::start_mock(&args.mock_listen)?;
     let mut relay = procs::start_relay(&args.relay_listen, &args.mock_listen)?;
+    let agentd_instance = procs::Instance {
+        binary: &agentd_bin,
+        name: "agentd",
+        listen: &args.agentd_listen,
+        store_url: &agentd_store,
+    };
     let mut agentd = procs::start_agentd(
-        &agentd_bin,
+        &agentd_instance,
         &mcp_server,
         &dir,
-        &args.agentd_listen,
         &args.mock_listen,
         &shapes,
     )?;
+    // The other builds of scenario 1, each on its own port (agentd's + 1, + 2, …) and store.
+    let mut compared = Vec::new();
+    if args.only.contains(&1) {
+        let port: u16 = port_of(&args.agentd_listen)?;
+        for (index, (name, path)) in args.compare.iter().enumerate() {
+            let listen = format!("127.0.0.1:{}", port + 10 + index as u16);
+            let store_url = store(&format!("compare{index}"))?;
+            let binary = PathBuf::from(path);
+            let process = procs::start_agentd(
+                &procs::Instance {
+                    binary: &binary,
+                    name: &format!("compare-{index}"),
+                    listen: &listen,
+                    store_url: &store_url,
+                },
+                &mcp_server,
+                &dir,
+                &args.mock_listen,
+                &shapes,
+            )?;
+            compared.push((name.clone(), listen, process));
+        }
+    }
     let client = load::client(CLIENT_IDLE).map_err(|e| format!("http client: {e}"))?;
     procs::wait_ready(
         &client,
@@ -195,6 +283,15 @@ async fn run(args: RunArgs) -> Result<(), String> {
         Duration::from_secs(60),
     )
     .await?;
+    for (name, listen, _) in &compared {
+        procs::wait_ready(
+            &client,
+            &format!("http://{listen}/health"),
+            Duration::from_secs(60),
+        )
+        .await
+        .map_err(|e| format!("{name}: {e}"))?;
+    }
     mock.check_alive()?;
     relay.check_alive()?;
     let bench = scenarios::Bench {
@@ -224,8 +321,29 @@ async fn run(args: RunArgs) -> Result<(), String> {
     }
     if args.only.contains(&1) {
         eprintln!("scenario 1: non-streaming single turn");
-        scenarios::single_turn(&bench, &shapes.single, (&agentd, &relay), &mut report).await;
+        for (name, listen, process) in &compared {
+            report.note(format!(
+                "{name}: another agentd build, pid {}, on {listen}",
+                process.pid()
+            ));
+        }
+        let compared: Vec<(&str, &str, &procs::Process)> = compared
+            .iter()
+            .map(|(n, l, p)| (n.as_str(), l.as_str(), p))
+            .collect();
+        scenarios::single_turn(
+            &bench,
+            &shapes.single,
+            (&agentd, &relay),
+            &compared,
+            &mut report,
+        )
+        .await;
     }
+    for (name, _, process) in &mut compared {
+        process.check_alive().map_err(|e| format!("{name}: {e}"))?;
+    }
+    drop(compared);
     if args.only.contains(&2) {
         eprintln!("scenario 2: streaming, 64 chunks");
         scenarios::streaming(&bench, &shapes.streamed, &mut report).await;
@@ -233,6 +351,77 @@ async fn run(args: RunArgs) -> Result<(), String> {
     if args.only.contains(&4) {
         eprintln!("scenario 4: 5-turn agent with an MCP tool each turn");
         scenarios::turns(&bench, &shapes.turns, &mcp_server, &mut report).await;
+    }
+    if args.only.contains(&6) {
+        eprintln!("scenario 6: cross-replica follow latency");
+        let port: u16 = port_of(&args.agentd_listen)?;
+        let store_url = store("replicas")?;
+        let (a_listen, b_listen) = (
+            format!("127.0.0.1:{}", port + 1),
+            format!("127.0.0.1:{}", port + 2),
+        );
+        let mut replicas = Vec::new();
+        for (name, listen) in [("replica-a", &a_listen), ("replica-b", &b_listen)] {
+            replicas.push(procs::start_agentd(
+                &procs::Instance {
+                    binary: &agentd_bin,
+                    name,
+                    listen,
+                    store_url: &store_url,
+                },
+                &mcp_server,
+                &dir,
+                &args.mock_listen,
+                &shapes,
+            )?);
+            procs::wait_ready(
+                &bench.client,
+                &format!("http://{listen}/health"),
+                Duration::from_secs(60),
+            )
+            .await?;
+        }
+        report.note(format!(
+            "6. replica A pid {} on {a_listen}, replica B pid {} on {b_listen}, one fresh PostgreSQL database; upstream `{}`",
+            replicas[0].pid(),
+            replicas[1].pid(),
+            shapes.follow.model()
+        ));
+        // Warm both replicas (connections, the store's statements) before measuring.
+        follow::measure(
+            &bench.client,
+            (&a_listen, &b_listen),
+            "follow",
+            5,
+            1,
+            Duration::from_millis(50),
+        )
+        .await;
+        for (concurrent, rounds, spread) in [
+            (1, args.follow_single, Duration::ZERO),
+            (
+                args.follow_concurrent,
+                args.follow_rounds,
+                Duration::from_millis(250),
+            ),
+        ] {
+            if concurrent == 0 || rounds == 0 {
+                continue;
+            }
+            let measured = follow::measure(
+                &bench.client,
+                (&a_listen, &b_listen),
+                "follow",
+                concurrent,
+                rounds,
+                spread,
+            )
+            .await;
+            report.follow_rows(&measured, spread);
+        }
+        for replica in &mut replicas {
+            replica.check_alive()?;
+        }
     }
     if args.only.contains(&3) {
         eprintln!("scenario 3: {open_streams} open streams");
@@ -242,10 +431,9 @@ async fn run(args: RunArgs) -> Result<(), String> {
         let first_log = dir.join("agentd.log");
         let _ = std::fs::rename(&first_log, dir.join("agentd-scenarios-1-2-4.log"));
         agentd = procs::start_agentd(
-            &agentd_bin,
+            &agentd_instance,
             &mcp_server,
             &dir,
-            &args.agentd_listen,
             &args.mock_listen,
             &shapes,
         )?;
@@ -268,6 +456,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     drop(agentd);
     drop(relay);
     drop(mock);
+    drop(databases);
     if std::env::var_os("AGENTD_BENCH_KEEP").is_some() {
         eprintln!(
             "kept {} (agentd.json, agentd.log, the store)",

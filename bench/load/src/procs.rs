@@ -98,16 +98,87 @@ pub struct Agents {
     pub streamed: Shape,
     pub slow: Shape,
     pub turns: Shape,
+    /// Scenario 6: a streamed answer followed from two replicas.
+    pub follow: Shape,
+}
+
+/// One agentd the bench starts: its binary, its name (config `NAME.json`, log `NAME.log`),
+/// where it listens and its store.
+pub struct Instance<'a> {
+    pub binary: &'a Path,
+    pub name: &'a str,
+    pub listen: &'a str,
+    pub store_url: &'a str,
+}
+
+/// A fresh PostgreSQL database, created with `createdb` and dropped (`dropdb --force`) when
+/// dropped: every agentd the bench starts on PostgreSQL gets an empty store.
+pub struct Database {
+    pub url: String,
+    admin: String,
+    name: String,
+}
+
+impl Database {
+    /// `base` is `postgres://user@host:port` (a database in it is ignored).
+    pub fn create(base: &str, name: &str) -> Result<Self, String> {
+        let base = match base.split_once("://") {
+            Some((scheme, rest)) => {
+                format!("{scheme}://{}", rest.split('/').next().unwrap_or(rest))
+            }
+            None => {
+                return Err(format!(
+                    "--postgres {base:?}: expected postgres://user@host:port"
+                ));
+            }
+        };
+        let admin = format!("{base}/postgres");
+        let _ = Command::new("dropdb")
+            .args([
+                "--if-exists",
+                "--force",
+                &format!("--maintenance-db={admin}"),
+                name,
+            ])
+            .stderr(Stdio::null())
+            .status();
+        let status = Command::new("createdb")
+            .arg(format!("--maintenance-db={admin}"))
+            .arg(name)
+            .status()
+            .map_err(|e| format!("createdb: {e}"))?;
+        if !status.success() {
+            return Err(format!("createdb {name} at {base} failed: {status}"));
+        }
+        Ok(Self {
+            url: format!("{base}/{name}"),
+            admin,
+            name: name.to_string(),
+        })
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = Command::new("dropdb")
+            .args([
+                "--if-exists",
+                "--force",
+                &format!("--maintenance-db={}", self.admin),
+                &self.name,
+            ])
+            .status();
+    }
 }
 
 pub fn start_agentd(
-    agentd: &Path,
+    instance: &Instance,
     mcp_server: &Path,
     dir: &Path,
-    listen: &str,
     upstream: &str,
     agents: &Agents,
 ) -> Result<Process, String> {
+    let (agentd, listen) = (instance.binary, instance.listen);
     let agent_dir = dir.join("agents");
     std::fs::create_dir_all(&agent_dir).map_err(|e| format!("{}: {e}", agent_dir.display()))?;
     let write = |name: &str, text: String| {
@@ -126,22 +197,22 @@ pub fn start_agentd(
     write("streamed", agent("llm", &agents.streamed, ""))?;
     write("slow", agent("llm", &agents.slow, ""))?;
     write("turns", agent("whole", &agents.turns, "tools: [mcp]\n"))?;
+    write("follow", agent("llm", &agents.follow, ""))?;
     let config = json!({
         "providers": {
             "llm": {"type": "openai-compatible", "baseUrl": format!("http://{upstream}/v1")},
             "whole": {"type": "openai-compatible", "baseUrl": format!("http://{upstream}/v1"), "stream": false}
         },
         "server": {"listen": listen, "maxConcurrentSessions": 20000, "maxQueuedSessions": 20000},
-        "store": {"url": std::env::var("AGENTD_BENCH_STORE_URL")
-            .unwrap_or_else(|_| format!("sqlite://{}", dir.join("bench.db").display()))},
+        "store": {"url": instance.store_url},
         "mcpServers": {"mcp": {"type": "stdio", "command": mcp_server.display().to_string()}},
         "agents": ["agents"]
     });
-    let config_path = dir.join("agentd.json");
+    let config_path = dir.join(format!("{}.json", instance.name));
     std::fs::write(&config_path, config.to_string())
         .map_err(|e| format!("{}: {e}", config_path.display()))?;
-    let log =
-        std::fs::File::create(dir.join("agentd.log")).map_err(|e| format!("agentd.log: {e}"))?;
+    let log = std::fs::File::create(dir.join(format!("{}.log", instance.name)))
+        .map_err(|e| format!("{}.log: {e}", instance.name))?;
     let mut command = Command::new(agentd);
     // agentd's tokio worker threads (tokio reads TOKIO_WORKER_THREADS), for agentd alone: the
     // driver and the mock keep theirs.

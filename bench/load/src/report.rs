@@ -9,6 +9,7 @@ pub struct Report {
     rates: Vec<String>,
     added: Vec<String>,
     summary: Vec<String>,
+    follow: Vec<String>,
     notes: Vec<String>,
 }
 
@@ -99,6 +100,77 @@ impl Report {
         ));
     }
 
+    /// agentd (this build) against another build of scenario 1 (`--compare`).
+    pub fn compare_row(&mut self, name: &str, max: f64, agentd: f64) {
+        self.summary.push(format!(
+            "| 1. max sustained rate, agentd / {name} | {agentd} / {max} req/s = {:.2} | ≥ 1 (no slower) | {} |",
+            if max > 0.0 { agentd / max } else { f64::NAN },
+            verdict(agentd >= max)
+        ));
+    }
+
+    /// Scenario 6: the delay of every `output` event on replica B after replica A.
+    pub fn follow_rows(&mut self, m: &crate::follow::Measured, spread: std::time::Duration) {
+        let d = crate::follow::summarize(&m.delays);
+        let burst = crate::follow::summarize(&m.burst_max);
+        let line = format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {}/{} |",
+            m.concurrent,
+            m.runs,
+            d.count,
+            ms(d.p50),
+            ms(d.p90),
+            ms(d.p99),
+            ms(d.max),
+            ms(burst.p50),
+            m.complete,
+            m.runs
+        );
+        eprintln!("{line}");
+        self.follow.push(line);
+        let case = if m.concurrent == 1 {
+            "1 run at a time".to_string()
+        } else {
+            format!("{} runs at once", m.concurrent)
+        };
+        self.summary.push(format!(
+            "| 6. follow delay B − A, p99, {case} | {} ms | ≤ 100 ms | {} |",
+            ms(d.p99),
+            verdict(d.p99 <= 100.0)
+        ));
+        self.summary.push(format!(
+            "| 6. follow delay B − A, p50, {case} | {} ms | ≤ 5 ms (aim) | {} |",
+            ms(d.p50),
+            verdict(d.p50 <= 5.0)
+        ));
+        self.summary.push(format!(
+            "| 6. runs B followed with every seq once, in order, equal to A, {case} | {}/{} | all | {} |",
+            m.complete,
+            m.runs,
+            verdict(m.complete == m.runs)
+        ));
+        self.note(format!(
+            "6. {case} ({} started over {} ms): output events per run {}–{}; followers attached at most {:.1} ms after the 202, first output at A at least {:.1} ms after it ({})",
+            m.runs,
+            spread.as_millis(),
+            m.output_events_per_run.0,
+            m.output_events_per_run.1,
+            m.attach_max_ms,
+            m.first_output_min_ms,
+            if m.first_output_min_ms > m.attach_max_ms {
+                "both followers were attached before any output existed"
+            } else {
+                "SOME FOLLOWER ATTACHED AFTER OUTPUT BEGAN: A's times include replay"
+            }
+        ));
+        for defect in m.defects.iter().take(20) {
+            self.note(format!("6. {case}: {defect}"));
+        }
+        if m.defects.len() > 20 {
+            self.note(format!("6. {case}: … {} defects in all", m.defects.len()));
+        }
+    }
+
     pub fn stream_rows(
         &mut self,
         shape: &Shape,
@@ -186,6 +258,16 @@ impl Report {
         for line in &self.added {
             out.push_str(line);
             out.push('\n');
+        }
+        if !self.follow.is_empty() {
+            out.push_str(
+                "\n## 6. Cross-replica follow: delay of each `output` event on B after A (ms)\n\n",
+            );
+            out.push_str("| runs followed at once | runs | output events | p50 | p90 | p99 | max | p50 of each B batch's largest delay | runs complete on B |\n|---|---|---|---|---|---|---|---|---|\n");
+            for line in &self.follow {
+                out.push_str(line);
+                out.push('\n');
+            }
         }
         out.push_str("\n## Details\n\n");
         for line in &self.notes {

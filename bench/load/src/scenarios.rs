@@ -109,6 +109,7 @@ pub async fn single_turn(
     bench: &Bench,
     shape: &Shape,
     (agentd, relay): (&Process, &Process),
+    compared: &[(&str, &str, &Process)],
     report: &mut Report,
 ) {
     let mut ours = vec![
@@ -119,6 +120,16 @@ pub async fn single_turn(
         Ladder::new("relay", bench.call_via(Via::Relay, shape, "single", false)).served_by(relay),
         Ladder::new("agentd", bench.call(true, shape, "single", false)).served_by(agentd),
     ];
+    // Other agentd builds climb the same ladder, each right after agentd at every rate.
+    for (name, host, process) in compared {
+        ours.push(
+            Ladder::new(
+                name,
+                bench.call_via(Via::Named(host), shape, "single", false),
+            )
+            .served_by(process),
+        );
+    }
     climb(bench, &mut ours, true, report).await;
     let mut maxima: Vec<(String, f64)> = ours.iter().map(|l| (l.name.clone(), l.max)).collect();
     for (name, host) in &bench.peers {
@@ -137,6 +148,14 @@ pub async fn single_turn(
     }
     let maxima: Vec<(&str, f64)> = maxima.iter().map(|(n, m)| (n.as_str(), *m)).collect();
     report.throughput(&maxima);
+    let agentd_max = maxima
+        .iter()
+        .find(|(n, _)| *n == "agentd")
+        .map_or(0.0, |m| m.1);
+    for (name, _, _) in compared {
+        let max = maxima.iter().find(|(n, _)| n == name).map_or(0.0, |m| m.1);
+        report.compare_row(name, max, agentd_max);
+    }
 }
 
 /// Climbs `ladders` (the first is `direct`) rate by rate until none sustains its rate, or,
