@@ -354,3 +354,32 @@ impl From<crate::runtime::FollowError> for ApiError {
         }
     }
 }
+
+/// A query string parsed into `T`; a bad one is a 400 in the JSON error shape naming the
+/// parameter, like every other error (axum's own `Query` answers plain text).
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        let deserializer =
+            serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(deserializer)
+            .map(ApiQuery)
+            .map_err(|error| {
+                let path = error.path().to_string();
+                let inner = error.into_inner();
+                if path == "." {
+                    ApiError::invalid_request(format!("Invalid query string: {inner}"))
+                } else {
+                    ApiError::invalid_request(format!("Invalid query parameter `{path}`: {inner}"))
+                        .with_param(path)
+                }
+            })
+    }
+}

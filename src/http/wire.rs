@@ -1,6 +1,9 @@
 //! What every API family's wire module shares: `string_constant!`, which declares a field whose
 //! value never varies (`"object": "chat.completion.chunk"`, `"type": "message"`) as a one-value
 //! enum, so the generated OpenAPI document states the exact string instead of "any string".
+//! It also holds what every family's bodies share: the shape of a server-sent event in the
+//! document, and token counts that accept a whole number written as `162.0` (JSON Schema's
+//! `integer` allows it, so a client generated from the document may send it).
 //! Families keep their own bodies in `<family>/wire.rs`; nothing family-specific belongs here.
 
 /// `string_constant!(ChunkObject::ChatCompletionChunk = "chat.completion.chunk")` declares
@@ -27,3 +30,72 @@ string_constant!(
     /// `"assistant"`: the role of every answer, in the OpenAI and the Anthropic shape.
     AssistantRole::Assistant = "assistant"
 );
+
+/// One server-sent event, as the document describes every `text/event-stream` answer (the shape
+/// OpenAPI 3.2 gives stream items): `data` always, `event` and `id` where the stream names and
+/// numbers its events.
+#[derive(Debug, utoipa::ToSchema)]
+#[allow(dead_code)] // a schema only: frames are written by the SSE writer
+pub struct ServerSentEvent {
+    /// The frame's JSON (or `[DONE]` at the end of an OpenAI stream).
+    pub data: String,
+    /// The event's type (`run.started`, `output`, …; Anthropic's `message_start`, …).
+    pub event: Option<String>,
+    /// The event's number in its run (`Last-Event-ID` resumes after it).
+    pub id: Option<String>,
+}
+
+/// An optional count that accepts `162` and `162.0` alike, and nothing negative or fractional.
+pub fn optional_whole_number<'de, D>(deserializer: D) -> Result<Option<u32>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::Deserialize;
+    let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let whole = number.as_u64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= f64::from(u32::MAX))
+            .map(|f| f as u64)
+    });
+    whole
+        .and_then(|n| u32::try_from(n).ok())
+        .map(Some)
+        .ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{number} is not a whole number from 0 to {}",
+                u32::MAX
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    struct Tokens {
+        #[serde(default, deserialize_with = "super::optional_whole_number")]
+        max: Option<u32>,
+    }
+
+    fn max(json: &str) -> Result<Option<u32>, String> {
+        serde_json::from_str::<Tokens>(json)
+            .map(|t| t.max)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn whole_numbers_are_counts_in_either_notation() {
+        assert_eq!(max(r#"{"max": 162}"#), Ok(Some(162)));
+        assert_eq!(max(r#"{"max": 162.0}"#), Ok(Some(162)));
+        assert_eq!(max(r#"{"max": null}"#), Ok(None));
+        assert_eq!(max("{}"), Ok(None));
+        assert_eq!(max(r#"{"max": 4294967295}"#), Ok(Some(u32::MAX)));
+        for bad in ["1.5", "-1", "4294967296", "1e300", "\"7\""] {
+            assert!(max(&format!(r#"{{"max": {bad}}}"#)).is_err(), "{bad}");
+        }
+    }
+}

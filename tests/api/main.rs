@@ -24,6 +24,7 @@ mod rest_tools;
 mod retried_streams;
 mod run_pipeline;
 mod runs;
+mod schemathesis;
 mod sdk_clients;
 mod session;
 mod shutdown;

@@ -47,58 +47,14 @@ pub fn test_server_config(extra: serde_json::Value) -> serde_json::Value {
 /// The `mcp-server-time` release the tests pin (`.ci/run` installs the same one).
 pub const MCP_TIME_VERSION: &str = "2026.10.19";
 
-/// Where the tests find `mcp-server-time`: `$AGENTD_TEST_MCP_TIME`, else `.ci/venv/bin`, which
-/// is created (once per test run) with pip when missing, so `cargo test` works on a fresh clone.
+/// Where the tests find `mcp-server-time` (see [`super::python_tool`]).
 pub fn time_server_binary() -> PathBuf {
-    static INSTALLED: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
-    let found = INSTALLED.get_or_init(|| {
-        if let Some(path) = std::env::var_os("AGENTD_TEST_MCP_TIME") {
-            return Ok(PathBuf::from(path));
-        }
-        let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv");
-        let binary = venv.join("bin/mcp-server-time");
-        if !binary.exists() {
-            install_time_server(&venv)?;
-        }
-        Ok(binary)
-    });
-    match found {
-        Ok(path) if path.exists() => path.clone(),
-        other => panic!(
-            "the published MCP server mcp-server-time is missing ({other:?}): install it with \
-             `python3 -m venv .ci/venv && .ci/venv/bin/pip install mcp-server-time=={MCP_TIME_VERSION}` \
-             or point AGENTD_TEST_MCP_TIME at it"
-        ),
-    }
-}
-
-fn install_time_server(venv: &Path) -> Result<(), String> {
-    let run = |program: &Path, args: &[&str]| {
-        let status = std::process::Command::new(program)
-            .args(args)
-            .status()
-            .map_err(|e| format!("{}: {e}", program.display()))?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{} {args:?} exited with {status}",
-                program.display()
-            ))
-        }
-    };
-    let venv_text = venv.display().to_string();
-    run(Path::new("python3"), &["-m", "venv", &venv_text])?;
-    let package = format!("mcp-server-time=={MCP_TIME_VERSION}");
-    run(
-        &venv.join("bin/pip"),
-        &[
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            &package,
-        ],
-    )
+    super::python_tool::installed(&super::python_tool::PythonTool {
+        binary: "mcp-server-time",
+        package: "mcp-server-time",
+        version: MCP_TIME_VERSION,
+        env_var: "AGENTD_TEST_MCP_TIME",
+    })
 }
 
 /// `mcpServers.time` for `mcp-server-time`, always in UTC.

@@ -118,7 +118,7 @@ pub fn model_list(runtime: &Runtime) -> AnthropicModelList {
         (status = 200, description = "A `message`, or with `stream: true` events each holding a `StreamEvent` (its `type` is the SSE event name; a failure after the stream started is an `error` event holding an `AnthropicErrorBody`)",
             content(
                 (Message = "application/json"),
-                (String = "text/event-stream"),
+                (crate::http::wire::ServerSentEvent = "text/event-stream"),
             )),
         (status = 401, description = "Missing or invalid API key (answered before the route, in the common error shape)", body = ErrorBody),
         AnthropicErrorBody,

@@ -27,6 +27,7 @@ pub struct MessagesRequest {
     #[serde(default)]
     pub system: Option<TextOrBlocks>,
     /// Overrides the agent's output token limit.
+    #[serde(default, deserialize_with = "crate::http::wire::optional_whole_number")]
     pub max_tokens: Option<u32>,
     #[serde(default)]
     pub stream: Option<bool>,

@@ -9,7 +9,7 @@ pub mod wire;
 use std::sync::Arc;
 
 use super::auth::Caller;
-use super::error::{ApiError, ApiJson, ErrorBody};
+use super::error::{ApiError, ApiJson, ApiQuery, ErrorBody};
 use super::runs::numbered_events;
 use super::sse::{sse_response, with_run_headers};
 use super::wire::ListObject;
@@ -17,7 +17,7 @@ use crate::agent::{AgentResult, ExitReason};
 use crate::config::AgentSpec;
 use crate::runtime::{ConversationTurn, RunSubmission, Runtime};
 use crate::store::ConversationCursor;
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
@@ -81,7 +81,7 @@ fn check_user(caller: &Caller, user_id: &str) -> Result<(), ApiError> {
         (status = 200, description = "The answer; with `stream: true` the run's events (`id: 1, 2, 3…`, `event: run.started` … `run.finished`)",
             content(
                 (ChatResponse = "application/json"),
-                (String = "text/event-stream"),
+                (crate::http::wire::ServerSentEvent = "text/event-stream"),
             )),
         ErrorBody,
     ),
@@ -169,7 +169,7 @@ pub async fn list_conversations(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
     Path(UserPath { user_id }): Path<UserPath>,
-    Query(query): Query<ListQuery>,
+    ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
     let limit = query.limit.unwrap_or(50);
@@ -187,7 +187,7 @@ pub async fn list_conversations(
     let next = (page.len() as u32 == limit)
         .then(|| {
             page.last()
-                .map(|c| format!("{}|{}", c.updated_at.to_rfc3339(), c.id))
+                .map(|c| format!("{}|{}", c.updated_at.timestamp_micros(), c.id))
         })
         .flatten();
     Ok(axum::Json(ConversationList {
@@ -198,14 +198,18 @@ pub async fn list_conversations(
     .into_response())
 }
 
+/// `MICROS|ID` (what `next` holds), or the older `RFC3339|ID`.
 fn parse_cursor(text: &str) -> Result<ConversationCursor, ApiError> {
     let invalid = || {
         ApiError::invalid_request("`before` is not a cursor this API returned").with_param("before")
     };
     let (time, id) = text.split_once('|').ok_or_else(invalid)?;
-    let updated_at = chrono::DateTime::parse_from_rfc3339(time)
-        .map_err(|_| invalid())?
-        .with_timezone(&Utc);
+    let updated_at = match time.parse::<i64>() {
+        Ok(micros) => chrono::DateTime::from_timestamp_micros(micros).ok_or_else(invalid)?,
+        Err(_) => chrono::DateTime::parse_from_rfc3339(time)
+            .map_err(|_| invalid())?
+            .with_timezone(&Utc),
+    };
     Ok(ConversationCursor {
         updated_at,
         id: id.to_string(),

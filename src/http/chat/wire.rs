@@ -32,6 +32,8 @@ pub struct ConversationPath {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChatRequest {
+    /// The user's message; not empty or only white space.
+    #[schema(pattern = "\\S")]
     pub message: String,
     /// Continue this conversation; a new one starts without it.
     #[serde(default)]
@@ -94,9 +96,11 @@ impl From<&UsageTotals> for ChatUsage {
 pub struct ListQuery {
     /// Page size, 1 to 1000; 50 by default.
     #[serde(default)]
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// The `next` value of the previous page.
     #[serde(default)]
+    #[param(pattern = "^[0-9]{1,15}\\|.+$")]
     pub before: Option<String>,
 }
 

@@ -104,7 +104,7 @@ pub async fn list_models(
         (status = 200, description = "A `chat.completion`, or with `stream: true` `data:` frames each holding a `ChatCompletionChunk` (an error after the stream started is a `data:` frame holding an `ErrorBody`), then `data: [DONE]`",
             content(
                 (ChatCompletion = "application/json"),
-                (String = "text/event-stream"),
+                (crate::http::wire::ServerSentEvent = "text/event-stream"),
             )),
         ErrorBody,
     ),

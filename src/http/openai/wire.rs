@@ -29,8 +29,10 @@ pub struct ChatCompletionRequest {
     /// Overrides the agent's top_p.
     pub top_p: Option<f64>,
     /// Overrides the agent's output token limit.
+    #[serde(default, deserialize_with = "crate::http::wire::optional_whole_number")]
     pub max_tokens: Option<u32>,
     /// Like `max_tokens`, which it takes precedence over.
+    #[serde(default, deserialize_with = "crate::http::wire::optional_whole_number")]
     pub max_completion_tokens: Option<u32>,
     #[serde(default)]
     pub response_format: Option<ResponseFormat>,

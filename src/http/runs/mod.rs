@@ -94,7 +94,7 @@ fn find_agent(runtime: &Runtime, caller: &Caller, name: &str) -> Result<Arc<Agen
         (status = 200, description = "The AgentResult; with `stream: true` or `Accept: text/event-stream` the run's events (`id: 1, 2, 3…`, `event: run.started` … `run.finished`). A repeated `requestId` answers with the first run: its events, or its status", 
             content(
                 (Object = "application/json"),
-                (String = "text/event-stream"),
+                (crate::http::wire::ServerSentEvent = "text/event-stream"),
             )),
         (status = 202, description = "A background run, or a repeated `requestId` whose first run is not recorded yet", body = RunAccepted),
         ErrorBody,
@@ -112,17 +112,14 @@ pub async fn create_run(
         return Err(ApiError::invalid_request("`prompt` must not be empty").with_param("prompt"));
     }
     let background = body.background.unwrap_or(false);
-    if background && body.stream.unwrap_or(false) {
-        return Err(ApiError::invalid_request(
-            "`background` and `stream` exclude each other: follow a background run with GET /v1/runs/{run_id}/events",
-        )
-        .with_param("background"));
-    }
-    let wants_stream =
-        !background && (body.stream.unwrap_or(false) || accepts_event_stream(&headers));
-    let on_disconnect = body
-        .on_disconnect
-        .unwrap_or(runtime.config().server.on_disconnect);
+    let wants_stream = body.stream.unwrap_or(false) || accepts_event_stream(&headers);
+    // A background run is never cancelled by a client leaving, streamed or not.
+    let on_disconnect = if background {
+        OnDisconnect::Continue
+    } else {
+        body.on_disconnect
+            .unwrap_or(runtime.config().server.on_disconnect)
+    };
     let mut submission = RunSubmission::new(agent, body.prompt);
     submission.history = body.history;
     submission.format = body.format;
@@ -138,7 +135,7 @@ pub async fn create_run(
         Err(error) => return Err(error.into()),
     };
     let run_id = handle.run_id.clone();
-    let response = if background {
+    let response = if background && !wants_stream {
         // The handle is dropped: the run is recorded and followed, never cancelled by a client.
         drop(handle);
         accepted(&run_id)
@@ -306,10 +303,10 @@ pub async fn get_run(
     summary = "A run's events: stored ones after Last-Event-ID, then live ones",
     params(
         RunPath,
-        ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this event id"),
+        ("Last-Event-ID" = Option<i64>, Header, nullable = false, minimum = 0, description = "Resume after this event id"),
     ),
     responses(
-        (status = 200, description = "The run's events (`id: <seq>`, `event: <type>`, `data: <json>`) until `run.finished`", content_type = "text/event-stream", body = String),
+        (status = 200, description = "The run's events (`id: <seq>`, `event: <type>`, `data: <json>`) until `run.finished`", content_type = "text/event-stream", body = crate::http::wire::ServerSentEvent),
         ErrorBody,
     ),
 )]
@@ -366,12 +363,13 @@ pub async fn cancel_run(
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let run = visible_run(&runtime, &caller, &run_id).await?;
-    // An empty body means the default mode, `abort`.
+    // An empty body, or `null`, means the default mode, `abort`.
     let request: CancelRequest = if body.iter().all(u8::is_ascii_whitespace) {
         CancelRequest { mode: None }
     } else {
-        serde_json::from_slice(&body)
+        serde_json::from_slice::<Option<CancelRequest>>(&body)
             .map_err(|e| ApiError::invalid_request(format!("Invalid cancel request: {e}")))?
+            .unwrap_or(CancelRequest { mode: None })
     };
     let mode = request.mode.unwrap_or(CancelMode::Abort);
     let runtime_mode = match mode {

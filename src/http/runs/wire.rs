@@ -31,6 +31,8 @@ pub struct RunPath {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunRequest {
+    /// The task; not empty or only white space.
+    #[schema(pattern = "\\S")]
     pub prompt: String,
     /// The output format, e.g. `markdown` or `json`; the agent's own by default.
     #[serde(default)]
@@ -40,7 +42,7 @@ pub struct RunRequest {
     pub schema: Option<Value>,
     /// Earlier messages, `{role, content, tool_calls?, tool_call_id?}` as OpenAI writes them.
     #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
+    #[schema(value_type = Vec<HistoryMessage>)]
     pub history: Vec<ChatMessage>,
     /// Answer with the run's events as SSE (as does `Accept: text/event-stream`).
     #[serde(default)]
@@ -51,11 +53,48 @@ pub struct RunRequest {
     /// Makes the submission idempotent: the same id (1 to 256 characters) joins the run it
     /// started, on every replica and for at least a day.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
     pub request_id: Option<String>,
     /// Answer `202 {run_id, status}` at once; the run goes on with no client attached (follow
-    /// it with `GET /v1/runs/{run_id}/events`). Excludes `stream`.
+    /// it with `GET /v1/runs/{run_id}/events`). With `stream`, the events stream as usual but
+    /// a client that leaves never cancels the run.
     #[serde(default)]
     pub background: Option<bool>,
+}
+
+/// One earlier message of `history`, as OpenAI writes them (the document's view of the runtime's
+/// chat message).
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // a schema only: history is read into the runtime's own message type
+pub struct HistoryMessage {
+    pub role: HistoryRole,
+    /// The text; absent for an assistant message that only calls tools.
+    pub content: Option<String>,
+    /// An assistant message's tool calls.
+    #[serde(default)]
+    pub tool_calls: Vec<HistoryToolCall>,
+    /// The call a `tool` message answers.
+    pub tool_call_id: Option<String>,
+}
+
+/// A tool call of an earlier assistant message.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // a schema only
+pub struct HistoryToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the JSON text the model wrote.
+    pub arguments: String,
+}
+
+#[derive(Debug, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum HistoryRole {
+    System,
+    User,
+    Assistant,
+    Tool,
 }
 
 /// `POST /v1/runs/{run_id}/cancel`; an empty body is `{"mode": "abort"}`.
