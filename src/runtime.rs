@@ -30,7 +30,7 @@ use crate::config::models::ModelCatalog;
 use crate::config::{AgentRegistry, AgentSpec, Config};
 use crate::limits::{KeyLimiter, LimiterSetupError};
 use crate::llm::catalog;
-use crate::store::{RecorderSettings, RunRecorder, Store, StoreError};
+use crate::store::{RecorderMetrics, RecorderSettings, RunRecorder, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
 use crate::tools::hub::{ToolHub, ToolSetupError};
 pub use admission::Overloaded;
@@ -119,7 +119,10 @@ impl Runtime {
         let recorder = RunRecorder::start(
             store.clone(),
             RecorderSettings::for_store(store.as_ref()),
-            metrics.run_events_dropped_total.clone(),
+            RecorderMetrics {
+                dropped: metrics.run_events_dropped_total.clone(),
+                refused: metrics.run_records_refused_total.clone(),
+            },
         );
         let admission = admission::Admission::new(
             config.server.max_concurrent_sessions,
