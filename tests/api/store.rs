@@ -8,6 +8,7 @@ mod conformance;
 mod conversation_checks;
 mod key_limit_conformance;
 mod nul_checks;
+mod outage;
 mod server;
 
 use backends::Backend;

@@ -140,14 +140,20 @@ pub async fn nul_from_a_model_is_streamed_and_stored_as_the_replacement_characte
     );
 
     // The next run is stored as usual.
-    app.llm.push(Reply::text("plain"));
-    let (next_id, next) = app
-        .start_run("/v1/agents/chat/runs", &json!({"prompt": "again"}))
-        .await;
-    assert_eq!(next.status(), 200);
+    let next_id = answered_run(&app, "plain").await;
     app.runtime.flush_recorder().await;
     let next = store.get_run(&next_id).await.expect("run").expect("stored");
     assert_eq!(next.status, "completed");
+}
+
+/// Runs the `chat` agent, its answer `text`; returns the run's id once answered with 200.
+pub(super) async fn answered_run(app: &TestApp, text: &str) -> String {
+    app.llm.push(Reply::text(text));
+    let (run_id, response) = app
+        .start_run("/v1/agents/chat/runs", &json!({"prompt": "q"}))
+        .await;
+    assert_eq!(response.status(), 200);
+    run_id
 }
 
 fn counter(name: &str, label: &str) -> IntCounterVec {
