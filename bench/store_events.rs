@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentd::store::{
-    AccountingRecord, NewRun, NewRunEvent, RecorderSettings, RunOutcome, RunRecorder, Store,
+    AccountingRecord, NewRun, NewRunEvent, RecorderMetrics, RecorderSettings, RunOutcome,
+    RunRecorder, Store,
 };
 use serde_json::json;
 use sqlx::Connection;
@@ -86,13 +87,25 @@ fn outcome() -> RunOutcome {
     }
 }
 
+/// The recorder's counters around `dropped`.
+fn recorder_metrics(dropped: &prometheus::IntCounterVec) -> RecorderMetrics {
+    RecorderMetrics {
+        dropped: dropped.clone(),
+        refused: prometheus::IntCounterVec::new(
+            prometheus::Opts::new("refused", "refused"),
+            &["kind"],
+        )
+        .expect("counter"),
+    }
+}
+
 /// `runs` single-turn runs queued through a recorder as the runtime does, until all are stored.
 async fn runs_per_second(backend: &str, store: Arc<dyn Store>, runs: usize) -> f64 {
     let dropped =
         prometheus::IntCounterVec::new(prometheus::Opts::new("dropped", "dropped"), &["reason"])
             .expect("counter");
     let settings = RecorderSettings::for_store(store.as_ref());
-    let recorder = RunRecorder::start(store.clone(), settings, dropped);
+    let recorder = RunRecorder::start(store.clone(), settings, recorder_metrics(&dropped));
     let template = outcome();
     let started = Instant::now();
     for n in 0..runs {
@@ -172,7 +185,7 @@ async fn measure(backend: &'static str, store: Arc<dyn Store>, count: usize) -> 
         queue_capacity: count + 1,
         ..RecorderSettings::default()
     };
-    let recorder = RunRecorder::start(store.clone(), settings, dropped.clone());
+    let recorder = RunRecorder::start(store.clone(), settings, recorder_metrics(&dropped));
     let queued: Vec<NewRunEvent> = (0..8)
         .flat_map(|run| events(&format!("recorded-{run}"), count / 8))
         .collect();

@@ -27,6 +27,7 @@ pub mod http;
 pub mod json_text;
 pub mod limits;
 pub mod llm;
+pub mod nul_text;
 pub mod runtime;
 pub mod store;
 pub mod telemetry;

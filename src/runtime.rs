@@ -30,7 +30,7 @@ use crate::config::models::ModelCatalog;
 use crate::config::{AgentRegistry, AgentSpec, Config};
 use crate::limits::{KeyLimiter, LimiterSetupError};
 use crate::llm::catalog;
-use crate::store::{RecorderSettings, RunRecorder, Store, StoreError};
+use crate::store::{RecorderMetrics, RecorderSettings, RunRecorder, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
 use crate::tools::hub::{ToolHub, ToolSetupError};
 pub use admission::Overloaded;
@@ -38,6 +38,10 @@ pub use conversation::ConversationTurn;
 pub use follow::{CancelMode, CancelOutcome, FollowError, FollowedEvent};
 pub use ownership::ReplicaIdentity;
 pub use pipeline::{RunHandle, RunSubmission, StartError};
+
+/// The longest a clean stop waits for each store step (writing what is queued, leaving the
+/// replica table, closing connections) after the sessions are drained.
+const STORE_CLOSE_GRACE: Duration = Duration::from_secs(3);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -119,7 +123,10 @@ impl Runtime {
         let recorder = RunRecorder::start(
             store.clone(),
             RecorderSettings::for_store(store.as_ref()),
-            metrics.run_events_dropped_total.clone(),
+            RecorderMetrics {
+                dropped: metrics.run_events_dropped_total.clone(),
+                refused: metrics.run_records_refused_total.clone(),
+            },
         );
         let admission = admission::Admission::new(
             config.server.max_concurrent_sessions,
@@ -200,6 +207,11 @@ impl Runtime {
 
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// Whether the run recorder can write to the store (false during an outage).
+    pub fn is_storing(&self) -> bool {
+        self.recorder.is_storing()
     }
 
     /// Unix seconds when this runtime started.
@@ -325,15 +337,28 @@ impl Runtime {
                 "sessions still running after the drain timeout; their last events are lost"
             );
         }
-        self.recorder.close().await;
+        // Bounded: a store that does not answer must not keep the process from exiting.
+        if tokio::time::timeout(STORE_CLOSE_GRACE, self.recorder.close())
+            .await
+            .is_err()
+        {
+            warn!("the store did not take the queued runs in time; they are lost");
+        }
         self.background.cancel();
         self.background_tasks.close();
         self.background_tasks.wait().await;
         // A clean stop: nobody needs to wait for this replica's heartbeat to age.
-        if let Err(error) = self.store.remove_replica(&self.replica.id).await {
-            warn!(%error, "could not remove this replica from the store");
+        match tokio::time::timeout(
+            STORE_CLOSE_GRACE,
+            self.store.remove_replica(&self.replica.id),
+        )
+        .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => warn!(%error, "could not remove this replica from the store"),
+            Err(_) => warn!("could not remove this replica from the store: it did not answer"),
         }
-        self.store.close().await;
+        let _ = tokio::time::timeout(STORE_CLOSE_GRACE, self.store.close()).await;
         self.tools.shutdown().await;
     }
 }

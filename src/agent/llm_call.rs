@@ -93,6 +93,8 @@ impl LlmAccess<'_> {
                     .instrument(tracing::info_span!("llm", ai.llm.provider = %target.provider, ai.llm.model = %target.model)) => outcome,
             },
         };
+        // An upstream's error text is the provider's output too (see `nul_text`).
+        let outcome = outcome.map_err(scrub_error);
         if let Ok((response, _)) = &outcome {
             context.commit_response(&transcript.conversation, response);
         }
@@ -116,7 +118,9 @@ impl LlmAccess<'_> {
         let mut stream = provider.stream(request).await?;
         let mut assembler = ResponseAssembler::default();
         while let Some(delta) = stream.next().await {
-            let delta = delta?;
+            let mut delta = delta?;
+            // A NUL from the model becomes U+FFFD before anything sees it (see `nul_text`).
+            scrub_delta(&mut delta);
             match &delta {
                 LlmDelta::Text(text) => self.route_text(&mut routing, &mut output, text).await,
                 LlmDelta::Reasoning(text) => {
@@ -136,7 +140,11 @@ impl LlmAccess<'_> {
             }
             TextRouting::Emit | TextRouting::Hold => false,
         };
-        Ok((assembler.finish(), streamed))
+        let mut response = assembler.finish();
+        for call in &mut response.tool_calls {
+            crate::nul_text::scrub_json_text(&mut call.arguments);
+        }
+        Ok((response, streamed))
     }
 
     async fn route_text(
@@ -187,6 +195,40 @@ fn routing_for(facts: &RunFacts, final_tag_nonce: Option<&str>) -> TextRouting {
         Some(nonce) if facts.format != "json" => TextRouting::FinalTag(FinalTagStream::new(nonce)),
         _ => TextRouting::Hold,
     }
+}
+
+/// Replaces NUL in every text a model's delta carries.
+fn scrub_delta(delta: &mut LlmDelta) {
+    use crate::nul_text::scrub;
+    match delta {
+        LlmDelta::Text(text) | LlmDelta::Reasoning(text) | LlmDelta::ReasoningSignature(text) => {
+            scrub(text)
+        }
+        LlmDelta::ToolCallFragment {
+            id,
+            name,
+            arguments,
+            ..
+        } => {
+            scrub(arguments);
+            id.iter_mut().chain(name.iter_mut()).for_each(scrub);
+        }
+        LlmDelta::Usage(_) | LlmDelta::Metadata(_) | LlmDelta::Stop(_) => {}
+    }
+}
+
+/// Replaces NUL in the text of a provider's error.
+fn scrub_error(mut error: LlmError) -> LlmError {
+    match &mut error {
+        LlmError::RateLimit { message, .. } => crate::nul_text::scrub(message),
+        LlmError::Auth(text)
+        | LlmError::QuotaExceeded(text)
+        | LlmError::Model(text)
+        | LlmError::Network(text)
+        | LlmError::Timeout(text)
+        | LlmError::InvalidResponse(text) => crate::nul_text::scrub(text),
+    }
+    error
 }
 
 fn is_empty(response: &LlmResponse) -> bool {

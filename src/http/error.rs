@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, RawPathParams, Request};
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -14,6 +15,9 @@ use utoipa::openapi::{self, ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{IntoResponses, ToSchema};
 
 use crate::agent::ExitReason;
+
+/// The `Retry-After` of a 503 `store_unavailable`.
+const STORE_RETRY_AFTER_SECS: u64 = 2;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
@@ -57,10 +61,34 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, "conflict", message)
     }
 
-    /// A store failure: logged, never shown.
-    pub fn store(error: impl std::fmt::Display) -> Self {
+    /// A store failure: logged, never shown. An unreachable store is 503 `store_unavailable`
+    /// with `Retry-After` (the client may retry); anything else is 500.
+    pub fn store(error: crate::store::StoreError) -> Self {
+        if error.is_unavailable() {
+            tracing::warn!(%error, "the store is unreachable");
+            return Self::store_unavailable();
+        }
         tracing::error!(%error, "store failure");
         Self::internal()
+    }
+
+    /// 503 `store_unavailable`: the store cannot be reached now.
+    pub fn store_unavailable() -> Self {
+        let mut error = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "The store is not reachable; retry shortly",
+        );
+        error.retry_after_secs = Some(STORE_RETRY_AFTER_SECS);
+        error
+    }
+
+    /// 400 for a NUL character in the request field `param` (see [`crate::nul_text`]).
+    pub fn nul_in(param: &str) -> Self {
+        Self::invalid_request(format!(
+            "`{param}` contains a NUL character (\\u0000), which agentd does not accept"
+        ))
+        .with_param(param)
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {
@@ -234,7 +262,7 @@ pub struct ErrorDetail<'a> {
     pub kind: &'static str,
     /// agentd's code: `invalid_request`, `unauthorized`, `forbidden`, `not_found`,
     /// `unknown_model`, `conflict`, `payload_too_large`, `rate_limited`, `overloaded`,
-    /// `shutting_down`, `upstream_error`, `internal_error`.
+    /// `shutting_down`, `store_unavailable`, `upstream_error`, `internal_error`.
     pub code: &'static str,
     /// The request field at fault (`messages[1].role`), or null.
     #[schema(required)]
@@ -277,6 +305,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 "The request body is empty; send a JSON object",
             ));
         }
+        if let Some(path) = crate::nul_text::find_in_body(&bytes) {
+            return Err(ApiError::nul_in(&path));
+        }
         let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
         serde_path_to_error::deserialize(&mut deserializer)
             .map(ApiJson)
@@ -295,6 +326,26 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 ApiError::invalid_request(format!("Invalid request at `{path}`: {inner}"))
                     .with_param(path)
             })
+    }
+}
+
+/// Path parameters (`{user_id}`, `{id}`, `{run_id}`, `{agent}`), percent-decoded; a parameter
+/// holding a NUL (`%00`) is refused with 400 naming it, like a NUL in a body.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        if let Ok(params) = RawPathParams::from_request_parts(parts, state).await
+            && let Some((name, _)) = params.iter().find(|(_, value)| value.contains('\0'))
+        {
+            return Err(ApiError::nul_in(name));
+        }
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(params)| ApiPath(params))
+            .map_err(|rejection| ApiError::invalid_request(rejection.body_text()))
     }
 }
 

@@ -32,7 +32,7 @@ use super::openai::wire::ChatCompletionChunk;
 )]
 pub struct ApiDoc;
 
-const DESCRIPTION: &str = "Runs LLM agents over HTTP: OpenAI and Anthropic compatible, agent runs with resumable SSE events, per-user chat.";
+const DESCRIPTION: &str = "Runs LLM agents over HTTP: OpenAI and Anthropic compatible, agent runs with resumable SSE events, per-user chat. No string of a request may contain U+0000 (NUL): such a request is refused with 400 naming the field.";
 
 /// The whole document: the router's operations, then info, security and public paths.
 pub fn document() -> Document {

@@ -15,6 +15,9 @@ use super::wire::string_constant;
 use crate::runtime::Runtime;
 
 string_constant!(OkStatus::Ok = "ok");
+
+/// How long `/ready` waits for the store before answering 503.
+const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(800);
 string_constant!(ReadyStatus::Ready = "ready");
 
 /// The process is up.
@@ -23,7 +26,7 @@ pub struct Liveness {
     pub status: OkStatus,
 }
 
-/// The process can serve: its store answers.
+/// The process can serve: its store answers and the run recorder can write.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Readiness {
     pub status: ReadyStatus,
@@ -49,7 +52,7 @@ pub async fn health() -> axum::Json<Liveness> {
     summary = "Readiness: the store answers",
     responses(
         (status = 200, description = "The store answers", body = Readiness),
-        (status = 503, description = "The store is not reachable (`overloaded`), or the server is draining (`shutting_down`)", body = ErrorBody),
+        (status = 503, description = "The store is not reachable or runs cannot be recorded (`store_unavailable`), or the server is draining (`shutting_down`)", body = ErrorBody),
     ),
 )]
 pub async fn ready(State(runtime): State<Arc<Runtime>>) -> Result<axum::Json<Readiness>, ApiError> {
@@ -57,13 +60,22 @@ pub async fn ready(State(runtime): State<Arc<Runtime>>) -> Result<axum::Json<Rea
     if runtime.is_draining() {
         return Err(ApiError::shutting_down());
     }
-    runtime.store().ping().await.map_err(|error| {
-        warn!(%error, "readiness check: store unreachable");
-        let mut unavailable = ApiError::upstream("The store is not reachable");
-        unavailable.status = axum::http::StatusCode::SERVICE_UNAVAILABLE;
-        unavailable.code = "overloaded";
-        unavailable
-    })?;
+    // Answered within READY_TIMEOUT whatever the store does: a load balancer waits no longer.
+    match tokio::time::timeout(READY_TIMEOUT, runtime.store().ping()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => {
+            warn!(%error, "readiness check: store unreachable");
+            return Err(ApiError::store_unavailable());
+        }
+        Err(_) => {
+            warn!("readiness check: the store did not answer in time");
+            return Err(ApiError::store_unavailable());
+        }
+    }
+    if !runtime.is_storing() {
+        warn!("readiness check: runs cannot be recorded");
+        return Err(ApiError::store_unavailable());
+    }
     Ok(axum::Json(Readiness {
         status: ReadyStatus::Ready,
     }))

@@ -36,7 +36,7 @@ pub use conversations::{
 pub use key_limits::{DailyUsage, KeyLimitStore, RunSlotClaim};
 pub use postgres::PostgresStore;
 pub(crate) use postgres::redact_password;
-pub use recorder::{RecorderSettings, RunRecorder};
+pub use recorder::{RecorderMetrics, RecorderSettings, RunRecorder};
 pub use replicas::{
     OrphanEnd, OrphanedRun, PendingCancel, RUN_CONTROL_CHANNEL, RUN_EVENTS_CHANNEL, Replica,
     ReplicaStore,
@@ -69,6 +69,62 @@ pub enum StoreError {
     PageSize { requested: u32 },
     #[error("cannot encode {what} as JSON: {detail}")]
     Encode { what: &'static str, detail: String },
+}
+
+impl StoreError {
+    /// The store refused the data itself (a value it cannot hold, such as a NUL in PostgreSQL
+    /// text; a violated constraint): writing the same rows again fails again. PostgreSQL
+    /// SQLSTATE classes 22 (data exception), 23 (integrity constraint) and 54 (a program limit,
+    /// such as a row too large to index); SQLite's `TOOBIG`, `CONSTRAINT`, `MISMATCH`, `RANGE`.
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            Self::Encode { .. } | Self::Conflict { .. } => true,
+            Self::Query(sqlx::Error::Encode(_)) => true,
+            Self::Query(sqlx::Error::Database(error)) => {
+                error.code().is_some_and(|code| refusal_code(&code))
+            }
+            _ => false,
+        }
+    }
+
+    /// The store could not be reached (no connection, the pool timed out, the server is
+    /// shutting down or out of connections): the same write may well succeed later.
+    pub fn is_unavailable(&self) -> bool {
+        let error = match self {
+            Self::Query(error) | Self::Open { source: error, .. } => error,
+            _ => return false,
+        };
+        match error {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+            | sqlx::Error::BeginFailed => true,
+            sqlx::Error::Database(error) => error.code().is_some_and(|code| {
+                // 08: connection exception; 57P0x: the server is going away; 53300: no slot.
+                code.starts_with("08") || code.starts_with("57P") || code == "53300"
+            }),
+            _ => false,
+        }
+    }
+}
+
+/// Whether a database error code says the data was refused: a 5-character PostgreSQL SQLSTATE,
+/// or SQLite's (extended) result code, whose low byte is the primary code.
+fn refusal_code(code: &str) -> bool {
+    if code.len() == 5 {
+        return ["22", "23", "54"]
+            .iter()
+            .any(|class| code.starts_with(class));
+    }
+    const TOOBIG: i64 = 18;
+    const CONSTRAINT: i64 = 19;
+    const MISMATCH: i64 = 20;
+    const RANGE: i64 = 25;
+    code.parse::<i64>()
+        .is_ok_and(|code| matches!(code & 0xff, TOOBIG | CONSTRAINT | MISMATCH | RANGE))
 }
 
 /// Everything agentd persists. Implementations must behave identically.

@@ -10,8 +10,22 @@
 //! (the store is slower than the sessions for a sustained time) the event is dropped and counted
 //! in `agentd_run_events_dropped_total{reason="queue_full"}`: streaming to the client matters
 //! more than the replay log, and an unbounded queue would trade a slow database for an
-//! out-of-memory server. When the store rejects a batch `write_attempts` times, its events are
-//! dropped and counted with `reason="store_error"`; its run rows are kept for the next batch.
+//! out-of-memory server.
+//!
+//! A failed batch is handled by why it failed:
+//! - **The store refused a row** (a data error, [`StoreError::is_refusal`]; or any error the
+//!   store answered with, after `write_attempts`): the batch is split in halves, each written on
+//!   its own, recursively, until the rows the store refuses are alone. Each refused row is
+//!   logged and counted in `agentd_run_records_refused_total{kind}`; a refused event is dropped
+//!   (`agentd_run_events_dropped_total{reason="refused"}`), a refused run end is replaced by a
+//!   stand-in row (status `failed`, the store's error) when the store takes that. Every other row
+//!   is stored: one bad row never holds back another run.
+//! - **The store is unreachable** ([`StoreError::is_unavailable`], after `write_attempts`):
+//!   the events are dropped (`reason="store_error"`), the run rows are kept in memory (up to
+//!   `queue_capacity`) and the batch is tried again every `flush_interval`, once per try, while
+//!   the queue keeps being drained (events arriving meanwhile are dropped at once, run rows are
+//!   kept), so no session waits on a dead store. [`RunRecorder::is_storing`] is false meanwhile
+//!   (`/ready` answers 503).
 //!
 //! Readers that must see what was queued before them (a run read after its response was sent)
 //! call [`RunRecorder::flush`] first. [`RunRecorder::close`] writes everything queued before it
@@ -19,7 +33,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -30,7 +44,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::{NewRun, NewRunEvent, RunBatch, RunBatchStore, RunOutcome, RunWrite};
+use super::{NewRun, NewRunEvent, RunBatch, RunBatchStore, RunOutcome, RunWrite, StoreError};
 
 /// Tuning of the recorder; the defaults suit a server.
 #[derive(Debug, Clone)]
@@ -69,6 +83,15 @@ impl Default for RecorderSettings {
     }
 }
 
+/// The recorder's counters.
+#[derive(Clone)]
+pub struct RecorderMetrics {
+    /// Run events not stored, by `reason` (`queue_full`, `store_error`, `refused`, `closed`).
+    pub dropped: IntCounterVec,
+    /// Rows the store refused, by `kind` (`run`, `event`).
+    pub refused: IntCounterVec,
+}
+
 enum Command {
     /// Events in seq order, usually all a session emitted between two waits.
     Events(Vec<NewRunEvent>),
@@ -85,34 +108,46 @@ pub struct RunRecorder {
     store: Arc<dyn RunBatchStore>,
     dropped: IntCounterVec,
     dropped_so_far: AtomicU64,
+    /// False while the store is unreachable for the writer.
+    storing: Arc<AtomicBool>,
     stop: CancellationToken,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl RunRecorder {
-    /// Starts the writer task. `dropped` is a counter with one label, `reason`.
+    /// Starts the writer task.
     pub fn start(
         store: Arc<dyn RunBatchStore>,
         settings: RecorderSettings,
-        dropped: IntCounterVec,
+        metrics: RecorderMetrics,
     ) -> Self {
         let (queue, receiver) = mpsc::channel(settings.queue_capacity.max(1));
         let stop = CancellationToken::new();
+        let storing = Arc::new(AtomicBool::new(true));
         let writer = Writer {
             store: store.clone(),
             batch: PendingBatch::default(),
             settings,
-            dropped: dropped.clone(),
+            metrics: metrics.clone(),
+            storing: storing.clone(),
+            outage: false,
         };
         let task = tokio::spawn(writer.run(receiver, stop.clone()));
         Self {
             queue,
             store,
-            dropped,
+            dropped: metrics.dropped,
             dropped_so_far: AtomicU64::new(0),
+            storing,
             stop,
             writer: Mutex::new(Some(task)),
         }
+    }
+
+    /// False while the writer cannot reach the store (its last batch failed for that reason);
+    /// true again once a batch is stored.
+    pub fn is_storing(&self) -> bool {
+        self.storing.load(Ordering::Relaxed)
     }
 
     /// Queues a run's start (status `running`).
@@ -232,6 +267,16 @@ impl PendingBatch {
         }
     }
 
+    /// Puts back the run rows of `writes` (what a failed write left), dropping its events.
+    fn keep_runs(&mut self, writes: RunBatch) {
+        self.run_index.clear();
+        self.writes.events.clear();
+        self.writes.runs.clear();
+        for write in writes.runs {
+            self.push_run(write);
+        }
+    }
+
     /// After the batch is written or given up: tells whoever waits for it, and empties it.
     fn clear(&mut self) {
         self.writes.runs.clear();
@@ -247,7 +292,11 @@ struct Writer {
     store: Arc<dyn RunBatchStore>,
     batch: PendingBatch,
     settings: RecorderSettings,
-    dropped: IntCounterVec,
+    metrics: RecorderMetrics,
+    storing: Arc<AtomicBool>,
+    /// The last write found the store unreachable: new events are dropped at once and writes
+    /// wait for the retry clock instead of being made on every push.
+    outage: bool,
 }
 
 impl Writer {
@@ -286,6 +335,16 @@ impl Writer {
 
     async fn apply(&mut self, command: Command, deadline: &mut Option<Instant>) {
         match command {
+            Command::Events(mut events) if self.outage => {
+                self.metrics
+                    .dropped
+                    .with_label_values(&["store_error"])
+                    .inc_by(events.len() as u64);
+                events.clear();
+                if deadline.is_none() {
+                    *deadline = self.retry_deadline();
+                }
+            }
             Command::Events(mut events) => {
                 self.batch.writes.events.append(&mut events);
                 self.after_push(deadline).await;
@@ -305,7 +364,7 @@ impl Writer {
 
     /// Writes a full batch now; starts the flush clock on a batch's first write.
     async fn after_push(&mut self, deadline: &mut Option<Instant>) {
-        if self.batch.len() >= self.settings.batch_size {
+        if self.batch.len() >= self.settings.batch_size && !self.outage {
             self.write_batch().await;
             *deadline = self.retry_deadline();
         } else if deadline.is_none() {
@@ -314,30 +373,40 @@ impl Writer {
     }
 
     /// After a write: run rows carried over from a failed batch are tried again after the
-    /// flush interval even if nothing new arrives.
+    /// flush interval even if nothing new arrives, and an unreachable store is probed.
     fn retry_deadline(&self) -> Option<Instant> {
-        (self.batch.len() > 0).then(|| Instant::now() + self.settings.flush_interval)
+        (self.batch.len() > 0 || self.outage).then(|| Instant::now() + self.settings.flush_interval)
     }
 
-    /// Writes the pending batch. When the store keeps failing, the events are dropped (and
-    /// counted) but the run rows stay for the next batch, up to `queue_capacity` of them: a
-    /// passing fault (a full disk, no file descriptors left) must not lose a run's record.
+    /// Writes the pending batch, retrying an error up to `write_attempts` times (once while the
+    /// store is known to be unreachable). What the store refuses is isolated; when the store
+    /// cannot be reached the events are dropped (and counted) but the run rows stay for the next
+    /// try, up to `queue_capacity` of them: an outage must not lose a run's record.
     async fn write_batch(&mut self) {
         if self.batch.len() == 0 {
+            // Nothing to write: while the store is down, see whether it is back.
+            if self.outage && self.store.reachable().await.is_ok() {
+                self.stored();
+            }
             return;
         }
-        let attempts = self.settings.write_attempts.max(1);
+        let attempts = if self.outage {
+            1
+        } else {
+            self.settings.write_attempts.max(1)
+        };
         let mut backoff = self.settings.retry_backoff;
+        let mut failure = None;
         for attempt in 1..=attempts {
             match self.store.write_run_batch(&self.batch.writes).await {
                 Ok(()) => {
                     self.batch.clear();
+                    self.stored();
                     return;
                 }
-                Err(error) if attempt == attempts => {
-                    let batch = &self.batch.writes;
-                    warn!(%error, runs = batch.runs.len(), events = batch.events.len(),
-                        "runs and run events could not be stored; the events are dropped, the runs kept for the next batch");
+                Err(error) if error.is_refusal() || attempt == attempts => {
+                    failure = Some(error);
+                    break;
                 }
                 Err(error) => {
                     warn!(%error, attempt, "storing runs and run events failed; retrying");
@@ -346,7 +415,32 @@ impl Writer {
                 }
             }
         }
-        self.dropped
+        match failure {
+            Some(error) if error.is_unavailable() => self.unreachable(&error),
+            // The store answered: whatever it refuses is in this batch.
+            _ => self.isolate().await,
+        }
+    }
+
+    /// A batch was stored: the store is reachable.
+    fn stored(&mut self) {
+        if self.outage {
+            tracing::info!("the store is reachable again: runs and run events are stored");
+        }
+        self.outage = false;
+        self.storing.store(true, Ordering::Relaxed);
+    }
+
+    /// The store cannot be reached: keep the run rows, drop the events.
+    fn unreachable(&mut self, error: &StoreError) {
+        if !self.outage {
+            warn!(%error, runs = self.batch.writes.runs.len(), events = self.batch.writes.events.len(),
+                "the store is unreachable: run events are dropped, runs are kept in memory and retried");
+        }
+        self.outage = true;
+        self.storing.store(false, Ordering::Relaxed);
+        self.metrics
+            .dropped
             .with_label_values(&["store_error"])
             .inc_by(self.batch.writes.events.len() as u64);
         self.batch.writes.events.clear();
@@ -358,6 +452,100 @@ impl Writer {
             );
             self.batch.clear();
         }
+    }
+
+    /// Writes the batch in halves, and halves of the halves that fail, until each row the store
+    /// refuses is alone; those are given up (counted), everything else is stored. If the store
+    /// becomes unreachable meanwhile, what is not yet written is kept as after any outage
+    /// (rewriting what was written changes nothing).
+    async fn isolate(&mut self) {
+        let mut parts = vec![std::mem::take(&mut self.batch.writes)];
+        while let Some(part) = parts.pop() {
+            match self.store.write_run_batch(&part).await {
+                Ok(()) => {}
+                Err(error) if error.is_unavailable() => {
+                    let mut rest = part;
+                    for later in parts.drain(..).rev() {
+                        rest.runs.extend(later.runs);
+                        rest.events.extend(later.events);
+                    }
+                    self.batch.keep_runs(rest);
+                    self.unreachable(&error);
+                    return;
+                }
+                Err(error) if part.runs.len() + part.events.len() == 1 => {
+                    self.refuse(part, &error).await;
+                }
+                Err(_) => {
+                    let (first, second) = split(part);
+                    parts.push(second);
+                    parts.push(first);
+                }
+            }
+        }
+        self.batch.clear();
+        self.stored();
+    }
+
+    /// Gives up one row the store refused: counted and logged; a run's end is replaced by a
+    /// stand-in that records the failure, if the store takes that.
+    async fn refuse(&self, mut row: RunBatch, error: &StoreError) {
+        if let Some(event) = row.events.pop() {
+            warn!(%error, run_id = %event.run_id, seq = event.seq, event_type = %event.event_type,
+                "the store refused a run event; it is dropped");
+            self.metrics.refused.with_label_values(&["event"]).inc();
+            self.metrics.dropped.with_label_values(&["refused"]).inc();
+            return;
+        }
+        let Some(write) = row.runs.pop() else {
+            return;
+        };
+        warn!(%error, run_id = %write.run.id, finished = write.outcome.is_some(),
+            "the store refused a run's record; a stand-in marks it failed");
+        self.metrics.refused.with_label_values(&["run"]).inc();
+        let Some(outcome) = write.outcome else {
+            // Its end (or a stand-in for it) will be written when the run ends.
+            return;
+        };
+        let stand_in = RunBatch {
+            runs: vec![RunWrite {
+                run: write.run,
+                outcome: Some(refused_outcome(outcome, error)),
+            }],
+            events: Vec::new(),
+        };
+        if let Err(error) = self.store.write_run_batch(&stand_in).await {
+            warn!(%error, run_id = %stand_in.runs[0].run.id, "the stand-in of a refused run could not be stored either");
+        }
+    }
+}
+
+/// Splits a batch of two rows or more in two non-empty halves, keeping the order (runs, then
+/// events).
+fn split(mut batch: RunBatch) -> (RunBatch, RunBatch) {
+    let half = (batch.runs.len() + batch.events.len()) / 2;
+    let mut second = RunBatch::default();
+    if half <= batch.runs.len() {
+        second.runs = batch.runs.split_off(half);
+        second.events = std::mem::take(&mut batch.events);
+    } else {
+        second.events = batch.events.split_off(half - batch.runs.len());
+    }
+    (batch, second)
+}
+
+/// The end of a run whose own end the store refused: failed, with the store's error, and
+/// nothing the refused row carried beyond its usage.
+fn refused_outcome(end: RunOutcome, error: &StoreError) -> RunOutcome {
+    RunOutcome {
+        status: "failed",
+        exit_reason: "internal_error",
+        success: false,
+        error: Some(format!("the store refused this run's record: {error}")),
+        final_report: None,
+        result: None,
+        accounting: Vec::new(),
+        ..end
     }
 }
 

@@ -1,4 +1,4 @@
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 
 use async_trait::async_trait;
 use prometheus::Opts;
@@ -17,12 +17,38 @@ struct FakeEvents {
     gate: Option<Arc<Semaphore>>,
     entered: Notify,
     failures_left: AtomicU32,
+    /// While set, every write and probe fails as if the database were gone.
+    down: AtomicBool,
+    /// Event seqs and run ids whose rows the store refuses (a data error) in any batch.
+    refused_seqs: Vec<i64>,
+    refused_runs: Vec<String>,
+    /// Writes attempted, refused or not.
+    writes: AtomicU32,
 }
 
 #[async_trait]
 impl RunBatchStore for FakeEvents {
     async fn write_run_batch(&self, batch: &RunBatch) -> Result<(), StoreError> {
         self.entered.notify_one();
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(StoreError::Query(sqlx::Error::PoolTimedOut));
+        }
+        let refused_event = batch
+            .events
+            .iter()
+            .any(|e| self.refused_seqs.contains(&e.seq));
+        // A refused run's failed stand-in is taken: only its own data was refused.
+        let refused_run = batch.runs.iter().any(|w| {
+            self.refused_runs.contains(&w.run.id)
+                && w.outcome.as_ref().is_none_or(|end| end.status != "failed")
+        });
+        if refused_event || refused_run {
+            return Err(StoreError::Encode {
+                what: "test row",
+                detail: "refused".into(),
+            });
+        }
         if let Some(gate) = &self.gate {
             gate.acquire().await.expect("gate open").forget();
         }
@@ -44,6 +70,13 @@ impl RunBatchStore for FakeEvents {
                 .map(|w| (w.run.id.clone(), w.outcome.is_some()))
                 .collect(),
         );
+        Ok(())
+    }
+
+    async fn reachable(&self) -> Result<(), StoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(StoreError::Query(sqlx::Error::PoolTimedOut));
+        }
         Ok(())
     }
 }
@@ -72,6 +105,14 @@ fn failing_store(failures: u32) -> Arc<FakeEvents> {
 
 fn counter() -> IntCounterVec {
     IntCounterVec::new(Opts::new("dropped", "dropped"), &["reason"]).expect("counter")
+}
+
+/// The recorder's counters around `dropped`, with a fresh `refused`.
+fn metrics(dropped: &IntCounterVec) -> RecorderMetrics {
+    RecorderMetrics {
+        dropped: dropped.clone(),
+        refused: IntCounterVec::new(Opts::new("refused", "refused"), &["kind"]).expect("counter"),
+    }
 }
 
 fn event(seq: i64) -> NewRunEvent {
@@ -125,7 +166,7 @@ async fn held_writer(capacity: usize) -> Held {
     let recorder = RunRecorder::start(
         store.clone(),
         settings(capacity, 1, Duration::from_secs(3600)),
-        dropped.clone(),
+        metrics(&dropped),
     );
     recorder.event(event(1));
     store.entered.notified().await;
@@ -143,7 +184,7 @@ async fn full_batches_are_written_at_once_and_flush_writes_the_rest() {
     let recorder = RunRecorder::start(
         store.clone(),
         settings(100, 3, Duration::from_secs(3600)),
-        counter(),
+        metrics(&counter()),
     );
     for seq in 1..=7 {
         recorder.event(event(seq));
@@ -165,7 +206,7 @@ async fn a_partial_batch_is_written_after_the_flush_interval() {
     let recorder = RunRecorder::start(
         store.clone(),
         settings(100, 100, Duration::from_millis(50)),
-        counter(),
+        metrics(&counter()),
     );
     recorder.event(event(1));
     tokio::time::sleep(Duration::from_millis(40)).await;
@@ -222,7 +263,7 @@ async fn close_writes_everything_queued_and_later_events_count_as_closed() {
     let recorder = RunRecorder::start(
         store.clone(),
         settings(1000, 1000, Duration::from_secs(3600)),
-        dropped.clone(),
+        metrics(&dropped),
     );
     for seq in 1..=10 {
         recorder.event(event(seq));
@@ -241,7 +282,7 @@ async fn store_errors_are_retried_then_the_batch_is_dropped_and_counted() {
     let recorder = RunRecorder::start(
         store.clone(),
         settings(100, 2, Duration::from_secs(3600)),
-        dropped.clone(),
+        metrics(&dropped),
     );
     recorder.event(event(1));
     recorder.event(event(2));
@@ -298,7 +339,7 @@ async fn a_run_started_and_finished_in_one_batch_is_one_finished_row_beside_its_
     let recorder = RunRecorder::start(
         store.clone(),
         settings(100, 100, Duration::from_secs(3600)),
-        counter(),
+        metrics(&counter()),
     );
     recorder.run_started(run("a")).await;
     recorder.run_started(run("b")).await;
@@ -352,7 +393,7 @@ async fn after_close_run_rows_are_written_directly() {
     let recorder = RunRecorder::start(
         store.clone(),
         settings(100, 100, Duration::from_secs(3600)),
-        counter(),
+        metrics(&counter()),
     );
     recorder.run_started(run("late")).await;
     recorder.close().await;
@@ -373,7 +414,7 @@ async fn a_batch_the_store_keeps_rejecting_drops_its_events_but_keeps_its_runs()
     let recorder = RunRecorder::start(
         store.clone(),
         settings(100, 100, Duration::from_secs(3600)),
-        dropped.clone(),
+        metrics(&dropped),
     );
     recorder.run_started(run("kept")).await;
     recorder.event(event(1));
@@ -395,11 +436,12 @@ async fn a_batch_the_store_keeps_rejecting_drops_its_events_but_keeps_its_runs()
 
 #[tokio::test(start_paused = true)]
 async fn carried_runs_are_dropped_past_the_queue_capacity() {
-    let store = failing_store(6);
+    // Three tries of the first batch, then one per try while the store stays unreachable.
+    let store = failing_store(4);
     let recorder = RunRecorder::start(
         store.clone(),
         settings(2, 100, Duration::from_secs(3600)),
-        counter(),
+        metrics(&counter()),
     );
     recorder.run_started(run("a")).await;
     recorder.run_started(run("b")).await;
@@ -421,7 +463,7 @@ async fn carried_runs_are_retried_after_the_flush_interval_without_new_writes() 
     let recorder = RunRecorder::start(
         store.clone(),
         settings(100, 100, Duration::from_millis(50)),
-        counter(),
+        metrics(&counter()),
     );
     recorder.run_finished(run("idle"), ended()).await;
     // 50 ms to the first write, 100 + 200 ms of backoff, then 50 ms to the retry.
@@ -440,4 +482,228 @@ async fn the_recorder_takes_its_batch_size_from_the_store() {
         RecorderSettings::for_store(&fake).batch_size,
         RecorderSettings::default().batch_size
     );
+}
+
+/// A recorder over `store`, with its counters.
+fn started(
+    store: FakeEvents,
+    settings: RecorderSettings,
+) -> (Arc<FakeEvents>, RunRecorder, RecorderMetrics) {
+    let store = Arc::new(store);
+    let metrics = metrics(&counter());
+    let recorder = RunRecorder::start(store.clone(), settings, metrics.clone());
+    (store, recorder, metrics)
+}
+
+/// Every run row stored, in order, whatever batch it was in.
+fn stored_runs(store: &FakeEvents) -> Vec<(String, bool)> {
+    store.run_rows().concat()
+}
+
+fn finished(id: &str) -> (String, bool) {
+    (id.to_string(), true)
+}
+
+#[tokio::test]
+async fn a_refused_event_is_isolated_and_every_other_row_is_stored() {
+    let (store, recorder, metrics) = started(
+        FakeEvents {
+            refused_seqs: vec![7],
+            ..FakeEvents::default()
+        },
+        settings(100, 100, Duration::from_secs(3600)),
+    );
+    let dropped = metrics.dropped.clone();
+    for id in ["a", "b", "c"] {
+        recorder.run_finished(run(id), ended()).await;
+    }
+    recorder.events((1..=20).map(event).collect());
+    recorder.flush().await;
+    let expected: Vec<i64> = (1..=20).filter(|seq| *seq != 7).collect();
+    let mut seqs = store.seqs();
+    seqs.sort_unstable();
+    assert_eq!(seqs, expected, "every event but the refused one");
+    assert_eq!(
+        stored_runs(&store),
+        vec![finished("a"), finished("b"), finished("c")]
+    );
+    assert_eq!(metrics.refused.with_label_values(&["event"]).get(), 1);
+    assert_eq!(dropped.with_label_values(&["refused"]).get(), 1);
+    assert_eq!(dropped.with_label_values(&["store_error"]).get(), 0);
+    // Isolating one row among 23 takes a few writes, not one per row.
+    assert!(store.writes.load(Ordering::SeqCst) <= 12);
+    assert!(recorder.is_storing(), "a refusal is not an outage");
+
+    // Nothing is carried: the next batch is written at once, whole.
+    let before = store.writes.load(Ordering::SeqCst);
+    recorder.events((21..=25).map(event).collect());
+    recorder.flush().await;
+    assert_eq!(store.writes.load(Ordering::SeqCst), before + 1);
+    assert!(store.seqs().ends_with(&[21, 22, 23, 24, 25]));
+}
+
+#[tokio::test]
+async fn a_refused_run_end_is_stored_as_a_failed_stand_in_and_counted() {
+    let store = Arc::new(FakeEvents {
+        refused_runs: vec!["bad".into()],
+        ..FakeEvents::default()
+    });
+    let metrics = metrics(&counter());
+    let recorder = RunRecorder::start(
+        store.clone(),
+        settings(100, 100, Duration::from_secs(3600)),
+        metrics.clone(),
+    );
+    recorder.run_finished(run("good"), ended()).await;
+    let stored = recorder.run_finished(run("bad"), ended()).await;
+    recorder.run_finished(run("also-good"), ended()).await;
+    recorder.flush().await;
+    stored.await.expect("answered");
+    let rows = stored_runs(&store);
+    for id in ["good", "bad", "also-good"] {
+        assert!(rows.contains(&finished(id)), "{id} missing from {rows:?}");
+    }
+    assert_eq!(metrics.refused.with_label_values(&["run"]).get(), 1);
+}
+
+/// The failure: a row the store refuses was kept for the next batch, so every later
+/// batch failed and the queue filled until every request waited. Now each batch with a
+/// refused row still stores the rest, and the sessions' run rows never wait long.
+#[tokio::test]
+async fn refused_rows_never_stall_the_queue_or_get_retried_forever() {
+    let refused_runs: Vec<String> = (0..200).step_by(17).map(|n| format!("r{n}")).collect();
+    let (store, recorder, metrics) = started(
+        FakeEvents {
+            refused_runs: refused_runs.clone(),
+            ..FakeEvents::default()
+        },
+        settings(8, 8, Duration::from_millis(5)),
+    );
+    let dropped = metrics.dropped.clone();
+    let started = std::time::Instant::now();
+    let mut answers = Vec::new();
+    for n in 0..200 {
+        recorder.run_started(run(&format!("r{n}"))).await;
+        recorder.event(event(n));
+        answers.push(recorder.run_finished(run(&format!("r{n}")), ended()).await);
+    }
+    for answer in answers {
+        answer.await.expect("every run's end is answered");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    let rows = stored_runs(&store);
+    for n in 0..200 {
+        assert!(
+            rows.contains(&finished(&format!("r{n}"))),
+            "r{n} has no finished row"
+        );
+    }
+    let refused = metrics.refused.with_label_values(&["run"]).get();
+    assert!(
+        refused >= refused_runs.len() as u64 && refused <= 2 * refused_runs.len() as u64,
+        "each refused run counted once or twice (its start and its end), got {refused}"
+    );
+    let writes_after = store.writes.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        store.writes.load(Ordering::SeqCst),
+        writes_after,
+        "nothing is retried once given up"
+    );
+    assert_eq!(
+        store.seqs().len() as u64 + dropped.with_label_values(&["queue_full"]).get(),
+        200,
+        "every event is stored or counted (a small queue drops some while runs wait)"
+    );
+    assert!(recorder.is_storing());
+}
+
+#[tokio::test]
+async fn an_unreachable_store_keeps_runs_in_memory_without_stalling_and_stores_them_when_back() {
+    let store = Arc::new(FakeEvents::default());
+    store.down.store(true, Ordering::SeqCst);
+    let dropped = counter();
+    let recorder = RunRecorder::start(
+        store.clone(),
+        RecorderSettings {
+            queue_capacity: 64,
+            batch_size: 4,
+            flush_interval: Duration::from_millis(5),
+            write_attempts: 3,
+            retry_backoff: Duration::from_millis(1),
+        },
+        metrics(&dropped),
+    );
+    recorder.run_finished(run("first"), ended()).await;
+    recorder.event(event(1));
+    wait_for("the outage is noticed", || !recorder.is_storing()).await;
+    // Far more run rows than the queue holds: the writer keeps taking them meanwhile.
+    for n in 0..40 {
+        let _stored = recorder
+            .run_finished(run(&format!("meanwhile-{n}")), ended())
+            .await;
+        recorder.event(event(n + 2));
+    }
+    assert!(stored_runs(&store).is_empty());
+    store.down.store(false, Ordering::SeqCst);
+    wait_for("the store is written again", || recorder.is_storing()).await;
+    recorder.flush().await;
+    let rows = stored_runs(&store);
+    assert!(rows.contains(&finished("first")));
+    for n in 0..40 {
+        assert!(rows.contains(&finished(&format!("meanwhile-{n}"))));
+    }
+    let events_dropped = dropped.with_label_values(&["store_error"]).get();
+    assert_eq!(
+        events_dropped + store.seqs().len() as u64,
+        41,
+        "every event is stored or counted"
+    );
+}
+
+#[tokio::test]
+async fn an_outage_with_nothing_to_write_ends_when_the_store_answers_again() {
+    let store = Arc::new(FakeEvents::default());
+    store.down.store(true, Ordering::SeqCst);
+    let recorder = RunRecorder::start(
+        store.clone(),
+        RecorderSettings {
+            write_attempts: 1,
+            ..settings(16, 16, Duration::from_millis(5))
+        },
+        metrics(&counter()),
+    );
+    recorder.event(event(1));
+    wait_for("the outage is noticed", || !recorder.is_storing()).await;
+    store.down.store(false, Ordering::SeqCst);
+    wait_for("the probe sees the store back", || recorder.is_storing()).await;
+}
+
+#[test]
+fn data_errors_are_refusals_and_connection_errors_are_outages() {
+    assert!(
+        super::super::refusal_code("22P05"),
+        "unsupported unicode escape"
+    );
+    assert!(super::super::refusal_code("22021"), "invalid byte sequence");
+    assert!(super::super::refusal_code("23505"), "unique violation");
+    assert!(
+        super::super::refusal_code("2067"),
+        "SQLite unique constraint"
+    );
+    assert!(super::super::refusal_code("18"), "SQLite too big");
+    assert!(!super::super::refusal_code("08006"), "connection failure");
+    assert!(!super::super::refusal_code("5"), "SQLite busy");
+    assert!(!super::super::refusal_code("40P01"), "deadlock");
+    let timeout = StoreError::Query(sqlx::Error::PoolTimedOut);
+    assert!(timeout.is_unavailable() && !timeout.is_refusal());
+    let encode = StoreError::Encode {
+        what: "x",
+        detail: "y".into(),
+    };
+    assert!(encode.is_refusal() && !encode.is_unavailable());
 }

@@ -134,6 +134,12 @@ pub trait RunBatchStore: Send + Sync {
     /// nothing, and so does writing the same batch again.
     async fn write_run_batch(&self, batch: &RunBatch) -> Result<(), StoreError>;
 
+    /// Whether the store answers, for the recorder to notice the end of an outage when it has
+    /// nothing to write.
+    async fn reachable(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Writes per transaction that suit this backend (the recorder's `batch_size`).
     fn preferred_batch_size(&self) -> usize {
         RecorderSettings::default().batch_size

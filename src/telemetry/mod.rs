@@ -37,8 +37,10 @@ pub struct Metrics {
     /// Slots of each tool queue held now.
     pub queue_in_use: IntGaugeVec,
     pub queue_wait_duration_ms: HistogramVec,
-    /// Run events not stored, by `reason` (`queue_full`, `store_error`, `closed`).
+    /// Run events not stored, by `reason` (`queue_full`, `store_error`, `refused`, `closed`).
     pub run_events_dropped_total: IntCounterVec,
+    /// Rows the store refused to hold (a data error), by `kind` (`run`, `event`).
+    pub run_records_refused_total: IntCounterVec,
     /// Runs answered from the response cache, by agent.
     pub cache_hits_total: IntCounterVec,
 }
@@ -154,6 +156,11 @@ impl Metrics {
                 "agentd_run_events_dropped_total",
                 "Run events that were not stored for replay, by reason.",
                 &["reason"],
+            )?,
+            run_records_refused_total: counter(
+                "agentd_run_records_refused_total",
+                "Run rows and run events the store refused (a data error); isolated and not retried.",
+                &["kind"],
             )?,
             cache_hits_total: counter(
                 "agentd_cache_hits_total",

@@ -70,10 +70,15 @@ impl ToolRegistry {
                 "unknown tool {qualified_name:?}: names are namespace__tool"
             ));
         };
-        match self.providers.get(namespace) {
+        let mut outcome = match self.providers.get(namespace) {
             Some(provider) => provider.call(tool, arguments, timeout).await,
             None => ToolOutcome::Failed(format!("unknown tool {qualified_name:?}")),
+        };
+        // A NUL from a tool becomes U+FFFD before anything sees it (see `nul_text`).
+        match &mut outcome {
+            ToolOutcome::Ok(text) | ToolOutcome::Failed(text) => crate::nul_text::scrub(text),
         }
+        outcome
     }
 }
 
@@ -98,6 +103,20 @@ mod tests {
         async fn call(&self, name: &str, arguments: Value, _timeout: Duration) -> ToolOutcome {
             ToolOutcome::Ok(format!("{name}:{arguments}"))
         }
+    }
+
+    #[tokio::test]
+    async fn a_nul_in_a_tools_output_becomes_the_replacement_character() {
+        let mut registry = ToolRegistry::default();
+        registry.add(Arc::new(Echo));
+        let outcome = registry
+            .call(
+                "echo__say\0it",
+                serde_json::json!(1),
+                Duration::from_secs(1),
+            )
+            .await;
+        assert_eq!(outcome, ToolOutcome::Ok("say\u{FFFD}it:1".into()));
     }
 
     #[tokio::test]

@@ -7,28 +7,31 @@ pub(crate) mod cache_conformance;
 mod conformance;
 mod conversation_checks;
 mod key_limit_conformance;
+mod nul_checks;
+mod outage;
 mod server;
 
 use backends::Backend;
 
-/// One test per check and backend, so a failure names both.
+/// One test per check and backend, so a failure names both: the checks of `$suite`, as
+/// modules `$sqlite` and `$postgres`.
 macro_rules! on_both_backends {
-    ($($check:ident),* $(,)?) => {
-        mod sqlite_backend {
+    ($suite:ident => $sqlite:ident, $postgres:ident: $($check:ident),* $(,)?) => {
+        mod $sqlite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $check() {
                     let backend = super::Backend::sqlite();
-                    super::conformance::$check(&backend).await;
+                    super::$suite::$check(&backend).await;
                 }
             )*
         }
-        mod postgres_backend {
+        mod $postgres {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $check() {
                     let backend = super::Backend::postgres().await;
-                    super::conformance::$check(&backend).await;
+                    super::$suite::$check(&backend).await;
                 }
             )*
         }
@@ -36,6 +39,14 @@ macro_rules! on_both_backends {
 }
 
 on_both_backends!(
+    nul_checks => nul_sqlite, nul_postgres:
+    nul_from_a_client_is_refused_naming_the_field,
+    nul_from_a_model_is_streamed_and_stored_as_the_replacement_character,
+    a_row_the_store_refuses_never_holds_back_other_runs,
+);
+
+on_both_backends!(
+    conformance => sqlite_backend, postgres_backend:
     runs_are_recorded_with_their_outcome_and_accounting,
     run_batches_insert_finish_and_never_undo_a_finished_run,
     a_run_batch_larger_than_one_statement_is_written_whole,

@@ -9,7 +9,7 @@ pub mod wire;
 use std::sync::Arc;
 
 use super::auth::Caller;
-use super::error::{ApiError, ApiJson, ApiQuery, ErrorBody};
+use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use super::runs::numbered_events;
 use super::sse::{sse_response, with_run_headers};
 use super::wire::ListObject;
@@ -17,7 +17,7 @@ use crate::agent::{AgentResult, ExitReason};
 use crate::config::AgentSpec;
 use crate::runtime::{ConversationTurn, RunSubmission, Runtime};
 use crate::store::ConversationCursor;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
@@ -89,7 +89,7 @@ fn check_user(caller: &Caller, user_id: &str) -> Result<(), ApiError> {
 pub async fn chat(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(UserPath { user_id }): Path<UserPath>,
+    ApiPath(UserPath { user_id }): ApiPath<UserPath>,
     ApiJson(body): ApiJson<ChatRequest>,
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
@@ -168,7 +168,7 @@ fn chat_response<'a>(conversation_id: &'a str, result: &'a AgentResult) -> ChatR
 pub async fn list_conversations(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(UserPath { user_id }): Path<UserPath>,
+    ApiPath(UserPath { user_id }): ApiPath<UserPath>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
@@ -203,6 +203,9 @@ fn parse_cursor(text: &str) -> Result<ConversationCursor, ApiError> {
     let invalid = || {
         ApiError::invalid_request("`before` is not a cursor this API returned").with_param("before")
     };
+    if text.contains('\0') {
+        return Err(ApiError::nul_in("before"));
+    }
     let (time, id) = text.split_once('|').ok_or_else(invalid)?;
     let updated_at = match time.parse::<i64>() {
         Ok(micros) => chrono::DateTime::from_timestamp_micros(micros).ok_or_else(invalid)?,
@@ -230,7 +233,7 @@ fn parse_cursor(text: &str) -> Result<ConversationCursor, ApiError> {
 pub async fn get_conversation(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(ConversationPath { user_id, id }): Path<ConversationPath>,
+    ApiPath(ConversationPath { user_id, id }): ApiPath<ConversationPath>,
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
     let conversation = runtime
@@ -266,7 +269,7 @@ pub async fn get_conversation(
 pub async fn delete_conversation(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(ConversationPath { user_id, id }): Path<ConversationPath>,
+    ApiPath(ConversationPath { user_id, id }): ApiPath<ConversationPath>,
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
     let deleted = runtime

@@ -10,14 +10,14 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use super::auth::Caller;
-use super::error::{ApiError, ApiJson, ErrorBody};
+use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use super::sse::{sse_response, with_run_headers};
 use super::wire::ListObject;
 use crate::agent::AgentEvent;
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::runtime::{CancelOutcome, RunHandle, RunSubmission, Runtime, StartError};
 use crate::store::{RunRecord, whole_result};
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
@@ -67,7 +67,7 @@ pub async fn list_agents(
 pub async fn get_agent(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(AgentPath { agent: name }): Path<AgentPath>,
+    ApiPath(AgentPath { agent: name }): ApiPath<AgentPath>,
 ) -> Result<axum::Json<AgentDescription>, ApiError> {
     let agent = find_agent(&runtime, &caller, &name)?;
     Ok(axum::Json(AgentDescription::from(agent.as_ref())))
@@ -103,7 +103,7 @@ fn find_agent(runtime: &Runtime, caller: &Caller, name: &str) -> Result<Arc<Agen
 pub async fn create_run(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(AgentPath { agent: name }): Path<AgentPath>,
+    ApiPath(AgentPath { agent: name }): ApiPath<AgentPath>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<RunRequest>,
 ) -> Result<Response, ApiError> {
@@ -290,7 +290,7 @@ async fn run_status<'a>(runtime: &Runtime, run: &'a RunRecord) -> Result<RunStat
 pub async fn get_run(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(RunPath { run_id }): Path<RunPath>,
+    ApiPath(RunPath { run_id }): ApiPath<RunPath>,
 ) -> Result<Response, ApiError> {
     let run = visible_run(&runtime, &caller, &run_id).await?;
     Ok(axum::Json(run_status(&runtime, &run).await?).into_response())
@@ -313,7 +313,7 @@ pub async fn get_run(
 pub async fn run_events(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(RunPath { run_id }): Path<RunPath>,
+    ApiPath(RunPath { run_id }): ApiPath<RunPath>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     visible_run(&runtime, &caller, &run_id).await?;
@@ -359,7 +359,7 @@ pub async fn run_events(
 pub async fn cancel_run(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    Path(RunPath { run_id }): Path<RunPath>,
+    ApiPath(RunPath { run_id }): ApiPath<RunPath>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let run = visible_run(&runtime, &caller, &run_id).await?;

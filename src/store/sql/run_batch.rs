@@ -200,6 +200,10 @@ macro_rules! impl_run_batch_store {
                 Ok(())
             }
 
+            async fn reachable(&self) -> Result<(), $crate::store::StoreError> {
+                $crate::store::Store::ping(self).await
+            }
+
             fn preferred_batch_size(&self) -> usize {
                 Self::RECORDER_BATCH
             }

@@ -57,7 +57,7 @@ fn event(run_id: &str, seq: i64) -> NewRunEvent {
     }
 }
 
-fn new_run(id: &str, user: Option<&str>) -> NewRun {
+pub(super) fn new_run(id: &str, user: Option<&str>) -> NewRun {
     NewRun {
         id: id.into(),
         agent: "chat".into(),
@@ -68,7 +68,7 @@ fn new_run(id: &str, user: Option<&str>) -> NewRun {
     }
 }
 
-fn outcome() -> RunOutcome {
+pub(super) fn outcome() -> RunOutcome {
     RunOutcome {
         status: "completed",
         exit_reason: "final_answer",
