@@ -388,6 +388,9 @@ impl From<crate::runtime::StartError> for ApiError {
                 Self::conflict(format!("This request id already started run `{run_id}`"))
                     .with_param("requestId")
             }
+            error @ StartError::InvalidOutput(_) => {
+                Self::invalid_request(error.to_string()).with_param("schema")
+            }
             error @ StartError::InvalidRequestId { .. } => {
                 Self::invalid_request(format!("`requestId`: {error}")).with_param("requestId")
             }

@@ -111,6 +111,9 @@ pub enum StartError {
     AlreadySubmitted { run_id: String },
     #[error("a request id is 1 to {MAX_REQUEST_ID_CHARS} characters; this one has {length}")]
     InvalidRequestId { length: usize },
+    /// The output format or JSON schema the submission asked for cannot be used.
+    #[error("the requested output cannot be used: {0}")]
+    InvalidOutput(String),
 }
 
 /// A run in progress: its events, a way to cancel it, and its result when it ends.
@@ -137,6 +140,20 @@ impl RunHandle {
     }
 }
 
+/// A format or schema the submission asks for must compile before the run starts (the agent's
+/// own were checked when it loaded): a bad one is the client's error, not a failed run.
+fn check_requested_output(submission: &RunSubmission) -> Result<(), StartError> {
+    if submission.format.is_none() && submission.schema.is_none() {
+        return Ok(());
+    }
+    let agent = &submission.agent;
+    let format = submission.format.as_deref().unwrap_or(&agent.output_format);
+    let schema = submission.schema.as_ref().or(agent.output_schema.as_ref());
+    crate::agent::final_report::FinalReportSpec::new(format, schema)
+        .map(drop)
+        .map_err(|error| StartError::InvalidOutput(error.to_string()))
+}
+
 /// What the session task must do once the run ends, besides recording it.
 struct RunEnding {
     slot: SessionSlot,
@@ -158,6 +175,7 @@ impl Runtime {
         if self.is_draining() {
             return Err(StartError::ShuttingDown);
         }
+        check_requested_output(&submission)?;
         let run_id = uuid::Uuid::now_v7().to_string();
         // The user's own key space: without a user, every keyless caller shares one.
         let user_key = submission.user_id.clone().unwrap_or_default();

@@ -302,3 +302,28 @@ async fn a_streamed_chat_sends_run_events_and_still_stores_the_answer() {
         json!({"role": "assistant", "content": "streamed reply"})
     );
 }
+
+#[tokio::test]
+async fn user_ids_that_read_as_paths_or_are_too_long_are_refused() {
+    let app = spawn_app().await;
+    let too_long = "u".repeat(129);
+    for bad in ["..%2F..%2Fetc", "a%2Fb", "a%20b", too_long.as_str()] {
+        let response = app
+            .post_json(&format!("/api/{bad}/chat"), &json!({"message": "hi"}))
+            .await;
+        assert_eq!(response.status(), 400, "{bad}");
+        let body: Value = response.json().await.expect("json");
+        assert_eq!(body["error"]["param"], "user_id", "{bad}");
+    }
+    let at_limit = "u".repeat(128);
+    for good in [
+        "alice",
+        "bob.smith@example.com",
+        "team:42-x_y+z",
+        at_limit.as_str(),
+    ] {
+        let response = app.get(&format!("/api/{good}/conversations")).await;
+        assert_eq!(response.status(), 200, "{good}");
+    }
+    assert_eq!(app.llm.request_count(), 0);
+}

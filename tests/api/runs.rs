@@ -345,3 +345,36 @@ async fn user_keys_only_see_their_own_runs() {
         403
     );
 }
+
+#[tokio::test]
+async fn an_output_schema_that_does_not_compile_is_refused_before_the_run() {
+    let app = spawn_app().await;
+    let bad = json!({"type": "object", "properties": {"n": {"type": "no-such-type"}}});
+    let response = app
+        .post_json(
+            "/v1/agents/chat/runs",
+            &json!({"prompt": "hi", "format": "json", "schema": bad}),
+        )
+        .await;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["param"], "schema");
+    let completions = app
+        .post_json(
+            "/v1/chat/completions",
+            &json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}],
+                "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": bad}}}),
+        )
+        .await;
+    assert_eq!(completions.status(), 400);
+    let body: Value = completions.json().await.expect("json");
+    assert_eq!(body["error"]["param"], "response_format.json_schema.schema");
+    let unknown_format = app
+        .post_json(
+            "/v1/agents/chat/runs",
+            &json!({"prompt": "hi", "format": "pdf"}),
+        )
+        .await;
+    assert_eq!(unknown_format.status(), 400);
+    assert_eq!(app.llm.request_count(), 0, "no run started");
+}

@@ -60,7 +60,29 @@ fn chat_status(result: &AgentResult) -> ChatStatus {
     }
 }
 
+/// The longest user id accepted in a path.
+const MAX_USER_ID_CHARS: usize = 128;
+
+/// A user id is 1 to 128 letters, digits or `. _ @ + : -`, and not `.` or `..`: it names a
+/// user's data, so nothing that reads as a path or a control character gets in.
+fn check_user_id(user_id: &str) -> Result<(), ApiError> {
+    let allowed = |c: char| c.is_alphanumeric() || matches!(c, '.' | '_' | '@' | '+' | ':' | '-');
+    let length = user_id.chars().count();
+    if (1..=MAX_USER_ID_CHARS).contains(&length)
+        && user_id.chars().all(allowed)
+        && user_id != "."
+        && user_id != ".."
+    {
+        return Ok(());
+    }
+    Err(ApiError::invalid_request(format!(
+        "A user id is 1 to {MAX_USER_ID_CHARS} letters, digits or `. _ @ + : -` (and not `.` or `..`)"
+    ))
+    .with_param("user_id"))
+}
+
 fn check_user(caller: &Caller, user_id: &str) -> Result<(), ApiError> {
+    check_user_id(user_id)?;
     if caller.may_act_for(user_id) {
         Ok(())
     } else {

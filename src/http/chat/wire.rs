@@ -14,7 +14,9 @@ use crate::store::Conversation;
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct UserPath {
-    /// The user whose conversations these are.
+    /// The user whose conversations these are: 1 to 128 letters, digits or `. _ @ + : -`, not
+    /// `.` or `..` (letters and digits of any script are accepted; the pattern shows ASCII).
+    #[param(pattern = r"^(?!\.{1,2}$)[A-Za-z0-9._@+:-]{1,128}$")]
     pub user_id: String,
 }
 
@@ -22,7 +24,8 @@ pub struct UserPath {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct ConversationPath {
-    /// The user whose conversation it is.
+    /// The user whose conversation it is (the same rule as in `UserPath`).
+    #[param(pattern = r"^(?!\.{1,2}$)[A-Za-z0-9._@+:-]{1,128}$")]
     pub user_id: String,
     /// The conversation's id.
     pub id: String,

@@ -134,7 +134,15 @@ pub async fn chat_completions(
     submission.schema = schema;
     submission.user_id = caller.user_id.clone();
     submission.key = caller.limited_key.clone();
-    let handle = runtime.start_run(submission).await?;
+    let handle = runtime.start_run(submission).await.map_err(|error| {
+        let output = matches!(error, crate::runtime::StartError::InvalidOutput(_));
+        let error = ApiError::from(error);
+        if output {
+            error.with_param("response_format.json_schema.schema")
+        } else {
+            error
+        }
+    })?;
     let run_id = handle.run_id.clone();
     let reply = Completion {
         id: format!("chatcmpl-{run_id}"),

@@ -36,9 +36,13 @@ pub struct RunRequest {
     pub prompt: String,
     /// The output format, e.g. `markdown` or `json`; the agent's own by default.
     #[serde(default)]
+    #[schema(
+        pattern = r"^(json|markdown|markdown\+mermaid|slack-block-kit|text|tty|pipe|sub-agent)$"
+    )]
     pub format: Option<String>,
     /// The JSON schema of a `json` answer.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub schema: Option<Value>,
     /// Earlier messages, `{role, content, tool_calls?, tool_call_id?}` as OpenAI writes them.
     #[serde(default)]
