@@ -57,6 +57,9 @@ pub struct Measured {
     /// `attach_max_ms`, both followers were attached before any output existed.
     pub first_output_min_ms: f64,
     pub output_events_per_run: (usize, usize),
+    /// Events whose `data` bytes differ between A and B while the JSON is the same (B reads
+    /// them back from the store, which may reorder keys and re-space them).
+    pub reformatted: usize,
 }
 
 pub fn summarize(values: &[f64]) -> Summary {
@@ -284,6 +287,7 @@ fn analyse(concurrent: usize, results: Vec<RunResult>) -> Measured {
         attach_max_ms: 0.0,
         first_output_min_ms: f64::INFINITY,
         output_events_per_run: (usize::MAX, 0),
+        reformatted: 0,
     };
     for (index, result) in results.into_iter().enumerate() {
         let run = match result {
@@ -311,12 +315,19 @@ fn analyse(concurrent: usize, results: Vec<RunResult>) -> Measured {
                 run.b.frames.len()
             ));
         }
-        let differ = run
-            .a
-            .frames
-            .iter()
-            .zip(&run.b.frames)
-            .filter(|(x, y)| x.seq != y.seq || x.kind != y.kind || x.data != y.data)
+        let same_json = |x: &str, y: &str| match (
+            serde_json::from_str::<serde_json::Value>(x),
+            serde_json::from_str::<serde_json::Value>(y),
+        ) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => x == y,
+        };
+        let pairs = || run.a.frames.iter().zip(&run.b.frames);
+        let differ = pairs()
+            .filter(|(x, y)| x.seq != y.seq || x.kind != y.kind || !same_json(&x.data, &y.data))
+            .count();
+        m.reformatted += pairs()
+            .filter(|(x, y)| x.data != y.data && same_json(&x.data, &y.data))
             .count();
         if differ > 0 {
             defects.push(format!("{differ} events differ between A and B"));

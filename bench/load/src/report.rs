@@ -163,6 +163,12 @@ impl Report {
                 "SOME FOLLOWER ATTACHED AFTER OUTPUT BEGAN: A's times include replay"
             }
         ));
+        if m.reformatted > 0 {
+            self.note(format!(
+                "6. {case}: {} events came to B with the same JSON as on A but other bytes (key order, spaces: B reads them back from the store)",
+                m.reformatted
+            ));
+        }
         for defect in m.defects.iter().take(20) {
             self.note(format!("6. {case}: {defect}"));
         }
