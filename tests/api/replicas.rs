@@ -324,6 +324,7 @@ async fn a_cancel_on_one_replica_stops_the_run_on_another() {
     assert_eq!(cancel.status(), 202);
     let rest = on_b.rest(Duration::from_secs(8)).await;
     let stopped = asked.elapsed();
+    eprintln!("cancel on B to run.finished on B's follower: {stopped:?}");
     let (_, event, finished) = rest.last().expect("the run ends").clone();
     assert_eq!(event, "run.finished");
     assert_eq!(finished["status"], "cancelled");
