@@ -11,11 +11,15 @@ pub(super) struct TurnOutput {
     sent: String,
 }
 
-/// One attempt's text as it streams, checked against what the turn already sent.
+/// One attempt's text as it streams, checked against what the turn already sent. Each piece
+/// costs its own length, whatever the length of the answer so far.
 #[derive(Debug)]
 pub(super) struct AttemptOutput<'a> {
     turn: &'a mut TurnOutput,
+    /// The attempt's text so far (for a replacement).
     produced: String,
+    /// How much of the turn's sent text this attempt has repeated so far.
+    matched: usize,
     diverged: bool,
 }
 
@@ -33,6 +37,7 @@ impl TurnOutput {
         AttemptOutput {
             turn: self,
             produced: String::new(),
+            matched: 0,
             diverged: false,
         }
     }
@@ -50,18 +55,23 @@ impl AttemptOutput<'_> {
             sent.push_str(text);
             return Some(OutputPiece::Append(text.to_string()));
         }
-        if sent.starts_with(self.produced.as_str()) {
-            // Still inside what an earlier attempt streamed.
+        // The part of `text` that falls inside what an earlier attempt streamed.
+        let overlap = text.len().min(sent.len() - self.matched);
+        let repeated =
+            sent.as_bytes()[self.matched..self.matched + overlap] == text.as_bytes()[..overlap];
+        // Equal bytes of valid UTF-8 end on a character boundary, so `get` always succeeds.
+        let Some(new) = text.get(overlap..).filter(|_| repeated) else {
+            self.diverged = true;
+            sent.clone_from(&self.produced);
+            return Some(OutputPiece::Replace(self.produced.clone()));
+        };
+        self.matched += overlap;
+        if new.is_empty() {
             return None;
         }
-        if let Some(new) = self.produced.strip_prefix(sent.as_str()) {
-            let new = new.to_string();
-            sent.push_str(&new);
-            return Some(OutputPiece::Append(new));
-        }
-        self.diverged = true;
-        sent.clone_from(&self.produced);
-        Some(OutputPiece::Replace(self.produced.clone()))
+        sent.push_str(new);
+        self.matched += new.len();
+        Some(OutputPiece::Append(new.to_string()))
     }
 }
 
@@ -117,6 +127,17 @@ mod tests {
             ]
         );
         assert_eq!(turn.sent, "The answer: 42!");
+    }
+
+    #[test]
+    fn a_long_answer_in_small_pieces_costs_its_length() {
+        let mut turn = TurnOutput::default();
+        let mut attempt = turn.attempt();
+        let piece = "word ";
+        for _ in 0..200_000 {
+            assert!(attempt.admit(piece).is_some());
+        }
+        assert_eq!(turn.sent.len(), 200_000 * piece.len());
     }
 
     #[test]
