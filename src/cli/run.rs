@@ -96,6 +96,8 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
     let mut submission = RunSubmission::new(spec, prompt);
     submission.format = Some(format);
     submission.schema = schema;
+    // A terminal paused for a while (Ctrl-S) only stops the progress display, never the run.
+    submission.on_disconnect = crate::config::OnDisconnect::Continue;
     let mut handle = runtime
         .start_run(submission)
         .await

@@ -188,6 +188,21 @@ pub struct ServerConfig {
     pub owner_timeout_seconds: u64,
     /// Browser origins allowed to call agentd from other pages (CORS); empty allows none.
     pub cors_origins: Vec<cors::CorsOrigin>,
+    /// How long a client may go without accepting bytes of a response before it counts as gone:
+    /// its connection is closed and its run follows `onDisconnect`. A client that never reads
+    /// would otherwise hold a session slot, and the shutdown, for as long as it likes.
+    pub write_timeout_seconds: u64,
+    /// How long a new connection may take to send its first request's headers, and the longest
+    /// pause while a request's body is sent: half-sent requests must not hold descriptors.
+    pub header_read_timeout_seconds: u64,
+    /// How long a keep-alive connection may wait for its next request. Longer than the idle
+    /// timeout of the proxies in front (60 s for nginx and most balancers), so a proxy never
+    /// reuses a connection agentd is closing.
+    pub idle_timeout_seconds: u64,
+    /// Open client connections at once; past it a new connection is answered 503 `overloaded`
+    /// and closed. `None`: half of the open-file limit above 512 descriptors kept for the
+    /// store, MCP servers and logs (each stream also holds an upstream connection).
+    pub max_connections: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -203,6 +218,10 @@ impl Default for ServerConfig {
             heartbeat_seconds: 5,
             owner_timeout_seconds: 30,
             cors_origins: Vec::new(),
+            write_timeout_seconds: 30,
+            header_read_timeout_seconds: 10,
+            idle_timeout_seconds: 75,
+            max_connections: None,
         }
     }
 }
@@ -334,6 +353,7 @@ pub fn parse_config(value: Value, file: &str) -> Result<Config, ConfigError> {
         }
     })?;
     config.server.check_ownership_timing(file)?;
+    config.server.check_connection_limits(file)?;
     Ok(config)
 }
 
@@ -378,6 +398,32 @@ impl ServerConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Connection timeouts of at least a second and a connection cap of at least one: zero
+    /// would close every connection at once or refuse them all.
+    fn check_connection_limits(&self, file: &str) -> Result<(), ConfigError> {
+        let timeouts = [
+            ("server.writeTimeoutSeconds", self.write_timeout_seconds),
+            (
+                "server.headerReadTimeoutSeconds",
+                self.header_read_timeout_seconds,
+            ),
+            ("server.idleTimeoutSeconds", self.idle_timeout_seconds),
+        ];
+        let too_small = timeouts
+            .into_iter()
+            .map(|(path, value)| (path, value as usize))
+            .chain(self.max_connections.map(|n| ("server.maxConnections", n)))
+            .find(|(_, value)| *value == 0);
+        match too_small {
+            Some((path, _)) => Err(ConfigError::Invalid {
+                file: file.to_string(),
+                path: path.to_string(),
+                message: "must be at least 1".into(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The listen address, or a config error naming `server.listen`.
@@ -427,6 +473,25 @@ mod tests {
         assert_eq!(config.server.max_concurrent_sessions, 64);
         assert_eq!(config.store.url, "sqlite://agentd.db");
         assert_eq!(config.server.on_disconnect, OnDisconnect::Cancel);
+    }
+
+    #[test]
+    fn connection_limits_of_zero_are_named() {
+        for key in [
+            "writeTimeoutSeconds",
+            "headerReadTimeoutSeconds",
+            "idleTimeoutSeconds",
+            "maxConnections",
+        ] {
+            let err = parse_config(json!({"server": {key: 0}}), "a.json")
+                .unwrap_err()
+                .to_string();
+            assert_eq!(err, format!("a.json: at server.{key}: must be at least 1"));
+            parse_config(json!({"server": {key: 1}}), "a.json").expect("1 is valid");
+        }
+        let config = parse_config(json!({}), "x").expect("valid");
+        assert_eq!(config.server.write_timeout_seconds, 30);
+        assert_eq!(config.server.max_connections, None);
     }
 
     #[test]

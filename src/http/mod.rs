@@ -1,11 +1,12 @@
 //! The HTTP server: one router for every API family (SPEC §4), documented by `/openapi.json` as
 //! it is built ([`routes`]), the middleware that measures each request by route template, and
-//! `serve` with graceful shutdown. Handlers only translate between wire formats and
+//! `serve` with graceful shutdown (the connections themselves are [`connections`]'s). Handlers only translate between wire formats and
 //! [`SessionRequest`](crate::agent::SessionRequest)s.
 
 mod anthropic;
 pub mod auth;
 mod chat;
+mod connections;
 pub mod error;
 mod layers;
 mod openai;
@@ -23,7 +24,6 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
@@ -106,32 +106,27 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(chat::get_conversation, chat::delete_conversation))
 }
 
-/// Serves until `shutdown` resolves, then stops accepting and lets open requests finish.
+/// Serves until `shutdown` resolves and the runs have drained (answering meanwhile), then stops
+/// accepting, closes idle connections and gives busy ones a short grace before closing them.
 pub async fn serve(
     listener: TcpListener,
     runtime: Arc<Runtime>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let open_files = connections::raise_open_file_limit();
+    let limits = connections::ConnectionLimits::from_config(&runtime.config().server, open_files);
+    tracing::debug!(?limits, open_files, "connection limits");
     let draining = runtime.clone();
-    // Streamed frames are small writes: without TCP_NODELAY each one written while the previous
-    // is unacknowledged waits for the client's delayed ACK (~40 ms on Linux).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "could not set TCP_NODELAY");
-        }
-    });
-    // `into_make_service` shares the finished router with every connection; serving the
-    // `Router` itself rebuilds its route table per connection (~13 KiB held per open stream).
-    axum::serve(listener, app(runtime).into_make_service())
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            // Keep answering while the runs drain: `/ready` and new runs get 503 with
-            // Retry-After, so a load balancer moves clients on; then stop accepting. Open
-            // streams have ended with their runs, and followers are told the server stops.
-            draining.drain().await;
-            draining.stop_followers();
-        })
-        .await
+    // Keep answering while the runs drain: `/ready` and new runs get 503 with Retry-After, so a
+    // load balancer moves clients on; then stop accepting. Open streams have ended with their
+    // runs, and followers are told the server stops.
+    let drained = async move {
+        shutdown.await;
+        draining.drain().await;
+        draining.stop_followers();
+    };
+    connections::serve(listener, app(runtime), limits, drained).await;
+    Ok(())
 }
 
 async fn not_found() -> ApiError {

@@ -23,8 +23,8 @@ use super::conversation::ConversationTurn;
 use super::{Runtime, run_events, session_span};
 use crate::agent::SessionRequest;
 use crate::agent::{AgentEvent, AgentResult, EventSink, RunControl, SamplingParams};
-use crate::config::AgentSpec;
 use crate::config::agent_file::Transport;
+use crate::config::{AgentSpec, OnDisconnect};
 use crate::limits::{KeyReservation, LimitRefusal, LimitedKey};
 use crate::llm::ChatMessage;
 use crate::store::{NewRun, StoreError};
@@ -68,6 +68,10 @@ pub struct RunSubmission {
     /// The API key the run is counted against (`auth.keys[].limits`); `None` when the caller's
     /// key has no limits, or there is no key (the CLI, a keyless server).
     pub key: Option<LimitedKey>,
+    /// What a client that stops taking the run's events does to the run: one that left, or that
+    /// accepted nothing for `server.writeTimeoutSeconds`, cancels it (`cancel`) or is only no
+    /// longer fed (`continue`). OpenAI and Anthropic streams always cancel.
+    pub on_disconnect: OnDisconnect,
 }
 
 impl RunSubmission {
@@ -85,6 +89,7 @@ impl RunSubmission {
             conversation: None,
             transport: None,
             key: None,
+            on_disconnect: OnDisconnect::Cancel,
         }
     }
 }
@@ -137,6 +142,12 @@ impl RunHandle {
     /// unless the guard is disarmed first.
     pub fn abort_on_drop(&self) -> DropGuard {
         self.control.abort.clone().drop_guard()
+    }
+
+    /// The result alone, for a headend that answers once the run ends: the events are let go,
+    /// so the run never waits for a reader of them (nor counts as a client that stopped reading).
+    pub fn into_result(self) -> oneshot::Receiver<AgentResult> {
+        self.result
     }
 }
 
@@ -258,7 +269,13 @@ impl Runtime {
             transport: submission.transport,
             parent: None,
         };
-        Ok(self.spawn_session(slot, key_reservation, request, conversation))
+        Ok(self.spawn_session(
+            slot,
+            key_reservation,
+            request,
+            conversation,
+            submission.on_disconnect,
+        ))
     }
 
     /// Starts the session task. The run's start, every event (even when nobody listens any
@@ -270,6 +287,7 @@ impl Runtime {
         key_reservation: Option<KeyReservation>,
         request: SessionRequest,
         conversation: Option<(String, String)>,
+        on_disconnect: OnDisconnect,
     ) -> RunHandle {
         let (sink, session_events) = EventSink::channel(RUN_EVENT_BUFFER);
         let (listener, events) = mpsc::channel(RUN_EVENT_BUFFER);
@@ -295,11 +313,17 @@ impl Runtime {
             conversation,
             result: result_tx,
         });
+        let client = run_events::Client {
+            events: listener,
+            write_timeout: Duration::from_secs(self.config.server.write_timeout_seconds),
+            on_disconnect,
+            abort: control.abort.clone(),
+        };
         let runtime = Arc::clone(self);
         let session_control = control.clone();
         let task = async move {
             runtime.recorder.run_started(ending.new_run.clone()).await;
-            let tee = run_events::tee(session_events, listener, &runtime.recorder, &live);
+            let tee = run_events::tee(session_events, client, &runtime.recorder, &live);
             // Boxed: the session's state machine is ~25 KB, and unboxed it made the task
             // itself that large, copied three times on every spawn (callgrind: ~15 % of
             // agentd's instructions per request went to those copies).

@@ -1,28 +1,78 @@
 //! The tee between a session and its headend: numbers each event 1, 2, 3… (SPEC §4.2 ids),
 //! queues it for the store without waiting, adds it to the run's in-memory log for followers in
-//! this process, and passes it on in the same order.
+//! this process, and passes it on in the same order to the client, unless that client has
+//! stopped taking events: then the run follows the headend's `onDisconnect` (cancelled, or run
+//! on without it). It must never let a client that does not read hold the session.
+
+use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio_util::sync::CancellationToken;
 
 use super::live::{LiveEvent, LiveRun};
 use crate::agent::AgentEvent;
+use crate::config::OnDisconnect;
 use crate::store::{NewRunEvent, RunRecorder};
+
+/// The headend a run's events go to, and what to do when it stops taking them.
+pub(super) struct Client {
+    pub events: mpsc::Sender<AgentEvent>,
+    /// How long a full channel may stay full before the client counts as gone
+    /// (`server.writeTimeoutSeconds`).
+    pub write_timeout: Duration,
+    pub on_disconnect: OnDisconnect,
+    /// The run's abort: fired when a `cancel` client stalls; once fired (by anyone), a full
+    /// channel is not waited on, so a cancelled run ends without its client's help.
+    pub abort: CancellationToken,
+}
+
+impl Client {
+    /// Passes `event` on; `false` once the client is gone (left, or stalled past the write
+    /// timeout). The channel's room is tried first: only a full channel starts a timer.
+    async fn pass(&self, event: AgentEvent) -> bool {
+        let event = match self.events.try_send(event) {
+            Ok(()) => return true,
+            Err(TrySendError::Closed(_)) => return false,
+            Err(TrySendError::Full(event)) => event,
+        };
+        let sent = tokio::select! {
+            sent = tokio::time::timeout(self.write_timeout, self.events.send(event)) => sent,
+            () = self.abort.cancelled() => return false,
+        };
+        match sent {
+            Ok(sent) => sent.is_ok(),
+            Err(_) => {
+                let cancel = self.on_disconnect == OnDisconnect::Cancel;
+                tracing::info!(
+                    write_timeout_seconds = self.write_timeout.as_secs(),
+                    cancel,
+                    "the client took no events for the write timeout: treated as gone"
+                );
+                if cancel {
+                    self.abort.cancel();
+                }
+                false
+            }
+        }
+    }
+}
 
 /// Most events taken from the session at once; they are queued for the store as one item.
 const BURST: usize = 64;
 
-/// Runs until the session drops its sink. A headend that stops listening only stops getting
-/// events; they are still numbered and recorded. What the session emitted between two of its
+/// Runs until the session drops its sink. A headend that stops listening (or stalls past the
+/// write timeout) only stops getting events; they are still numbered and recorded. What the session emitted between two of its
 /// waits (a run's start and first turn, or its answer, accounting and end) is taken at once and
 /// queued for the store as one item.
 pub(super) async fn tee(
     mut from_session: mpsc::Receiver<AgentEvent>,
-    to_headend: mpsc::Sender<AgentEvent>,
+    client: Client,
     recorder: &RunRecorder,
     live: &LiveRun,
 ) {
     let run_id = live.run.id.clone();
-    let mut listener = Some(to_headend);
+    let mut listener = Some(client);
     let mut seq = 0;
     let mut burst = Vec::with_capacity(8);
     while from_session.recv_many(&mut burst, BURST).await > 0 {
@@ -50,8 +100,8 @@ pub(super) async fn tee(
         recorder.events(records);
         live.append(followed);
         for event in burst.drain(..) {
-            if let Some(sender) = &listener
-                && sender.send(event).await.is_err()
+            if let Some(client) = &listener
+                && !client.pass(event).await
             {
                 listener = None;
             }

@@ -9,6 +9,7 @@ mod auth;
 mod chat;
 mod chat_completions;
 mod cli;
+mod connections;
 mod context;
 mod edge_layers;
 mod internal_tools;

@@ -31,19 +31,7 @@ async fn read_all(response: reqwest::Response) -> Vec<(i64, String, Value)> {
 }
 
 async fn wait_until_finished(app: &TestApp, run_id: &str) -> Value {
-    for _ in 0..200 {
-        let run: Value = app
-            .get(&format!("/v1/runs/{run_id}"))
-            .await
-            .json()
-            .await
-            .expect("json");
-        if run["status"] != "running" {
-            return run;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("run {run_id} did not finish");
+    app.ended_run(run_id, Duration::from_secs(5)).await
 }
 
 #[tokio::test]

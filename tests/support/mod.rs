@@ -107,6 +107,27 @@ impl TestApp {
             .await
             .expect("request sent")
     }
+
+    /// `GET /v1/runs/{run_id}` once the run is no longer `running`; fails after `within`.
+    pub async fn ended_run(&self, run_id: &str, within: std::time::Duration) -> Value {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let run: Value = self
+                .get(&format!("/v1/runs/{run_id}"))
+                .await
+                .json()
+                .await
+                .expect("json");
+            if run["status"] != "running" {
+                return run;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run {run_id} still runs after {within:?}: {run}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
 }
 
 /// The id of the run a response belongs to (its `x-agentd-run-id` header).

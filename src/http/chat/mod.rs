@@ -129,16 +129,20 @@ pub async fn chat(
         Some(id) => ConversationTurn::Continue(id),
         None => ConversationTurn::Start,
     });
+    let on_disconnect = runtime.config().server.on_disconnect;
+    submission.on_disconnect = on_disconnect;
     let handle = runtime.start_run(submission).await?;
     let run_id = handle.run_id.clone();
     let conversation_id = handle.conversation_id.clone().unwrap_or_default();
     let response = if body.stream.unwrap_or(false) {
-        let on_disconnect = runtime.config().server.on_disconnect;
         sse_response(&runtime, numbered_events(handle, on_disconnect))
     } else {
         let _cancel_on_drop = handle.abort_on_drop();
         // The pipeline saves the answer before it hands the result over.
-        let result = handle.result.await.map_err(|_| ApiError::internal())?;
+        let result = handle
+            .into_result()
+            .await
+            .map_err(|_| ApiError::internal())?;
         axum::Json(chat_response(&conversation_id, &result)).into_response()
     };
     Ok(with_run_headers(response, &run_id, Some(&conversation_id)))

@@ -127,6 +127,7 @@ pub async fn create_run(
     submission.user_id = caller.user_id.clone();
     submission.key = caller.limited_key.clone();
     submission.request_id = body.request_id;
+    submission.on_disconnect = on_disconnect;
     let handle = match runtime.start_run(submission).await {
         Ok(handle) => handle,
         Err(StartError::AlreadySubmitted { run_id }) => {
@@ -226,7 +227,10 @@ async fn finished_result(
     on_disconnect: OnDisconnect,
 ) -> Result<Response, ApiError> {
     let _cancel_on_drop = (on_disconnect == OnDisconnect::Cancel).then(|| handle.abort_on_drop());
-    let result = handle.result.await.map_err(|_| ApiError::internal())?;
+    let result = handle
+        .into_result()
+        .await
+        .map_err(|_| ApiError::internal())?;
     Ok(axum::Json(result).into_response())
 }
 
