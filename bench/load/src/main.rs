@@ -253,12 +253,12 @@ async fn run(args: RunArgs) -> Result<(), String> {
         &args.mock_listen,
         &shapes,
     )?;
-    // The other builds of scenario 1, each on its own port (agentd's + 1, + 2, …) and store.
+    // The other builds of scenario 1, each on its own port (agentd's + 30, + 31, …) and store.
     let mut compared = Vec::new();
     if args.only.contains(&1) {
         let port: u16 = port_of(&args.agentd_listen)?;
         for (index, (name, path)) in args.compare.iter().enumerate() {
-            let listen = format!("127.0.0.1:{}", port + 10 + index as u16);
+            let listen = format!("127.0.0.1:{}", port + 30 + index as u16);
             let store_url = store(&format!("compare{index}"))?;
             let binary = PathBuf::from(path);
             let process = procs::start_agentd(

@@ -150,8 +150,9 @@ impl Report {
             verdict(m.complete == m.runs)
         ));
         self.note(format!(
-            "6. {case} ({} started over {} ms): output events per run {}–{}; followers attached at most {:.1} ms after the 202, first output at A at least {:.1} ms after it ({})",
+            "6. {case} ({} runs, {} at a time, each batch started over {} ms): output events per run {}–{}; followers attached at most {:.1} ms after the 202, first output at A at least {:.1} ms after it ({})",
             m.runs,
+            m.concurrent,
             spread.as_millis(),
             m.output_events_per_run.0,
             m.output_events_per_run.1,
