@@ -907,16 +907,19 @@ fn cut_into_pieces(frames: &[String], split: Split) -> Vec<Piece> {
         starts.push(body.len());
         body.extend_from_slice(frame.as_bytes());
     }
+    // Frame starts are in order: one pass over them for all the pieces.
+    let mut next_start = starts.iter().filter(|&&s| s > 0).peekable();
     body.chunks(split)
         .enumerate()
         .map(|(n, bytes)| {
-            let (from, to) = (n * split, n * split + bytes.len());
+            let to = n * split + bytes.len();
+            let mut frame_starts = 0;
+            while next_start.next_if(|&&s| s < to).is_some() {
+                frame_starts += 1;
+            }
             Piece {
                 bytes: Bytes::copy_from_slice(bytes),
-                frame_starts: starts
-                    .iter()
-                    .filter(|&&s| s > 0 && s >= from && s < to)
-                    .count() as u32,
+                frame_starts,
             }
         })
         .collect()
