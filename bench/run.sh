@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # agentd's end-to-end benchmark: builds agentd, the MCP test server and the bench driver in
-# release, raises the open-file limit, runs scenarios 1-4 (through agentd and direct to the mock,
+# release, raises the open-file limit, runs scenarios 1-4 (6 with --postgres URL: see
+# bench/README.md) (through agentd and direct to the mock,
 # same run) and scenario 5 (store_events), and prints one markdown report.
 # Arguments go to `agentd-bench run` (e.g. --rates 100,1000 --step-seconds 2 --only 1,2).
 set -euo pipefail
