@@ -11,13 +11,15 @@
 //! | [`store`] | the `Store` trait with SQLite and PostgreSQL backends; migrations; the run recorder (runs and run events written in batches) |
 //! | [`cache`] | the response cache: keys, what may be cached, store and Redis backends |
 //! | [`limits`] | per-key limits (requests per minute, runs at once, daily budgets) counted in the store or Redis |
-//! | [`http`] | the router, one file per API family, errors at the edge, SSE |
+//! | [`http`] | the router, one folder per API family (its wire types and one translator of run events), generated OpenAPI, the edge layers, connections, errors, SSE |
 //! | [`telemetry`] | Prometheus metrics and log setup |
-//! | [`runtime`] | the composition root: config → providers, store, metrics; spawns sessions |
+//! | [`runtime`] | the composition root, and the one run pipeline every headend starts runs through ([`runtime::Runtime::start_run`]); this process as a replica (heartbeats, owner loss, notifications from other replicas), following and cancelling runs anywhere |
+//! | [`json_text`], [`nul_text`] | JSON kept as its text; what happens to NUL characters |
 //! | [`cli`] | the `agentd` command line; `main.rs` only calls [`cli::main`] |
 //!
-//! A request flows `http` → [`agent::SessionRequest`] → [`agent::Session::run`] → [`llm::Provider`],
-//! and the session's [`agent::AgentEvent`]s flow back to the headend that started it.
+//! A request flows `http` → [`runtime::RunSubmission`] → [`runtime::Runtime::start_run`] →
+//! [`agent::Session::run`] → [`llm::Provider`], and the session's [`agent::AgentEvent`]s flow back
+//! (numbered and recorded on the way) to the headend that started it.
 
 pub mod agent;
 pub mod cache;
