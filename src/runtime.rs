@@ -1,6 +1,6 @@
 //! The composition root: turns a loaded [`Config`] into live parts (providers, agents, store,
 //! metrics) and runs sessions as tracked tasks. Every headend (HTTP, CLI) starts runs through
-//! [`Runtime::start_run`] (the run pipeline in [`pipeline`]), so runs are admitted, recorded,
+//! [`Runtime::start_run`] (the run pipeline in `pipeline`), so runs are admitted, recorded,
 //! cached and measured the same way everywhere. The parts stay private: headends read what
 //! they need through the accessors below.
 

@@ -65,7 +65,7 @@ impl RunControl {
     }
 }
 
-/// One run of one agent. Cheap to build; all state of a run lives in [`Run`], so the session
+/// One run of one agent. Cheap to build; all state of a run lives in `Run`, so the session
 /// itself only holds the services its phases are lent.
 pub struct Session {
     providers: ProviderSet,

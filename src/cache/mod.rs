@@ -179,7 +179,7 @@ pub fn is_cacheable(result: &AgentResult) -> bool {
         && !result.answer_text().trim().is_empty()
 }
 
-/// `now + ttl`, with absurd TTLs cut to [`MAX_TTL`].
+/// `now + ttl`, with absurd TTLs cut to `MAX_TTL`.
 pub fn expiry(now: DateTime<Utc>, ttl: Duration) -> DateTime<Utc> {
     let ttl = TimeDelta::from_std(ttl.min(MAX_TTL)).unwrap_or(TimeDelta::zero());
     now.checked_add_signed(ttl).unwrap_or(now)

@@ -1,6 +1,6 @@
 //! The HTTP server: one router for every API family (SPEC §4), documented by `/openapi.json` as
-//! it is built ([`routes`]), the middleware that measures each request by route template, and
-//! `serve` with graceful shutdown (the connections themselves are [`connections`]'s). Handlers only translate between wire formats and
+//! it is built ([`routes()`]), the middleware that measures each request by route template, and
+//! `serve` with graceful shutdown (the connections themselves are `connections`'s). Handlers only translate between wire formats and
 //! [`SessionRequest`](crate::agent::SessionRequest)s.
 
 mod anthropic;

@@ -1,5 +1,5 @@
 //! `GET /openapi.json`: the OpenAPI 3.1 document, generated from the wire types and the
-//! `#[utoipa::path]` of every handler that [`super::routes`] registers, so what is served is what
+//! `#[utoipa::path]` of every handler that [`super::routes()`] registers, so what is served is what
 //! is documented. This module adds what no handler knows: the title, the tags, the security
 //! schemes (public paths from the auth layer's list) and the streamed frames' schemas.
 

@@ -34,7 +34,7 @@ use window::Budget;
 
 /// How long a run slot stays held without being renewed. A concurrent-run slot is a row (or a
 /// Redis set member) per run with its holder's replica id and this lease, renewed every
-/// [`RENEW_EVERY`] while the run lives: a process that is killed stops renewing, and its slots
+/// `RENEW_EVERY` while the run lives: a process that is killed stops renewing, and its slots
 /// free themselves within the lease. (Counting the key's `running` runs instead would hold a
 /// killed process's slots until the owner-loss sweeper ends those runs, and miss runs the
 /// recorder has not written yet.)
@@ -257,7 +257,7 @@ impl KeyLimiter {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Renews the slots this process holds every [`RENEW_EVERY`] and prunes stale counts,
+    /// Renews the slots this process holds every `RENEW_EVERY` and prunes stale counts,
     /// until `shutdown`.
     pub fn keep_renewing(&self, shutdown: CancellationToken) {
         let counter = Arc::clone(&self.counter);
