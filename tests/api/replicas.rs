@@ -196,6 +196,18 @@ impl Cluster {
         accepted["run_id"].as_str().expect("run id").to_string()
     }
 
+    /// Asks `replica` to abort the run; the answer's status.
+    async fn abort(&self, replica: &impl Endpoint, run_id: &str) -> u16 {
+        self.client
+            .post(replica.url(&format!("/v1/runs/{run_id}/cancel")))
+            .json(&json!({"mode": "abort"}))
+            .send()
+            .await
+            .expect("sent")
+            .status()
+            .as_u16()
+    }
+
     /// A run submitted and waited for; its JSON answer.
     async fn submit(&self, replica: &impl Endpoint, submission: &Value) -> Value {
         self.client
@@ -314,14 +326,7 @@ async fn a_cancel_on_one_replica_stops_the_run_on_another() {
     let b = cluster.replica().await;
     let (run_id, mut on_b) = cluster.slow_run_followed(&a, &b, 200).await;
     let asked = Instant::now();
-    let cancel = cluster
-        .client
-        .post(b.url(&format!("/v1/runs/{run_id}/cancel")))
-        .json(&json!({"mode": "abort"}))
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(cancel.status(), 202);
+    assert_eq!(cluster.abort(&b, &run_id).await, 202);
     let rest = on_b.rest(Duration::from_secs(8)).await;
     let stopped = asked.elapsed();
     eprintln!("cancel on B to run.finished on B's follower: {stopped:?}");
@@ -593,14 +598,7 @@ async fn through_a_balancer_runs_are_followed_cancelled_and_submitted_once() {
 
     // Cancelled through the balancer.
     let (run_id, mut follower) = cluster.slow_run_followed(&balancer, &balancer, 200).await;
-    let cancel = cluster
-        .client
-        .post(balancer.url(&format!("/v1/runs/{run_id}/cancel")))
-        .json(&json!({"mode": "abort"}))
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(cancel.status(), 202);
+    assert_eq!(cluster.abort(&balancer, &run_id).await, 202);
     let ended = follower.rest(Duration::from_secs(8)).await;
     let (_, event, finished) = ended.last().expect("an end").clone();
     assert_eq!(
