@@ -26,6 +26,8 @@ pub enum ExitReason {
     InternalError,
     /// The process running it stopped (killed, lost power or network); another ended it.
     OwnerLost,
+    /// The server shut down (its drain time ran out) before the run ended.
+    ShuttingDown,
 }
 
 impl ExitReason {
@@ -47,6 +49,7 @@ impl ExitReason {
             Self::ConfigError => "config_error",
             Self::InternalError => "internal_error",
             Self::OwnerLost => "owner_lost",
+            Self::ShuttingDown => "shutting_down",
         }
     }
 
@@ -290,7 +293,7 @@ pub struct AgentResult {
 impl AgentResult {
     pub fn status(&self) -> RunStatus {
         match (self.success, self.exit_reason) {
-            (_, ExitReason::Cancelled) => RunStatus::Cancelled,
+            (_, ExitReason::Cancelled | ExitReason::ShuttingDown) => RunStatus::Cancelled,
             (true, _) => RunStatus::Completed,
             (false, _) => RunStatus::Failed,
         }

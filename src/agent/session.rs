@@ -53,14 +53,38 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 pub struct RunControl {
     pub stop: CancellationToken,
     pub abort: CancellationToken,
+    /// The server's shutdown token: when it fired, an abort is the server stopping, not a user.
+    pub shutdown: CancellationToken,
 }
 
 impl RunControl {
-    /// Tokens that also fire when `parent` (e.g. server shutdown) is cancelled.
-    pub fn child_of(parent: &CancellationToken) -> Self {
+    /// Tokens that also fire when `shutdown` (the server's) is cancelled.
+    pub fn child_of(shutdown: &CancellationToken) -> Self {
         Self {
-            stop: parent.child_token(),
-            abort: parent.child_token(),
+            stop: shutdown.child_token(),
+            abort: shutdown.child_token(),
+            shutdown: shutdown.clone(),
+        }
+    }
+
+    /// Tokens for a child run (a sub-agent): they fire with this run's.
+    pub fn for_child(&self) -> Self {
+        Self {
+            stop: self.stop.child_token(),
+            abort: self.abort.child_token(),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+
+    /// How an aborted run ends: `shutting_down` when the server stopped it, else `cancelled`.
+    pub(super) fn aborted(&self) -> Ending {
+        if self.shutdown.is_cancelled() {
+            Ending::failure(
+                ExitReason::ShuttingDown,
+                "the server shut down before the run ended",
+            )
+        } else {
+            Ending::failure(ExitReason::Cancelled, "the run was cancelled")
         }
     }
 }
@@ -205,7 +229,7 @@ impl Session {
             turn += 1;
             run.transcript.turns = turn;
             if self.control.abort.is_cancelled() {
-                return cancelled();
+                return self.control.aborted();
             }
             if self.control.stop.is_cancelled() {
                 run.plan.force_final(ForcedFinal::UserStop);
@@ -358,7 +382,7 @@ impl Session {
                 )
                 .await;
             match outcome {
-                AttemptOutcome::Aborted => return TurnEnd::End(cancelled()),
+                AttemptOutcome::Aborted => return TurnEnd::End(self.control.aborted()),
                 AttemptOutcome::Failed(error) if error.is_fatal() => {
                     return TurnEnd::End(fatal(&error));
                 }
@@ -373,7 +397,7 @@ impl Session {
                         let wait = longest_wait(&rate_limited, attempt);
                         rate_limited.clear();
                         if self.sleep_unless_aborted(wait).await {
-                            return TurnEnd::End(cancelled());
+                            return TurnEnd::End(self.control.aborted());
                         }
                     }
                 }
@@ -536,10 +560,6 @@ fn native_notices(
         messages.push(ChatMessage::user(notice));
     }
     messages
-}
-
-fn cancelled() -> Ending {
-    Ending::failure(ExitReason::Cancelled, "the run was cancelled")
 }
 
 fn fatal(error: &LlmError) -> Ending {

@@ -180,10 +180,7 @@ async fn run_child(
         None,
     )
     .await;
-    let control = RunControl {
-        stop: runner.control.stop.child_token(),
-        abort: runner.control.abort.child_token(),
-    };
+    let control = runner.control.for_child();
     let result = sub_agents.runner.run_child(request, control).await;
     let status = if result.success {
         "completed"

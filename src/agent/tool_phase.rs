@@ -268,7 +268,7 @@ impl ToolRunner<'_> {
             .map(|(index, call, arguments)| self.execute_tool(index, call, arguments, &context));
         let executed = tokio::select! {
             biased;
-            _ = self.control.abort.cancelled() => return Err(Handled::End(Ending::failure(ExitReason::Cancelled, "the run was cancelled"))),
+            _ = self.control.abort.cancelled() => return Err(Handled::End(self.control.aborted())),
             executed = futures_util::future::join_all(executions) => executed,
         };
         let mut executed: Vec<Executed> = executed;
@@ -300,10 +300,7 @@ impl ToolRunner<'_> {
             contents.push(content);
         }
         if self.control.abort.is_cancelled() {
-            return Err(Handled::End(Ending::failure(
-                ExitReason::Cancelled,
-                "the run was cancelled",
-            )));
+            return Err(Handled::End(self.control.aborted()));
         }
         Ok(contents)
     }

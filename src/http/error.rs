@@ -91,6 +91,15 @@ impl ApiError {
         .with_param(param)
     }
 
+    /// 414 for a request target (path and query) longer than `limit` bytes.
+    pub fn uri_too_long(length: usize, limit: usize) -> Self {
+        Self::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!("The request's path and query are {length} bytes; the limit is {limit}"),
+        )
+    }
+
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
@@ -142,6 +151,7 @@ impl ApiError {
                 Self::upstream(format!("The model provider failed: {detail}"))
             }
             ExitReason::Cancelled => Self::overloaded("The run was cancelled", None),
+            ExitReason::ShuttingDown => Self::shutting_down(),
             _ => {
                 tracing::warn!(exit_reason = exit_reason.as_str(), detail, "run failed");
                 Self::internal()
@@ -158,15 +168,6 @@ impl ApiError {
         );
         error.retry_after_secs = Some(1);
         error
-    }
-
-    /// Like [`ApiError::from_run`], but a run cancelled by a shutdown says so.
-    pub fn from_run_ending(exit_reason: ExitReason, error: Option<&str>, draining: bool) -> Self {
-        if exit_reason == ExitReason::Cancelled && draining {
-            Self::shutting_down()
-        } else {
-            Self::from_run(exit_reason, error)
-        }
     }
 
     /// 429 `rate_limited`: too many requests (or runs at once) for the caller's key.

@@ -9,12 +9,13 @@ use std::time::Duration;
 use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::RequestId;
 use tracing::{Span, field, info_span};
 
 use crate::config::cors::CorsOrigin;
+use crate::http::error::ApiError;
 
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -60,6 +61,23 @@ pub fn cors(origins: &[CorsOrigin]) -> Option<CorsLayer> {
             ])
             .max_age(PREFLIGHT_MAX_AGE),
     )
+}
+
+/// The longest request target (path and query) agentd reads, in bytes. Hyper itself refuses
+/// targets past 65,534 bytes with a bodyless 414 before any layer runs; this lower limit
+/// answers every realistic case in the JSON error shape.
+pub const MAX_URI_BYTES: usize = 16 * 1024;
+
+/// Answers 414 `uri_too_long` (JSON) for a request target longer than [`MAX_URI_BYTES`].
+pub async fn refuse_long_uri(request: Request, next: Next) -> Response {
+    let length = request
+        .uri()
+        .path_and_query()
+        .map_or(0, |target| target.as_str().len());
+    if length > MAX_URI_BYTES {
+        return ApiError::uri_too_long(length, MAX_URI_BYTES).into_response();
+    }
+    next.run(request).await
 }
 
 /// Drops a client's `x-request-id` that is too long or not printable ASCII, so one is made in

@@ -42,7 +42,8 @@ pub fn app(runtime: Arc<Runtime>) -> Router {
     with_layers(router, runtime)
 }
 
-/// The layers every route passes, innermost first: authentication, metrics and the request's
+/// The layers every route passes, innermost first: authentication, the request target's
+/// length, metrics and the request's
 /// log line, body limits, the request's span, the request id, CORS (outermost, so a browser's
 /// preflight is answered before authentication and every answer carries its headers).
 fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
@@ -52,6 +53,7 @@ fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
     let keys = Arc::new(auth::KeyTable::from_config(&runtime.config().auth));
     let router = router
         .layer(middleware::from_fn_with_state(keys, auth::authenticate))
+        .layer(middleware::from_fn(layers::refuse_long_uri))
         .layer(middleware::from_fn_with_state(
             runtime.clone(),
             observe_request,

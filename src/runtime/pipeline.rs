@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::DropGuard;
 use tracing::Instrument;
 
 use super::admission::{Overloaded, SessionSlot};
@@ -131,8 +131,6 @@ pub struct RunHandle {
     pub events: mpsc::Receiver<AgentEvent>,
     /// `stop` asks for a graceful final turn, `abort` ends the run now.
     pub control: RunControl,
-    /// Cancelled when the server shuts down: a run that then ends cancelled was cut off by it.
-    pub draining: CancellationToken,
     /// The result, handed over once the run is recorded (and a conversation's answer saved).
     pub result: oneshot::Receiver<AgentResult>,
 }
@@ -344,7 +342,6 @@ impl Runtime {
             conversation_id,
             events,
             control,
-            draining: self.draining.clone(),
             result,
         }
     }

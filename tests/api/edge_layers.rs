@@ -148,6 +148,26 @@ async fn every_answer_carries_the_request_id_the_client_sent_or_a_new_one() {
 }
 
 #[tokio::test]
+async fn a_request_target_past_16_kib_is_a_414_in_the_json_error_shape() {
+    let app = spawn_app().await;
+    let target = |length: usize| format!("/health?{}", "q".repeat(length - "/health?".len()));
+
+    let at_limit = app.get(&target(16 * 1024)).await;
+    assert_eq!(at_limit.status(), 200);
+
+    let past = app.get(&target(16 * 1024 + 1)).await;
+    assert_eq!(past.status(), 414);
+    assert!(past.headers().contains_key("x-request-id"));
+    let body: serde_json::Value = past.json().await.expect("a JSON body");
+    assert_eq!(body["error"]["code"], "uri_too_long");
+    let message = body["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("16385") && message.contains("16384"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
 async fn the_404_body_points_to_what_a_user_has() {
     let app = spawn_app().await;
     let body = app.get("/v2/nothing").await.text().await.expect("text");

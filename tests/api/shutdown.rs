@@ -1,6 +1,6 @@
 //! Graceful shutdown of `agentd serve` (the real binary): SIGTERM during a streaming run lets it
 //! run for `server.drainSeconds`, then cancels it; the client gets an `error` frame with code
-//! `shutting_down`, the run is stored, and the process exits 0. A second signal exits at once.
+//! `shutting_down`, the run is stored with exit reason `shutting_down`, and the process exits 0. A second signal exits at once.
 
 use std::time::{Duration, Instant};
 
@@ -100,7 +100,7 @@ async fn sigterm_drains_then_cancels_and_tells_streaming_clients() {
         .expect("query")
         .expect("the run is stored");
     assert_eq!(run.status, "cancelled");
-    assert_eq!(run.exit_reason.as_deref(), Some("cancelled"));
+    assert_eq!(run.exit_reason.as_deref(), Some("shutting_down"));
 }
 
 #[tokio::test]

@@ -271,7 +271,7 @@ enum Block {
 fn stream_events(handle: RunHandle, reply: Reply) -> impl Stream<Item = Result<Event, Infallible>> {
     async_stream::stream! {
         let _cancel_on_drop = handle.abort_on_drop();
-        let RunHandle { mut events, draining, .. } = handle;
+        let RunHandle { mut events, .. } = handle;
         yield event(&StreamEvent::MessageStart { message: Message {
             id: &reply.id, kind: MessageType::Message, role: AssistantRole::Assistant, model: &reply.model,
             content: Vec::new(), stop_reason: None, stop_sequence: None, usage: MessageUsage::NOT_YET_KNOWN,
@@ -304,7 +304,7 @@ fn stream_events(handle: RunHandle, reply: Reply) -> impl Stream<Item = Result<E
                             });
                             yield event(&StreamEvent::MessageStop);
                         }
-                        None => yield AnthropicError(ApiError::from_run_ending(summary.exit_reason, summary.error.as_deref(), draining.is_cancelled())).event(),
+                        None => yield AnthropicError(ApiError::from_run(summary.exit_reason, summary.error.as_deref())).event(),
                     }
                     return;
                 }
@@ -360,18 +360,11 @@ fn delta_frame(index: usize, block: Block, text: &str) -> Result<Event, Infallib
 
 async fn complete(handle: RunHandle, reply: Reply) -> Result<Response, AnthropicError> {
     let _cancel_on_drop = handle.abort_on_drop();
-    let RunHandle {
-        draining, result, ..
-    } = handle;
+    let RunHandle { result, .. } = handle;
     let result: AgentResult = result.await.map_err(|_| ApiError::internal())?;
     let summary = result.summary();
-    let reason = stop_reason(&summary).ok_or_else(|| {
-        ApiError::from_run_ending(
-            result.exit_reason,
-            result.error.as_deref(),
-            draining.is_cancelled(),
-        )
-    })?;
+    let reason = stop_reason(&summary)
+        .ok_or_else(|| ApiError::from_run(result.exit_reason, result.error.as_deref()))?;
     let thinking: Vec<&str> = result
         .conversation
         .iter()

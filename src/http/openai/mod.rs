@@ -309,7 +309,7 @@ fn stream_chunks(
     async_stream::stream! {
         // Dropping the stream (the client went away) cancels the run.
         let _cancel_on_drop = handle.abort_on_drop();
-        let RunHandle { mut events, draining, .. } = handle;
+        let RunHandle { mut events, .. } = handle;
         yield Ok(reply.chunk(Delta { role: Some(AssistantRole::Assistant), content: Some(""), ..Delta::default() }, None));
         let mut streamed_text = false;
         let mut failure_report: Option<String> = None;
@@ -329,7 +329,7 @@ fn stream_chunks(
                             }
                             yield Ok(reply.chunk(Delta::default(), Some(reason)));
                         }
-                        None => yield Ok(Event::default().data(ApiError::from_run_ending(summary.exit_reason, summary.error.as_deref(), draining.is_cancelled()).body_text())),
+                        None => yield Ok(Event::default().data(ApiError::from_run(summary.exit_reason, summary.error.as_deref()).body_text())),
                     }
                     if reply.include_usage {
                         yield Ok(reply.usage_chunk(&summary.usage));
@@ -374,16 +374,13 @@ fn progress_line(event: &AgentEvent) -> Option<String> {
 async fn complete(handle: RunHandle, reply: Completion) -> Result<Response, ApiError> {
     let _cancel_on_drop = handle.abort_on_drop();
     // Nobody reads the events of a non-streaming run; the result carries everything.
-    let RunHandle {
-        draining, result, ..
-    } = handle;
+    let RunHandle { result, .. } = handle;
     let result: AgentResult = result.await.map_err(|_| ApiError::internal())?;
     let summary = result.summary();
     let Some(reason) = finish_reason(&summary) else {
-        return Err(ApiError::from_run_ending(
+        return Err(ApiError::from_run(
             result.exit_reason,
             result.error.as_deref(),
-            draining.is_cancelled(),
         ));
     };
     let body = ChatCompletion {
