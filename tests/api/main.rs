@@ -12,6 +12,7 @@ mod cli;
 mod connections;
 mod context;
 mod edge_layers;
+mod faults;
 mod internal_tools;
 mod key_limits;
 mod limits;

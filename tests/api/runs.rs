@@ -7,24 +7,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::support::mock_llm::Reply;
-use crate::support::{TestApp, run_id, spawn_app, spawn_app_with};
-
-/// `(id, event, data)` of every frame of an SSE body.
-fn frames(body: &str) -> Vec<(i64, String, Value)> {
-    body.split("\n\n")
-        .filter_map(|frame| {
-            let field = |name: &str| {
-                frame
-                    .lines()
-                    .find_map(|l| l.strip_prefix(name))
-                    .map(str::to_string)
-            };
-            let id = field("id: ")?.parse().ok()?;
-            let data = serde_json::from_str(&field("data: ")?).ok()?;
-            Some((id, field("event: ")?, data))
-        })
-        .collect()
-}
+use crate::support::{TestApp, numbered_frames as frames, run_id, spawn_app, spawn_app_with};
 
 async fn read_all(response: reqwest::Response) -> Vec<(i64, String, Value)> {
     frames(&response.text().await.expect("body"))

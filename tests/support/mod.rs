@@ -156,6 +156,23 @@ pub async fn sse_data(response: reqwest::Response) -> Vec<String> {
         .collect()
 }
 
+/// `(id, event, data)` of every numbered frame of a run's SSE body (SPEC §4.2).
+pub fn numbered_frames(body: &str) -> Vec<(i64, String, Value)> {
+    body.split("\n\n")
+        .filter_map(|frame| {
+            let field = |name: &str| {
+                frame
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(str::to_string)
+            };
+            let id = field("id: ")?.parse().ok()?;
+            let data = serde_json::from_str(&field("data: ")?).ok()?;
+            Some((id, field("event: ")?, data))
+        })
+        .collect()
+}
+
 /// Parses every data payload except `[DONE]` as JSON.
 pub fn json_frames(data: &[String]) -> Vec<Value> {
     data.iter()
