@@ -24,11 +24,15 @@ use tracing::{Instrument, info_span, warn};
 
 use crate::agent::observer::{GuardEvent, SessionObserver};
 use crate::agent::sub_agents::{ChildRunner, SubAgents};
-use crate::agent::{AgentResult, EventSink, ProviderSet, RunControl, Session, SessionRequest};
+use crate::agent::{
+    AgentResult, EventSink, ProviderSet, RunControl, Session, SessionRequest, opening_conversation,
+    tokenizer_of,
+};
 use crate::cache::{CacheError, ResponseCache};
 use crate::config::models::ModelCatalog;
 use crate::config::{AgentRegistry, AgentSpec, Config};
 use crate::limits::{KeyLimiter, LimiterSetupError};
+use crate::llm::ChatMessage;
 use crate::llm::catalog;
 use crate::store::{RecorderMetrics, RecorderSettings, RunRecorder, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
@@ -222,6 +226,34 @@ impl Runtime {
     /// Whether a graceful shutdown has begun (no new runs are taken).
     pub fn is_draining(&self) -> bool {
         self.draining.is_cancelled()
+    }
+
+    /// How many input tokens the first model call of a run of `agent` would be sent: its
+    /// system prompt with the MCP servers' instructions, `history`, `prompt` and the tools it
+    /// offers, counted with the tokenizer of its first model target.
+    pub async fn count_input_tokens(
+        &self,
+        agent: &Arc<AgentSpec>,
+        history: Vec<ChatMessage>,
+        prompt: String,
+    ) -> u64 {
+        let request = SessionRequest {
+            run_id: String::new(),
+            agent: agent.clone(),
+            prompt,
+            history,
+            overrides: Default::default(),
+            conversation_id: None,
+            format: None,
+            schema: None,
+            user_id: None,
+            parent: None,
+            transport: None,
+        };
+        let conversation = opening_conversation(&request, &self.tools.instructions_for(agent));
+        let tokenizer = tokenizer_of(agent, &self.catalog);
+        let tools = self.tools.registry_for(agent).definitions().await;
+        tokenizer.messages(&conversation) + tokenizer.tools(&tools)
     }
 
     /// Writes everything queued for the store so far.

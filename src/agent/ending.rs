@@ -22,6 +22,8 @@ pub(super) struct Ending {
     /// The answer reached the client while it streamed (XML final tag); it is not published
     /// again.
     pub answer_streamed: bool,
+    /// A rate-limited end: how long the provider asked to wait, in seconds.
+    pub retry_after_secs: Option<u64>,
 }
 
 fn now_ms() -> i64 {
@@ -37,6 +39,7 @@ impl Ending {
             error: Some(error.into()),
             report: None,
             answer_streamed: false,
+            retry_after_secs: None,
         }
     }
 
@@ -62,6 +65,7 @@ impl Ending {
             error: None,
             report: Some(report),
             answer_streamed: false,
+            retry_after_secs: None,
         }
     }
 
@@ -86,6 +90,7 @@ impl Ending {
             error: Some(message.to_string()),
             report: Some(report),
             answer_streamed: false,
+            retry_after_secs: None,
         }
     }
 }
@@ -124,6 +129,7 @@ pub(super) fn assemble(
         cost_usd,
         turns: transcript.turns,
         duration_ms: started.elapsed().as_millis() as u64,
+        retry_after_secs: ending.retry_after_secs,
     }
 }
 

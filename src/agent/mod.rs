@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 pub use events::{AgentEvent, EventSink};
 pub use result::{AgentResult, ExitReason, FinalReport, ReportStatus, RunStatus};
+pub use run::{opening_conversation, tokenizer_of};
 pub use session::{EMPTY_RESPONSE_NOTICE, RunControl, Session};
 
 use crate::config::AgentSpec;

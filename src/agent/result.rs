@@ -270,6 +270,9 @@ pub struct RunSummary {
     pub cost_usd: f64,
     pub turns: u32,
     pub duration_ms: u64,
+    /// For a run that ended `rate_limited`: how long the provider asked to wait, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_secs: Option<u64>,
 }
 
 /// Everything a session did (SPEC §5); returned even when the run failed.
@@ -288,6 +291,9 @@ pub struct AgentResult {
     pub cost_usd: f64,
     pub turns: u32,
     pub duration_ms: u64,
+    /// For a run that ended `rate_limited`: how long the provider asked to wait, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_secs: Option<u64>,
 }
 
 impl AgentResult {
@@ -309,6 +315,7 @@ impl AgentResult {
             cost_usd: self.cost_usd,
             turns: self.turns,
             duration_ms: self.duration_ms,
+            retry_after_secs: self.retry_after_secs,
         }
     }
 

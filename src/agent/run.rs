@@ -16,9 +16,9 @@ use super::observer::SessionObserver;
 use super::result::{ExitReason, Lineage};
 use super::xml::{XmlMode, XmlState};
 use super::xml_phase::XmlTransport;
-use crate::config::Target;
 use crate::config::agent_file::{Finalization, Transport};
 use crate::config::models::ModelCatalog;
+use crate::config::{AgentSpec, Target};
 use crate::llm::tokens::Tokenizer;
 use crate::llm::{ChatMessage, SamplingParams, ToolDefinition};
 
@@ -172,22 +172,8 @@ impl Run {
         instructions: &[(String, String)],
         observer: Option<Arc<dyn SessionObserver>>,
     ) -> Self {
-        let mut conversation = vec![ChatMessage::system(system_prompt(&request, instructions))];
-        conversation.extend(request.history.iter().cloned());
-        conversation.push(ChatMessage::user(request.prompt.clone()));
-        let tokenizer = request
-            .agent
-            .targets
-            .first()
-            .map_or(Tokenizer::Approximate, |target| {
-                Tokenizer::resolve(
-                    catalog
-                        .facts(&target.provider, &target.model)
-                        .tokenizer
-                        .as_deref(),
-                    &target.model,
-                )
-            });
+        let conversation = opening_conversation(&request, instructions);
+        let tokenizer = tokenizer_of(&request.agent, catalog);
         let guard = ContextGuard::new(tokenizer.messages(&conversation));
         let transport = request.transport.unwrap_or(request.agent.transport);
         let xml = xml_state(&transport, request.agent.finalization).map(XmlTransport::new);
@@ -212,6 +198,34 @@ impl Run {
 }
 
 /// The agent's prompt, plus the isolation rule of `userScoped` agents (seeds/001).
+/// What the model is sent on the first turn: the system prompt (with the MCP servers'
+/// instructions), the history, the prompt.
+pub fn opening_conversation(
+    request: &SessionRequest,
+    instructions: &[(String, String)],
+) -> Vec<ChatMessage> {
+    let mut conversation = vec![ChatMessage::system(system_prompt(request, instructions))];
+    conversation.extend(request.history.iter().cloned());
+    conversation.push(ChatMessage::user(request.prompt.clone()));
+    conversation
+}
+
+/// The tokenizer of the agent's first model target (configured, else guessed from the id).
+pub fn tokenizer_of(agent: &AgentSpec, catalog: &ModelCatalog) -> Tokenizer {
+    agent
+        .targets
+        .first()
+        .map_or(Tokenizer::Approximate, |target| {
+            Tokenizer::resolve(
+                catalog
+                    .facts(&target.provider, &target.model)
+                    .tokenizer
+                    .as_deref(),
+                &target.model,
+            )
+        })
+}
+
 fn system_prompt(request: &SessionRequest, instructions: &[(String, String)]) -> String {
     let mut prompt = request.agent.system_prompt.clone();
     if let (Some(user), true) = (&request.user_id, request.agent.user_scoped) {

@@ -576,7 +576,16 @@ fn exhausted(error: &LlmError) -> Ending {
         LlmError::InvalidResponse(_) => ExitReason::NoLlmResponse,
         _ => ExitReason::LlmError,
     };
-    Ending::failure(reason, format!("every attempt failed; last error: {error}"))
+    let mut ending = Ending::failure(reason, format!("every attempt failed; last error: {error}"));
+    if let LlmError::RateLimit { retry_after, .. } = error {
+        // Rounded up: a client that waits the whole seconds it is told never comes too early.
+        ending.retry_after_secs = Some(
+            retry_after
+                .map_or(1, |wait| wait.as_millis().div_ceil(1000) as u64)
+                .max(1),
+        );
+    }
+    ending
 }
 
 /// The wait after a cycle in which every target was rate-limited: the longest suggestion,

@@ -200,6 +200,7 @@ pub fn cached_run_result(
         cost_usd: 0.0,
         turns: 0,
         duration_ms,
+        retry_after_secs: None,
         ..hit.result
     }
 }

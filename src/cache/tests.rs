@@ -61,6 +61,7 @@ fn answered(text: &str) -> AgentResult {
         cost_usd: 0.5,
         turns: 1,
         duration_ms: 900,
+        retry_after_secs: None,
     }
 }
 

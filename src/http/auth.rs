@@ -51,6 +51,21 @@ impl Caller {
     }
 
     /// 403 unless this key may run `agent`.
+    /// The agent a request names as its `model`: 404 `unknown_model` when there is none, 403
+    /// when this key may not use it.
+    pub fn model_agent(
+        &self,
+        runtime: &crate::runtime::Runtime,
+        model: &str,
+    ) -> Result<std::sync::Arc<crate::config::AgentSpec>, ApiError> {
+        let agent = runtime
+            .agents()
+            .get(model)
+            .ok_or_else(|| ApiError::unknown_model(model))?;
+        self.check_agent(&agent.name)?;
+        Ok(agent)
+    }
+
     pub fn check_agent(&self, agent: &str) -> Result<(), ApiError> {
         if self.may_use_agent(agent) {
             Ok(())

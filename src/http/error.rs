@@ -15,6 +15,7 @@ use utoipa::openapi::{self, ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{IntoResponses, ToSchema};
 
 use crate::agent::ExitReason;
+use crate::agent::result::RunSummary;
 
 /// The `Retry-After` of a 503 `store_unavailable`.
 const STORE_RETRY_AFTER_SECS: u64 = 2;
@@ -137,17 +138,22 @@ impl ApiError {
 
     /// The client-facing error for a run that ended without an answer; internals are logged,
     /// not returned.
-    pub fn from_run(exit_reason: ExitReason, error: Option<&str>) -> Self {
-        let detail = error.unwrap_or("no details");
+    pub fn from_run(summary: &RunSummary) -> Self {
+        let exit_reason = summary.exit_reason;
+        let detail = summary.error.as_deref().unwrap_or("no details");
         match exit_reason {
             ExitReason::EmptyInput => {
                 Self::invalid_request("The prompt is empty").with_param("messages")
             }
-            ExitReason::AuthFailure
-            | ExitReason::QuotaExceeded
-            | ExitReason::RateLimited
-            | ExitReason::LlmError
-            | ExitReason::NoLlmResponse => {
+            ExitReason::RateLimited => Self::rate_limited(
+                format!("The model provider is rate limiting agentd; retry later ({detail})"),
+                summary.retry_after_secs.unwrap_or(1),
+            ),
+            ExitReason::AuthFailure => Self::upstream(
+                "The model provider refused the API key agentd sent it: check the provider's \
+                 `apiKey` in the config (the server log names the provider)",
+            ),
+            ExitReason::QuotaExceeded | ExitReason::LlmError | ExitReason::NoLlmResponse => {
                 Self::upstream(format!("The model provider failed: {detail}"))
             }
             ExitReason::Cancelled => Self::overloaded("The run was cancelled", None),
@@ -278,6 +284,8 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
+        // Kept beside the body, so a layer can render it in another API family's shape.
+        response.extensions_mut().insert(self);
         response
     }
 }

@@ -76,6 +76,7 @@ fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
             layers::REQUEST_ID_HEADER,
             MakeRequestUuid,
         ))
+        .layer(middleware::from_fn(anthropic::errors_in_anthropic_shape))
         .layer(middleware::from_fn(layers::drop_unusable_request_id));
     let router = match cors {
         Some(cors) => router.layer(cors),
@@ -95,8 +96,10 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(ops::metrics))
         .routes(routes!(openapi::openapi))
         .routes(routes!(openai::list_models))
+        .routes(routes!(openai::get_model))
         .routes(routes!(openai::chat_completions))
         .routes(routes!(anthropic::messages))
+        .routes(routes!(anthropic::count_tokens))
         .routes(routes!(runs::list_agents))
         .routes(routes!(runs::get_agent))
         .routes(routes!(runs::create_run))

@@ -54,34 +54,64 @@ impl Secrets {
     }
 
     pub fn redact_error(&self, error: LlmError) -> LlmError {
-        let r = |m: String| self.redact(&m);
-        match error {
-            LlmError::RateLimit {
-                retry_after,
-                message,
-            } => LlmError::RateLimit {
-                retry_after,
-                message: r(message),
-            },
-            LlmError::Auth(m) => LlmError::Auth(r(m)),
-            LlmError::QuotaExceeded(m) => LlmError::QuotaExceeded(r(m)),
-            LlmError::Model(m) => LlmError::Model(r(m)),
-            LlmError::Network(m) => LlmError::Network(r(m)),
-            LlmError::Timeout(m) => LlmError::Timeout(r(m)),
-            LlmError::InvalidResponse(m) => LlmError::InvalidResponse(r(m)),
-        }
+        error.map_message(|message| self.redact(&message))
     }
 }
 
-/// A transport failure, described without the URL (which may carry a key).
-pub fn classify_transport_error(error: reqwest::Error) -> LlmError {
+/// A transport failure: what went wrong (connection refused, name not resolved, TLS, timeout)
+/// and the endpoint it happened on, named without its query or credentials.
+pub fn classify_transport_error(error: reqwest::Error, endpoint: &reqwest::Url) -> LlmError {
     let timed_out = error.is_timeout();
-    let text = error.without_url().to_string();
+    let text = format!(
+        "cannot reach {}: {}",
+        endpoint_name(endpoint),
+        transport_cause(&error)
+    );
     if timed_out {
         LlmError::Timeout(text)
     } else {
         LlmError::Network(text)
     }
+}
+
+/// `scheme://host:port/path` of `url`: no user, password or query, which may hold a key.
+pub fn endpoint_name(url: &reqwest::Url) -> String {
+    let host = url.host_str().unwrap_or("?");
+    match url.port_or_known_default() {
+        Some(port) => format!("{}://{host}:{port}{}", url.scheme(), url.path()),
+        None => format!("{}://{host}{}", url.scheme(), url.path()),
+    }
+}
+
+/// The root cause of a transport error in words a user can act on.
+fn transport_cause(error: &reqwest::Error) -> String {
+    let mut innermost = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        innermost = cause.to_string();
+        source = cause.source();
+    }
+    let lower = innermost.to_ascii_lowercase();
+    if lower.contains("connection refused") {
+        return "connection refused (nothing listens there)".into();
+    }
+    let kind = if error.is_timeout() {
+        "timed out"
+    } else if lower.contains("dns")
+        || lower.contains("failed to lookup")
+        || lower.contains("name or service not known")
+        || lower.contains("no address associated")
+    {
+        "the host name does not resolve"
+    } else if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake")
+    {
+        "TLS failed"
+    } else if error.is_connect() {
+        "cannot connect"
+    } else {
+        "the connection failed"
+    };
+    format!("{kind}: {innermost}")
 }
 
 /// The vendor's error code and message, from any of the error body shapes:

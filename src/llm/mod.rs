@@ -82,11 +82,82 @@ pub enum Role {
 }
 
 /// A complete tool call requested by the model (arguments are the raw JSON text it produced).
+/// Serialised in the OpenAI message shape, `{id, type: "function", function: {name,
+/// arguments}}`, as stored conversations and results keep it (SPEC §5); read from that shape or
+/// from the flat `{id, name, arguments}` earlier versions stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "OpenAiToolCall", from = "StoredToolCall")]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: String,
+}
+
+/// [`ToolCall`] in the OpenAI message shape.
+#[derive(Serialize, Deserialize)]
+struct OpenAiToolCall {
+    id: String,
+    #[serde(rename = "type", default = "function_type")]
+    kind: String,
+    function: OpenAiFunction,
+}
+
+#[derive(Serialize, Deserialize)]
+struct OpenAiFunction {
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+fn function_type() -> String {
+    "function".into()
+}
+
+/// Either shape a stored [`ToolCall`] may have.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StoredToolCall {
+    OpenAi(OpenAiToolCall),
+    Flat {
+        id: String,
+        name: String,
+        #[serde(default)]
+        arguments: String,
+    },
+}
+
+impl From<ToolCall> for OpenAiToolCall {
+    fn from(call: ToolCall) -> Self {
+        Self {
+            id: call.id,
+            kind: function_type(),
+            function: OpenAiFunction {
+                name: call.name,
+                arguments: call.arguments,
+            },
+        }
+    }
+}
+
+impl From<StoredToolCall> for ToolCall {
+    fn from(stored: StoredToolCall) -> Self {
+        match stored {
+            StoredToolCall::OpenAi(call) => Self {
+                id: call.id,
+                name: call.function.name,
+                arguments: call.function.arguments,
+            },
+            StoredToolCall::Flat {
+                id,
+                name,
+                arguments,
+            } => Self {
+                id,
+                name,
+                arguments,
+            },
+        }
+    }
 }
 
 /// A tool offered to the model, in function-calling form.
@@ -232,6 +303,30 @@ pub enum LlmError {
 }
 
 impl LlmError {
+    /// The same error with its message rewritten by `rewrite`.
+    pub fn map_message(self, rewrite: impl Fn(String) -> String) -> Self {
+        match self {
+            Self::RateLimit {
+                retry_after,
+                message,
+            } => Self::RateLimit {
+                retry_after,
+                message: rewrite(message),
+            },
+            Self::Auth(m) => Self::Auth(rewrite(m)),
+            Self::QuotaExceeded(m) => Self::QuotaExceeded(rewrite(m)),
+            Self::Model(m) => Self::Model(rewrite(m)),
+            Self::Network(m) => Self::Network(rewrite(m)),
+            Self::Timeout(m) => Self::Timeout(rewrite(m)),
+            Self::InvalidResponse(m) => Self::InvalidResponse(rewrite(m)),
+        }
+    }
+
+    /// The same error with `hint` (what the user can do) appended to its message.
+    pub fn with_hint(self, hint: &str) -> Self {
+        self.map_message(|message| format!("{message} ({hint})"))
+    }
+
     /// Fatal errors end the session at once; everything else may move to the next target.
     pub fn is_fatal(&self) -> bool {
         matches!(self, Self::Auth(_) | Self::QuotaExceeded(_))
@@ -251,6 +346,27 @@ pub trait Provider: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tool_calls_are_kept_in_the_openai_shape_and_read_from_either() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "time__now".into(),
+            arguments: "{}".into(),
+        };
+        let stored = serde_json::to_value(&call).expect("serialises");
+        assert_eq!(
+            stored,
+            serde_json::json!({"id": "c1", "type": "function", "function": {"name": "time__now", "arguments": "{}"}})
+        );
+        let back: ToolCall = serde_json::from_value(stored).expect("reads back");
+        assert_eq!(back, call);
+        let flat = serde_json::json!({"id": "c1", "name": "time__now", "arguments": "{}"});
+        assert_eq!(
+            serde_json::from_value::<ToolCall>(flat).expect("old shape"),
+            call
+        );
+    }
 
     #[test]
     fn stop_reasons_normalise_across_vendors() {

@@ -32,6 +32,15 @@ pub enum UpstreamSetupError {
     BadEndpoint { url: String, detail: String },
 }
 
+/// Where the example config's provider points by default: the bundled mock upstream.
+const BUNDLED_MOCK_PORT: u16 = 9090;
+const BUNDLED_MOCK_HINT: &str = "this is the example config's default endpoint, the bundled mock: start it with `cargo run --example mock_upstream -- --listen 127.0.0.1:9090`, or set AGENTD_LLM_BASE_URL to your provider";
+
+fn is_bundled_mock_address(url: &Url) -> bool {
+    url.port() == Some(BUNDLED_MOCK_PORT)
+        && matches!(url.host_str(), Some("127.0.0.1" | "localhost"))
+}
+
 /// What every provider type is configured with.
 #[derive(Clone)]
 pub struct Connection {
@@ -257,7 +266,7 @@ impl Upstream {
                     timeout.as_millis()
                 ))
             })?
-            .map_err(|e| self.secrets.redact_error(classify_transport_error(e)))?;
+            .map_err(|e| self.unreachable(e, url))?;
         if response.status().is_success() {
             return Ok(Ok(response));
         }
@@ -271,6 +280,21 @@ impl Upstream {
         let error = classify_status(status, &text, retry_after);
         let names_params = matches!(status, 400 | 422);
         Ok(Err((error, names_params.then_some(text))))
+    }
+
+    /// A request that never reached the upstream: classified, redacted, and logged as a warning
+    /// naming the endpoint and the cause (with how to start the bundled mock when it is the
+    /// example config's default endpoint).
+    fn unreachable(&self, error: reqwest::Error, url: &Url) -> LlmError {
+        let refused = error.is_connect();
+        let mut error = self
+            .secrets
+            .redact_error(classify_transport_error(error, url));
+        if refused && is_bundled_mock_address(url) {
+            error = error.with_hint(BUNDLED_MOCK_HINT);
+        }
+        warn!(provider = %self.provider, %error, "the model provider could not be reached");
+        error
     }
 
     fn is_rejected(&self, model: &str, param: OptionalParam) -> bool {
@@ -311,13 +335,14 @@ impl Upstream {
         let response = self
             .post(url, &request.model, body, request.timeout)
             .await?;
-        self.deltas(response, request.timeout, reading).await
+        self.deltas(response, url, request.timeout, reading).await
     }
 
     /// The deltas of a successful response, read as `reading` says; errors are redacted.
     async fn deltas<D: FrameDecoder>(
         &self,
         response: reqwest::Response,
+        url: &Url,
         timeout: Duration,
         reading: Reading<D>,
     ) -> Result<DeltaStream, LlmError> {
@@ -335,7 +360,7 @@ impl Upstream {
         let text = tokio::time::timeout(timeout, response.text())
             .await
             .map_err(|_| LlmError::Timeout("the response body did not arrive in time".into()))?
-            .map_err(|e| self.secrets.redact_error(classify_transport_error(e)))?;
+            .map_err(|e| self.secrets.redact_error(classify_transport_error(e, url)))?;
         let deltas = decode_whole(&text).map_err(|e| self.secrets.redact_error(e))?;
         Ok(Box::pin(futures_util::stream::iter(
             deltas.into_iter().map(Ok),

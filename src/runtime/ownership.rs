@@ -207,6 +207,7 @@ impl Runtime {
             cost_usd: 0.0,
             turns: 0,
             duration_ms,
+            retry_after_secs: None,
         };
         let summary = result.summary();
         let error_event = ErrorEvent {

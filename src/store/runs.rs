@@ -161,6 +161,8 @@ struct StoredResult<'a> {
     cost_usd: f64,
     turns: u32,
     duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_secs: Option<u64>,
 }
 
 impl<'a> StoredResult<'a> {
@@ -177,6 +179,7 @@ impl<'a> StoredResult<'a> {
             cost_usd,
             turns,
             duration_ms,
+            retry_after_secs,
         } = result;
         Self {
             run_id,
@@ -188,6 +191,7 @@ impl<'a> StoredResult<'a> {
             cost_usd: *cost_usd,
             turns: *turns,
             duration_ms: *duration_ms,
+            retry_after_secs: *retry_after_secs,
         }
     }
 }

@@ -199,7 +199,7 @@ async fn a_continue_run_nobody_reads_runs_on_and_its_connection_is_closed() {
     let (mut stream, head) = post_and_stop_reading(host(&app), "/v1/agents/chat/runs", &body).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let run = app
-        .ended_run(&run_id_in(&head), Duration::from_secs(30))
+        .ended_run(&run_id_in(&head), Duration::from_secs(90))
         .await;
     assert_eq!(run["status"], "completed", "{run}");
     let (rest, _) = read_until_closed(&mut stream, Duration::from_secs(30)).await;

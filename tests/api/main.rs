@@ -13,6 +13,7 @@ mod connections;
 mod context;
 mod edge_layers;
 mod faults;
+mod first_hour;
 mod internal_tools;
 mod key_limits;
 mod limits;

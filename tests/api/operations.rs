@@ -158,6 +158,7 @@ fn concrete(path: &str) -> String {
         .replace("{run_id}", "r")
         .replace("{user_id}", "u")
         .replace("{id}", "c")
+        .replace("{model}", "chat")
 }
 
 /// Whether the app serves `method path`: neither the 405 of a known path nor the 404 fallback.
@@ -195,7 +196,8 @@ async fn every_operation_of_the_openapi_document_is_served() {
             documented += 1;
         }
     }
-    assert_eq!(documented, 17);
+    // A floor, not a count: the routes of later work add to it.
+    assert!(documented >= 19, "{documented} operations");
 }
 
 /// The paths axum's router holds. utoipa-axum cannot list the routes of an `OpenApiRouter`
@@ -239,7 +241,7 @@ async fn every_route_the_router_serves_is_in_the_openapi_document() {
         }
     }
     // Guards the Debug parsing itself: a change in axum's output must not make this test empty.
-    assert_eq!(paths.len(), 16, "{paths:?}");
+    assert!(paths.len() >= 18, "{paths:?}");
 }
 
 /// The whole contract: a change to any body, route or description shows in review as a change

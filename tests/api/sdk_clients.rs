@@ -47,9 +47,30 @@ fn sdk_python() -> PathBuf {
     python
 }
 
+/// Runs `tests/sdk/SCRIPT` with the SDKs' Python and `args`; returns its output once it
+/// succeeded (else fails the test with its output).
+pub(crate) async fn run_sdk_script(script: &str, args: &[String]) -> String {
+    let python = tokio::task::spawn_blocking(sdk_python).await.expect("venv");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/sdk")
+        .join(script);
+    let output = tokio::process::Command::new(python)
+        .arg(script)
+        .args(args)
+        .output()
+        .await
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
 #[tokio::test]
 async fn the_openai_and_anthropic_sdks_parse_every_response() {
-    let python = tokio::task::spawn_blocking(sdk_python).await.expect("venv");
     let llm = MockLlm::start().await;
     for _ in 0..6 {
         llm.push(Reply::text("Hello from the mock upstream!").with_chunks(5));
@@ -65,19 +86,8 @@ async fn the_openai_and_anthropic_sdks_parse_every_response() {
     agentd.args(["serve", "--config", "agentd.json"]);
     let server = serve(agentd, |_| {}).await;
     let address = &server.address;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/clients.py");
-    let output = tokio::process::Command::new(python)
-        .arg(script)
-        .args([format!("http://{address}"), "sdk-key".to_string()])
-        .output()
-        .await
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let args = [format!("http://{address}"), "sdk-key".to_string()];
+    let stdout = run_sdk_script("clients.py", &args).await;
     assert_eq!(
         stdout.lines().filter(|l| l.ends_with(" ok")).count(),
         7,

@@ -17,18 +17,32 @@ use super::wire::AssistantRole;
 use crate::agent::events::AgentEvent;
 use crate::agent::result::RunSummary;
 use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams};
+use crate::config::AgentSpec;
 use crate::llm::{ChatMessage, Role};
 use crate::runtime::{RunHandle, RunSubmission, Runtime};
-use axum::extract::{Extension, State};
+use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use wire::{
     AnthropicErrorBody, AnthropicErrorDetail, AnthropicModel, AnthropicModelList, BlockDelta,
     ContentBlock, ErrorType, Message, MessageDelta, MessageType, MessageUsage, MessagesRequest,
-    ModelType, StopReason, StreamEvent, TextOrBlocks,
+    ModelType, StopReason, StreamEvent, TextOrBlocks, TokenCount,
 };
+
+/// Renders every error answered under `/v1/messages` — by the handlers or by the layers around
+/// them (authentication, limits, unknown routes) — in Anthropic's shape, so its SDK raises the
+/// matching exception class.
+pub async fn errors_in_anthropic_shape(request: Request, next: Next) -> Response {
+    let anthropic = request.uri().path().starts_with("/v1/messages");
+    let mut response = next.run(request).await;
+    if anthropic && let Some(error) = response.extensions_mut().remove::<ApiError>() {
+        return AnthropicError(error).into_response();
+    }
+    response
+}
 
 /// An [`ApiError`] rendered in Anthropic's error shape.
 pub struct AnthropicError(pub ApiError);
@@ -82,29 +96,33 @@ impl From<ApiError> for AnthropicError {
 }
 
 /// `GET /v1/models` for clients that send `anthropic-version`.
-pub fn model_list(runtime: &Runtime) -> AnthropicModelList {
-    let created = chrono::DateTime::from_timestamp(runtime.started_at(), 0)
-        .unwrap_or_default()
-        .to_rfc3339();
-    let data: Vec<AnthropicModel> = runtime
-        .agents()
+pub fn model_list(runtime: &Runtime, agents: &[Arc<AgentSpec>]) -> AnthropicModelList {
+    let data: Vec<AnthropicModel> = agents
         .iter()
-        .map(|agent| AnthropicModel {
-            kind: ModelType::Model,
-            id: agent.name.clone(),
-            display_name: if agent.description.is_empty() {
-                agent.name.clone()
-            } else {
-                agent.description.clone()
-            },
-            created_at: created.clone(),
-        })
+        .map(|agent| model_of(runtime, agent))
         .collect();
     AnthropicModelList {
         first_id: data.first().map(|m| m.id.clone()),
         last_id: data.last().map(|m| m.id.clone()),
         data,
         has_more: false,
+    }
+}
+
+/// One agent in Anthropic's model shape.
+pub fn model_of(runtime: &Runtime, agent: &AgentSpec) -> AnthropicModel {
+    let created = chrono::DateTime::from_timestamp(runtime.started_at(), 0)
+        .unwrap_or_default()
+        .to_rfc3339();
+    AnthropicModel {
+        kind: ModelType::Model,
+        id: agent.name.clone(),
+        display_name: if agent.description.is_empty() {
+            agent.name.clone()
+        } else {
+            agent.description.clone()
+        },
+        created_at: created,
     }
 }
 
@@ -130,11 +148,7 @@ pub async fn messages(
     body: Result<ApiJson<MessagesRequest>, ApiError>,
 ) -> Result<Response, AnthropicError> {
     let ApiJson(body) = body?;
-    let agent = runtime
-        .agents()
-        .get(&body.model)
-        .ok_or_else(|| ApiError::unknown_model(&body.model))?;
-    caller.check_agent(&agent.name)?;
+    let agent = caller.model_agent(&runtime, &body.model)?;
     if body.tools.as_ref().is_some_and(|t| !t.is_empty()) {
         return Err(ApiError::invalid_request(
             "tool_use_not_supported: agents use their own tools; do not send `tools`",
@@ -170,6 +184,32 @@ pub async fn messages(
             .unwrap_or_else(IntoResponse::into_response)
     };
     Ok(with_run_headers(response, &run_id, None))
+}
+
+/// Anthropic's token count: the input tokens a `messages` request would send on its first model
+/// call — the agent's system prompt and tools included — with its model's tokenizer (exact for
+/// OpenAI models, an estimate for others).
+#[utoipa::path(
+    post,
+    path = "/v1/messages/count_tokens",
+    tag = "anthropic",
+    summary = "Count the input tokens of a Messages request",
+    request_body = MessagesRequest,
+    responses(
+        (status = 200, description = "The count", body = TokenCount),
+        AnthropicErrorBody,
+    ),
+)]
+pub async fn count_tokens(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    body: Result<ApiJson<MessagesRequest>, ApiError>,
+) -> Result<axum::Json<TokenCount>, AnthropicError> {
+    let ApiJson(body) = body?;
+    let agent = caller.model_agent(&runtime, &body.model)?;
+    let (history, prompt) = split_messages(&body)?;
+    let input_tokens = runtime.count_input_tokens(&agent, history, prompt).await;
+    Ok(axum::Json(TokenCount { input_tokens }))
 }
 
 fn split_messages(body: &MessagesRequest) -> Result<(Vec<ChatMessage>, String), ApiError> {
@@ -304,7 +344,7 @@ fn stream_events(handle: RunHandle, reply: Reply) -> impl Stream<Item = Result<E
                             });
                             yield event(&StreamEvent::MessageStop);
                         }
-                        None => yield AnthropicError(ApiError::from_run(summary.exit_reason, summary.error.as_deref())).event(),
+                        None => yield AnthropicError(ApiError::from_run(&summary)).event(),
                     }
                     return;
                 }
@@ -363,8 +403,7 @@ async fn complete(handle: RunHandle, reply: Reply) -> Result<Response, Anthropic
     let RunHandle { result, .. } = handle;
     let result: AgentResult = result.await.map_err(|_| ApiError::internal())?;
     let summary = result.summary();
-    let reason = stop_reason(&summary)
-        .ok_or_else(|| ApiError::from_run(result.exit_reason, result.error.as_deref()))?;
+    let reason = stop_reason(&summary).ok_or_else(|| ApiError::from_run(&result.summary()))?;
     let thinking: Vec<&str> = result
         .conversation
         .iter()

@@ -40,6 +40,12 @@ pub struct MessagesRequest {
     pub tools: Option<Vec<Value>>,
 }
 
+/// `POST /v1/messages/count_tokens`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TokenCount {
+    pub input_tokens: u64,
+}
+
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct AnthropicMessage {
     /// `user` or `assistant`.

@@ -121,7 +121,12 @@ pub async fn chat(
         )
         .with_param("message"));
     }
-    let agent = chat_agent(&runtime, &caller, body.agent.as_deref())?;
+    let requested = match (&body.agent, &body.conversation_id) {
+        (Some(agent), _) => Some(agent.clone()),
+        (None, Some(id)) => conversation_agent(&runtime, &user_id, id).await?,
+        (None, None) => None,
+    };
+    let agent = chat_agent(&runtime, &caller, requested.as_deref())?;
     let mut submission = RunSubmission::new(agent, body.message);
     submission.user_id = Some(user_id);
     submission.key = caller.limited_key.clone();
@@ -146,6 +151,22 @@ pub async fn chat(
         axum::Json(chat_response(&conversation_id, &result)).into_response()
     };
     Ok(with_run_headers(response, &run_id, Some(&conversation_id)))
+}
+
+/// The agent a conversation was started with: a continued conversation keeps its agent when
+/// the request names none. `None` for a conversation that does not exist (the run then answers
+/// 404).
+async fn conversation_agent(
+    runtime: &Runtime,
+    user_id: &str,
+    conversation_id: &str,
+) -> Result<Option<String>, ApiError> {
+    let conversation = runtime
+        .store()
+        .get_conversation(user_id, conversation_id)
+        .await
+        .map_err(ApiError::store)?;
+    Ok(conversation.map(|c| c.agent))
 }
 
 fn chat_agent(

@@ -15,19 +15,38 @@ use futures_util::Stream;
 use serde_json::{Value, json};
 
 use super::auth::Caller;
-use super::error::{ApiError, ApiJson, ErrorBody};
+use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use super::sse::{sse_response, with_run_headers};
 use super::wire::{AssistantRole, ListObject};
 use crate::agent::events::AgentEvent;
 use crate::agent::result::{RunSummary, UsageTotals};
 use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams};
+use crate::config::AgentSpec;
 use crate::llm::{ChatMessage, Role, ToolCall};
 use crate::runtime::{RunHandle, RunSubmission, Runtime};
 use wire::{
     AssistantMessage, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChunkChoice,
     ChunkObject, CompletionChoice, CompletionObject, CompletionUsage, Delta, FinishReason,
-    MessageContent, Model, ModelList, ModelObject, ModelsResponse, RequestMessage, ResponseFormat,
+    MessageContent, Model, ModelList, ModelObject, ModelsResponse, OneModel, RequestMessage,
+    ResponseFormat,
 };
+
+/// 400 naming a parameter agentd would otherwise silently ignore.
+fn refuse_unsupported(body: &ChatCompletionRequest) -> Result<(), ApiError> {
+    if body.n.is_some_and(|n| n != 1) {
+        return Err(ApiError::invalid_request(
+            "`n` must be 1: an agent run gives one answer; send several requests for several",
+        )
+        .with_param("n"));
+    }
+    match body.unsupported.first_set() {
+        Some(name) => Err(ApiError::invalid_request(format!(
+            "`{name}` is not supported by agentd's agents; leave it out"
+        ))
+        .with_param(name)),
+        None => Ok(()),
+    }
+}
 
 /// The run's output format and schema from `response_format`.
 fn output_of(format: Option<&ResponseFormat>) -> Result<(Option<String>, Option<Value>), ApiError> {
@@ -62,7 +81,7 @@ fn output_of(format: Option<&ResponseFormat>) -> Result<(Option<String>, Option<
     get,
     path = "/v1/models",
     tag = "openai",
-    summary = "Agents as models (Anthropic's shape with `anthropic-version`)",
+    summary = "The agents this key may use, as models (Anthropic's shape with `anthropic-version`)",
     params(("anthropic-version" = Option<String>, Header, description = "Any value selects Anthropic's list shape")),
     responses(
         (status = 200, description = "The agents as models", body = ModelsResponse),
@@ -71,27 +90,72 @@ fn output_of(format: Option<&ResponseFormat>) -> Result<(Option<String>, Option<
 )]
 pub async fn list_models(
     State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
     headers: axum::http::HeaderMap,
 ) -> axum::Json<ModelsResponse> {
-    if headers.contains_key("anthropic-version") {
-        return axum::Json(ModelsResponse::Anthropic(super::anthropic::model_list(
-            &runtime,
-        )));
-    }
-    let data = runtime
+    let agents: Vec<Arc<AgentSpec>> = runtime
         .agents()
         .iter()
-        .map(|agent| Model {
-            id: agent.name.clone(),
-            object: ModelObject::Model,
-            created: runtime.started_at(),
-            owned_by: "agentd",
-        })
+        .filter(|agent| caller.may_use_agent(&agent.name))
+        .cloned()
+        .collect();
+    if headers.contains_key("anthropic-version") {
+        return axum::Json(ModelsResponse::Anthropic(super::anthropic::model_list(
+            &runtime, &agents,
+        )));
+    }
+    let data = agents
+        .iter()
+        .map(|agent| model_of(&runtime, agent))
         .collect();
     axum::Json(ModelsResponse::OpenAi(ModelList {
         object: ListObject::List,
         data,
     }))
+}
+
+/// One agent as a model (`models.retrieve`): OpenAI's shape, or Anthropic's with
+/// `anthropic-version`.
+#[utoipa::path(
+    get,
+    path = "/v1/models/{model}",
+    tag = "openai",
+    summary = "One agent as a model (Anthropic's shape with `anthropic-version`)",
+    params(
+        ("model" = String, Path, description = "The agent's name"),
+        ("anthropic-version" = Option<String>, Header, description = "Any value selects Anthropic's shape"),
+    ),
+    responses(
+        (status = 200, description = "The agent as a model", body = OneModel),
+        ErrorBody,
+    ),
+)]
+pub async fn get_model(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(model): ApiPath<String>,
+    headers: axum::http::HeaderMap,
+) -> Result<axum::Json<OneModel>, ApiError> {
+    let agent = runtime
+        .agents()
+        .get(&model)
+        .filter(|agent| caller.may_use_agent(&agent.name))
+        .ok_or_else(|| ApiError::unknown_model(&model))?;
+    if headers.contains_key("anthropic-version") {
+        return Ok(axum::Json(OneModel::Anthropic(super::anthropic::model_of(
+            &runtime, &agent,
+        ))));
+    }
+    Ok(axum::Json(OneModel::OpenAi(model_of(&runtime, &agent))))
+}
+
+fn model_of(runtime: &Runtime, agent: &AgentSpec) -> Model {
+    Model {
+        id: agent.name.clone(),
+        object: ModelObject::Model,
+        created: runtime.started_at(),
+        owned_by: "agentd",
+    }
 }
 
 #[utoipa::path(
@@ -114,12 +178,10 @@ pub async fn chat_completions(
     Extension(caller): Extension<Caller>,
     ApiJson(body): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
-    let agent = runtime
-        .agents()
-        .get(&body.model)
-        .ok_or_else(|| ApiError::unknown_model(&body.model))?;
-    caller.check_agent(&agent.name)?;
+    let agent = caller.model_agent(&runtime, &body.model)?;
+    refuse_unsupported(&body)?;
     let (history, prompt) = split_messages(&body.messages)?;
+    let sent_messages = history.len() + 2;
     let (format, schema) = output_of(body.response_format.as_ref())?;
     let show_progress = agent.progress_in_reasoning;
     let mut submission = RunSubmission::new(agent, prompt);
@@ -152,6 +214,7 @@ pub async fn chat_completions(
             .stream_options
             .as_ref()
             .is_some_and(|o| o.include_usage),
+        sent_messages,
     };
     let response = if body.stream.unwrap_or(false) {
         sse_response(&runtime, stream_chunks(handle, reply, show_progress))
@@ -260,6 +323,9 @@ struct Completion {
     model: String,
     created: i64,
     include_usage: bool,
+    /// Messages before this run's own in its conversation: the system prompt, the history
+    /// the client sent, the prompt.
+    sent_messages: usize,
 }
 
 impl Completion {
@@ -329,7 +395,7 @@ fn stream_chunks(
                             }
                             yield Ok(reply.chunk(Delta::default(), Some(reason)));
                         }
-                        None => yield Ok(Event::default().data(ApiError::from_run(summary.exit_reason, summary.error.as_deref()).body_text())),
+                        None => yield Ok(Event::default().data(ApiError::from_run(&summary).body_text())),
                     }
                     if reply.include_usage {
                         yield Ok(reply.usage_chunk(&summary.usage));
@@ -378,10 +444,7 @@ async fn complete(handle: RunHandle, reply: Completion) -> Result<Response, ApiE
     let result: AgentResult = result.await.map_err(|_| ApiError::internal())?;
     let summary = result.summary();
     let Some(reason) = finish_reason(&summary) else {
-        return Err(ApiError::from_run(
-            result.exit_reason,
-            result.error.as_deref(),
-        ));
+        return Err(ApiError::from_run(&summary));
     };
     let body = ChatCompletion {
         id: &reply.id,
@@ -393,12 +456,27 @@ async fn complete(handle: RunHandle, reply: Completion) -> Result<Response, ApiE
             message: AssistantMessage {
                 role: AssistantRole::Assistant,
                 content: result.answer_text(),
+                reasoning_content: reasoning_of(&result, reply.sent_messages),
             },
             finish_reason: reason,
         }],
         usage: (&result.usage).into(),
     };
     Ok(axum::Json(body).into_response())
+}
+
+/// The reasoning of every answer of the run (not of the history), as streamed clients get it in
+/// `reasoning_content` deltas.
+fn reasoning_of(result: &AgentResult, sent_messages: usize) -> Option<String> {
+    let reasoning: Vec<&str> = result
+        .conversation
+        .iter()
+        .skip(sent_messages)
+        .filter(|message| message.role == Role::Assistant)
+        .filter_map(|message| message.reasoning.as_deref())
+        .filter(|text| !text.is_empty())
+        .collect();
+    (!reasoning.is_empty()).then(|| reasoning.join("\n\n"))
 }
 
 #[cfg(test)]

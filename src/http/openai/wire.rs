@@ -8,7 +8,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::agent::result::UsageTotals;
-use crate::http::anthropic::wire::AnthropicModelList;
+use crate::http::anthropic::wire::{AnthropicModel, AnthropicModelList};
 use crate::http::wire::{AssistantRole, ListObject, string_constant};
 
 /// `POST /v1/chat/completions`; `model` names an agent.
@@ -36,6 +36,76 @@ pub struct ChatCompletionRequest {
     pub max_completion_tokens: Option<u32>,
     #[serde(default)]
     pub response_format: Option<ResponseFormat>,
+    /// Only 1: an agent run gives one answer.
+    #[serde(default, deserialize_with = "crate::http::wire::optional_whole_number")]
+    pub n: Option<u32>,
+    /// Parameters agentd cannot honour; a request that sets one gets 400 naming it.
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unsupported: UnsupportedParams,
+}
+
+/// Chat Completions parameters with an effect agentd cannot give (its agents' runs have no
+/// log probabilities, stop sequences, penalties or audio). Parameters without such an effect
+/// (`user`, `seed`, `store`, `metadata`, `service_tier`, …) are accepted and ignored.
+#[derive(Debug, Default, Deserialize)]
+pub struct UnsupportedParams {
+    #[serde(default)]
+    pub logprobs: Option<bool>,
+    #[serde(default)]
+    pub top_logprobs: Option<Value>,
+    #[serde(default)]
+    pub logit_bias: Option<Value>,
+    #[serde(default)]
+    pub stop: Option<Value>,
+    #[serde(default)]
+    pub presence_penalty: Option<f64>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f64>,
+    #[serde(default)]
+    pub audio: Option<Value>,
+    #[serde(default)]
+    pub modalities: Option<Vec<String>>,
+    #[serde(default)]
+    pub prediction: Option<Value>,
+}
+
+impl UnsupportedParams {
+    /// The first parameter set to something agentd would have to ignore.
+    pub fn first_set(&self) -> Option<&'static str> {
+        let set = |value: &Option<Value>| value.as_ref().is_some_and(|v| !is_empty(v));
+        let nonzero = |value: Option<f64>| value.is_some_and(|v| v != 0.0);
+        [
+            ("logprobs", self.logprobs == Some(true)),
+            ("top_logprobs", set(&self.top_logprobs)),
+            ("logit_bias", set(&self.logit_bias)),
+            ("stop", set(&self.stop)),
+            ("presence_penalty", nonzero(self.presence_penalty)),
+            ("frequency_penalty", nonzero(self.frequency_penalty)),
+            ("audio", set(&self.audio)),
+            (
+                "modalities",
+                self.modalities
+                    .as_ref()
+                    .is_some_and(|m| m.iter().any(|kind| kind != "text")),
+            ),
+            ("prediction", set(&self.prediction)),
+        ]
+        .into_iter()
+        .find_map(|(name, set)| set.then_some(name))
+    }
+}
+
+/// `null`, `[]`, `{}`, `""` and `0`: a parameter left at its no-effect value.
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(items) => items.is_empty(),
+        Value::Object(fields) => fields.is_empty(),
+        Value::String(text) => text.is_empty(),
+        Value::Number(number) => number.as_f64() == Some(0.0),
+        Value::Bool(_) => false,
+    }
 }
 
 /// `response_format`: `text`, `json_object`, or `json_schema` with `{name, schema, strict?}`.
@@ -117,6 +187,14 @@ pub enum ModelsResponse {
     Anthropic(AnthropicModelList),
 }
 
+/// `GET /v1/models/{model}`: OpenAI's model shape, or Anthropic's with `anthropic-version`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum OneModel {
+    OpenAi(Model),
+    Anthropic(AnthropicModel),
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ModelList {
     pub object: ListObject,
@@ -166,6 +244,10 @@ pub struct CompletionChoice {
 pub struct AssistantMessage {
     pub role: AssistantRole,
     pub content: String,
+    /// The model's reasoning (thinking) during the run, as streamed `reasoning_content` deltas
+    /// carry it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

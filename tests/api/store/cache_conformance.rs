@@ -38,6 +38,7 @@ fn answer(text: &str) -> AgentResult {
         cost_usd: 0.25,
         turns: 1,
         duration_ms: 10,
+        retry_after_secs: None,
     }
 }
 
