@@ -178,6 +178,21 @@ impl AgentRegistry {
         self.agents.values()
     }
 
+    /// `root` and every agent it can reach as a sub-agent, at any depth: all a run of `root`
+    /// may use.
+    pub fn reachable_from(&self, root: &AgentSpec) -> Self {
+        let mut reached = Self::default();
+        let mut pending = vec![Arc::new(root.clone())];
+        while let Some(agent) = pending.pop() {
+            if reached.agents.contains_key(&agent.name) {
+                continue;
+            }
+            pending.extend(agent.sub_agents.iter().filter_map(|name| self.get(name)));
+            reached.agents.insert(agent.name.clone(), agent);
+        }
+        reached
+    }
+
     pub fn len(&self) -> usize {
         self.agents.len()
     }

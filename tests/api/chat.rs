@@ -327,3 +327,47 @@ async fn user_ids_that_read_as_paths_or_are_too_long_are_refused() {
     }
     assert_eq!(app.llm.request_count(), 0);
 }
+
+#[tokio::test]
+async fn a_continued_conversation_keeps_its_agent_and_stores_tool_calls_in_the_openai_shape() {
+    let app = spawn_app().await;
+    let call = crate::support::mock_llm::ToolCall::new("c1", "agent__nothing", "{}");
+    app.llm.push(Reply::text("First answer."));
+    let first: Value = app
+        .post_json(
+            "/api/ada/chat",
+            &json!({"message": "hello", "agent": "tight"}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    let conversation = first["conversation_id"].as_str().expect("id").to_string();
+    app.llm.push(Reply::tool_calls(vec![call]));
+    app.llm.push(Reply::text("Second answer."));
+    let (run_id, second) = app
+        .start_run(
+            "/api/ada/chat",
+            &json!({"message": "again", "conversation_id": conversation}),
+        )
+        .await;
+    assert_eq!(second.status(), 200);
+    let run: Value = app
+        .get(&format!("/v1/runs/{run_id}"))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        run["agent"], "tight",
+        "the conversation's agent, not chat: {run}"
+    );
+    let messages = run["result"]["conversation"].as_array().expect("messages");
+    let asked = messages
+        .iter()
+        .find(|m| m["tool_calls"].is_array())
+        .expect("the tool call is kept");
+    assert_eq!(asked["tool_calls"][0]["type"], "function", "{asked}");
+    assert_eq!(asked["tool_calls"][0]["function"]["name"], "agent__nothing");
+    assert_eq!(asked["tool_calls"][0]["function"]["arguments"], "{}");
+}
