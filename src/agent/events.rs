@@ -98,6 +98,30 @@ pub struct ToolFinished {
     pub chars_out: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The result the model received, cut at [`TOOL_OUTPUT_EVENT_BYTES`] (whole UTF-8
+    /// characters); headends show it (Responses `mcp_call.output`, AG-UI, the web page).
+    pub output: String,
+    /// `true` when `output` was cut.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub output_truncated: bool,
+}
+
+/// How much of a tool's result `tool.finished` carries: events are stored and replayed, the
+/// full result stays in the conversation.
+pub const TOOL_OUTPUT_EVENT_BYTES: usize = 16 * 1024;
+
+impl ToolFinished {
+    /// `output` cut to [`TOOL_OUTPUT_EVENT_BYTES`] at a character boundary, and whether it was cut.
+    pub fn bounded_output(text: &str) -> (String, bool) {
+        if text.len() <= TOOL_OUTPUT_EVENT_BYTES {
+            return (text.to_string(), false);
+        }
+        let mut end = TOOL_OUTPUT_EVENT_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        (text[..end].to_string(), true)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -187,5 +211,23 @@ impl EventSink {
             // A closed receiver means nobody listens any more; the result still has everything.
             let _ = sender.send(event).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_output_is_kept_whole_up_to_the_bound_and_cut_at_a_character_past_it() {
+        let at_bound = "a".repeat(TOOL_OUTPUT_EVENT_BYTES);
+        assert_eq!(
+            ToolFinished::bounded_output(&at_bound),
+            (at_bound.clone(), false)
+        );
+        let past = format!("{}é", "a".repeat(TOOL_OUTPUT_EVENT_BYTES - 1));
+        let (cut, truncated) = ToolFinished::bounded_output(&past);
+        assert!(truncated);
+        assert_eq!(cut.len(), TOOL_OUTPUT_EVENT_BYTES - 1, "é is not split");
     }
 }

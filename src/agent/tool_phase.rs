@@ -405,6 +405,7 @@ impl ToolRunner<'_> {
         };
         let chars_out = message.chars().count();
         let status = if error.is_some() { "failed" } else { "ok" };
+        let (output, output_truncated) = ToolFinished::bounded_output(&message);
         self.events
             .emit(AgentEvent::ToolFinished(Box::new(ToolFinished {
                 call_id: call.id.clone(),
@@ -415,6 +416,8 @@ impl ToolRunner<'_> {
                 chars_in,
                 chars_out,
                 error: error.clone(),
+                output,
+                output_truncated,
             })))
             .await;
         let entry = AccountingEntry::Tool(ToolAccounting {

@@ -168,6 +168,11 @@ async fn an_mcp_server_that_dies_mid_call_fails_that_call_and_the_run_answers() 
         .find(|f| f.1 == "tool.finished")
         .expect("a call");
     assert_eq!(finished.2["status"], "ok", "{finished:?}");
+    let output = finished.2["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("back"),
+        "tool.finished carries the result: {finished:?}"
+    );
 }
 
 /// `agentd serve` on a SQLite file in its project directory, draining for one second.
