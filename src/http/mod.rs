@@ -103,6 +103,7 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(runs::list_agents))
         .routes(routes!(runs::get_agent))
         .routes(routes!(runs::create_run))
+        .routes(routes!(runs::list::list_runs))
         .routes(routes!(runs::get_run))
         .routes(routes!(runs::run_events))
         .routes(routes!(runs::cancel_run))

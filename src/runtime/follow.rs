@@ -15,7 +15,7 @@ use futures_util::Stream;
 
 use super::Runtime;
 use super::live::LiveRun;
-use crate::store::{JsonText, RunEventRecord, RunRecord, StoreError};
+use crate::store::{JsonText, RunEventRecord, RunFilter, RunRecord, StoreError};
 
 /// How long a follower of a run elsewhere waits for a wake before looking anyway.
 const SAFETY_POLL: Duration = Duration::from_secs(1);
@@ -95,6 +95,13 @@ impl From<RunEventRecord> for FollowedEvent {
 }
 
 impl Runtime {
+    /// Runs matching `filter`, newest first, once everything queued for the store before this
+    /// call is written (a run that just ended here shows its end).
+    pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        self.recorder.flush().await;
+        self.store.list_runs(filter).await
+    }
+
     /// The run as it is now: from memory while it executes here, else from the store.
     pub async fn recorded_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
         match self.live.get(run_id) {

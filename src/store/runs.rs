@@ -87,10 +87,35 @@ pub struct AccountingRecord {
     pub entry: JsonText,
 }
 
+/// Whose runs a listing shows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOwnerFilter {
+    /// Every user's runs (admins).
+    Everyone,
+    /// The runs of this user; `None` is the runs started without a user.
+    User(Option<String>),
+}
+
+/// Which runs [`RunStore::list_runs`] returns: newest first, at most `limit`.
+#[derive(Debug, Clone)]
+pub struct RunFilter {
+    pub owner: RunOwnerFilter,
+    pub agent: Option<String>,
+    /// Any of these statuses; empty is every status.
+    pub statuses: Vec<String>,
+    pub conversation_id: Option<String>,
+    /// Keyset cursor: only runs listed after this run (older, or as old with a smaller id).
+    pub after: Option<String>,
+    pub limit: u32,
+}
+
 /// Reading runs and their accounting; they are written through [`RunBatchStore`].
 #[async_trait]
 pub trait RunStore: Send + Sync {
     async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
+    /// Runs matching `filter`, newest first (`created_at`, then `id`, descending); `result` is
+    /// left out (`None`): read one run for it.
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError>;
     /// The run's accounting entries in the order they were produced.
     async fn list_accounting(&self, run_id: &str) -> Result<Vec<AccountingRecord>, StoreError>;
 }

@@ -25,6 +25,7 @@ mod providers;
 mod replicas;
 mod rest_tools;
 mod retried_streams;
+mod run_list;
 mod run_pipeline;
 mod runs;
 mod schemathesis;

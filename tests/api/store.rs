@@ -9,6 +9,7 @@ mod conversation_checks;
 mod key_limit_conformance;
 mod nul_checks;
 mod outage;
+mod run_listing;
 mod server;
 
 use backends::Backend;
@@ -43,6 +44,11 @@ on_both_backends!(
     nul_from_a_client_is_refused_naming_the_field,
     nul_from_a_model_is_streamed_and_stored_as_the_replacement_character,
     a_row_the_store_refuses_never_holds_back_other_runs,
+);
+
+on_both_backends!(
+    run_listing => listing_sqlite, listing_postgres:
+    runs_are_listed_newest_first_by_filter_and_page,
 );
 
 on_both_backends!(

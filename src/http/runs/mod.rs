@@ -2,8 +2,9 @@
 //! AgentResult as JSON, or the run's events as SSE with `id: seq`), `GET /v1/runs/{id}`,
 //! `GET /v1/runs/{id}/events` (stored events replayed from after `Last-Event-ID`, then followed
 //! until `run.finished`), and `POST /v1/runs/{id}/cancel` (`stop` or `abort`). This module holds
-//! the handlers; [`wire`] holds the bodies.
+//! the handlers; [`wire`] holds the bodies and [`list`] `GET /v1/runs`.
 
+pub mod list;
 pub mod wire;
 
 use std::convert::Infallible;

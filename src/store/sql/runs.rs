@@ -10,6 +10,55 @@ pub const SELECT_RUN: &str = "SELECT id, agent, user_id, conversation_id, status
      input_tokens, output_tokens, cached_tokens, total_tokens, cost_usd, turns, created_at, finished_at, duration_ms, result, owner \
      FROM runs WHERE id = $1";
 
+/// The columns of a listed run: every one but the whole result, which can be large.
+pub const LIST_RUNS: &str = "SELECT id, agent, user_id, conversation_id, status, exit_reason, success, error, final_report, \
+     input_tokens, output_tokens, cached_tokens, total_tokens, cost_usd, turns, created_at, finished_at, duration_ms, \
+     NULL AS result, owner FROM runs WHERE 1 = 1";
+
+/// Appends `filter`'s conditions, order and limit to a [`LIST_RUNS`] query.
+pub fn push_run_filter<DB>(query: &mut sqlx::QueryBuilder<DB>, filter: &crate::store::RunFilter)
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    use crate::store::RunOwnerFilter;
+    match &filter.owner {
+        RunOwnerFilter::Everyone => {}
+        RunOwnerFilter::User(Some(user)) => {
+            query.push(" AND user_id = ").push_bind(user.clone());
+        }
+        RunOwnerFilter::User(None) => {
+            query.push(" AND user_id IS NULL");
+        }
+    }
+    if let Some(agent) = &filter.agent {
+        query.push(" AND agent = ").push_bind(agent.clone());
+    }
+    if let Some(conversation) = &filter.conversation_id {
+        query
+            .push(" AND conversation_id = ")
+            .push_bind(conversation.clone());
+    }
+    if !filter.statuses.is_empty() {
+        query.push(" AND status IN (");
+        let mut statuses = query.separated(", ");
+        for status in &filter.statuses {
+            statuses.push_bind(status.clone());
+        }
+        query.push(")");
+    }
+    if let Some(after) = &filter.after {
+        query
+            .push(" AND (created_at, id) < (SELECT created_at, id FROM runs WHERE id = ")
+            .push_bind(after.clone())
+            .push(")");
+    }
+    query
+        .push(" ORDER BY created_at DESC, id DESC LIMIT ")
+        .push_bind(i64::from(filter.limit));
+}
+
 /// Followed by the VALUES rows; a repeated `(run_id, idx)` is skipped so a retry cannot duplicate.
 pub const INSERT_ACCOUNTING: &str =
     "INSERT INTO run_accounting (run_id, idx, type, provider, model, tool, status, ts, entry) ";
@@ -111,6 +160,19 @@ macro_rules! impl_run_store {
                 .fetch_optional(&self.reader)
                 .await?;
                 Ok(row.map(Into::into))
+            }
+
+            async fn list_runs(
+                &self,
+                filter: &$crate::store::RunFilter,
+            ) -> Result<Vec<$crate::store::RunRecord>, $crate::store::StoreError> {
+                let mut query = sqlx::QueryBuilder::<$db>::new($crate::store::sql::runs::LIST_RUNS);
+                $crate::store::sql::runs::push_run_filter(&mut query, filter);
+                let rows = query
+                    .build_query_as::<$crate::store::sql::runs::RunRow>()
+                    .fetch_all(&self.reader)
+                    .await?;
+                Ok(rows.into_iter().map(Into::into).collect())
             }
 
             async fn list_accounting(
