@@ -33,7 +33,7 @@ pub use model_settings::{ModelConfig, ModelOverrides, ParamOverride};
 pub use reasoning::{ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue};
 pub use registry::{AgentRegistry, AgentSpec, Target};
 pub use sampling::SamplingParams;
-pub use tools::{McpServerConfig, QueueConfig, RestToolConfig};
+pub use tools::{McpServerConfig, McpTransport, QueueConfig, RestToolConfig};
 
 /// The whole configuration after merging every layer.
 #[derive(Debug, Clone, Default, Deserialize)]
