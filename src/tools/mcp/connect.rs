@@ -236,10 +236,21 @@ fn expand_at_connect(
 ) -> Result<String, McpError> {
     let mut text = Value::String(value.to_string());
     let lookup = |name: &str| std::env::var(name).ok();
-    let layer = format!("mcpServers.{}.{key}", settings.name);
-    expand::expand_layer(&mut text, &layer, &lookup).map_err(|e| McpError::Config {
-        server: settings.name.clone(),
-        detail: e.to_string(),
+    let key_path = format!("mcpServers.{}.{key}", settings.name);
+    expand::expand_layer(&mut text, "the environment", &lookup).map_err(|error| {
+        let detail = match error {
+            expand::ExpandError::MissingVariable(missing) => format!(
+                "{key_path}: ${{{}}} is not set in agentd's environment",
+                missing.variable
+            ),
+            expand::ExpandError::Malformed { detail, .. } => {
+                format!("{key_path}: malformed placeholder: {detail}")
+            }
+        };
+        McpError::Config {
+            server: settings.name.clone(),
+            detail,
+        }
     })?;
     Ok(text.as_str().unwrap_or_default().to_string())
 }
