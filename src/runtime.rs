@@ -123,6 +123,7 @@ impl Runtime {
     /// Builds providers, opens (and migrates) the store and connects the MCP servers the
     /// agents use; [`Runtime::close`] ends them.
     pub async fn start(config: Config, agents: AgentRegistry) -> Result<Arc<Self>, RuntimeError> {
+        crate::tls::install_crypto_provider();
         let providers = build_providers(&config)?;
         let metrics = Metrics::new()?;
         let store = crate::store::open(&config.store.url).await?;

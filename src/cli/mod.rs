@@ -110,6 +110,7 @@ impl Failure {
 }
 
 pub fn main() -> ExitCode {
+    crate::tls::install_crypto_provider();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
