@@ -46,6 +46,9 @@ pub struct Config {
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     #[serde(default)]
     pub rest_tools: BTreeMap<String, RestToolConfig>,
+    /// OpenAPI documents whose operations are tools (`openapi__<name>__<operationId>`).
+    #[serde(default)]
+    pub openapi_specs: BTreeMap<String, tools::OpenApiSpecConfig>,
     #[serde(default)]
     pub queues: BTreeMap<String, QueueConfig>,
     #[serde(default)]
@@ -370,6 +373,7 @@ pub fn parse_config(value: Value, file: &str) -> Result<Config, ConfigError> {
 
 /// Rewrites relative `agents` entries to be relative to the layer file's directory.
 fn resolve_agent_dirs(layer: &mut Value, layer_dir: &Path) {
+    resolve_spec_files(layer, layer_dir);
     let Some(entries) = layer.get_mut("agents").and_then(Value::as_array_mut) else {
         return;
     };
@@ -379,6 +383,21 @@ fn resolve_agent_dirs(layer: &mut Value, layer_dir: &Path) {
             if path.is_relative() {
                 *entry = Value::String(layer_dir.join(path).display().to_string());
             }
+        }
+    }
+}
+
+/// `openapiSpecs.*.spec` files named relative to the layer that names them.
+fn resolve_spec_files(layer: &mut Value, layer_dir: &Path) {
+    let Some(specs) = layer.get_mut("openapiSpecs").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for spec in specs.values_mut() {
+        if let Some(Value::String(text)) = spec.get_mut("spec")
+            && !text.contains("://")
+            && Path::new(text.as_str()).is_relative()
+        {
+            *text = layer_dir.join(text.as_str()).display().to_string();
         }
     }
 }

@@ -88,6 +88,8 @@ impl Runtime {
                 || entry
                     .strip_prefix("rest__")
                     .is_some_and(|name| self.tools.rest_tools().contains(name))
+                || crate::tools::hub::openapi_spec_name(entry)
+                    .is_some_and(|spec| self.tools.openapi_tools().has_spec(spec))
                 || self
                     .config
                     .mcp_servers

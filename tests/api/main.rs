@@ -19,6 +19,7 @@ mod key_limits;
 mod limits;
 mod mcp;
 mod metrics_scrape;
+mod openapi_tools;
 mod operations;
 mod properties;
 mod providers;
