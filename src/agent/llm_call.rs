@@ -201,9 +201,10 @@ fn routing_for(facts: &RunFacts, final_tag_nonce: Option<&str>) -> TextRouting {
 fn scrub_delta(delta: &mut LlmDelta) {
     use crate::nul_text::scrub;
     match delta {
-        LlmDelta::Text(text) | LlmDelta::Reasoning(text) | LlmDelta::ReasoningSignature(text) => {
-            scrub(text)
-        }
+        LlmDelta::Text(text)
+        | LlmDelta::Reasoning(text)
+        | LlmDelta::ReasoningSignature(text)
+        | LlmDelta::RedactedReasoning(text) => scrub(text),
         LlmDelta::ToolCallFragment {
             id,
             name,
