@@ -6,6 +6,7 @@
 mod anthropic;
 pub mod auth;
 mod chat;
+mod client_tools;
 mod connections;
 pub mod error;
 mod layers;
