@@ -15,6 +15,7 @@ use crate::agent::final_report::FINAL_REPORT_TOOL;
 use crate::agent::internal_tools::{BATCH_TOOL, TASK_STATUS_TOOL};
 use crate::config::AgentSpec;
 use crate::llm::{ChatMessage, Role};
+use crate::store::StoreError;
 
 /// Why a submission's client tools or tool results cannot be used; every variant names what
 /// the client sent, so each headend can point at its own field.
@@ -60,6 +61,31 @@ impl Runtime {
         }
         let agent_tools = self.agent_tool_names(&submission.agent).await;
         check_client_tools(submission, &agent_tools)
+    }
+
+    /// The conversation a finished run ended with, without the agent's system prompt: what a
+    /// request continuing it (`previous_response_id`) starts from. `None` while the run has
+    /// not ended or was never recorded.
+    pub async fn finished_conversation(
+        &self,
+        run_id: &str,
+    ) -> Result<Option<Vec<ChatMessage>>, StoreError> {
+        self.recorder.flush().await;
+        let Some(run) = self.store.get_run(run_id).await? else {
+            return Ok(None);
+        };
+        let Some(conversation) = run.result.as_ref().and_then(|r| r.get("conversation")) else {
+            return Ok(None);
+        };
+        let mut messages: Vec<ChatMessage> =
+            serde_json::from_value(conversation.clone()).map_err(|error| StoreError::Encode {
+                what: "a stored conversation",
+                detail: error.to_string(),
+            })?;
+        if messages.first().is_some_and(|m| m.role == Role::System) {
+            messages.remove(0);
+        }
+        Ok(Some(messages))
     }
 
     /// Every tool name a run of `agent` offers the model.

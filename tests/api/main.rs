@@ -23,6 +23,7 @@ mod operations;
 mod properties;
 mod providers;
 mod replicas;
+mod responses;
 mod rest_tools;
 mod retried_streams;
 mod run_list;
