@@ -671,3 +671,83 @@ async fn streamed_chat_completions_send_client_tool_calls_as_deltas() {
         .expect("finish");
     assert_eq!(last, "tool_calls");
 }
+
+#[tokio::test]
+async fn anthropic_messages_end_with_tool_use_and_continue_from_tool_result() {
+    let app = spawn_app().await;
+    let tools = json!([{"name": "get_weather", "description": "Weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
+        {"type": "web_search_20250305", "name": "web_search"}]);
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "toolu_1",
+        "get_weather",
+        r#"{"city":"Oslo"}"#,
+    )]));
+    let first: Value = app
+        .post_json(
+            "/v1/messages",
+            &json!({"model": "chat", "max_tokens": 100, "tools": tools, "tool_choice": {"type": "any"},
+                "messages": [{"role": "user", "content": "Oslo?"}]}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(first["stop_reason"], "tool_use", "{first}");
+    assert_eq!(
+        first["content"],
+        json!([{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}])
+    );
+    assert_eq!(app.llm.requests()[0]["tool_choice"], "required");
+    app.llm.push(Reply::text("Cold in Oslo"));
+    let response = app
+        .post_json(
+            "/v1/messages",
+            &json!({"model": "chat", "max_tokens": 100, "stream": true, "tools": tools, "messages": [
+                {"role": "user", "content": "Oslo?"},
+                {"role": "assistant", "content": first["content"]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "cold"}]},
+            ]}),
+        )
+        .await;
+    let frames = json_frames(&sse_data(response).await);
+    let text: String = frames
+        .iter()
+        .filter_map(|f| f["delta"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "Cold in Oslo");
+    let sent = &app.llm.requests()[1]["messages"];
+    assert_eq!(sent[2]["tool_calls"][0]["id"], "toolu_1");
+    assert_eq!(
+        sent[3],
+        json!({"role": "tool", "content": "cold", "tool_call_id": "toolu_1"})
+    );
+    // Streamed, a tool call is a tool_use block with its arguments as input_json_delta.
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "toolu_2",
+        "get_weather",
+        "{}",
+    )]));
+    let response = app
+        .post_json(
+            "/v1/messages",
+            &json!({"model": "chat", "max_tokens": 100, "stream": true, "tools": tools,
+                "messages": [{"role": "user", "content": "again"}]}),
+        )
+        .await;
+    let frames = json_frames(&sse_data(response).await);
+    let start = frames
+        .iter()
+        .find(|f| f["type"] == "content_block_start" && f["content_block"]["type"] == "tool_use")
+        .expect("tool_use block");
+    assert_eq!(start["content_block"]["id"], "toolu_2");
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["delta"]["type"] == "input_json_delta")
+    );
+    let delta = frames
+        .iter()
+        .find(|f| f["type"] == "message_delta")
+        .expect("delta");
+    assert_eq!(delta["delta"]["stop_reason"], "tool_use");
+}
