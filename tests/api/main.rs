@@ -24,6 +24,7 @@ mod properties;
 mod providers;
 mod replicas;
 mod responses;
+mod responses_clients;
 mod rest_tools;
 mod retried_streams;
 mod run_list;
