@@ -129,7 +129,11 @@ async fn every_streamed_event_matches_the_spec_field_by_field() {
     }
     let names = names(&events);
     assert_eq!(names[..2], ["response.created", "response.in_progress"]);
-    assert_eq!(events[0].1["response"]["status"], "queued");
+    assert_eq!(events[0].1["response"]["status"], "in_progress");
+    assert_eq!(
+        events[0].1["response"]["text"],
+        json!({"format": {"type": "text"}})
+    );
     assert_eq!(events[1].1["response"]["status"], "in_progress");
     let reasoning_at = names
         .iter()

@@ -37,7 +37,7 @@ use crate::store::StoredResponse;
 use projector::ResponseProjector;
 use wire::{
     CreateResponse, DeletedKind, DeletedResponse, InputItemList, ResponseKind, ResponseObject,
-    ResponsePath, ResponseStatus, ResponseStreamFrame, RetrieveQuery, TextOptions,
+    ResponsePath, ResponseStatus, ResponseStreamFrame, RetrieveQuery, TextFormat, TextOptions,
 };
 
 /// How long `GET` waits for more events of a running response before answering what it has.
@@ -75,7 +75,7 @@ impl ResponseEcho {
             metadata: body.metadata.clone().unwrap_or_else(|| json!({})),
             tools: body.tools.clone().unwrap_or_default(),
             tool_choice: body.tool_choice.clone().unwrap_or_else(|| json!("auto")),
-            text: body.text.clone().unwrap_or_default(),
+            text: text_options(body.text.as_ref()),
             temperature: body.temperature,
             top_p: body.top_p,
             max_output_tokens: body.max_output_tokens,
@@ -86,13 +86,18 @@ impl ResponseEcho {
         }
     }
 
-    /// The response before any event: `queued`, no output.
+    /// The response before any event: `queued` in the background, else `in_progress`; no
+    /// output.
     fn object(&self, id: &str) -> ResponseObject {
         ResponseObject {
             id: id.to_string(),
             object: ResponseKind::Response,
             created_at: self.created_at,
-            status: ResponseStatus::Queued,
+            status: if self.background {
+                ResponseStatus::Queued
+            } else {
+                ResponseStatus::InProgress
+            },
             background: self.background,
             error: None,
             incomplete_details: None,
@@ -112,6 +117,21 @@ impl ResponseEcho {
             truncation: "disabled",
             usage: None,
         }
+    }
+}
+
+/// `text` as echoed: the format sent, else `{"format": {"type": "text"}}` as OpenAI shows it.
+fn text_options(text: Option<&TextOptions>) -> TextOptions {
+    let format = text
+        .and_then(|t| t.format.clone())
+        .unwrap_or_else(|| TextFormat {
+            kind: "text".into(),
+            name: None,
+            schema: None,
+            strict: None,
+        });
+    TextOptions {
+        format: Some(format),
     }
 }
 
