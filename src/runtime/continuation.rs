@@ -33,7 +33,7 @@ pub enum ClientToolError {
     ClashesWithAgentTool { index: usize, name: String },
     #[error("client tool `{name}` is listed twice")]
     Duplicate { index: usize, name: String },
-    #[error("the tool result for call `{call_id}` answers no tool call of this conversation")]
+    #[error("the tool result for call `{call_id}` answers no pending tool call of this conversation")]
     UnknownCall { call_id: String },
     #[error("tool_choice names `{name}`, which is not one of the tools sent")]
     UnknownChoice { name: String },
@@ -154,15 +154,16 @@ fn check_schema(schema: &serde_json::Value) -> Result<(), String> {
         .map_err(|error| error.to_string())
 }
 
-/// Every `tool` message must answer a call of an assistant message before it.
+/// Every `tool` message must answer a pending call: one of an assistant message before it
+/// that no earlier `tool` message answered.
 fn check_tool_results(history: &[ChatMessage]) -> Result<(), ClientToolError> {
-    let mut calls: HashSet<&str> = HashSet::new();
+    let mut pending: HashSet<&str> = HashSet::new();
     for message in history {
         match message.role {
-            Role::Assistant => calls.extend(message.tool_calls.iter().map(|c| c.id.as_str())),
+            Role::Assistant => pending.extend(message.tool_calls.iter().map(|c| c.id.as_str())),
             Role::Tool => {
                 let call_id = message.tool_call_id.as_deref().unwrap_or_default();
-                if !calls.contains(call_id) {
+                if !pending.remove(call_id) {
                     return Err(ClientToolError::UnknownCall {
                         call_id: call_id.to_string(),
                     });
@@ -218,6 +219,13 @@ mod tests {
             result_of("c1"),
         ];
         assert_eq!(check_tool_results(&good), Ok(()));
+        let twice = vec![
+            ChatMessage::user("q"),
+            assistant_calling("c1"),
+            result_of("c1"),
+            result_of("c1"),
+        ];
+        assert!(check_tool_results(&twice).is_err(), "a call is answered once");
         let bad = vec![
             ChatMessage::user("q"),
             assistant_calling("c1"),

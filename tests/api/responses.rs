@@ -755,3 +755,36 @@ async fn anthropic_messages_end_with_tool_use_and_continue_from_tool_result() {
         .expect("delta");
     assert_eq!(delta["delta"]["stop_reason"], "tool_use");
 }
+
+#[tokio::test]
+async fn a_failed_run_is_an_openai_error_or_an_error_event_and_response_failed() {
+    let app = spawn_app().await;
+    for _ in 0..3 {
+        app.llm
+            .push(Reply::status(500, json!({"error": {"message": "down"}})));
+    }
+    let (status, body) = post(&app, &json!({"model": "chat", "input": "x"})).await;
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["error"]["code"], "upstream_error");
+    for _ in 0..3 {
+        app.llm
+            .push(Reply::status(500, json!({"error": {"message": "down"}})));
+    }
+    let response = app
+        .post_json(
+            "/v1/responses",
+            &json!({"model": "chat", "input": "x", "stream": true}),
+        )
+        .await;
+    let events = events(response).await;
+    let names = names(&events);
+    assert_eq!(
+        names[names.len() - 2..],
+        ["error", "response.failed"],
+        "{names:?}"
+    );
+    assert_eq!(events[names.len() - 2].1["code"], "upstream_error");
+    let failed = &events.last().expect("events").1["response"];
+    assert_eq!(failed["status"], "failed");
+    assert_eq!(failed["error"]["code"], "llm_error");
+}

@@ -322,7 +322,13 @@ pub async fn create_response(
         (false, false) => {
             let projector = follow_to_end(&runtime, &run_id, projector).await;
             abort_guard.disarm();
-            axum::Json(projector.response().clone()).into_response()
+            match projector.summary() {
+                // A failed run is an error in OpenAI's shape with its status (SPEC §4).
+                Some(summary) if projector.response().status == ResponseStatus::Failed => {
+                    ApiError::from_run(summary).into_response()
+                }
+                _ => axum::Json(projector.response().clone()).into_response(),
+            }
         }
     };
     Ok(with_run_headers(response, &run_id, None))

@@ -15,6 +15,7 @@ use super::wire::{
     ResponseStreamFrame, ResponseUsage, SummaryText, SummaryTextKind,
 };
 use crate::agent::result::{ExitReason, ReportStatus, RunSummary};
+use crate::http::error::ApiError;
 use crate::http::wire::AssistantRole;
 
 /// The item being streamed: one text or reasoning item is open at a time.
@@ -37,6 +38,8 @@ pub struct ResponseProjector {
     failure_report: Option<String>,
     wrote_text: bool,
     finished: bool,
+    /// The run's `run.finished`, once it came.
+    summary: Option<RunSummary>,
 }
 
 impl ResponseProjector {
@@ -51,7 +54,13 @@ impl ResponseProjector {
             failure_report: None,
             wrote_text: false,
             finished: false,
+            summary: None,
         }
+    }
+
+    /// The run's end, once its `run.finished` event came.
+    pub fn summary(&self) -> Option<&RunSummary> {
+        self.summary.as_ref()
     }
 
     /// The response as it stands.
@@ -458,6 +467,16 @@ impl ResponseProjector {
         self.response.usage = Some(usage_of(summary));
         self.finished = true;
         let (status, error, incomplete) = outcome(summary);
+        self.summary = Some(summary.clone());
+        if status == ResponseStatus::Failed {
+            // The error in OpenAI's words, as a non-streamed request would get it.
+            let api = ApiError::from_run(summary);
+            frames.push(self.frame(ResponseStreamEvent::Error {
+                code: api.code.to_string(),
+                message: api.message,
+                param: None,
+            }));
+        }
         self.response.status = status;
         self.response.error = error;
         self.response.incomplete_details = incomplete;
