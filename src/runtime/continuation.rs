@@ -33,7 +33,9 @@ pub enum ClientToolError {
     ClashesWithAgentTool { index: usize, name: String },
     #[error("client tool `{name}` is listed twice")]
     Duplicate { index: usize, name: String },
-    #[error("the tool result for call `{call_id}` answers no pending tool call of this conversation")]
+    #[error(
+        "the tool result for call `{call_id}` answers no pending tool call of this conversation"
+    )]
     UnknownCall { call_id: String },
     #[error("tool_choice names `{name}`, which is not one of the tools sent")]
     UnknownChoice { name: String },
@@ -225,7 +227,10 @@ mod tests {
             result_of("c1"),
             result_of("c1"),
         ];
-        assert!(check_tool_results(&twice).is_err(), "a call is answered once");
+        assert!(
+            check_tool_results(&twice).is_err(),
+            "a call is answered once"
+        );
         let bad = vec![
             ChatMessage::user("q"),
             assistant_calling("c1"),
