@@ -51,6 +51,12 @@ impl Runtime {
         &self,
         submission: &mut RunSubmission,
     ) -> Result<(), ClientToolError> {
+        let continues = submission.prompt.trim().is_empty()
+            && crate::agent::client_tools::continues_tool_calls(&submission.history);
+        if !continues && submission.client_tools.definitions.is_empty() {
+            // No client tool loop: the history is the caller's business, as it always was.
+            return Ok(());
+        }
         check_tool_results(&submission.history)?;
         submission.client_tools.turns_used = turns_since_last_user(&submission.history);
         if submission.client_tools.definitions.is_empty() {
