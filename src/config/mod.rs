@@ -31,9 +31,9 @@ use serde_json::Value;
 use duration::HumanDuration;
 pub use model_settings::{ModelConfig, ModelOverrides, ParamOverride};
 pub use reasoning::{ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue};
-pub use registry::{AgentRegistry, AgentSpec, Target};
+pub use registry::{AgentRegistry, AgentSpec, RegistryError, Target};
 pub use sampling::SamplingParams;
-pub use tools::{McpServerConfig, QueueConfig, RestToolConfig};
+pub use tools::{McpServerConfig, McpTransport, QueueConfig, RestToolConfig};
 
 /// The whole configuration after merging every layer.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -203,6 +203,9 @@ pub struct ServerConfig {
     /// and closed. `None`: half of the open-file limit above 512 descriptors kept for the
     /// store, MCP servers and logs (each stream also holds an upstream connection).
     pub max_connections: Option<usize>,
+    /// How often `agentd serve` looks for changed config and agent files to reload them; 0
+    /// turns the watch off (SIGHUP still reloads).
+    pub reload_check_seconds: u64,
 }
 
 impl Default for ServerConfig {
@@ -222,6 +225,7 @@ impl Default for ServerConfig {
             header_read_timeout_seconds: 10,
             idle_timeout_seconds: 75,
             max_connections: None,
+            reload_check_seconds: 2,
         }
     }
 }
@@ -311,6 +315,8 @@ pub struct LoadedConfig {
     pub config: Config,
     /// The layer files that were found, highest priority first.
     pub files: Vec<PathBuf>,
+    /// The merged layers as JSON, before parsing (what a reload compares).
+    pub merged: Value,
 }
 
 /// Loads every layer of contract §7, validates each, and merges them.
@@ -337,9 +343,14 @@ pub fn load(options: &LoadOptions) -> Result<LoadedConfig, ConfigError> {
         }
     }
     let files = loaded.iter().map(|l| l.source.path.clone()).collect();
-    let config = parse_config(layers::merge_layers(&loaded), "merged configuration")?;
+    let merged = layers::merge_layers(&loaded);
+    let config = parse_config(merged.clone(), "merged configuration")?;
     tools::validate_tools(&config, "merged configuration")?;
-    Ok(LoadedConfig { config, files })
+    Ok(LoadedConfig {
+        config,
+        files,
+        merged,
+    })
 }
 
 /// Deserializes a (merged or single-layer) config value, naming the key path of any error.

@@ -194,13 +194,11 @@ pub fn validate_tools(config: &Config, file: &str) -> Result<(), ConfigError> {
         check_name(name).map_err(|m| invalid(format!("restTools.{name}"), m))?;
         match tool.url.as_deref() {
             None => return Err(invalid(at("url"), "is required".into())),
-            Some(url) if !is_http_url(url) => {
-                return Err(invalid(
-                    at("url"),
-                    format!("{url:?} must start with http:// or https://"),
-                ));
+            Some(url) => {
+                if let Some(problem) = url_problem(url) {
+                    return Err(invalid(at("url"), problem));
+                }
             }
-            Some(_) => {}
         }
         if let Some(schema) = &tool.parameters_schema
             && !schema.is_object()
@@ -239,6 +237,20 @@ fn is_http_url(url: &str) -> bool {
     url.starts_with("http://") || url.starts_with("https://")
 }
 
+/// Why `url` cannot be an MCP server's or REST tool's address, if it cannot.
+fn url_problem(url: &str) -> Option<String> {
+    if !is_http_url(url) {
+        return Some(format!("{url:?} must start with http:// or https://"));
+    }
+    match reqwest::Url::parse(url) {
+        Err(error) => Some(format!("{url:?} is not a valid URL: {error}")),
+        Ok(parsed) if parsed.host_str().is_none_or(str::is_empty) => {
+            Some(format!("{url:?} names no host"))
+        }
+        Ok(_) => None,
+    }
+}
+
 fn check_transport_fields(server: &McpServerConfig) -> Result<(), (&'static str, String)> {
     match server.transport() {
         McpTransport::Stdio => {
@@ -262,13 +274,11 @@ fn check_transport_fields(server: &McpServerConfig) -> Result<(), (&'static str,
         McpTransport::Http => {
             match server.url.as_deref() {
                 None => return Err(("url", "is required for an http server".into())),
-                Some(url) if !is_http_url(url) => {
-                    return Err((
-                        "url",
-                        format!("{url:?} must start with http:// or https://"),
-                    ));
+                Some(url) => {
+                    if let Some(problem) = url_problem(url) {
+                        return Err(("url", problem));
+                    }
                 }
-                Some(_) => {}
             }
             for (key, set) in [
                 ("command", server.command.is_some()),
@@ -385,6 +395,11 @@ mod tests {
             (json!({"type": "http"}), "mcpServers.s.url"),
             (json!({"url": "ftp://x"}), "mcpServers.s.url"),
             (
+                json!({"url": "http://exa mple.com/mcp"}),
+                "mcpServers.s.url",
+            ),
+            (json!({"url": "http://:8080/mcp"}), "mcpServers.s.url"),
+            (
                 json!({"url": "http://x", "env": {"A": "b"}}),
                 "mcpServers.s.env",
             ),
@@ -422,6 +437,13 @@ mod tests {
     fn rest_tools_need_an_http_url_and_an_object_schema() {
         let err = validated(json!({"restTools": {"t": {}}})).unwrap_err();
         assert!(err.contains("restTools.t.url"), "{err}");
+        let err = validated(json!({"restTools": {"t": {"url": "https://[::1/x"}}})).unwrap_err();
+        assert!(
+            err.contains("restTools.t.url") && err.contains("not a valid URL"),
+            "{err}"
+        );
+        validated(json!({"restTools": {"t": {"url": "https://wx.example.com/now?city=${parameters.city}"}}}))
+            .expect("a parameter placeholder is a valid URL");
         let err =
             validated(json!({"restTools": {"t": {"url": "http://x", "parametersSchema": 3}}}))
                 .unwrap_err();

@@ -22,6 +22,7 @@ mod metrics_scrape;
 mod operations;
 mod properties;
 mod providers;
+mod reload;
 mod replicas;
 mod responses;
 mod responses_clients;
