@@ -58,10 +58,9 @@ pub fn start_error(
     };
     let param = match &problem {
         ClientToolError::Unnamed { index }
-        | ClientToolError::ClashesWithAgentTool { index, .. } => {
-            format!("{}[{index}].{}", fields.list, fields.name)
-        }
-        ClientToolError::Duplicate { index, .. } => {
+        | ClientToolError::NameTooLong { index, .. }
+        | ClientToolError::ClashesWithAgentTool { index, .. }
+        | ClientToolError::Duplicate { index, .. } => {
             format!("{}[{index}].{}", fields.list, fields.name)
         }
         ClientToolError::InvalidSchema { index, .. } => {

@@ -23,6 +23,10 @@ use crate::store::StoreError;
 pub enum ClientToolError {
     #[error("client tool {index} has no name")]
     Unnamed { index: usize },
+    #[error(
+        "client tool {index} has a name of {length} characters; the most is {MAX_TOOL_NAME_CHARS}"
+    )]
+    NameTooLong { index: usize, length: usize },
     #[error("client tool `{name}` has an invalid JSON schema for its parameters: {reason}")]
     InvalidSchema {
         index: usize,
@@ -124,8 +128,12 @@ fn check_client_tools(
     let mut seen = HashSet::new();
     for (index, tool) in tools.definitions.iter().enumerate() {
         let name = tool.name.clone();
-        if name.trim().is_empty() || name.chars().count() > MAX_TOOL_NAME_CHARS {
+        if name.trim().is_empty() {
             return Err(ClientToolError::Unnamed { index });
+        }
+        let length = name.chars().count();
+        if length > MAX_TOOL_NAME_CHARS {
+            return Err(ClientToolError::NameTooLong { index, length });
         }
         if agent_tools.contains(&name) {
             return Err(ClientToolError::ClashesWithAgentTool { index, name });

@@ -788,3 +788,61 @@ async fn a_failed_run_is_an_openai_error_or_an_error_event_and_response_failed()
     assert_eq!(failed["status"], "failed");
     assert_eq!(failed["error"]["code"], "llm_error");
 }
+
+#[tokio::test]
+async fn metadata_pairs_and_tool_names_are_limited_at_their_bounds() {
+    let app = spawn_app().await;
+    let pairs = |n: usize| -> Value {
+        (0..n)
+            .map(|i| (format!("k{i}"), json!("v")))
+            .collect::<serde_json::Map<String, Value>>()
+            .into()
+    };
+    app.llm.push(Reply::text("ok"));
+    let (status, body) = post(
+        &app,
+        &json!({"model": "chat", "input": "x", "metadata": pairs(16)}),
+    )
+    .await;
+    assert_eq!(status, 200, "16 pairs are allowed: {body}");
+    let (status, body) = post(
+        &app,
+        &json!({"model": "chat", "input": "x", "metadata": pairs(17)}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["param"].as_str()),
+        (400, Some("metadata"))
+    );
+    let (status, body) = post(
+        &app,
+        &json!({"model": "chat", "input": "x", "metadata": {"n": 1}}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["param"].as_str()),
+        (400, Some("metadata.n"))
+    );
+    let named = |name: String| json!({"model": "chat", "input": "x", "tools": [{"type": "function", "name": name}]});
+    app.llm.push(Reply::text("ok"));
+    let (status, body) = post(&app, &named("t".repeat(64))).await;
+    assert_eq!(status, 200, "a 64-character tool name is allowed: {body}");
+    let (status, body) = post(&app, &named("t".repeat(65))).await;
+    assert_eq!(
+        (status, body["error"]["param"].as_str()),
+        (400, Some("tools[0].name"))
+    );
+}
+
+#[tokio::test]
+async fn the_document_lists_every_responses_route() {
+    let app = spawn_app().await;
+    let document: Value = app.get("/openapi.json").await.json().await.expect("json");
+    let paths = &document["paths"];
+    assert!(paths["/v1/responses"]["post"].is_object());
+    assert!(paths["/v1/responses/{response_id}"]["get"].is_object());
+    assert!(paths["/v1/responses/{response_id}"]["delete"].is_object());
+    assert!(paths["/v1/responses/{response_id}/cancel"]["post"].is_object());
+    assert!(paths["/v1/responses/{response_id}/input_items"]["get"].is_object());
+    assert!(document["components"]["schemas"]["ResponseStreamFrame"].is_object());
+}
