@@ -4,6 +4,7 @@
 //! everything is also returned in the [`AgentResult`]. Every headend (HTTP APIs, CLI) builds a
 //! [`SessionRequest`], runs [`Session::run`] in a task, and translates the events.
 
+pub mod approval;
 pub mod context_guard;
 mod ending;
 pub mod events;
