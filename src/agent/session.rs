@@ -319,7 +319,7 @@ impl Session {
         decisions: &[DecidedCall],
     ) -> Stop {
         if let Err(ending) = self.set_up(run) {
-            return Stop::Ended(ending);
+            return Stop::Ended(*ending);
         }
         if self.control.abort.is_cancelled() {
             return Stop::Ended(self.control.aborted());
@@ -335,18 +335,18 @@ impl Session {
     /// the run or none are left (a synthetic failure report then says why).
     async fn drive(&self, run: &mut Run) -> Stop {
         if let Err(ending) = self.set_up(run) {
-            return Stop::Ended(ending);
+            return Stop::Ended(*ending);
         }
         self.turns(run, 0).await
     }
 
     /// Checks the input and compiles the final report's schema.
-    fn set_up(&self, run: &mut Run) -> Result<(), Ending> {
+    fn set_up(&self, run: &mut Run) -> Result<(), Box<Ending>> {
         if run.facts.request.prompt.trim().is_empty() {
-            return Err(Ending::failure(
+            return Err(Box::new(Ending::failure(
                 ExitReason::EmptyInput,
                 "the prompt is empty",
-            ));
+            )));
         }
         if run.facts.request.agent.finalization == Finalization::Report {
             match FinalReportSpec::new(&run.facts.format, run.facts.schema()) {
@@ -356,10 +356,10 @@ impl Session {
                     run.facts.report = Some(ReportExpectation { spec, definition });
                 }
                 Err(error) => {
-                    return Err(Ending::failure(
+                    return Err(Box::new(Ending::failure(
                         ExitReason::ConfigError,
                         format!("the output schema is invalid: {error}"),
-                    ));
+                    )));
                 }
             }
         }

@@ -107,6 +107,8 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(runs::get_run))
         .routes(routes!(runs::run_events))
         .routes(routes!(runs::cancel_run))
+        .routes(routes!(runs::approvals::decide_approval))
+        .routes(routes!(runs::approvals::list_run_approvals))
         .routes(routes!(chat::chat))
         .routes(routes!(chat::list_conversations))
         .routes(routes!(chat::get_conversation, chat::delete_conversation))

@@ -13,6 +13,7 @@
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
 //! numbers and are embedded at compile time; no database is needed to build.
 
+mod approvals;
 mod cache_entries;
 mod conversations;
 mod key_limits;
@@ -29,6 +30,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use crate::json_text::JsonText;
+pub use approvals::{
+    ApprovalDecision, ApprovalRecord, ApprovalStore, DecisionWritten, NewApproval, ParkedRun,
+    TakenCheckpoint,
+};
 pub use cache_entries::{CacheEntry, CacheStore, NewCacheEntry};
 pub use conversations::{
     Conversation, ConversationCursor, ConversationStore, NewConversation, NewMessage, StoredMessage,
@@ -137,6 +142,7 @@ pub trait Store:
     + CacheStore
     + ReplicaStore
     + KeyLimitStore
+    + ApprovalStore
     + Send
     + Sync
 {

@@ -1,0 +1,518 @@
+//! Tool approvals (SPEC §8) over HTTP: a call matching the agent's `approve:` patterns is not
+//! executed; the run emits `tool.approval_requested`, reads `waiting_approval` and holds no
+//! session; `POST /v1/runs/{id}/approvals/{call}` approves (with edited arguments, checked
+//! against the tool's schema), denies with a reason the model sees, or comes too late (409);
+//! the run then goes on with one continuous event sequence. Also: another user's decision (403)
+//! and an admin's (ok), two calls in one turn where one waits, expiry by the sweeper, cancel of
+//! a waiting run, and a full restart of the only replica between request and decision.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use agentd::config::{AgentRegistry, parse_config};
+use agentd::runtime::Runtime;
+
+use crate::support::mcp::test_server_config;
+use crate::support::mock_llm::{MockLlm, Reply, ToolCall};
+use crate::support::numbered_frames;
+
+const APPROVER: &str = "---\ndescription: Echoes, with a person approving\nmodels: llm/upstream-model\nfinalization: text\ntools: [test]\napprove: [test__echo]\napprovalTimeout: 10m\n---\nYou echo.\n";
+const HASTY: &str = "---\ndescription: Waits two seconds for approvals\nmodels: llm/upstream-model\nfinalization: text\ntools: [test]\napprove: [test__ech*]\napprovalTimeout: 2s\n---\nYou echo.\n";
+
+const ADMIN: &str = "admin-secret";
+const ALICE: &str = "alice-secret";
+const BOB: &str = "bob-secret";
+
+/// One agentd on a store in `dir`, against `llm`; restartable on the same store.
+struct Server {
+    address: String,
+    client: reqwest::Client,
+    runtime: std::sync::Arc<Runtime>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    served: tokio::task::JoinHandle<()>,
+}
+
+async fn serve(dir: &std::path::Path, llm: &MockLlm) -> Server {
+    let agents = dir.join("agents");
+    std::fs::create_dir_all(&agents).expect("agents dir");
+    std::fs::write(agents.join("approver.ai"), APPROVER).expect("agent");
+    std::fs::write(agents.join("hasty.ai"), HASTY).expect("agent");
+    let config = json!({
+        "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url(), "apiKey": "k"}},
+        "store": {"url": format!("sqlite://{}", dir.join("agentd.db").display())},
+        "agents": [agents.display().to_string()],
+        "mcpServers": {"test": test_server_config(json!({}))},
+        "server": {"heartbeatSeconds": 1},
+        "auth": {"keys": [
+            {"key": ADMIN, "admin": true},
+            {"key": ALICE, "userId": "alice"},
+            {"key": BOB, "userId": "bob"}
+        ]},
+    });
+    let config = parse_config(config, "test config").expect("config");
+    let registry = AgentRegistry::load(&config).expect("agents");
+    let runtime = Runtime::start(config, registry).await.expect("runtime");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = format!("http://{}", listener.local_addr().expect("address"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served_runtime = runtime.clone();
+    let served = tokio::spawn(async move {
+        let _ = agentd::http::serve(listener, served_runtime, async {
+            let _ = stopped.await;
+        })
+        .await;
+    });
+    Server {
+        address,
+        client: reqwest::Client::new(),
+        runtime,
+        stop,
+        served,
+    }
+}
+
+impl Server {
+    async fn post(&self, key: &str, path: &str, body: &Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.address))
+            .bearer_auth(key)
+            .json(body)
+            .send()
+            .await
+            .expect("sent");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, key: &str, path: &str) -> (u16, Value) {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.address))
+            .bearer_auth(key)
+            .send()
+            .await
+            .expect("sent");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Starts a background run of `agent` for the key's user; returns its id.
+    async fn start(&self, key: &str, agent: &str) -> String {
+        let (status, body) = self
+            .post(
+                key,
+                &format!("/v1/agents/{agent}/runs"),
+                &json!({"prompt": "echo hi", "background": true}),
+            )
+            .await;
+        assert_eq!(status, 202, "{body}");
+        body["run_id"].as_str().expect("run id").to_string()
+    }
+
+    /// The run once its status is `status`; fails after 20 s.
+    async fn run_when(&self, run_id: &str, status: &str) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, run) = self.get(ADMIN, &format!("/v1/runs/{run_id}")).await;
+            if run["status"] == status {
+                return run;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run {run_id} is not {status}: {run}"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    async fn decide(&self, key: &str, run_id: &str, call_id: &str, body: Value) -> (u16, Value) {
+        self.post(
+            key,
+            &format!("/v1/runs/{run_id}/approvals/{call_id}"),
+            &body,
+        )
+        .await
+    }
+
+    /// Every event of the run, `(id, event, data)`, replayed until `run.finished`.
+    async fn events(&self, run_id: &str) -> Vec<(i64, String, Value)> {
+        let body = self
+            .client
+            .get(format!("{}/v1/runs/{run_id}/events", self.address))
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .expect("sent")
+            .text()
+            .await
+            .expect("body");
+        numbered_frames(&body)
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.served.await;
+        self.runtime.close().await;
+    }
+}
+
+fn echo_call(id: &str, text: &str) -> ToolCall {
+    ToolCall::new(id, "test__echo", json!({"text": text}).to_string())
+}
+
+/// The `tool` message replying to `call_id` in the model's last request.
+fn tool_reply(llm: &MockLlm, call_id: &str) -> String {
+    let requests = llm.requests();
+    let last = requests.last().expect("a request");
+    last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_else(|| panic!("no reply to {call_id} in {last}"))
+        .to_string()
+}
+
+fn kinds(events: &[(i64, String, Value)]) -> Vec<&str> {
+    events.iter().map(|(_, kind, _)| kind.as_str()).collect()
+}
+
+fn assert_numbered_1_to_n(events: &[(i64, String, Value)]) {
+    let ids: Vec<i64> = events.iter().map(|(id, _, _)| *id).collect();
+    let expected: Vec<i64> = (1..=events.len() as i64).collect();
+    assert_eq!(ids, expected, "one continuous event sequence");
+}
+
+#[tokio::test]
+async fn an_approved_call_runs_after_the_decision_and_the_run_completes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let llm = MockLlm::start().await;
+    let server = serve(dir.path(), &llm).await;
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "hi")]));
+    llm.push(Reply::text("It said hi."));
+    let run_id = server.start(ALICE, "approver").await;
+    let waiting = server.run_when(&run_id, "waiting_approval").await;
+    assert_eq!(waiting["status"], "waiting_approval");
+    assert_eq!(llm.requests().len(), 1, "the model waits too");
+
+    let (status, listed) = server.get(ALICE, "/v1/runs?status=waiting_approval").await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["data"][0]["run_id"], run_id.as_str());
+    let (_, pending) = server
+        .get(ALICE, &format!("/v1/runs/{run_id}/approvals"))
+        .await;
+    assert_eq!(pending["data"][0]["call_id"], "call-1");
+    assert_eq!(pending["data"][0]["arguments"], json!({"text": "hi"}));
+
+    let (status, decided) = server
+        .decide(ALICE, &run_id, "call-1", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["decision"], "approve");
+    let run = server.run_when(&run_id, "completed").await;
+    assert_eq!(run["result"]["final_report"]["content"], "It said hi.");
+    assert_eq!(tool_reply(&llm, "call-1"), "hi");
+
+    let events = server.events(&run_id).await;
+    assert_numbered_1_to_n(&events);
+    let kinds = kinds(&events);
+    let requested = kinds
+        .iter()
+        .position(|k| *k == "tool.approval_requested")
+        .expect("requested");
+    let decided = kinds
+        .iter()
+        .position(|k| *k == "tool.approval_decided")
+        .expect("decided");
+    let started = kinds
+        .iter()
+        .position(|k| *k == "tool.started")
+        .expect("started");
+    assert!(requested < decided && decided < started, "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "run.started").count(), 1);
+    assert_eq!(kinds.last(), Some(&"run.finished"));
+    assert_eq!(events[decided].2["by"], "alice");
+    assert!(events[requested].2["expires_at"].is_string());
+
+    let (status, again) = server
+        .decide(ALICE, &run_id, "call-1", json!({"decision": "deny"}))
+        .await;
+    assert_eq!(status, 409, "{again}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_denial_tells_the_model_the_reason_and_the_tool_never_runs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let llm = MockLlm::start().await;
+    let server = serve(dir.path(), &llm).await;
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "hi")]));
+    llm.push(Reply::text("Fine, I will not."));
+    let run_id = server.start(ALICE, "approver").await;
+    server.run_when(&run_id, "waiting_approval").await;
+    let (status, body) = server
+        .decide(
+            ALICE,
+            &run_id,
+            "call-1",
+            json!({"decision": "deny", "reason": "not on a Friday"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    server.run_when(&run_id, "completed").await;
+    assert_eq!(tool_reply(&llm, "call-1"), "denied: not on a Friday");
+    let events = server.events(&run_id).await;
+    assert!(!kinds(&events).contains(&"tool.started"));
+    let decided = events
+        .iter()
+        .find(|(_, kind, _)| kind == "tool.approval_decided")
+        .expect("decided");
+    assert_eq!(decided.2["decision"], "deny");
+    assert_eq!(decided.2["reason"], "not on a Friday");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn edited_arguments_reach_the_tool_and_a_schema_failing_edit_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let llm = MockLlm::start().await;
+    let server = serve(dir.path(), &llm).await;
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "rm -rf")]));
+    llm.push(Reply::text("Done."));
+    let run_id = server.start(ALICE, "approver").await;
+    server.run_when(&run_id, "waiting_approval").await;
+    let (status, error) = server
+        .decide(
+            ALICE,
+            &run_id,
+            "call-1",
+            json!({"decision": "approve", "arguments": {"text": 5}}),
+        )
+        .await;
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(error["error"]["param"], "arguments");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("test__echo"),
+        "{error}"
+    );
+    let (_, pending) = server
+        .get(ALICE, &format!("/v1/runs/{run_id}/approvals"))
+        .await;
+    assert_eq!(
+        pending["data"].as_array().map(Vec::len),
+        Some(1),
+        "still pending"
+    );
+    let (status, body) = server
+        .decide(
+            ALICE,
+            &run_id,
+            "call-1",
+            json!({"decision": "approve", "arguments": {"text": "ls"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    server.run_when(&run_id, "completed").await;
+    assert_eq!(tool_reply(&llm, "call-1"), "ls");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn another_user_may_not_decide_and_an_admin_may() {
+    let dir = tempfile::tempdir().expect("dir");
+    let llm = MockLlm::start().await;
+    let server = serve(dir.path(), &llm).await;
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "hi")]));
+    llm.push(Reply::text("ok"));
+    let run_id = server.start(ALICE, "approver").await;
+    server.run_when(&run_id, "waiting_approval").await;
+    let (status, _) = server
+        .decide(BOB, &run_id, "call-1", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(status, 403);
+    let (status, _) = server
+        .decide(
+            ALICE,
+            &run_id,
+            "no-such-call",
+            json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (status, _) = server
+        .decide(
+            ALICE,
+            "no-such-run",
+            "call-1",
+            json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (status, error) = server
+        .decide(ALICE, &run_id, "call-1", json!({"decision": "maybe"}))
+        .await;
+    assert_eq!(status, 400, "{error}");
+    let (status, _) = server
+        .decide(ADMIN, &run_id, "call-1", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(status, 200);
+    server.run_when(&run_id, "completed").await;
+    let events = server.events(&run_id).await;
+    let decided = events
+        .iter()
+        .find(|(_, kind, _)| kind == "tool.approval_decided")
+        .expect("decided");
+    assert_eq!(decided.2["by"], "admin");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn of_two_calls_in_one_turn_the_free_one_runs_at_once_and_the_other_waits() {
+    let dir = tempfile::tempdir().expect("dir");
+    let llm = MockLlm::start().await;
+    let server = serve(dir.path(), &llm).await;
+    llm.push(Reply::tool_calls(vec![
+        ToolCall::new("free", "test__stats", "{}"),
+        echo_call("gated", "hi"),
+    ]));
+    llm.push(Reply::text("Both done."));
+    let run_id = server.start(ALICE, "approver").await;
+    server.run_when(&run_id, "waiting_approval").await;
+    let (_, pending) = server
+        .get(ALICE, &format!("/v1/runs/{run_id}/approvals"))
+        .await;
+    assert_eq!(pending["data"].as_array().map(Vec::len), Some(1));
+    assert_eq!(pending["data"][0]["call_id"], "gated");
+    let (status, _) = server
+        .decide(ALICE, &run_id, "gated", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(status, 200);
+    server.run_when(&run_id, "completed").await;
+    let events = server.events(&run_id).await;
+    let finished_free = events
+        .iter()
+        .position(|(_, k, d)| k == "tool.finished" && d["call_id"] == "free")
+        .expect("free ran");
+    let requested = events
+        .iter()
+        .position(|(_, k, _)| k == "tool.approval_requested")
+        .expect("requested");
+    assert!(
+        finished_free < requested,
+        "the free call ran before the wait"
+    );
+    assert!(tool_reply(&llm, "free").contains("max_in_flight"));
+    assert_eq!(tool_reply(&llm, "gated"), "hi");
+    // The replies follow the order of the calls.
+    let last = llm.requests().last().cloned().expect("request");
+    let tool_ids: Vec<&str> = last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["tool_call_id"].as_str())
+        .collect();
+    assert_eq!(tool_ids, ["free", "gated"]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_wait_past_the_approval_timeout_ends_as_expired_and_the_model_is_told() {
+    let dir = tempfile::tempdir().expect("dir");
+    let llm = MockLlm::start().await;
+    let server = serve(dir.path(), &llm).await;
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "hi")]));
+    llm.push(Reply::text("Nobody answered."));
+    let run_id = server.start(ALICE, "hasty").await;
+    server.run_when(&run_id, "waiting_approval").await;
+    server.run_when(&run_id, "completed").await;
+    assert_eq!(tool_reply(&llm, "call-1"), "denied: approval timed out");
+    let events = server.events(&run_id).await;
+    assert_numbered_1_to_n(&events);
+    let decided = events
+        .iter()
+        .find(|(_, kind, _)| kind == "tool.approval_decided")
+        .expect("decided");
+    assert_eq!(decided.2["decision"], "expired");
+    assert_eq!(decided.2["by"], "agentd");
+    let (status, error) = server
+        .decide(ALICE, &run_id, "call-1", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(status, 409, "{error}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn cancelling_a_waiting_run_ends_it_cancelled() {
+    let dir = tempfile::tempdir().expect("dir");
+    let llm = MockLlm::start().await;
+    let server = serve(dir.path(), &llm).await;
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "hi")]));
+    let run_id = server.start(ALICE, "approver").await;
+    server.run_when(&run_id, "waiting_approval").await;
+    let (status, body) = server
+        .post(ALICE, &format!("/v1/runs/{run_id}/cancel"), &json!({}))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let run = server.run_when(&run_id, "cancelled").await;
+    assert_eq!(run["result"]["exit_reason"], "cancelled");
+    let events = server.events(&run_id).await;
+    assert_numbered_1_to_n(&events);
+    assert_eq!(kinds(&events).last(), Some(&"run.finished"));
+    let (status, _) = server
+        .decide(ALICE, &run_id, "call-1", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(status, 409);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_waiting_run_survives_a_full_restart_of_its_only_replica() {
+    let dir = tempfile::tempdir().expect("dir");
+    let llm = MockLlm::start().await;
+    let first = serve(dir.path(), &llm).await;
+    llm.push(Reply::tool_calls(vec![echo_call(
+        "call-1",
+        "after restart",
+    )]));
+    llm.push(Reply::text("Back again."));
+    let run_id = first.start(ALICE, "approver").await;
+    first.run_when(&run_id, "waiting_approval").await;
+    first.stop().await;
+
+    let second = serve(dir.path(), &llm).await;
+    let waiting = second.run_when(&run_id, "waiting_approval").await;
+    assert_eq!(
+        waiting["status"], "waiting_approval",
+        "not ended as owner_lost"
+    );
+    let (status, body) = second
+        .decide(ALICE, &run_id, "call-1", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let run = second.run_when(&run_id, "completed").await;
+    assert_eq!(run["result"]["final_report"]["content"], "Back again.");
+    assert_eq!(tool_reply(&llm, "call-1"), "after restart");
+    let events = second.events(&run_id).await;
+    assert_numbered_1_to_n(&events);
+    assert_eq!(
+        kinds(&events)
+            .iter()
+            .filter(|k| **k == "run.started")
+            .count(),
+        1
+    );
+    // Accounting is summed over both halves: two LLM calls and the tool.
+    let accounting = run["result"]["accounting"].as_array().expect("accounting");
+    assert_eq!(accounting.iter().filter(|e| e["type"] == "llm").count(), 2);
+    assert_eq!(accounting.iter().filter(|e| e["type"] == "tool").count(), 1);
+    second.stop().await;
+}
