@@ -111,6 +111,7 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(runs::approvals::list_run_approvals))
         .routes(routes!(chat::chat))
         .routes(routes!(chat::list_conversations))
+        .routes(routes!(chat::list_approvals))
         .routes(routes!(chat::get_conversation, chat::delete_conversation))
 }
 

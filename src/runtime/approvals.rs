@@ -31,6 +31,9 @@ use crate::store::{
 
 /// Expired waits ended per sweep; the next sweep takes the rest.
 const EXPIRY_BATCH: u32 = 100;
+/// How long a decision for a call not stored yet waits for its running run to park.
+const PARKING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+const PARKING_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 /// The most waiting calls one listing returns.
 pub const MAX_WAITING_LISTED: u32 = 1000;
 
@@ -63,16 +66,7 @@ impl Runtime {
         decision: Decision,
         by: &str,
     ) -> Result<ApprovalRecord, ApprovalError> {
-        let approval = self
-            .store
-            .run_approvals(run_id)
-            .await?
-            .into_iter()
-            .find(|a| a.call_id == call_id)
-            .ok_or_else(|| ApprovalError::CallNotFound {
-                run_id: run_id.into(),
-                call_id: call_id.into(),
-            })?;
+        let approval = self.waiting_call(run_id, call_id).await?;
         if let Some(decided) = &approval.decision {
             return Err(ApprovalError::AlreadyDecided {
                 call_id: call_id.into(),
@@ -135,6 +129,38 @@ impl Runtime {
         decided.reason = decision.reason();
         decided.decided_at = Some(now);
         Ok(decided)
+    }
+
+    /// The call, once its run is parked: a client may decide as soon as it sees
+    /// `tool.approval_requested`, a moment before the run (here or on another replica) is.
+    async fn waiting_call(
+        &self,
+        run_id: &str,
+        call_id: &str,
+    ) -> Result<ApprovalRecord, ApprovalError> {
+        let deadline = tokio::time::Instant::now() + PARKING_WAIT;
+        loop {
+            let found = self
+                .store
+                .run_approvals(run_id)
+                .await?
+                .into_iter()
+                .find(|a| a.call_id == call_id);
+            if let Some(approval) = found {
+                return Ok(approval);
+            }
+            let running = matches!(
+                self.recorded_run(run_id).await?,
+                Some(run) if run.status == "running"
+            );
+            if !running || tokio::time::Instant::now() >= deadline {
+                return Err(ApprovalError::CallNotFound {
+                    run_id: run_id.into(),
+                    call_id: call_id.into(),
+                });
+            }
+            tokio::time::sleep(PARKING_POLL).await;
+        }
     }
 
     /// The calls of `run_id` still waiting for a decision.

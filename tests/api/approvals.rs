@@ -516,3 +516,100 @@ async fn a_waiting_run_survives_a_full_restart_of_its_only_replica() {
     assert_eq!(accounting.iter().filter(|e| e["type"] == "tool").count(), 1);
     second.stop().await;
 }
+
+/// Reads an SSE body until `needle` has arrived; returns everything read so far.
+async fn read_until(
+    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+    body: &mut String,
+    needle: &str,
+) {
+    use futures_util::StreamExt;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !body.contains(needle) {
+        let chunk = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("no {needle:?} in {body}"));
+        match chunk {
+            Some(chunk) => body.push_str(&String::from_utf8_lossy(&chunk.expect("chunk"))),
+            None => panic!("the stream ended before {needle:?}: {body}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_stream_that_started_a_run_carries_it_through_the_wait_to_its_end() {
+    let dir = tempfile::tempdir().expect("dir");
+    let llm = MockLlm::start().await;
+    let server = serve(dir.path(), &llm).await;
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "hi")]));
+    llm.push(Reply::text("It said hi."));
+    let response = server
+        .client
+        .post(format!("{}/v1/agents/approver/runs", server.address))
+        .bearer_auth(ALICE)
+        .json(&json!({"prompt": "echo hi", "stream": true}))
+        .send()
+        .await
+        .expect("sent");
+    let run_id = crate::support::run_id(&response);
+    let mut stream = response.bytes_stream();
+    let mut body = String::new();
+    read_until(&mut stream, &mut body, "event: tool.approval_requested").await;
+    server.run_when(&run_id, "waiting_approval").await;
+    let (_, listed) = server.get(ALICE, "/api/alice/approvals").await;
+    assert_eq!(listed["data"][0]["run_id"], run_id.as_str(), "{listed}");
+    assert_eq!(listed["data"][0]["tool"], "test__echo");
+    let (status, _) = server.get(BOB, "/api/alice/approvals").await;
+    assert_eq!(status, 403);
+    let (status, _) = server
+        .decide(ALICE, &run_id, "call-1", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(status, 200);
+    read_until(&mut stream, &mut body, "event: run.finished").await;
+    let frames = numbered_frames(&body);
+    assert_numbered_1_to_n(&frames);
+    assert!(kinds(&frames).contains(&"tool.finished"));
+    assert_eq!(
+        frames,
+        server.events(&run_id).await,
+        "the stored events are the streamed ones"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn chat_completions_names_the_waiting_call_in_a_progress_line_and_the_run_in_a_header() {
+    let dir = tempfile::tempdir().expect("dir");
+    let llm = MockLlm::start().await;
+    let server = serve(dir.path(), &llm).await;
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "hi")]));
+    llm.push(Reply::text("It said hi."));
+    let response = server
+        .client
+        .post(format!("{}/v1/chat/completions", server.address))
+        .bearer_auth(ALICE)
+        .json(&json!({"model": "approver", "stream": true,
+            "messages": [{"role": "user", "content": "echo hi"}]}))
+        .send()
+        .await
+        .expect("sent");
+    let run_id = crate::support::run_id(&response);
+    let mut stream = response.bytes_stream();
+    let mut body = String::new();
+    read_until(&mut stream, &mut body, "waiting for approval").await;
+    assert!(
+        body.contains(&format!("POST /v1/runs/{run_id}/approvals/call-1")),
+        "{body}"
+    );
+    let (status, _) = server
+        .decide(ALICE, &run_id, "call-1", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(status, 200);
+    read_until(&mut stream, &mut body, "[DONE]").await;
+    assert!(
+        body.contains("\"content\":\"said \""),
+        "the answer streams on: {body}"
+    );
+    assert!(body.contains("\"finish_reason\":\"stop\""), "{body}");
+    server.stop().await;
+}
