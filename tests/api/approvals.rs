@@ -613,3 +613,125 @@ async fn chat_completions_names_the_waiting_call_in_a_progress_line_and_the_run_
     assert!(body.contains("\"finish_reason\":\"stop\""), "{body}");
     server.stop().await;
 }
+
+/// Two `agentd serve` processes on one fresh PostgreSQL database, with the approving agent.
+async fn postgres_replicas(
+    llm: &MockLlm,
+) -> (
+    crate::store::backends::Backend,
+    tempfile::TempDir,
+    crate::support::binary::Served,
+    crate::support::binary::Served,
+) {
+    use crate::support::binary;
+    let database = crate::store::backends::Backend::postgres().await;
+    let dir = binary::project(&json!({
+        "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url()}},
+        "agents": ["agents"],
+        "mcpServers": {"test": test_server_config(json!({}))},
+        "server": {"listen": "127.0.0.1:0", "heartbeatSeconds": 1, "ownerTimeoutSeconds": 3},
+        "store": {"url": database.url},
+    }));
+    std::fs::write(dir.path().join("agents/approver.ai"), APPROVER).expect("agent");
+    let start = || {
+        let mut command = binary::command(dir.path());
+        command.args(["serve", "--config", "agentd.json"]);
+        binary::serve(command, |_| {})
+    };
+    let a = start().await;
+    let b = start().await;
+    (database, dir, a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waiting_on_a_killed_replica_completes_on_the_replica_that_gets_the_decision() {
+    let llm = MockLlm::start().await;
+    let (_database, _dir, mut a, b) = postgres_replicas(&llm).await;
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "from B")]));
+    llm.push(Reply::text("Finished on B."));
+    let client = reqwest::Client::new();
+    let url = |served: &crate::support::binary::Served, path: &str| {
+        format!("http://{}{path}", served.address)
+    };
+    let accepted: Value = client
+        .post(url(&a, "/v1/agents/approver/runs"))
+        .json(&json!({"prompt": "echo", "background": true}))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let run_id = accepted["run_id"].as_str().expect("run id").to_string();
+    let status_on_b = || async {
+        let run: Value = client
+            .get(url(&b, &format!("/v1/runs/{run_id}")))
+            .send()
+            .await
+            .expect("sent")
+            .json()
+            .await
+            .unwrap_or(Value::Null);
+        run
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while status_on_b().await["status"] != "waiting_approval" {
+        assert!(std::time::Instant::now() < deadline, "never waited");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = a.child.id().expect("running").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let _ = a.child.wait().await;
+    // Past the owner timeout: a waiting run is not an orphan.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(status_on_b().await["status"], "waiting_approval");
+
+    let decided = client
+        .post(url(&b, &format!("/v1/runs/{run_id}/approvals/call-1")))
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(decided.status(), 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let run = loop {
+        let run = status_on_b().await;
+        if run["status"] == "completed" {
+            break run;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never completed: {run}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(run["result"]["final_report"]["content"], "Finished on B.");
+    assert_eq!(
+        tool_reply(&llm, "call-1"),
+        "from B",
+        "the tool's real result"
+    );
+    let body = client
+        .get(url(&b, &format!("/v1/runs/{run_id}/events")))
+        .send()
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("body");
+    let events = numbered_frames(&body);
+    assert_numbered_1_to_n(&events);
+    assert_eq!(
+        kinds(&events)
+            .iter()
+            .filter(|k| **k == "run.started")
+            .count(),
+        1
+    );
+    assert_eq!(kinds(&events).last(), Some(&"run.finished"));
+    assert!(kinds(&events).contains(&"tool.finished"));
+}
