@@ -735,3 +735,155 @@ async fn a_run_waiting_on_a_killed_replica_completes_on_the_replica_that_gets_th
     assert_eq!(kinds(&events).last(), Some(&"run.finished"));
     assert!(kinds(&events).contains(&"tool.finished"));
 }
+
+/// A project for `agentd run` / `agentd check` with the approving agent and the test server.
+fn cli_project(llm_base: &str, agent: &str) -> tempfile::TempDir {
+    let dir = crate::support::binary::project(&json!({
+        "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm_base}},
+        "agents": ["agents"],
+        "mcpServers": {"test": test_server_config(json!({}))},
+    }));
+    std::fs::write(dir.path().join("agents/approver.ai"), agent).expect("agent");
+    dir
+}
+
+#[tokio::test]
+async fn agentd_run_on_a_terminal_asks_and_runs_the_tool_with_the_edited_arguments() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let llm = MockLlm::start().await;
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "model text")]));
+    llm.push(Reply::text("The tool said what you typed."));
+    let dir = cli_project(&llm.base_url(), APPROVER);
+    // `script` gives agentd a pseudo-terminal and passes our input to it.
+    let agentd = env!("CARGO_BIN_EXE_agentd");
+    let mut child = tokio::process::Command::new("script")
+        .args([
+            "-qfec",
+            &format!("{agentd} run approver 'echo something' --config agentd.json"),
+            "/dev/null",
+        ])
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("script runs (util-linux)");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut seen = String::new();
+    let mut buffer = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut answered = Vec::new();
+    loop {
+        let read = tokio::time::timeout_at(deadline, stdout.read(&mut buffer))
+            .await
+            .unwrap_or_else(|_| panic!("agentd run never finished: {seen}"))
+            .expect("read");
+        if read == 0 {
+            break;
+        }
+        seen.push_str(&String::from_utf8_lossy(&buffer[..read]));
+        for (question, answer) in [
+            ("[a]pprove, [d]eny or [e]dit the arguments?", "e\n"),
+            (
+                "arguments as one line of JSON:",
+                "{\"text\": \"typed at the terminal\"}\n",
+            ),
+        ] {
+            if seen.matches(question).count() > answered.iter().filter(|q| **q == question).count()
+            {
+                stdin.write_all(answer.as_bytes()).await.expect("answer");
+                stdin.flush().await.expect("flush");
+                answered.push(question);
+            }
+        }
+    }
+    let status = child.wait().await.expect("exit");
+    assert!(seen.contains("wants to call `test__echo`"), "{seen}");
+    assert!(seen.contains("The tool said what you typed."), "{seen}");
+    assert!(status.success(), "{seen}");
+    assert_eq!(tool_reply(&llm, "call-1"), "typed at the terminal");
+}
+
+#[tokio::test]
+async fn agentd_run_without_a_terminal_follows_the_flags_or_denies_saying_why() {
+    let llm = MockLlm::start().await;
+    let dir = cli_project(&llm.base_url(), APPROVER);
+    let run = |extra: &'static [&'static str]| {
+        let mut command = crate::support::binary::command(dir.path());
+        command
+            .args(["run", "approver", "echo", "--config", "agentd.json"])
+            .args(extra)
+            .stdin(std::process::Stdio::null());
+        command.output()
+    };
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "approved")]));
+    llm.push(Reply::text("ok"));
+    let out = run(&["--approve-all"]).await.expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(tool_reply(&llm, "call-1"), "approved");
+
+    llm.push(Reply::tool_calls(vec![echo_call("call-2", "x")]));
+    llm.push(Reply::text("ok"));
+    let out = run(&["--deny-all"]).await.expect("runs");
+    assert!(out.status.success());
+    assert_eq!(tool_reply(&llm, "call-2"), "denied: denied by --deny-all");
+
+    llm.push(Reply::tool_calls(vec![echo_call("call-3", "x")]));
+    llm.push(Reply::text("ok"));
+    let out = run(&[]).await.expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("there is no terminal to ask"), "{stderr}");
+    assert!(
+        tool_reply(&llm, "call-3").contains("use --approve-all or --deny-all"),
+        "the model is told why"
+    );
+}
+
+#[tokio::test]
+async fn agentd_check_names_an_approve_pattern_that_matches_no_tool() {
+    let llm = MockLlm::start().await;
+    let agent = APPROVER.replace("approve: [test__echo]", "approve: [github__create_*]");
+    let dir = cli_project(&llm.base_url(), &agent);
+    let out = crate::support::binary::command(dir.path())
+        .args(["check", "--config", "agentd.json"])
+        .output()
+        .await
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("approver.ai"), "{stderr}");
+    assert!(
+        stderr.contains("\"github__create_*\" matches no tool"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_sub_agent_that_needs_approvals_is_refused_at_load() {
+    let llm = MockLlm::start().await;
+    let dir = cli_project(&llm.base_url(), APPROVER);
+    std::fs::write(
+        dir.path().join("agents/boss.ai"),
+        "---\ndescription: Delegates\nmodels: llm/m\nagents: [approver]\n---\nYou delegate.\n",
+    )
+    .expect("agent");
+    let out = crate::support::binary::command(dir.path())
+        .args(["check", "--config", "agentd.json"])
+        .output()
+        .await
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("agent approver needs tool approvals")
+            && stderr.contains("sub-agent of boss"),
+        "{stderr}"
+    );
+}
