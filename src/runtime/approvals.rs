@@ -342,6 +342,11 @@ impl Runtime {
         run_id: &str,
         cancel: bool,
     ) -> Result<bool, StoreError> {
+        // A draining replica leaves the run to one that stays: the sweep of any other replica
+        // resumes decided runs.
+        if self.is_draining() && !cancel {
+            return Ok(false);
+        }
         let Some(taken) = self
             .store
             .take_checkpoint(run_id, &self.replica.id, cancel)
@@ -400,7 +405,8 @@ impl Runtime {
         Ok(true)
     }
 
-    /// Ends waits past their `approvalTimeout` as `expired` and resumes those runs.
+    /// Ends waits past their `approvalTimeout` as `expired` and resumes those runs, and any run
+    /// whose calls were all decided but which no replica took yet.
     pub(super) async fn expire_approvals(self: &Arc<Self>) {
         let now = Utc::now();
         let expired = match self.store.expired_approvals(now, EXPIRY_BATCH).await {
@@ -435,9 +441,19 @@ impl Runtime {
                 Err(error) => warn!(%error, %run_id, "could not expire a tool approval"),
             }
         }
+        match self.store.decided_checkpoints(EXPIRY_BATCH).await {
+            Ok(decided) => {
+                for run_id in decided {
+                    if !runs.contains(&run_id) {
+                        runs.push(run_id);
+                    }
+                }
+            }
+            Err(error) => warn!(%error, "could not look for decided runs not yet resumed"),
+        }
         for run_id in runs {
             if let Err(error) = self.resume_waiting_run(&run_id, false).await {
-                warn!(%error, %run_id, "could not resume a run whose approval expired");
+                warn!(%error, %run_id, "could not resume a run whose approvals were decided");
             }
         }
         if let Ok(waiting) = self.store.waiting_approvals(None, MAX_WAITING_LISTED).await {

@@ -110,6 +110,9 @@ pub trait ApprovalStore: Send + Sync {
         now: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<(String, String)>, StoreError>;
+    /// Runs with a checkpoint and no call waiting any more: decided, but not yet taken by a
+    /// replica (it was draining, or stopped between the decision and the take).
+    async fn decided_checkpoints(&self, limit: u32) -> Result<Vec<String>, StoreError>;
     /// Takes (deletes) the run's checkpoint and makes `owner` its owner, status `running`, if
     /// every call is decided — or, with `cancel`, whatever still waits (those calls become
     /// `cancelled`). `None` when there is no checkpoint, calls still wait, or another replica

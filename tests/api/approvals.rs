@@ -243,7 +243,74 @@ async fn an_approved_call_runs_after_the_decision_and_the_run_completes() {
         .decide(ALICE, &run_id, "call-1", json!({"decision": "deny"}))
         .await;
     assert_eq!(status, 409, "{again}");
+
+    let metrics = server
+        .client
+        .get(format!("{}/metrics", server.address))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("text");
+    for line in [
+        "agentd_approvals_requested_total{agent=\"approver\"} 1",
+        "agentd_approvals_decided_total{decision=\"approve\"} 1",
+        "agentd_approval_wait_seconds_count{decision=\"approve\"} 1",
+        "agentd_runs_waiting_approval 0",
+    ] {
+        assert!(metrics.contains(line), "no {line} in\n{metrics}");
+    }
     server.stop().await;
+}
+
+#[tokio::test]
+async fn a_per_user_chat_answers_once_its_waiting_call_is_decided_and_keeps_the_answer() {
+    let dir = tempfile::tempdir().expect("dir");
+    let llm = MockLlm::start().await;
+    let server = std::sync::Arc::new(serve(dir.path(), &llm).await);
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "hi")]));
+    llm.push(Reply::text("Approved and done."));
+    let asking = std::sync::Arc::clone(&server);
+    let chat = tokio::spawn(async move {
+        asking
+            .post(
+                ALICE,
+                "/api/alice/chat",
+                &json!({"message": "echo hi", "agent": "approver"}),
+            )
+            .await
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let waiting = loop {
+        let (_, listed) = server.get(ALICE, "/api/alice/approvals").await;
+        if let Some(first) = listed["data"].get(0) {
+            break first.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "nothing waits");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    let run_id = waiting["run_id"].as_str().expect("run id");
+    let (status, _) = server
+        .decide(ALICE, run_id, "call-1", json!({"decision": "approve"}))
+        .await;
+    assert_eq!(status, 200);
+    let (status, answer) = chat.await.expect("chat");
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["response"], "Approved and done.");
+    assert_eq!(answer["run_id"], run_id);
+    let conversation = answer["conversation_id"].as_str().expect("conversation");
+    let (_, stored) = server
+        .get(ALICE, &format!("/api/alice/conversations/{conversation}"))
+        .await;
+    assert!(
+        stored.to_string().contains("Approved and done."),
+        "the answer is kept: {stored}"
+    );
+    if let Ok(server) = std::sync::Arc::try_unwrap(server) {
+        server.stop().await;
+    }
 }
 
 #[tokio::test]

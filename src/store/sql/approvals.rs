@@ -38,6 +38,9 @@ pub const DECIDE: &str = "UPDATE run_approvals SET decision = $3, decided_by = $
      WHERE run_id = $1 AND call_id = $2 AND decision IS NULL";
 pub const EXPIRED: &str = "SELECT run_id, call_id FROM run_approvals \
      WHERE decision IS NULL AND expires_at <= $1 ORDER BY expires_at LIMIT $2";
+pub const DECIDED_CHECKPOINTS: &str = "SELECT c.run_id FROM run_checkpoints c \
+     WHERE NOT EXISTS (SELECT 1 FROM run_approvals a WHERE a.run_id = c.run_id AND a.decision IS NULL) \
+     ORDER BY c.created_at LIMIT $1";
 pub const UNDECIDED_COUNT: &str =
     "SELECT COUNT(*) FROM run_approvals WHERE run_id = $1 AND decision IS NULL";
 pub const CANCEL_UNDECIDED: &str = "UPDATE run_approvals SET decision = 'cancelled', \
@@ -230,6 +233,19 @@ macro_rules! impl_approval_store {
                     .fetch_all(&self.writer)
                     .await?;
                 Ok(rows)
+            }
+
+            async fn decided_checkpoints(
+                &self,
+                limit: u32,
+            ) -> Result<Vec<String>, $crate::store::StoreError> {
+                let limit = $crate::store::check_page_size(limit)?;
+                let ids: Vec<String> =
+                    sqlx::query_scalar($crate::store::sql::approvals::DECIDED_CHECKPOINTS)
+                        .bind(limit)
+                        .fetch_all(&self.writer)
+                        .await?;
+                Ok(ids)
             }
 
             async fn take_checkpoint(

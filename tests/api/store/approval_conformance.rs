@@ -118,10 +118,22 @@ pub async fn a_parked_run_waits_is_decided_once_and_is_taken_once(backend: &Back
         None,
         "c2 still waits"
     );
+    assert!(
+        store
+            .decided_checkpoints(10)
+            .await
+            .expect("decided")
+            .is_empty(),
+        "c2 still waits"
+    );
     store
         .decide_approval(&decision("r1", "c2", "deny"))
         .await
         .expect("decide");
+    assert_eq!(
+        store.decided_checkpoints(10).await.expect("decided"),
+        vec!["r1".to_string()]
+    );
     let taken = store
         .take_checkpoint("r1", "replica-b", false)
         .await
@@ -136,6 +148,13 @@ pub async fn a_parked_run_waits_is_decided_once_and_is_taken_once(backend: &Back
             .expect("take"),
         None,
         "taken once"
+    );
+    assert!(
+        store
+            .decided_checkpoints(10)
+            .await
+            .expect("decided")
+            .is_empty()
     );
     let run = store.get_run("r1").await.expect("get").expect("run");
     assert_eq!(run.status, "running");
