@@ -181,6 +181,44 @@ mod tests {
     }
 
     #[test]
+    fn require_approval_on_servers_and_rest_tools_becomes_patterns_for_the_tools_used() {
+        let config = crate::config::parse_config(
+            serde_json::json!({
+                "mcpServers": {
+                    "github": {"command": "gh-mcp", "requireApproval": true},
+                    "fs": {"command": "fs-mcp", "requireApproval": ["write_file"]},
+                    "time": {"command": "time-mcp", "requireApproval": false},
+                    "unused": {"command": "x", "requireApproval": true}
+                },
+                "restTools": {
+                    "pay": {"url": "http://127.0.0.1:9/pay", "requireApproval": true},
+                    "look": {"url": "http://127.0.0.1:9/look"}
+                }
+            }),
+            "test",
+        )
+        .expect("config");
+        let tools: Vec<String> = ["github", "fs", "time", "rest__pay", "rest__look"]
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        let policy = ApprovalPolicy {
+            patterns: configured_patterns(&config, &tools),
+            timeout: DEFAULT_APPROVAL_TIMEOUT,
+        };
+        assert_eq!(
+            policy.patterns,
+            ["github__*", "fs__write_file", "rest__pay"],
+            "only the tools this agent uses"
+        );
+        assert!(policy.requires("github__create_issue"));
+        assert!(policy.requires("fs__write_file"));
+        assert!(!policy.requires("fs__read_file"));
+        assert!(!policy.requires("time__now"));
+        assert!(!policy.requires("rest__look"));
+    }
+
+    #[test]
     fn a_policy_requires_approval_for_matching_tools_only() {
         let policy = ApprovalPolicy {
             patterns: vec!["fs__write_*".into()],

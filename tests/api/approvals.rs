@@ -954,3 +954,188 @@ async fn a_sub_agent_that_needs_approvals_is_refused_at_load() {
         "{stderr}"
     );
 }
+
+mod session_side {
+    //! The session library alone, on tokio's paused clock: a run that waits returns a
+    //! checkpoint (JSON round trip included) and emits no `run.finished`; resumed with no
+    //! decision the wait counts as expired; time before the wait is added to `duration_ms`; a
+    //! session that cannot wait denies at once.
+
+    use std::sync::Arc;
+
+    use agentd::agent::approval::{Checkpoint, DecidedCall, Decision, SessionEnd};
+    use agentd::agent::{AgentEvent, EventSink, ProviderSet, Session};
+    use agentd::tools::ToolRegistry;
+
+    use crate::support::mock_llm::Reply;
+    use crate::support::scripted::{Harness, agent, calls};
+
+    /// A text agent whose `test__echo` calls wait (set on the spec: the harness's config has
+    /// no MCP server for load-time checks to find).
+    fn waiting_agent() -> Arc<agentd::config::AgentSpec> {
+        let mut spec = (*agent("finalization: text\nmaxTurns: 5")).clone();
+        spec.approvals.patterns = vec!["test__echo".into()];
+        Arc::new(spec)
+    }
+
+    fn session(harness: &Harness, sink: EventSink) -> Session {
+        let mut providers = ProviderSet::default();
+        providers.insert("a", harness.llm.clone());
+        let mut registry = ToolRegistry::default();
+        registry.add(harness.tools.clone());
+        Session::new(providers, registry, sink, harness.control.clone()).waiting_for_approvals()
+    }
+
+    async fn collect(
+        run: impl std::future::Future<Output = SessionEnd>,
+        receiver: tokio::sync::mpsc::Receiver<AgentEvent>,
+    ) -> (SessionEnd, Vec<AgentEvent>) {
+        let mut receiver = receiver;
+        let collector = tokio::spawn(async move {
+            let mut events = Vec::new();
+            while let Some(event) = receiver.recv().await {
+                events.push(event);
+            }
+            events
+        });
+        let end = run.await;
+        (end, collector.await.expect("events"))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_with_no_decision_resumes_as_expired_and_keeps_the_time_before_it() {
+        let harness = Harness::new(vec![
+            calls(&[("slow", "test__slow", r#"{"ms": 5000}"#)]),
+            calls(&[("gated", "test__echo", r#"{"x": 1}"#)]),
+            Reply::text("Nobody approved."),
+        ]);
+        let spec = waiting_agent();
+        let (sink, receiver) = EventSink::channel(64);
+        let first = session(&harness, sink);
+        let (end, events) = collect(
+            async move { first.run_or_wait(Harness::request(spec, "go")).await },
+            receiver,
+        )
+        .await;
+        let SessionEnd::Waiting(checkpoint) = end else {
+            panic!("the run should wait: {end:?}");
+        };
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, AgentEvent::ApprovalRequested(r) if r.call_id == "gated"))
+        );
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, AgentEvent::RunFinished(_)))
+        );
+        assert_eq!(checkpoint.waiting.pending.len(), 1);
+        let stored = serde_json::to_string(&*checkpoint).expect("json");
+        let mut checkpoint: Checkpoint = serde_json::from_str(&stored).expect("read back");
+        // As if the first half had run for five seconds (durations are wall-clock time).
+        checkpoint.elapsed_ms = 5000;
+        assert!(
+            harness.tools.calls().iter().all(|(name, _)| name != "echo"),
+            "not executed"
+        );
+
+        let (sink, receiver) = EventSink::channel(64);
+        let second = session(&harness, sink);
+        let spec = waiting_agent();
+        let request = checkpoint.request(spec);
+        let (end, events) = collect(
+            async move { second.resume(request, checkpoint, Vec::new()).await },
+            receiver,
+        )
+        .await;
+        let SessionEnd::Finished(result) = end else {
+            panic!("the run should finish");
+        };
+        assert!(result.success, "{result:?}");
+        assert!(result.duration_ms >= 5000, "time before the wait counts");
+        assert_eq!(result.turns, 3);
+        let last = harness.llm.requests().last().cloned().expect("request");
+        let replies: Vec<String> = last
+            .messages
+            .iter()
+            .filter(|m| m.tool_call_id.as_deref() == Some("gated"))
+            .filter_map(|m| m.content.clone())
+            .collect();
+        assert_eq!(replies, ["denied: approval timed out"]);
+        assert!(events.iter().any(|e| matches!(e, AgentEvent::ApprovalDecided(d) if d.decision == "expired" && d.by == "agentd")));
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, AgentEvent::RunStarted(_))),
+            "one run.started per run"
+        );
+        let llm_entries = result
+            .accounting
+            .iter()
+            .filter(|e| matches!(e, agentd::agent::result::AccountingEntry::Llm(_)))
+            .count();
+        assert_eq!(llm_entries, 3, "accounting of both halves");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_approval_with_edited_arguments_runs_the_tool_with_them() {
+        let harness = Harness::new(vec![
+            calls(&[("gated", "test__echo", r#"{"x": 1}"#)]),
+            Reply::text("ok"),
+        ]);
+        let (sink, receiver) = EventSink::channel(64);
+        let first = session(&harness, sink);
+        let spec = waiting_agent();
+        let (end, _) = collect(
+            async move { first.run_or_wait(Harness::request(spec, "go")).await },
+            receiver,
+        )
+        .await;
+        let SessionEnd::Waiting(checkpoint) = end else {
+            panic!("the run should wait");
+        };
+        let edited = serde_json::json!({"x": 2}).as_object().cloned();
+        let decision = DecidedCall {
+            call_id: "gated".into(),
+            decision: Decision::Approve { arguments: edited },
+            by: "alice".into(),
+        };
+        let (sink, _receiver) = EventSink::channel(64);
+        let request = checkpoint.request(waiting_agent());
+        let end = session(&harness, sink)
+            .resume(request, *checkpoint, vec![decision])
+            .await;
+        assert!(
+            matches!(end, SessionEnd::Finished(ref r) if r.success),
+            "{end:?}"
+        );
+        assert_eq!(
+            harness.tools.calls(),
+            [("echo".to_string(), serde_json::json!({"x": 2}))]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_that_cannot_wait_denies_at_once() {
+        let harness = Harness::new(vec![
+            calls(&[("gated", "test__echo", "{}")]),
+            Reply::text("ok"),
+        ]);
+        let (result, _) = harness.run(Harness::request(waiting_agent(), "go")).await;
+        assert!(result.success);
+        let last = harness.llm.requests().last().cloned().expect("request");
+        let reply = last
+            .messages
+            .iter()
+            .find(|m| m.tool_call_id.as_deref() == Some("gated"))
+            .and_then(|m| m.content.clone())
+            .expect("reply");
+        assert!(
+            reply.starts_with("denied: this tool needs a person's approval"),
+            "{reply}"
+        );
+        assert!(harness.tools.calls().is_empty());
+        let _ = Arc::strong_count(&harness.llm);
+    }
+}
