@@ -30,9 +30,11 @@ pub struct PendingCall {
 /// How a wait ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
-    /// Run the tool, with these arguments instead of the model's when given.
+    /// Run the tool, with these arguments instead of the model's when given; `note` is the
+    /// person's reason, kept with the decision and its event (the model is not told).
     Approve {
         arguments: Option<Map<String, Value>>,
+        note: Option<String>,
     },
     Deny {
         reason: Option<String>,
@@ -66,10 +68,12 @@ impl Decision {
         }
     }
 
+    /// The person's reason (a denial's, or an approval's note).
     pub fn reason(&self) -> Option<String> {
         match self {
             Self::Deny { reason } => reason.clone(),
-            _ => None,
+            Self::Approve { note, .. } => note.clone(),
+            Self::Expired => None,
         }
     }
 }

@@ -405,7 +405,7 @@ impl ToolRunner<'_> {
                 continue;
             };
             let reply = match &decision {
-                Decision::Approve { arguments } => {
+                Decision::Approve { arguments, .. } => {
                     let arguments = match arguments {
                         Some(edited) => scope_to_user(&run.facts, edited.clone()),
                         None => match &pending.arguments {

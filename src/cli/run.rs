@@ -252,7 +252,10 @@ impl Approver {
 
     async fn decide(&self, runtime: &Arc<Runtime>, run_id: &str, waiting: &ApprovalRequested) {
         let mut decision = match self {
-            Self::All(true) => Decision::Approve { arguments: None },
+            Self::All(true) => Decision::Approve {
+                arguments: None,
+                note: None,
+            },
             Self::All(false) => Decision::Deny {
                 reason: Some("denied by --deny-all".into()),
             },
@@ -303,7 +306,12 @@ async fn ask(waiting: &ApprovalRequested, problem: Option<&str>) -> Decision {
         loop {
             let answer = read_answer("[a]pprove, [d]eny or [e]dit the arguments? ");
             match answer.trim().to_ascii_lowercase().as_str() {
-                "a" | "approve" | "y" | "yes" => return Decision::Approve { arguments: None },
+                "a" | "approve" | "y" | "yes" => {
+                    return Decision::Approve {
+                        arguments: None,
+                        note: None,
+                    };
+                }
                 "d" | "deny" | "n" | "no" => {
                     let reason = read_answer("reason (empty: by the user): ");
                     let reason = Some(reason.trim().to_string()).filter(|r| !r.is_empty());
@@ -315,6 +323,7 @@ async fn ask(waiting: &ApprovalRequested, problem: Option<&str>) -> Decision {
                         Ok(Value::Object(edited)) => {
                             return Decision::Approve {
                                 arguments: Some(edited),
+                                note: None,
                             };
                         }
                         _ => eprintln!("agentd: that is not a JSON object; try again"),

@@ -48,8 +48,6 @@ pub enum ApprovalError {
     Expired { call_id: String },
     #[error("the edited arguments do not fit the schema of {tool}: {problems}")]
     InvalidArguments { tool: String, problems: String },
-    #[error("`arguments` go with `approve` only")]
-    ArgumentsWithDenial,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -82,12 +80,14 @@ impl Runtime {
         let edited = match &decision {
             Decision::Approve {
                 arguments: Some(arguments),
+                ..
             } => {
                 self.check_edited_arguments(&approval, arguments).await?;
                 Some(JsonText::of(arguments))
             }
             _ => None,
         };
+        let edited_value = edited.as_ref().map(JsonText::to_value);
         let written = self
             .store
             .decide_approval(&ApprovalDecision {
@@ -128,6 +128,7 @@ impl Runtime {
         decided.decided_by = Some(by.into());
         decided.reason = decision.reason();
         decided.decided_at = Some(now);
+        decided.edited_arguments = edited_value;
         Ok(decided)
     }
 
@@ -473,6 +474,7 @@ fn decided_call(approval: &ApprovalRecord) -> Option<DecidedCall> {
                 Some(Value::Object(arguments)) => Some(arguments.clone()),
                 _ => None,
             },
+            note: approval.reason.clone(),
         },
         "deny" => Decision::Deny {
             reason: approval.reason.clone(),

@@ -387,6 +387,12 @@ async fn edited_arguments_reach_the_tool_and_a_schema_failing_edit_is_refused() 
         )
         .await;
     assert_eq!(status, 200, "{body}");
+    assert_eq!(body["arguments_edited"], json!({"text": "ls"}));
+    assert_eq!(
+        body["arguments"],
+        json!({"text": "rm -rf"}),
+        "what the model asked"
+    );
     server.run_when(&run_id, "completed").await;
     assert_eq!(tool_reply(&llm, "call-1"), "ls");
     server.stop().await;
@@ -1098,7 +1104,10 @@ mod session_side {
         let edited = serde_json::json!({"x": 2}).as_object().cloned();
         let decision = DecidedCall {
             call_id: "gated".into(),
-            decision: Decision::Approve { arguments: edited },
+            decision: Decision::Approve {
+                arguments: edited,
+                note: None,
+            },
             by: "alice".into(),
         };
         let (sink, _receiver) = EventSink::channel(64);
@@ -1114,6 +1123,44 @@ mod session_side {
             harness.tools.calls(),
             [("echo".to_string(), serde_json::json!({"x": 2}))]
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_that_needs_approval_never_runs_inside_a_batch() {
+        let batch = serde_json::json!({"calls": [
+            {"id": "1", "tool": "test__echo", "parameters": {"x": 1}}
+        ]})
+        .to_string();
+        let harness = Harness::new(vec![
+            calls(&[("b", agentd::agent::internal_tools::BATCH_TOOL, &batch)]),
+            crate::support::scripted::final_report("markdown", "done"),
+        ]);
+        let mut spec = (*agent("maxTurns: 5")).clone();
+        spec.approvals.patterns = vec!["test__echo".into()];
+        let (sink, receiver) = EventSink::channel(64);
+        let first = session(&harness, sink);
+        let (end, _) = collect(
+            async move {
+                first
+                    .run_or_wait(Harness::request(Arc::new(spec), "go"))
+                    .await
+            },
+            receiver,
+        )
+        .await;
+        assert!(
+            matches!(end, SessionEnd::Finished(ref r) if r.success),
+            "{end:?}"
+        );
+        assert!(harness.tools.calls().is_empty(), "the batch did not run it");
+        let last = harness.llm.requests().last().cloned().expect("request");
+        let reply = last
+            .messages
+            .iter()
+            .find(|m| m.tool_call_id.as_deref() == Some("b"))
+            .and_then(|m| m.content.clone())
+            .expect("batch reply");
+        assert!(reply.contains("NEEDS_APPROVAL"), "{reply}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -1138,4 +1185,47 @@ mod session_side {
         assert!(harness.tools.calls().is_empty());
         let _ = Arc::strong_count(&harness.llm);
     }
+}
+
+#[tokio::test]
+async fn a_decision_body_is_checked_field_by_field() {
+    let dir = tempfile::tempdir().expect("dir");
+    let llm = MockLlm::start().await;
+    let server = serve(dir.path(), &llm).await;
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "hi")]));
+    llm.push(Reply::text("ok"));
+    let run_id = server.start(ALICE, "approver").await;
+    server.run_when(&run_id, "waiting_approval").await;
+    let too_long = "r".repeat(4097);
+    for (body, named) in [
+        (json!({"decision": "deny", "color": "red"}), "color"),
+        (json!({"decision": "maybe"}), "maybe"),
+        (json!({}), "decision"),
+        (json!({"decision": "deny", "reason": too_long}), "4096"),
+    ] {
+        let (status, error) = server.decide(ALICE, &run_id, "call-1", body.clone()).await;
+        assert_eq!(status, 400, "{body}: {error}");
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(named), "{body}: {message}");
+    }
+    let at_limit = "r".repeat(4096);
+    let (status, _) = server
+        .decide(
+            ALICE,
+            &run_id,
+            "call-1",
+            json!({"decision": "deny", "reason": at_limit}),
+        )
+        .await;
+    assert_eq!(status, 200, "a reason of exactly 4096 characters is taken");
+    let events = {
+        server.run_when(&run_id, "completed").await;
+        server.events(&run_id).await
+    };
+    let decided = events
+        .iter()
+        .find(|(_, kind, _)| kind == "tool.approval_decided")
+        .expect("decided");
+    assert_eq!(decided.2["reason"].as_str().map(str::len), Some(4096));
+    server.stop().await;
 }

@@ -45,11 +45,12 @@ pub enum DecisionKind {
 pub struct ApprovalRequest {
     pub decision: DecisionKind,
     /// With `approve`: the arguments the tool runs with instead of the model's; they must fit
-    /// the tool's schema.
+    /// the tool's schema. Ignored with `deny`.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub arguments: Option<Map<String, Value>>,
-    /// With `deny`: what the model is told (`denied: <reason>`); "by the user" when absent.
+    /// Why: with `deny`, what the model is told (`denied: <reason>`; "by the user" when
+    /// absent); with `approve`, a note kept with the decision and its event.
     #[serde(default)]
     #[schema(max_length = 4096)]
     pub reason: Option<String>,
@@ -136,21 +137,15 @@ fn decision_of(request: ApprovalRequest) -> Result<Decision, ApiError> {
         ))
         .with_param("reason"));
     }
-    match request.decision {
-        DecisionKind::Approve if request.reason.is_some() => {
-            Err(ApiError::invalid_request("`reason` goes with `deny` only").with_param("reason"))
-        }
-        DecisionKind::Approve => Ok(Decision::Approve {
+    Ok(match request.decision {
+        DecisionKind::Approve => Decision::Approve {
             arguments: request.arguments,
-        }),
-        DecisionKind::Deny if request.arguments.is_some() => Err(ApiError::invalid_request(
-            "`arguments` go with `approve` only",
-        )
-        .with_param("arguments")),
-        DecisionKind::Deny => Ok(Decision::Deny {
+            note: request.reason,
+        },
+        DecisionKind::Deny => Decision::Deny {
             reason: request.reason,
-        }),
-    }
+        },
+    })
 }
 
 impl From<ApprovalError> for ApiError {
@@ -160,7 +155,7 @@ impl From<ApprovalError> for ApiError {
             ApprovalError::AlreadyDecided { .. } | ApprovalError::Expired { .. } => {
                 ApiError::conflict(error.to_string())
             }
-            ApprovalError::InvalidArguments { .. } | ApprovalError::ArgumentsWithDenial => {
+            ApprovalError::InvalidArguments { .. } => {
                 ApiError::invalid_request(error.to_string()).with_param("arguments")
             }
             ApprovalError::Store(error) => ApiError::store(error),
