@@ -300,6 +300,10 @@ impl Runtime {
         mut client: Option<Client>,
         result: oneshot::Sender<AgentResult>,
     ) {
+        if client.is_none() && result.is_closed() {
+            // A background run, or a headend already gone: nobody to feed.
+            return;
+        }
         let events = self.follow_run_events(run_id.clone(), after);
         tokio::pin!(events);
         let mut finished = false;
