@@ -2,13 +2,14 @@
 //! the library. Exit codes follow the contract: 0 success, 1 session failure, 3 store or
 //! initialisation failure, 4 bad arguments or configuration, 5 schema validation failure.
 
+mod reload;
 mod run;
 mod signals;
 mod tools;
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -109,6 +110,7 @@ impl Failure {
 }
 
 pub fn main() -> ExitCode {
+    crate::tls::install_crypto_provider();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -190,15 +192,17 @@ async fn serve(
     // Before anything slow: a signal during start-up then stops the server cleanly.
     let first_signal = signals::install()
         .map_err(|e| Failure::init(format!("cannot install signal handlers: {e}")))?;
-    let mut config = load_config(config, None)?;
+    let hangups = signals::hangups()
+        .map_err(|e| Failure::init(format!("cannot install signal handlers: {e}")))?;
+    let overrides = reload::ServeOverrides {
+        config,
+        agents,
+        listen,
+        database,
+    };
+    let loaded = overrides.load().map_err(Failure::config)?;
+    let config = loaded.config.clone();
     let telemetry = start_telemetry(&config.telemetry)?;
-    config.agents.extend(agents);
-    if let Some(listen) = listen {
-        config.server.listen = listen;
-    }
-    if let Some(database) = database {
-        config.store.url = database;
-    }
     let address = config.server.listen_addr().map_err(Failure::config)?;
     check_exposure(&config, address)?;
     let registry = AgentRegistry::load(&config).map_err(Failure::config)?;
@@ -210,7 +214,9 @@ async fn serve(
         .map_err(|e| Failure::init(format!("cannot listen on {address}: {e}")))?;
     let bound = listener.local_addr().map_err(Failure::init)?;
     tracing::info!(address = %bound, agents = runtime.agents().len(), store = %runtime.config().store.url, "agentd listening");
+    let reloader = reload::Reloader::start(runtime.clone(), overrides, &loaded, hangups);
     let served = crate::http::serve(listener, runtime.clone(), first_signal).await;
+    drop(reloader);
     // Sessions end and every queued run event is written even when serving failed.
     runtime.drain().await;
     runtime.close().await;
@@ -272,6 +278,16 @@ fn check(config: Option<PathBuf>) -> Result<u8, Failure> {
     crate::runtime::build_providers(&loaded.config).map_err(Failure::config)?;
     crate::tools::hub::ToolHub::check(&loaded.config, &registry).map_err(Failure::config)?;
     crate::cache::check_config(&loaded.config.cache).map_err(Failure::config)?;
+    check_commands(&loaded.config)?;
+    if loaded.files.is_empty() {
+        eprintln!(
+            "warning: no config file found: pass --config FILE or create ./.ai-agent.json \
+             (the defaults alone define no provider)"
+        );
+    }
+    if registry.is_empty() {
+        eprintln!("warning: no agents: list directories of .ai files under `agents` in the config");
+    }
     let files: Vec<String> = loaded
         .files
         .iter()
@@ -284,6 +300,44 @@ fn check(config: Option<PathBuf>) -> Result<u8, Failure> {
         registry.len()
     );
     Ok(0)
+}
+
+/// Every enabled stdio MCP server's command must be one agentd can start: on `PATH`, or a path
+/// to an executable file.
+fn check_commands(config: &Config) -> Result<(), Failure> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let servers = config.mcp_servers.iter().filter(|(_, s)| s.is_enabled());
+    for (name, server) in servers {
+        let Some(command) = server.command.as_deref() else {
+            continue;
+        };
+        if server.transport() == crate::config::McpTransport::Stdio
+            && find_executable(command, &path).is_none()
+        {
+            return Err(Failure::config(format!(
+                "mcpServers.{name}.command: `{command}` is not an executable on PATH; \
+                 install it or give its full path"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Where `command` would be started from: itself when it names a path, else the first
+/// directory of `path` holding an executable file of that name.
+fn find_executable(command: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
+    let command = Path::new(command);
+    if command.components().count() > 1 {
+        return is_executable(command).then(|| command.to_path_buf());
+    }
+    std::env::split_paths(path)
+        .map(|dir| dir.join(command))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 async fn migrate(config: Option<PathBuf>, database: Option<String>) -> Result<u8, Failure> {

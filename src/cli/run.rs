@@ -101,9 +101,8 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
     FinalReportSpec::new(&format, schema.as_ref().or(spec.output_schema.as_ref()))
         .map_err(Failure::schema)?;
     let prompt = read_prompt(prompt)?;
-    // Only the agent, its sub-agents and the tool servers they use are started.
+    // Only the agent and its sub-agents are loaded, so only the tool servers they use start.
     let registry = registry.reachable_from(&spec);
-    keep_servers_of(&mut config, &registry);
     let runtime = Runtime::start(config, registry)
         .await
         .map_err(Failure::runtime)?;
@@ -198,17 +197,6 @@ fn read_schema(text: &str) -> Result<Value, Failure> {
     };
     serde_json::from_str(&raw)
         .map_err(|e| Failure::config(format!("--schema is not valid JSON: {e}")))
-}
-
-/// Drops the MCP servers no agent of `registry` lists in its `tools`.
-fn keep_servers_of(config: &mut Config, registry: &AgentRegistry) {
-    let used: std::collections::HashSet<&str> = registry
-        .iter()
-        .flat_map(|agent| agent.tools.iter().map(String::as_str))
-        .collect();
-    config
-        .mcp_servers
-        .retain(|name, _| used.contains(name.as_str()));
 }
 
 fn read_prompt(prompt: &str) -> Result<String, Failure> {

@@ -352,9 +352,10 @@ fn approval_policy(
     config: &Config,
 ) -> Result<ApprovalPolicy, String> {
     let written = fm.approve.as_ref().map(|a| a.to_vec()).unwrap_or_default();
+    // MCP servers and OpenAPI specs (`openapi__NAME`): their tools are `entry__tool`.
     let servers: Vec<&str> = tools
         .iter()
-        .filter(|entry| config.mcp_servers.contains_key(*entry))
+        .filter(|entry| config.mcp_servers.contains_key(*entry) || entry.starts_with("openapi__"))
         .map(String::as_str)
         .collect();
     let mut known: Vec<String> = tools

@@ -186,7 +186,7 @@ impl Runtime {
         approval: &ApprovalRecord,
         arguments: &Map<String, Value>,
     ) -> Result<(), ApprovalError> {
-        let Some(agent) = self.agents.get(&approval.agent) else {
+        let Some(agent) = self.agents().get(&approval.agent) else {
             return Ok(());
         };
         let definitions = self.tools.registry_for(&agent).definitions().await;
@@ -371,7 +371,7 @@ impl Runtime {
                 return Ok(false);
             }
         };
-        let Some(agent) = self.agents.get(&checkpoint.agent) else {
+        let Some(agent) = self.agents().get(&checkpoint.agent) else {
             error!(%run_id, agent = %checkpoint.agent, "a waiting run's agent is no longer configured here");
             return Ok(false);
         };

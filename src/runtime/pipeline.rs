@@ -24,7 +24,7 @@ use super::{Runtime, run_events, session_span};
 use crate::agent::SessionRequest;
 use crate::agent::approval::{Checkpoint, DecidedCall, SessionEnd};
 use crate::agent::{AgentEvent, AgentResult, EventSink, RunControl, SamplingParams};
-use crate::config::agent_file::Transport;
+use crate::config::agent_file::{Finalization, Transport};
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::limits::{KeyReservation, LimitRefusal, LimitedKey};
 use crate::llm::ChatMessage;
@@ -205,6 +205,19 @@ pub(super) struct SessionTask {
     pub start: SessionStart,
 }
 
+/// JSON asked of a `finalization: text` agent (`response_format` json_schema, Responses
+/// `text.format`) is answered through the final-report tool for this run, so the answer is
+/// validated against the schema as a report agent's is, rather than returned as free text.
+fn with_json_finalization(mut submission: RunSubmission) -> RunSubmission {
+    let wants_json = submission.format.as_deref() == Some("json");
+    if wants_json && submission.agent.finalization == Finalization::Text {
+        let mut agent = (*submission.agent).clone();
+        agent.finalization = Finalization::Report;
+        submission.agent = Arc::new(agent);
+    }
+    submission
+}
+
 /// What the session task must do once the run ends, besides recording it.
 pub(super) struct RunEnding {
     pub slot: Option<SessionSlot>,
@@ -227,6 +240,7 @@ impl Runtime {
             return Err(StartError::ShuttingDown);
         }
         check_requested_output(&submission)?;
+        let submission = with_json_finalization(submission);
         let run_id = uuid::Uuid::now_v7().to_string();
         // The user's own key space: without a user, every keyless caller shares one.
         let user_key = submission.user_id.clone().unwrap_or_default();

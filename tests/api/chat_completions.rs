@@ -499,3 +499,69 @@ async fn a_client_disconnect_cancels_the_upstream_request_promptly() {
         "upstream cancelled after {delays:?}"
     );
 }
+
+#[tokio::test]
+async fn json_schema_asked_of_a_text_agent_is_answered_through_the_report_tool_and_validated() {
+    let extra = tempfile::tempdir().expect("dir");
+    let text_agent = extra.path().join("native-chat.ai");
+    std::fs::write(
+        &text_agent,
+        "---\ndescription: Answers in text\nmodels: llm/upstream-model\ntransport: native\nfinalization: text\n---\nYou answer.\n",
+    )
+    .expect("agent file");
+    let app = crate::support::spawn_app_with(|config| {
+        config["agents"]
+            .as_array_mut()
+            .expect("agents")
+            .push(json!(extra.path().display().to_string()));
+    })
+    .await;
+    let schema =
+        json!({"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}});
+    // The first answer breaks the schema and is refused; the second one fits.
+    app.llm.push(final_report_call(
+        json!({"report_format": "json", "content_json": {"town": "Paris"}}),
+    ));
+    app.llm.push(final_report_call(
+        json!({"report_format": "json", "content_json": {"city": "Paris"}}),
+    ));
+    let body = json!({"model": "native-chat", "messages": [{"role": "user", "content": "capital of France?"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}});
+    let response: Value = app
+        .post_json("/v1/chat/completions", &body)
+        .await
+        .json()
+        .await
+        .expect("json");
+    let content = response["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("content");
+    assert_eq!(
+        serde_json::from_str::<Value>(content)
+            .unwrap_or_else(|e| panic!("a JSON answer, not free text: {e}: {response}")),
+        json!({"city": "Paris"})
+    );
+    let offered = &app.llm.requests()[0]["tools"];
+    assert!(
+        offered.to_string().contains("content_json"),
+        "the text agent is given the report tool for this run: {offered}"
+    );
+    assert_eq!(
+        app.llm.requests().len(),
+        2,
+        "the schema-breaking answer was retried"
+    );
+
+    // Without response_format the same agent still answers in free text.
+    app.llm.push(Reply::text("Paris."));
+    let plain: Value = app
+        .post_json(
+            "/v1/chat/completions",
+            &json!({"model": "native-chat", "messages": [{"role": "user", "content": "capital?"}]}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(plain["choices"][0]["message"]["content"], "Paris.");
+}

@@ -37,6 +37,68 @@ async fn check_accepts_a_valid_project() {
 }
 
 #[tokio::test]
+async fn check_names_an_mcp_server_it_could_not_start_or_reach() {
+    let mut config = config_for("http://127.0.0.1:9/v1");
+    config["mcpServers"] = json!({"fetcher": {"command": "agentd-surely-not-installed-xyz"}});
+    let dir = project(&config);
+    let out = agentd(dir.path(), &["check", "--config", "agentd.json"]).await;
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("mcpServers.fetcher.command")
+            && out.stderr.contains("agentd-surely-not-installed-xyz")
+            && out.stderr.contains("PATH"),
+        "{}",
+        out.stderr
+    );
+
+    config["mcpServers"] = json!({"fetcher": {"command": "sh", "args": ["-c", "true"]}});
+    let dir = project(&config);
+    let out = agentd(dir.path(), &["check", "--config", "agentd.json"]).await;
+    assert_eq!(out.code, 0, "a command on PATH is fine: {}", out.stderr);
+
+    config["mcpServers"] = json!({"remote": {"url": "http://exa mple.com/mcp"}});
+    let dir = project(&config);
+    let out = agentd(dir.path(), &["check", "--config", "agentd.json"]).await;
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("mcpServers.remote.url") && out.stderr.contains("not a valid URL"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn check_names_the_file_and_pointer_of_a_broken_openapi_document() {
+    let mut config = config_for("http://127.0.0.1:9/v1");
+    config["openapiSpecs"] =
+        json!({"pets": {"spec": "specs/pets.json", "baseUrl": "http://127.0.0.1:9"}});
+    let dir = project(&config);
+    std::fs::create_dir(dir.path().join("specs")).expect("dir");
+    std::fs::write(
+        dir.path().join("specs/pets.json"),
+        r#"{"openapi": "3.1.0", "paths": {"/pets": {"get": {"parameters": [{"name": "s", "in": "cookie"}]}}}}"#,
+    )
+    .expect("spec");
+    let out = agentd(dir.path(), &["check", "--config", "agentd.json"]).await;
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("specs/pets.json")
+            && out.stderr.contains("/paths/~1pets/get/parameters/0/in"),
+        "the path is resolved against the config file and the pointer named: {}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn check_warns_when_there_are_no_agents() {
+    let config = json!({"providers": {"llm": {"type": "openai-compatible", "baseUrl": "http://127.0.0.1:9/v1"}}});
+    let dir = project(&config);
+    let out = agentd(dir.path(), &["check", "--config", "agentd.json"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("warning: no agents"), "{}", out.stderr);
+}
+
+#[tokio::test]
 async fn check_names_the_file_and_key_of_a_config_error() {
     let mut config = config_for("http://x/v1");
     config["server"] = json!({"listn": "127.0.0.1:1"});
@@ -151,6 +213,28 @@ async fn run_prints_the_answer_and_exits_zero() {
         !dir.path().join("agentd.db").exists(),
         "a CLI run keeps nothing unless --database is given"
     );
+}
+
+#[tokio::test]
+async fn run_starts_only_the_tool_servers_its_agent_uses() {
+    let llm = MockLlm::start().await;
+    llm.push(Reply::text("no tools needed"));
+    let mut config = config_for(&llm.base_url());
+    // A required server that cannot start, used by another agent: `serve` would stop on it.
+    config["mcpServers"] = json!({"broken": {"command": "sh", "args": ["-c", "exit 7"]}});
+    let dir = project(&config);
+    std::fs::write(
+        dir.path().join("agents/tooly.ai"),
+        "---\ndescription: Uses the broken server\nmodels: llm/m\ntools: [broken]\n---\nx\n",
+    )
+    .expect("second agent");
+    let out = agentd(
+        dir.path(),
+        &["run", "chat", "hi", "--config", "agentd.json"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "no tools needed\n");
 }
 
 #[tokio::test]

@@ -487,3 +487,58 @@ async fn the_published_time_server_answers_over_stdio() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_unset_variable_in_a_servers_env_names_its_key_and_spares_an_optional_server() {
+    let env = json!({"TOKEN": "${AGENTD_TEST_SURELY_UNSET_TOKEN}"});
+    let config = parse_config(
+        json!({"mcpServers": {"vault": {"command": "sh", "env": env}}}),
+        "test config",
+    )
+    .expect("valid config: env is expanded when the server starts");
+    let metrics = Metrics::new().expect("metrics");
+    let queues = ToolQueues::new(&config.queues, &metrics);
+    let server = &config.mcp_servers["vault"];
+    let queue = queues.get(server.queue_name()).expect("queue");
+    let error = McpServer::start("vault", server, queue)
+        .await
+        .err()
+        .expect("a required server cannot start without its variable")
+        .to_string();
+    assert!(
+        error.contains("mcpServers.vault.env.TOKEN")
+            && error.contains("${AGENTD_TEST_SURELY_UNSET_TOKEN}")
+            && !error.contains("<root>"),
+        "{error}"
+    );
+
+    let remote = parse_config(
+        json!({"mcpServers": {"remote": {"url": "http://127.0.0.1:9/mcp",
+            "bearerToken": "${AGENTD_TEST_SURELY_UNSET_TOKEN}"}}}),
+        "test config",
+    )
+    .expect("valid config: the bearer token is expanded when the server connects");
+    let queue = queues.get("default").expect("queue");
+    let error = McpServer::start("remote", &remote.mcp_servers["remote"], queue)
+        .await
+        .err()
+        .expect("a required server cannot connect without its token")
+        .to_string();
+    assert!(error.contains("mcpServers.remote.bearerToken"), "{error}");
+
+    let (optional, _) = start(
+        "vault",
+        json!({"command": "sh", "env": env, "required": false}),
+        json!({}),
+    )
+    .await;
+    assert!(
+        !optional.is_ready(),
+        "an optional server waits for its variable"
+    );
+    assert_eq!(
+        optional.call("anything", json!({}), TIMEOUT).await,
+        ToolOutcome::Failed(RESTARTING.into())
+    );
+    optional.shutdown().await;
+}

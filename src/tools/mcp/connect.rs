@@ -222,12 +222,13 @@ fn http_transport(
     }
     let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
     if let Some(token) = bearer_token {
-        config = config.auth_header(token.expose_secret());
+        let token = expand_at_connect(settings, "bearerToken", token.expose_secret())?;
+        config = config.auth_header(token);
     }
     Ok(StreamableHttpClientTransport::from_config(config))
 }
 
-/// Expands `${VAR}` / `${VAR:-default}` in one `env` or `headers` value from the process
+/// Expands `${VAR}` / `${VAR:-default}` in one `env`, `headers` or `bearerToken` value from the process
 /// environment; a missing variable names the server and key.
 fn expand_at_connect(
     settings: &ServerSettings,
@@ -236,10 +237,21 @@ fn expand_at_connect(
 ) -> Result<String, McpError> {
     let mut text = Value::String(value.to_string());
     let lookup = |name: &str| std::env::var(name).ok();
-    let layer = format!("mcpServers.{}.{key}", settings.name);
-    expand::expand_layer(&mut text, &layer, &lookup).map_err(|e| McpError::Config {
-        server: settings.name.clone(),
-        detail: e.to_string(),
+    let key_path = format!("mcpServers.{}.{key}", settings.name);
+    expand::expand_layer(&mut text, "the environment", &lookup).map_err(|error| {
+        let detail = match error {
+            expand::ExpandError::MissingVariable(missing) => format!(
+                "{key_path}: ${{{}}} is not set in agentd's environment",
+                missing.variable
+            ),
+            expand::ExpandError::Malformed { detail, .. } => {
+                format!("{key_path}: malformed placeholder: {detail}")
+            }
+        };
+        McpError::Config {
+            server: settings.name.clone(),
+            detail,
+        }
     })?;
     Ok(text.as_str().unwrap_or_default().to_string())
 }
