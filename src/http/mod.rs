@@ -113,8 +113,11 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(responses::get_response, responses::delete_response))
         .routes(routes!(responses::cancel_response))
         .routes(routes!(responses::input_items))
+        .routes(routes!(runs::approvals::decide_approval))
+        .routes(routes!(runs::approvals::list_run_approvals))
         .routes(routes!(chat::chat))
         .routes(routes!(chat::list_conversations))
+        .routes(routes!(chat::list_approvals))
         .routes(routes!(chat::get_conversation, chat::delete_conversation))
 }
 

@@ -14,6 +14,7 @@
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
 //! numbers and are embedded at compile time; no database is needed to build.
 
+mod approvals;
 mod cache_entries;
 mod conversations;
 mod key_limits;
@@ -31,6 +32,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use crate::json_text::JsonText;
+pub use approvals::{
+    ApprovalDecision, ApprovalRecord, ApprovalStore, DecisionWritten, NewApproval, ParkedRun,
+    TakenCheckpoint,
+};
 pub use cache_entries::{CacheEntry, CacheStore, NewCacheEntry};
 pub use conversations::{
     Conversation, ConversationCursor, ConversationStore, NewConversation, NewMessage, StoredMessage,
@@ -141,6 +146,7 @@ pub trait Store:
     + ReplicaStore
     + KeyLimitStore
     + ResponseStore
+    + ApprovalStore
     + Send
     + Sync
 {

@@ -5,6 +5,7 @@
 mod support;
 
 mod anthropic;
+mod approvals;
 mod auth;
 mod chat;
 mod chat_completions;

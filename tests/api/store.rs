@@ -2,6 +2,7 @@
 //! service (a fresh database per test, dropped after), the response cache on the store and on
 //! the local Redis, the counters of per-key limits on both, and what the running server records.
 
+mod approval_conformance;
 pub(crate) mod backends;
 pub(crate) mod cache_conformance;
 mod conformance;
@@ -50,6 +51,12 @@ on_both_backends!(
 on_both_backends!(
     response_checks => responses_sqlite, responses_postgres:
     responses_are_kept_per_user_and_deleted_once,
+);
+
+on_both_backends!(
+    approval_conformance => approvals_sqlite, approvals_postgres:
+    a_parked_run_waits_is_decided_once_and_is_taken_once,
+    expired_waits_are_found_refused_to_people_and_cancel_takes_what_waits,
 );
 
 on_both_backends!(

@@ -436,7 +436,7 @@ fn stream_chunks(
     async_stream::stream! {
         // Dropping the stream (the client went away) cancels the run.
         let _cancel_on_drop = handle.abort_on_drop();
-        let RunHandle { mut events, .. } = handle;
+        let RunHandle { mut events, run_id, .. } = handle;
         yield Ok(reply.chunk(Delta { role: Some(AssistantRole::Assistant), content: Some(""), ..Delta::default() }, None));
         let mut streamed_text = false;
         let mut failure_report: Option<String> = None;
@@ -468,6 +468,13 @@ fn stream_chunks(
                     yield Ok(Event::default().data("[DONE]"));
                     return;
                 }
+                // Chat completions has no notion of approvals: the waiting call is named in a
+                // progress line whatever the agent's progress setting (SPEC §8).
+                AgentEvent::ApprovalRequested(_) | AgentEvent::ApprovalDecided(_) => {
+                    if let Some(line) = approval_line(&event, &run_id) {
+                        yield Ok(reply.chunk(Delta::reasoning(&line), None));
+                    }
+                }
                 other if show_progress => {
                     if let Some(line) = progress_line(&other) {
                         yield Ok(reply.chunk(Delta::reasoning(&line), None));
@@ -479,6 +486,29 @@ fn stream_chunks(
         // The run task ended without a final event: report it rather than dropping the connection.
         yield Ok(Event::default().data(ApiError::internal().body_text()));
         yield Ok(Event::default().data("[DONE]"));
+    }
+}
+
+/// The progress line of a call waiting for approval (with where to decide it), or of its
+/// decision.
+fn approval_line(event: &AgentEvent, run_id: &str) -> Option<String> {
+    match event {
+        AgentEvent::ApprovalRequested(waiting) => Some(format!(
+            "\n- **waiting for approval**: `{}` (call `{}`) with arguments `{}`; decide with POST /v1/runs/{run_id}/approvals/{} before {}\n",
+            waiting.tool, waiting.call_id, waiting.arguments, waiting.call_id, waiting.expires_at
+        )),
+        AgentEvent::ApprovalDecided(decided) => Some(format!(
+            "\n- call `{}`: {} by {}{}\n",
+            decided.call_id,
+            decided.decision,
+            decided.by,
+            decided
+                .reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        )),
+        _ => None,
     }
 }
 

@@ -7,6 +7,7 @@
 //! Transactions here contain database statements only: nothing awaits the network (an LLM, a
 //! tool) while one is open.
 
+pub mod approvals;
 pub mod cache;
 pub mod conversations;
 pub mod key_limits;
@@ -64,6 +65,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::replicas::impl_replica_store!($store, $db);
         $crate::store::sql::key_limits::impl_key_limit_store!($store, $db);
         $crate::store::sql::responses::impl_response_store!($store, $db);
+        $crate::store::sql::approvals::impl_approval_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {
