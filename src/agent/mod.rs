@@ -4,8 +4,8 @@
 //! everything is also returned in the [`AgentResult`]. Every headend (HTTP APIs, CLI) builds a
 //! [`SessionRequest`], runs [`Session::run`] in a task, and translates the events.
 
-pub mod client_tools;
 pub mod approval;
+pub mod client_tools;
 pub mod context_guard;
 mod ending;
 pub mod events;

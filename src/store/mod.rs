@@ -51,8 +51,8 @@ pub use replicas::{
 pub use responses::{ResponseStore, StoredResponse};
 pub use run_events::{NewRunEvent, RunEventRecord, RunEventStore};
 pub use runs::{
-    AccountingRecord, NewRun, RunBatch, RunBatchStore, RunFilter, RunOutcome, RunOwnerFilter,
-    RunRecord, RunStore, RunWrite, whole_result,
+    AccountingRecord, NewRun, RunBatch, RunBatchStore, RunCursor, RunFilter, RunOutcome,
+    RunOwnerFilter, RunRecord, RunStore, RunWrite, whole_result,
 };
 pub use sqlite::SqliteStore;
 
