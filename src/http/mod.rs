@@ -3,6 +3,8 @@
 //! `serve` with graceful shutdown (the connections themselves are `connections`'s). Handlers only translate between wire formats and
 //! [`SessionRequest`](crate::agent::SessionRequest)s.
 
+mod ag_ui;
+mod ai_sdk;
 mod anthropic;
 pub mod auth;
 mod chat;
@@ -14,6 +16,8 @@ pub mod openapi;
 mod ops;
 mod runs;
 mod sse;
+mod ui_stream;
+mod web;
 mod wire;
 
 use std::future::Future;
@@ -110,6 +114,12 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(chat::chat))
         .routes(routes!(chat::list_conversations))
         .routes(routes!(chat::get_conversation, chat::delete_conversation))
+        .routes(routes!(ai_sdk::resume_stream))
+        .routes(routes!(ag_ui::run))
+        .routes(routes!(web::page))
+        .routes(routes!(web::asset))
+        .routes(routes!(web::markdown))
+        .routes(routes!(web::whoami))
 }
 
 /// Serves until `shutdown` resolves and the runs have drained (answering meanwhile), then stops

@@ -27,6 +27,8 @@ use super::openai::wire::ChatCompletionChunk;
         (name = "anthropic", description = "Anthropic Messages compatibility"),
         (name = "runs", description = "Agents and their runs, with resumable SSE events"),
         (name = "chat", description = "Per-user chat: conversations kept by the server"),
+        (name = "ag-ui", description = "AG-UI: agents for CopilotKit and other AG-UI frontends"),
+        (name = "web", description = "The web page at `/` (public) and the calls it needs"),
     ),
     components(schemas(ChatCompletionChunk, StreamEvent, ErrorBody, AnthropicErrorBody))
 )]

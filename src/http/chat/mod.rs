@@ -17,7 +17,7 @@ use crate::agent::{AgentResult, ExitReason};
 use crate::config::AgentSpec;
 use crate::runtime::{ConversationTurn, RunSubmission, Runtime};
 use crate::store::ConversationCursor;
-use axum::extract::{Extension, State};
+use axum::extract::{Extension, FromRequest, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
@@ -81,7 +81,7 @@ fn check_user_id(user_id: &str) -> Result<(), ApiError> {
     .with_param("user_id"))
 }
 
-fn check_user(caller: &Caller, user_id: &str) -> Result<(), ApiError> {
+pub(crate) fn check_user(caller: &Caller, user_id: &str) -> Result<(), ApiError> {
     check_user_id(user_id)?;
     if caller.may_act_for(user_id) {
         Ok(())
@@ -100,7 +100,7 @@ fn check_user(caller: &Caller, user_id: &str) -> Result<(), ApiError> {
     params(UserPath),
     request_body = ChatRequest,
     responses(
-        (status = 200, description = "The answer; with `stream: true` the run's events (`id: 1, 2, 3…`, `event: run.started` … `run.finished`)",
+        (status = 200, description = "The answer; with `stream: true` the run's events (`id: 1, 2, 3…`, `event: run.started` … `run.finished`); with `Accept: text/x-ai-sdk-ui` or `?protocol=ai-sdk` the AI SDK UI message stream (which also takes `useChat`'s body `{id, messages, trigger}`)",
             content(
                 (ChatResponse = "application/json"),
                 (crate::http::wire::ServerSentEvent = "text/event-stream"),
@@ -112,9 +112,13 @@ pub async fn chat(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
     ApiPath(UserPath { user_id }): ApiPath<UserPath>,
-    ApiJson(body): ApiJson<ChatRequest>,
+    request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
+    if super::ai_sdk::requested(request.headers(), request.uri().query()) {
+        return super::ai_sdk::chat(runtime, caller, user_id, request).await;
+    }
     check_user(&caller, &user_id)?;
+    let ApiJson(body) = ApiJson::<ChatRequest>::from_request(request, &()).await?;
     if body.message.trim().is_empty() {
         return Err(ApiError::invalid_request(
             "I couldn't understand that request. Please try rephrasing.",
@@ -134,7 +138,9 @@ pub async fn chat(
         Some(id) => ConversationTurn::Continue(id),
         None => ConversationTurn::Start,
     });
-    let on_disconnect = runtime.config().server.on_disconnect;
+    let on_disconnect = body
+        .on_disconnect
+        .unwrap_or(runtime.config().server.on_disconnect);
     submission.on_disconnect = on_disconnect;
     let handle = runtime.start_run(submission).await?;
     let run_id = handle.run_id.clone();
@@ -156,7 +162,7 @@ pub async fn chat(
 /// The agent a conversation was started with: a continued conversation keeps its agent when
 /// the request names none. `None` for a conversation that does not exist (the run then answers
 /// 404).
-async fn conversation_agent(
+pub(crate) async fn conversation_agent(
     runtime: &Runtime,
     user_id: &str,
     conversation_id: &str,
@@ -169,7 +175,7 @@ async fn conversation_agent(
     Ok(conversation.map(|c| c.agent))
 }
 
-fn chat_agent(
+pub(crate) fn chat_agent(
     runtime: &Runtime,
     caller: &Caller,
     requested: Option<&str>,
