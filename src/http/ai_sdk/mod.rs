@@ -1,7 +1,7 @@
 //! The Vercel AI SDK UI message stream (SPEC §9.6) on the per-user chat route: `POST
 //! /api/{user_id}/chat` with `Accept: text/x-ai-sdk-ui` or `?protocol=ai-sdk` answers with the
 //! stream, and takes either the chat body or the one `useChat`'s default transport sends (`id`
-//! is the conversation, the last user message the prompt). `GET
+//! is the conversation, the last user message the prompt); that body alone selects the stream. `GET
 //! /api/{user_id}/chat/{conversation_id}/stream` resumes the answer in progress (204 when none).
 //! Runs started here continue when the client leaves (a reload resumes them); Stop is
 //! `POST /v1/runs/{run_id}/cancel`. This module starts and finds runs; [`wire`] renders the
@@ -12,17 +12,18 @@ pub mod wire;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::{Extension, Request, State};
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures_util::{Stream, StreamExt};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::auth::Caller;
 use super::chat::wire::ChatRequest;
 use super::chat::{chat_agent, check_user, conversation_agent};
-use super::error::{ApiError, ApiPath, ErrorBody};
+use super::error::{ApiError, ApiPath, ErrorBody, parse_json_body};
 use super::sse::{sse_response, with_run_headers};
 use super::ui_stream::{RunEventJson, UiPart, followed_events, live_events, ui_parts};
 use crate::config::OnDisconnect;
@@ -57,14 +58,10 @@ pub async fn chat(
     runtime: Arc<Runtime>,
     caller: Caller,
     user_id: String,
-    request: Request,
+    body: &[u8],
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
-    let limit = runtime.config().server.request_body_limit_bytes;
-    let body = axum::body::to_bytes(request.into_body(), limit)
-        .await
-        .map_err(|_| ApiError::payload_too_large(Some(limit)))?;
-    let ask = parse_ask(&body)?;
+    let ask = parse_ask(body)?;
     let requested_agent = match (&ask.agent, &ask.conversation) {
         (Some(agent), _) => Some(agent.clone()),
         (None, ConversationTurn::Continue(id) | ConversationTurn::Named(id)) => {
@@ -90,17 +87,26 @@ pub async fn chat(
     ))
 }
 
+/// Whether a chat body is the one `useChat` sends (`id`, `messages`): the chat route has no
+/// such fields, so such a body selects this protocol without a header (`useChat` unchanged).
+pub fn is_use_chat_body(body: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Probe {
+        id: Option<Value>,
+        messages: Option<Value>,
+    }
+    serde_json::from_slice::<Probe>(body).is_ok_and(|probe| {
+        probe.id.is_some() && probe.messages.as_ref().is_some_and(Value::is_array)
+    })
+}
+
 /// The `useChat` body (it has `messages`) or the chat route's own.
 fn parse_ask(body: &[u8]) -> Result<ChatAsk, ApiError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::invalid_request(format!("The body is not JSON: {e}")))?;
+    let value: Value = parse_json_body(body)?;
     if value.get("messages").is_some() {
-        let request: UseChatRequest = serde_json::from_value(value)
-            .map_err(|e| ApiError::invalid_request(format!("Not a useChat request body: {e}")))?;
-        return use_chat_ask(request);
+        return use_chat_ask(parse_json_body(body)?);
     }
-    let request: ChatRequest = serde_json::from_value(value)
-        .map_err(|e| ApiError::invalid_request(format!("Not a chat request body: {e}")))?;
+    let request: ChatRequest = parse_json_body(body)?;
     if request.message.trim().is_empty() {
         return Err(ApiError::invalid_request("`message` must not be empty").with_param("message"));
     }

@@ -9,7 +9,7 @@ pub mod wire;
 use std::sync::Arc;
 
 use super::auth::Caller;
-use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use super::error::{ApiError, ApiPath, ApiQuery, ErrorBody, parse_json_body, read_body};
 use super::runs::numbered_events;
 use super::sse::{sse_response, with_run_headers};
 use super::wire::ListObject;
@@ -17,7 +17,7 @@ use crate::agent::{AgentResult, ExitReason};
 use crate::config::AgentSpec;
 use crate::runtime::{ConversationTurn, RunSubmission, Runtime};
 use crate::store::ConversationCursor;
-use axum::extract::{Extension, FromRequest, State};
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
@@ -114,11 +114,13 @@ pub async fn chat(
     ApiPath(UserPath { user_id }): ApiPath<UserPath>,
     request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
-    if super::ai_sdk::requested(request.headers(), request.uri().query()) {
-        return super::ai_sdk::chat(runtime, caller, user_id, request).await;
+    let by_header = super::ai_sdk::requested(request.headers(), request.uri().query());
+    let bytes = read_body(request, &()).await?;
+    if by_header || super::ai_sdk::is_use_chat_body(&bytes) {
+        return super::ai_sdk::chat(runtime, caller, user_id, &bytes).await;
     }
     check_user(&caller, &user_id)?;
-    let ApiJson(body) = ApiJson::<ChatRequest>::from_request(request, &()).await?;
+    let body: ChatRequest = parse_json_body(&bytes)?;
     if body.message.trim().is_empty() {
         return Err(ApiError::invalid_request(
             "I couldn't understand that request. Please try rephrasing.",

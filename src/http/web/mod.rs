@@ -2,8 +2,8 @@
 //! CSS and JavaScript embedded in the binary (no CDN, no build step), under a strict
 //! Content-Security-Policy that allows only these files and calls to this server, so nothing a
 //! model writes can run. The page speaks only the public API; two calls exist for it:
-//! `POST /v1/markdown` renders a finished answer's Markdown with `pulldown-cmark` and cleans the
-//! HTML with `ammonia`, and `GET /v1/me` says what the caller's key is (admin, bound user).
+//! `POST /v1/markdown` renders a finished answer's Markdown with `pulldown-cmark` (HTML in it shown
+//! as text) and cleans the result with `ammonia`, and `GET /v1/me` says what the caller's key is (admin, bound user).
 
 use axum::extract::Extension;
 use axum::http::{HeaderValue, header};
@@ -137,13 +137,18 @@ pub async fn markdown(
 
 /// Markdown to HTML that is safe to insert into the page.
 pub fn render_markdown(text: &str) -> String {
-    use pulldown_cmark::{Options, Parser, html};
+    use pulldown_cmark::{Event, Options, Parser, html};
     let options = Options::ENABLE_TABLES
         | Options::ENABLE_STRIKETHROUGH
         | Options::ENABLE_TASKLISTS
         | Options::ENABLE_FOOTNOTES;
+    // HTML a model writes is shown as the text it is, never as markup.
+    let events = Parser::new_ext(text, options).map(|event| match event {
+        Event::Html(raw) | Event::InlineHtml(raw) => Event::Text(raw),
+        other => other,
+    });
     let mut unsafe_html = String::with_capacity(text.len() * 3 / 2);
-    html::push_html(&mut unsafe_html, Parser::new_ext(text, options));
+    html::push_html(&mut unsafe_html, events);
     ammonia::Builder::default()
         .link_rel(Some("noopener noreferrer nofollow"))
         .clean(&unsafe_html)
