@@ -371,8 +371,8 @@ async fn ag_ui_refuses_what_it_cannot_do_naming_the_field() {
     let cases = [
         (with_tools, "tools"),
         (
-            json!({"threadId": "t", "runId": "r", "messages": []}),
-            "messages",
+            json!({"threadId": "t", "runId": "r", "messages": [], "resume": [{"interruptId": "x"}]}),
+            "resume",
         ),
         (ag_ui_input("../etc", "hi"), "threadId"),
         (ag_ui_input(&"t".repeat(129), "hi"), "threadId"),
@@ -383,6 +383,24 @@ async fn ag_ui_refuses_what_it_cannot_do_naming_the_field() {
         let error: Value = response.json().await.expect("json");
         assert_eq!(error["error"]["param"], param, "{error}");
     }
+    // A thread with nothing to answer is told in the stream, as AG-UI clients expect.
+    let nothing = post(
+        &app,
+        ADA_KEY,
+        "/ag-ui/chat",
+        &json!({"threadId": "t", "runId": "r", "tools": null,
+            "messages": [{"id": "a", "role": "assistant", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(nothing.status(), 200);
+    let frames = json_frames(&data_frames(&body_text(nothing).await));
+    assert_eq!(types(&frames), ["RUN_STARTED", "RUN_ERROR"]);
+    assert!(
+        frames[1]["message"]
+            .as_str()
+            .expect("message")
+            .contains("user message")
+    );
     let at_limit = post(
         &app,
         ADA_KEY,

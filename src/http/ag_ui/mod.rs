@@ -17,6 +17,7 @@ use axum::response::sse::Event;
 use futures_util::{Stream, StreamExt};
 
 use super::auth::Caller;
+use super::chat::check_user;
 use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use super::sse::{sse_response, with_run_headers};
 use super::ui_stream::{live_events, ui_parts};
@@ -52,8 +53,10 @@ pub async fn run(
         ))
     })?;
     caller.check_agent(&agent.name)?;
-    let (prompt, earlier) = prompt_and_history(&input.messages)?;
     let user_id = thread_user(&caller, &input)?;
+    let Some((prompt, earlier)) = prompt_and_history(&input.messages) else {
+        return Ok(nothing_to_answer(&runtime, input.thread_id, input.run_id));
+    };
     let mut submission = RunSubmission::new(agent, prompt);
     submission.key = caller.limited_key.clone();
     submission.on_disconnect = runtime.config().server.on_disconnect;
@@ -82,13 +85,17 @@ pub async fn run(
 }
 
 fn check_input(input: &RunAgentInput) -> Result<(), ApiError> {
-    if !input.tools.is_empty() {
+    if input.tools.as_ref().is_some_and(|tools| !tools.is_empty()) {
         return Err(ApiError::invalid_request(
             "Client tools are not supported yet: send `tools` empty or leave it out",
         )
         .with_param("tools"));
     }
-    if !input.resume.is_empty() {
+    if input
+        .resume
+        .as_ref()
+        .is_some_and(|resume| !resume.is_empty())
+    {
         return Err(ApiError::invalid_request(
             "`resume` is not supported: decide a pending approval with \
              POST /v1/runs/{run_id}/approvals/{call_id}",
@@ -109,17 +116,15 @@ fn check_input(input: &RunAgentInput) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The last user message's text (the prompt) and the messages before it as history.
-fn prompt_and_history(messages: &[AgUiMessage]) -> Result<(String, Vec<ChatMessage>), ApiError> {
-    let last_user = messages.iter().rposition(|m| m.role == "user");
-    let prompt = last_user
-        .map(|index| messages[index].text())
-        .filter(|text| !text.trim().is_empty())
-        .ok_or_else(|| {
-            ApiError::invalid_request("`messages` needs a user message with text to answer")
-                .with_param("messages")
-        })?;
-    let earlier = messages[..last_user.unwrap_or(0)]
+/// The last user message's text (the prompt) and the messages before it as history; `None`
+/// when no user message has text.
+fn prompt_and_history(messages: &[AgUiMessage]) -> Option<(String, Vec<ChatMessage>)> {
+    let last_user = messages.iter().rposition(|m| m.role == "user")?;
+    let prompt = messages[last_user].text();
+    if prompt.trim().is_empty() {
+        return None;
+    }
+    let earlier = messages[..last_user]
         .iter()
         .filter_map(|m| {
             let text = m.text();
@@ -130,7 +135,24 @@ fn prompt_and_history(messages: &[AgUiMessage]) -> Result<(String, Vec<ChatMessa
             }
         })
         .collect();
-    Ok((prompt, earlier))
+    Some((prompt, earlier))
+}
+
+/// A thread with no user message to answer: AG-UI clients are told in the stream, as
+/// `RUN_ERROR` (code `invalid_request`), which they surface as a failed run; no run starts.
+fn nothing_to_answer(runtime: &Runtime, thread_id: String, run_id: String) -> Response {
+    let frames = [
+        serde_json::json!({"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}),
+        serde_json::json!({
+            "type": "RUN_ERROR", "code": "invalid_request",
+            "message": "`messages` has no user message with text to answer",
+        }),
+    ];
+    let events: Vec<Result<Event, Infallible>> = frames
+        .iter()
+        .map(|frame| Ok(Event::default().data(frame.to_string())))
+        .collect();
+    sse_response(runtime, futures_util::stream::iter(events))
 }
 
 /// The user whose conversation the thread is: the key's, else `forwardedProps.userId` (which
@@ -147,10 +169,10 @@ fn thread_user(caller: &Caller, input: &RunAgentInput) -> Result<Option<String>,
         )
         .with_param("forwardedProps.userId")),
         (Some(own), _) => Ok(Some(own.to_string())),
-        (None, Some(named)) if caller.may_act_for(named) => Ok(Some(named.to_string())),
-        (None, Some(_)) => Err(ApiError::forbidden(
-            "This API key may not act for the user named in `forwardedProps.userId`",
-        )),
+        (None, Some(named)) => {
+            check_user(caller, named).map_err(|e| e.with_param("forwardedProps.userId"))?;
+            Ok(Some(named.to_string()))
+        }
         (None, None) => Ok(None),
     }
 }

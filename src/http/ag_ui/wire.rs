@@ -22,17 +22,20 @@ pub struct AgUiPath {
 #[serde(rename_all = "camelCase")]
 pub struct RunAgentInput {
     /// The conversation: one of the caller's conversations, created under this id when new.
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub thread_id: String,
     /// The client's id for this run; the events carry it.
+    #[schema(min_length = 1)]
     pub run_id: String,
-    /// The thread's messages; the last user message is the prompt. Without a user (a key not
-    /// bound to one and no `forwardedProps.userId`) the earlier ones are the history.
+    /// The thread's messages; the last user message is the prompt (without one the stream is
+    /// `RUN_STARTED`, `RUN_ERROR` and no run starts). Without a user (a key not bound to one
+    /// and no `forwardedProps.userId`) the earlier ones are the history.
     #[serde(default)]
     pub messages: Vec<AgUiMessage>,
     /// Client tools: not supported yet, must be absent or empty.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Object>>)]
-    pub tools: Vec<Value>,
+    #[schema(value_type = Option<Vec<Object>>, max_items = 0)]
+    pub tools: Option<Vec<Value>>,
     /// `userId` names the user whose conversation the thread is, for a key not bound to one.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
@@ -40,8 +43,8 @@ pub struct RunAgentInput {
     /// Answers to interrupts: not supported here; decide approvals with
     /// `POST /v1/runs/{run_id}/approvals/{call_id}`.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Object>>)]
-    pub resume: Vec<Value>,
+    #[schema(value_type = Option<Vec<Object>>, max_items = 0)]
+    pub resume: Option<Vec<Value>>,
 }
 
 /// One AG-UI message; only `role` and text `content` are read (`id` and the rest are ignored).

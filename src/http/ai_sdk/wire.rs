@@ -17,7 +17,8 @@ pub const ACCEPT_VALUE: &str = "text/x-ai-sdk-ui";
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct StreamPath {
-    /// The user whose conversation it is.
+    /// The user whose conversation it is (the same rule as in `UserPath`).
+    #[param(pattern = r"^(?!\.{1,2}$)[A-Za-z0-9._@+:-]{1,128}$")]
     pub user_id: String,
     /// The conversation (the AI SDK's chat id) whose answer in progress is resumed.
     pub conversation_id: String,

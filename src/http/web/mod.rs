@@ -73,6 +73,7 @@ pub async fn page() -> Response {
 #[into_params(parameter_in = Path)]
 pub struct AssetPath {
     /// `app.js` or `app.css`.
+    #[param(pattern = r"^app\.(js|css)$")]
     pub file: String,
 }
 
@@ -83,7 +84,10 @@ pub struct AssetPath {
     summary = "One of the page's files",
     params(AssetPath),
     responses(
-        (status = 200, description = "The file", content_type = "text/javascript", body = String),
+        (status = 200, description = "The file", content(
+            (String = "text/javascript"),
+            (String = "text/css"),
+        )),
         ErrorBody,
     ),
 )]
