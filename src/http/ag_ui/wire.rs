@@ -206,3 +206,55 @@ fn finished_frame(end: RunEnd, ids: &FrameIds<'_>) -> Value {
     }
     frame
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::ui_stream::PendingApproval;
+
+    const IDS: FrameIds<'static> = FrameIds {
+        thread_id: "t",
+        run_id: "r",
+    };
+
+    fn end(status: &str) -> RunEnd {
+        RunEnd {
+            status: status.into(),
+            exit_reason: "final_answer".into(),
+            ..RunEnd::default()
+        }
+    }
+
+    #[test]
+    fn a_run_waiting_for_approval_finishes_with_one_interrupt_per_call() {
+        let mut waiting = end("waiting_approval");
+        waiting.pending_approvals = vec![PendingApproval {
+            call_id: "c1".into(),
+            tool: "rm".into(),
+            arguments: json!({"path": "/tmp/x"}),
+            expires_at: None,
+        }];
+        let frame = &frames(UiPart::Finished(waiting), &IDS)[0];
+        assert_eq!(frame["type"], "RUN_FINISHED");
+        assert_eq!(frame["outcome"]["type"], "interrupt");
+        let interrupt = &frame["outcome"]["interrupts"][0];
+        assert_eq!(interrupt["toolCallId"], "c1");
+        assert!(interrupt.get("expiresAt").is_none(), "absent, never null");
+    }
+
+    #[test]
+    fn cancelled_runs_finish_cancelled_and_failed_runs_error() {
+        let cancelled = &frames(UiPart::Finished(end("cancelled")), &IDS)[0];
+        assert_eq!(cancelled["outcome"]["type"], "cancelled");
+        let mut failed = end("failed");
+        failed.error = Some("upstream broke".into());
+        let error = &frames(UiPart::Finished(failed), &IDS)[0];
+        assert_eq!(error["type"], "RUN_ERROR");
+        assert_eq!(error["message"], "upstream broke");
+        let done = &frames(UiPart::Finished(end("completed")), &IDS)[0];
+        assert!(
+            done.get("outcome").is_none(),
+            "success is an absent outcome"
+        );
+    }
+}

@@ -153,3 +153,57 @@ fn finish_chunks(end: RunEnd) -> Vec<Value> {
     );
     chunks
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finish_reason(status: &str, exit_reason: &str) -> Value {
+        let end = RunEnd {
+            status: status.into(),
+            exit_reason: exit_reason.into(),
+            error: (status == "failed").then(|| "broke".to_string()),
+            ..RunEnd::default()
+        };
+        let chunks = chunks(UiPart::Finished(end));
+        chunks
+            .last()
+            .map(|c| c["finishReason"].clone())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn finish_reasons_follow_how_the_run_ended() {
+        assert_eq!(finish_reason("completed", "final_answer"), "stop");
+        assert_eq!(finish_reason("completed", "max_turns"), "length");
+        assert_eq!(finish_reason("failed", "llm_error"), "error");
+        assert_eq!(finish_reason("cancelled", "cancelled"), "other");
+        assert_eq!(
+            finish_reason("waiting_approval", "waiting_approval"),
+            "tool-calls"
+        );
+    }
+
+    #[test]
+    fn an_approval_request_names_its_tool_call_first() {
+        let parts = chunks(UiPart::ApprovalRequested {
+            call_id: "c1".into(),
+            tool: "rm".into(),
+            arguments: json!({}),
+            expires_at: None,
+        });
+        assert_eq!(parts[0]["type"], "tool-input-available");
+        assert_eq!(parts[1]["type"], "tool-approval-request");
+        assert_eq!(parts[1]["toolCallId"], "c1");
+    }
+
+    #[test]
+    fn only_text_parts_of_a_message_are_its_text() {
+        let message: UiMessage = serde_json::from_value(json!({
+            "role": "user",
+            "parts": [{"type": "text", "text": "a"}, {"type": "file", "url": "x"}, {"type": "text", "text": "b"}],
+        }))
+        .expect("message");
+        assert_eq!(message.text(), "a\nb");
+    }
+}

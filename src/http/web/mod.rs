@@ -194,13 +194,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn markdown_keeps_formatting_and_drops_script() {
+    fn markdown_keeps_formatting_and_shows_model_html_as_text() {
         let html = render_markdown(
             "**bold** <img src=x onerror=alert(1)> <script>alert(2)</script> [a](javascript:alert(3))",
         );
         assert!(html.contains("<strong>bold</strong>"), "{html}");
+        assert!(html.contains("&lt;script&gt;"), "markup shows as text: {html}");
         assert!(
-            !html.contains("onerror") && !html.contains("<script") && !html.contains("javascript:"),
+            !html.contains("<script") && !html.contains("<img") && !html.contains("javascript:"),
             "{html}"
         );
     }
