@@ -663,3 +663,36 @@ async fn the_page_works_in_headless_chromium() {
         assert!(out.lines().any(|l| l == step), "{step} missing:\n{out}");
     }
 }
+
+#[tokio::test]
+async fn a_failed_ai_sdk_answer_says_what_the_chat_says_never_internals() {
+    let (app, _dir) = spawn_web_app().await;
+    for _ in 0..8 {
+        app.llm.push(Reply::status(
+            500,
+            json!({"error": {"message": "stack trace at db.internal:5432"}}),
+        ));
+    }
+    let response = post(
+        &app,
+        ADA_KEY,
+        "/api/ada/chat",
+        &use_chat_body("chat-f", "Hi"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let body = body_text(response).await;
+    assert!(!body.contains("db.internal"), "{body}");
+    let frames = json_frames(&data_frames(&body));
+    let error = frames
+        .iter()
+        .find(|f| f["type"] == "error")
+        .expect("an error part");
+    assert_eq!(
+        error["errorText"],
+        "I'm having trouble connecting to my AI service. Please try again."
+    );
+    let finish = frames.last().expect("finish");
+    assert_eq!(finish["finishReason"], "error");
+    assert_eq!(finish["messageMetadata"]["exitReason"], "llm_error");
+}

@@ -4,8 +4,9 @@
 //! is the conversation, the last user message the prompt); that body alone selects the stream. `GET
 //! /api/{user_id}/chat/{conversation_id}/stream` resumes the answer in progress (204 when none).
 //! Runs started here continue when the client leaves (a reload resumes them); Stop is
-//! `POST /v1/runs/{run_id}/cancel`. This module starts and finds runs; [`wire`] renders the
-//! shared [`ui_stream`](super::ui_stream) parts.
+//! `POST /v1/runs/{run_id}/cancel`. A failed answer's `error` is the chat's friendly message,
+//! never internals. This module starts and finds runs; [`wire`] renders the shared
+//! [`ui_stream`](super::ui_stream) parts.
 
 pub mod wire;
 
@@ -22,10 +23,11 @@ use serde_json::Value;
 
 use super::auth::Caller;
 use super::chat::wire::ChatRequest;
-use super::chat::{chat_agent, check_user, conversation_agent};
+use super::chat::{chat_agent, check_user, conversation_agent, friendly_failure};
 use super::error::{ApiError, ApiPath, ErrorBody, parse_json_body};
 use super::sse::{sse_response, with_run_headers};
 use super::ui_stream::{RunEventJson, UiPart, followed_events, live_events, ui_parts};
+use crate::agent::ExitReason;
 use crate::config::OnDisconnect;
 use crate::runtime::{ConversationTurn, RunSubmission, Runtime};
 use crate::store::{RunFilter, RunOwnerFilter};
@@ -208,11 +210,23 @@ fn stream_response(
     response
 }
 
+/// A failed run's error as the per-user chat says it to end users (seeds/001): never internals.
+fn for_end_users(part: UiPart) -> UiPart {
+    match part {
+        UiPart::Finished(mut end) if end.error.is_some() => {
+            let reason = ExitReason::parse(&end.exit_reason).unwrap_or(ExitReason::InternalError);
+            end.error = Some(friendly_failure(reason).to_string());
+            UiPart::Finished(end)
+        }
+        other => other,
+    }
+}
+
 fn ui_message_stream(
     parts: impl Stream<Item = UiPart> + Send + 'static,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
     let frames = parts.flat_map(|part| {
-        let events: Vec<Result<Event, Infallible>> = chunks(part)
+        let events: Vec<Result<Event, Infallible>> = chunks(for_end_users(part))
             .into_iter()
             .map(|chunk| Ok(Event::default().data(chunk.to_string())))
             .collect();

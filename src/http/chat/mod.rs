@@ -31,24 +31,26 @@ const DEFAULT_AGENT: &str = "chat";
 
 /// The seeds/001 user-facing message for how a run ended.
 fn friendly_error(result: &AgentResult) -> Option<&'static str> {
-    match result.exit_reason {
-        _ if result.success => None,
+    (!result.success).then(|| friendly_failure(result.exit_reason))
+}
+
+/// The seeds/001 user-facing message for a run that failed this way: never internals.
+pub(crate) fn friendly_failure(exit_reason: ExitReason) -> &'static str {
+    match exit_reason {
         ExitReason::RateLimited => {
-            Some("I'm currently experiencing high demand. Please try again in a moment.")
+            "I'm currently experiencing high demand. Please try again in a moment."
         }
         ExitReason::LlmError
         | ExitReason::AuthFailure
         | ExitReason::QuotaExceeded
         | ExitReason::NoLlmResponse => {
-            Some("I'm having trouble connecting to my AI service. Please try again.")
+            "I'm having trouble connecting to my AI service. Please try again."
         }
-        ExitReason::MaxTurns | ExitReason::ContextLimit => Some(
-            "I need more time to process this request. Please try breaking it into smaller steps.",
-        ),
-        ExitReason::EmptyInput => {
-            Some("I couldn't understand that request. Please try rephrasing.")
+        ExitReason::MaxTurns | ExitReason::ContextLimit => {
+            "I need more time to process this request. Please try breaking it into smaller steps."
         }
-        _ => Some("An unexpected error occurred. Please try again or contact support."),
+        ExitReason::EmptyInput => "I couldn't understand that request. Please try rephrasing.",
+        _ => "An unexpected error occurred. Please try again or contact support.",
     }
 }
 

@@ -199,7 +199,10 @@ mod tests {
             "**bold** <img src=x onerror=alert(1)> <script>alert(2)</script> [a](javascript:alert(3))",
         );
         assert!(html.contains("<strong>bold</strong>"), "{html}");
-        assert!(html.contains("&lt;script&gt;"), "markup shows as text: {html}");
+        assert!(
+            html.contains("&lt;script&gt;"),
+            "markup shows as text: {html}"
+        );
         assert!(
             !html.contains("<script") && !html.contains("<img") && !html.contains("javascript:"),
             "{html}"

@@ -66,7 +66,9 @@ function describe(error) {
   const wait = error.retryAfter ? ` Try again in ${error.retryAfter} s.` : " Try again in a moment.";
   switch (error.status) {
     case 0: return "The connection to agentd dropped. Check that the server is running and reachable, then reload the page.";
-    case 401: return "The API key was refused (401): enter a valid key above and press Connect.";
+    case 401: return state.key
+      ? "The API key was refused (401): enter a valid key above and press Connect."
+      : "This server needs an API key (401): enter yours above and press Connect.";
     case 403: return "This API key may not do that (403): " + error.message;
     case 404: return "Not found (404): " + error.message;
     case 413: return "That message is too large (413): shorten it.";
@@ -319,6 +321,7 @@ function finishActive() {
 
 // After a reload mid-answer: show what was already received, then continue after it.
 async function resumeActiveRun() {
+  if (state.active) return; // already following it
   let saved;
   try { saved = JSON.parse(sessionStorage.getItem(ACTIVE_STORE) || "null"); } catch (_) { saved = null; }
   if (!saved || !saved.runId) return;
