@@ -7,6 +7,7 @@ const $ = (id) => document.getElementById(id);
 const KEY_STORE = "agentd.key";
 const USER_STORE = "agentd.user";
 const ACTIVE_STORE = "agentd.activeRun";
+const CONVERSATION_STORE = "agentd.conversation";
 
 const state = {
   key: localStorage.getItem(KEY_STORE) || "",
@@ -121,7 +122,10 @@ async function connect() {
   }
   await loadAgents();
   await loadConversations();
-  await resumeActiveRun();
+  if (!(await resumeActiveRun())) {
+    const current = sessionStorage.getItem(CONVERSATION_STORE);
+    if (current && !state.conversationId) await openConversation(current);
+  }
 }
 
 async function loadAgents() {
@@ -166,6 +170,7 @@ async function openConversation(id) {
   if (state.active) return notify("Wait for the answer to finish, or press Stop.", "info");
   notify("");
   state.conversationId = id;
+  sessionStorage.setItem(CONVERSATION_STORE, id);
   const messages = $("messages");
   messages.replaceChildren();
   let detail;
@@ -194,6 +199,7 @@ async function openConversation(id) {
 function newChat() {
   if (state.active) return notify("Wait for the answer to finish, or press Stop.", "info");
   state.conversationId = null;
+  sessionStorage.removeItem(CONVERSATION_STORE);
   $("messages").replaceChildren();
   for (const b of document.querySelectorAll(".conversations button")) b.classList.remove("current");
   $("prompt").focus();
@@ -233,6 +239,7 @@ async function send(event) {
     events: [],
   };
   state.conversationId = state.active.conversationId;
+  if (state.conversationId) sessionStorage.setItem(CONVERSATION_STORE, state.conversationId);
   saveActive();
   await follow(response, view);
 }
@@ -319,19 +326,21 @@ function finishActive() {
   loadConversations();
 }
 
-// After a reload mid-answer: show what was already received, then continue after it.
+// After a reload mid-answer: show what was already received, then continue after it. True
+// when there was an answer to resume.
 async function resumeActiveRun() {
-  if (state.active) return; // already following it
+  if (state.active) return true; // already following it
   let saved;
   try { saved = JSON.parse(sessionStorage.getItem(ACTIVE_STORE) || "null"); } catch (_) { saved = null; }
-  if (!saved || !saved.runId) return;
+  if (!saved || !saved.runId) return false;
   await openConversation(saved.conversationId);
   const view = new AnswerView();
   for (const [kind, data] of saved.events) view.apply(kind, data);
   state.active = saved;
   state.controller = new AbortController();
   setBusy(true);
-  await follow(null, view);
+  follow(null, view);
+  return true;
 }
 
 async function stop() {
