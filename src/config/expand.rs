@@ -3,8 +3,9 @@
 //! Supported forms: `${NAME}` and `${NAME:-default}` (default used when NAME is unset or
 //! empty; the default may itself contain placeholders, nested to any depth). `$$` is not
 //! special and a `$` not followed by `{` is literal. Left untouched: `${parameters.*}`
-//! (runtime REST-tool parameters) and the whole subtrees `mcpServers.<name>.env` and
-//! `mcpServers.<name>.headers` (passed through to MCP servers as written).
+//! (runtime REST-tool parameters), the whole subtrees `mcpServers.<name>.env` and
+//! `mcpServers.<name>.headers` and the value `mcpServers.<name>.bearerToken` (expanded when the
+//! server connects, so an optional server's unset variable never stops agentd).
 
 use std::fmt::Write as _;
 
@@ -109,14 +110,14 @@ fn walk<'a>(
     }
 }
 
-/// `mcpServers.<any>.env` and `mcpServers.<any>.headers` are passed through untouched.
+/// `mcpServers.<any>.env`, `.headers` and `.bearerToken` are passed through untouched.
 fn is_protected(path: &[Segment<'_>]) -> bool {
     matches!(
         path,
         [
             Segment::Key("mcpServers"),
             Segment::Key(_),
-            Segment::Key("env" | "headers")
+            Segment::Key("env" | "headers" | "bearerToken")
         ]
     )
 }
@@ -479,7 +480,8 @@ mod tests {
                     "command": "${A}/bin/server",
                     "args": ["--key", "${KEY}"],
                     "env": {"TOKEN": "${UNSET_TOKEN}", "BAD": "${"},
-                    "headers": {"Authorization": "Bearer ${UNSET_TOKEN}"}
+                    "headers": {"Authorization": "Bearer ${UNSET_TOKEN}"},
+                    "bearerToken": "${UNSET_TOKEN}"
                 }
             },
             "other": {"env": {"X": "${A}"}}
@@ -493,7 +495,8 @@ mod tests {
                         "command": "alpha/bin/server",
                         "args": ["--key", "sk-123"],
                         "env": {"TOKEN": "${UNSET_TOKEN}", "BAD": "${"},
-                        "headers": {"Authorization": "Bearer ${UNSET_TOKEN}"}
+                        "headers": {"Authorization": "Bearer ${UNSET_TOKEN}"},
+                        "bearerToken": "${UNSET_TOKEN}"
                     }
                 },
                 "other": {"env": {"X": "alpha"}}

@@ -7,6 +7,7 @@
 
 pub mod hub;
 pub mod mcp;
+pub mod openapi;
 pub mod queue;
 pub mod rest;
 pub mod schema;

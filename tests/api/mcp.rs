@@ -512,6 +512,20 @@ async fn an_unset_variable_in_a_servers_env_names_its_key_and_spares_an_optional
         "{error}"
     );
 
+    let remote = parse_config(
+        json!({"mcpServers": {"remote": {"url": "http://127.0.0.1:9/mcp",
+            "bearerToken": "${AGENTD_TEST_SURELY_UNSET_TOKEN}"}}}),
+        "test config",
+    )
+    .expect("valid config: the bearer token is expanded when the server connects");
+    let queue = queues.get("default").expect("queue");
+    let error = McpServer::start("remote", &remote.mcp_servers["remote"], queue)
+        .await
+        .err()
+        .expect("a required server cannot connect without its token")
+        .to_string();
+    assert!(error.contains("mcpServers.remote.bearerToken"), "{error}");
+
     let (optional, _) = start(
         "vault",
         json!({"command": "sh", "env": env, "required": false}),

@@ -84,3 +84,32 @@ async fn unsupported_store_urls_are_named() {
         "{error}"
     );
 }
+
+/// `cargo test` on a machine whose services are installed but stopped: the support starts them.
+/// Shown on a private port so the shared Redis is untouched.
+#[tokio::test]
+async fn the_test_support_starts_an_installed_service_that_is_not_running() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    assert!(std::net::TcpStream::connect(&address).is_err(), "free");
+    tokio::task::spawn_blocking(move || crate::support::services::ensure_local_redis(port))
+        .await
+        .expect("started");
+    let client = redis::Client::open(format!("redis://{address}")).expect("url");
+    let mut connection = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("the started Redis answers");
+    let pong: String = redis::cmd("PING")
+        .query_async(&mut connection)
+        .await
+        .expect("ping");
+    assert_eq!(pong, "PONG");
+    let _: Result<(), _> = redis::cmd("SHUTDOWN")
+        .arg("NOSAVE")
+        .query_async(&mut connection)
+        .await;
+}

@@ -9,6 +9,7 @@ pub mod mcp_server;
 pub mod mock_llm;
 pub mod python_tool;
 pub mod scripted;
+pub mod services;
 
 use std::sync::Arc;
 

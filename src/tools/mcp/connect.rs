@@ -222,12 +222,13 @@ fn http_transport(
     }
     let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
     if let Some(token) = bearer_token {
-        config = config.auth_header(token.expose_secret());
+        let token = expand_at_connect(settings, "bearerToken", token.expose_secret())?;
+        config = config.auth_header(token);
     }
     Ok(StreamableHttpClientTransport::from_config(config))
 }
 
-/// Expands `${VAR}` / `${VAR:-default}` in one `env` or `headers` value from the process
+/// Expands `${VAR}` / `${VAR:-default}` in one `env`, `headers` or `bearerToken` value from the process
 /// environment; a missing variable names the server and key.
 fn expand_at_connect(
     settings: &ServerSettings,

@@ -42,9 +42,12 @@ impl Backend {
 }
 
 /// The local PostgreSQL service (CI has it); override with AGENTD_TEST_POSTGRES_URL.
+/// Without the override, the Debian package's cluster is started when it is installed but down.
 pub fn postgres_admin_url() -> String {
-    std::env::var("AGENTD_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    std::env::var("AGENTD_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        crate::support::services::ensure_local_postgres();
+        "postgres://postgres@127.0.0.1:5432/test".into()
+    })
 }
 
 struct PostgresDatabase {

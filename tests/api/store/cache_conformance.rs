@@ -138,8 +138,12 @@ pub async fn least_recently_used_are_evicted_past_three(cache: &dyn ResponseCach
 }
 
 /// The local Redis; override with AGENTD_TEST_REDIS_URL.
+/// Without the override, a local `redis-server` is started when it is installed but not running.
 pub fn redis_url() -> String {
-    std::env::var("AGENTD_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+    std::env::var("AGENTD_TEST_REDIS_URL").unwrap_or_else(|_| {
+        crate::support::services::ensure_local_redis(6379);
+        "redis://127.0.0.1:6379".into()
+    })
 }
 
 /// A cache under a prefix no other test run uses, and a way to delete its keys after.
