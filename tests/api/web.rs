@@ -696,3 +696,34 @@ async fn a_failed_ai_sdk_answer_says_what_the_chat_says_never_internals() {
     assert_eq!(finish["finishReason"], "error");
     assert_eq!(finish["messageMetadata"]["exitReason"], "llm_error");
 }
+
+#[tokio::test]
+async fn an_ag_ui_thread_without_a_user_sends_its_messages_as_history() {
+    let (app, _dir) = spawn_web_app().await;
+    app.llm.push(Reply::text("You are Ada."));
+    let input = json!({
+        "threadId": "loose", "runId": "r",
+        "messages": [
+            {"id": "1", "role": "user", "content": "My name is Ada."},
+            {"id": "2", "role": "assistant", "content": "Hi Ada!"},
+            {"id": "3", "role": "user", "content": [{"type": "text", "text": "Who am I?"}]},
+        ],
+    });
+    let response = post(&app, ADMIN_KEY, "/ag-ui/chat", &input).await;
+    assert_eq!(response.status(), 200);
+    let frames = json_frames(&data_frames(&body_text(response).await));
+    assert_eq!(types(&frames).last(), Some(&"RUN_FINISHED"));
+    let sent: Vec<String> = app.llm.requests()[0]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(sent[1..], ["My name is Ada.", "Hi Ada!", "Who am I?"]);
+
+    // A user key may not name another user's thread.
+    let mut other = ag_ui_input("t2", "hi");
+    other["forwardedProps"] = json!({"userId": "bob"});
+    let refused = post(&app, ADA_KEY, "/ag-ui/chat", &other).await;
+    assert_eq!(refused.status(), 403);
+}
