@@ -6,6 +6,7 @@
 
 mod admission;
 mod cached;
+pub mod continuation;
 mod conversation;
 mod follow;
 mod live;
@@ -261,6 +262,7 @@ impl Runtime {
             user_id: None,
             parent: None,
             transport: None,
+            client_tools: Default::default(),
         };
         let conversation = opening_conversation(&request, &self.tools.instructions_for(agent));
         let tokenizer = tokenizer_of(agent, &self.catalog);

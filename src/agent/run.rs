@@ -178,7 +178,13 @@ impl Run {
         let transport = request.transport.unwrap_or(request.agent.transport);
         let xml = xml_state(&transport, request.agent.finalization).map(XmlTransport::new);
         let plan = TurnPlan {
-            max_turns: request.agent.limits.max_turns.max(1),
+            // A client tool loop's earlier requests spent part of the budget (SPEC §9.2).
+            max_turns: request
+                .agent
+                .limits
+                .max_turns
+                .saturating_sub(request.client_tools.turns_used)
+                .max(1),
             forced_final: None,
         };
         let facts = RunFacts::new(request);
@@ -206,7 +212,9 @@ pub fn opening_conversation(
 ) -> Vec<ChatMessage> {
     let mut conversation = vec![ChatMessage::system(system_prompt(request, instructions))];
     conversation.extend(request.history.iter().cloned());
-    conversation.push(ChatMessage::user(request.prompt.clone()));
+    if !request.continues_tool_calls() {
+        conversation.push(ChatMessage::user(request.prompt.clone()));
+    }
     conversation
 }
 

@@ -206,7 +206,7 @@ impl Session {
     /// The turn loop: checks the input and the report's schema, then runs turns until one ends
     /// the run or none are left (a synthetic failure report then says why).
     async fn drive(&self, run: &mut Run) -> Ending {
-        if run.facts.request.prompt.trim().is_empty() {
+        if run.facts.request.prompt.trim().is_empty() && !run.facts.request.continues_tool_calls() {
             return Ending::failure(ExitReason::EmptyInput, "the prompt is empty");
         }
         if run.facts.request.agent.finalization == Finalization::Report {
@@ -365,8 +365,14 @@ impl Session {
                 }
             };
             let nonce = run.xml.as_ref().map(|xml| xml.state.nonce.clone());
+            let tool_choice = run
+                .facts
+                .request
+                .client_tools
+                .provider_choice(turn, &provider_tools);
             let attempt_call = LlmAttempt {
                 target: &target,
+                tool_choice,
                 tools: provider_tools,
                 ephemeral,
                 final_tag_nonce: nonce.as_deref(),
@@ -471,6 +477,7 @@ impl Session {
             tools.push(task_status_definition());
             tools.push(batch);
         }
+        tools.extend(facts.request.client_tools.offered().iter().cloned());
         tools.extend(final_turn_tools(facts));
         tools
     }

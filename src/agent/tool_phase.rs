@@ -124,10 +124,17 @@ impl ToolRunner<'_> {
         is_final: bool,
         calls: &[ToolCall],
     ) -> Handled {
-        let replies = match self.execute_calls(run, turn, is_final, calls, None).await {
+        // The client's tools are the client's to run: the others run now, and the run then
+        // ends with the client's calls unanswered (SPEC §9.2).
+        let (client_calls, calls): (Vec<ToolCall>, Vec<ToolCall>) = calls
+            .iter()
+            .cloned()
+            .partition(|call| !is_final && run.facts.request.client_tools.contains(&call.name));
+        let replies = match self.execute_calls(run, turn, is_final, &calls, None).await {
             Ok(replies) => replies,
             Err(handled) => return handled,
         };
+        let answered = calls.len();
         for (call, content) in calls.iter().zip(replies) {
             run.transcript.conversation.push(ChatMessage {
                 role: Role::Tool,
@@ -138,6 +145,14 @@ impl ToolRunner<'_> {
                 reasoning_signature: None,
                 redacted_reasoning: Vec::new(),
             });
+        }
+        if !client_calls.is_empty() {
+            tracing::debug!(
+                answered,
+                pending = client_calls.len(),
+                "the turn calls client tools"
+            );
+            return Handled::End(Ending::client_tool_calls());
         }
         Handled::Next
     }

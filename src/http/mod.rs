@@ -8,12 +8,14 @@ mod ai_sdk;
 mod anthropic;
 pub mod auth;
 mod chat;
+mod client_tools;
 mod connections;
 pub mod error;
 mod layers;
 mod openai;
 pub mod openapi;
 mod ops;
+mod responses;
 mod runs;
 mod sse;
 mod ui_stream;
@@ -111,6 +113,10 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(runs::get_run))
         .routes(routes!(runs::run_events))
         .routes(routes!(runs::cancel_run))
+        .routes(routes!(responses::create_response))
+        .routes(routes!(responses::get_response, responses::delete_response))
+        .routes(routes!(responses::cancel_response))
+        .routes(routes!(responses::input_items))
         .routes(routes!(chat::chat))
         .routes(routes!(chat::list_conversations))
         .routes(routes!(chat::get_conversation, chat::delete_conversation))

@@ -19,9 +19,11 @@ use tokio_util::sync::DropGuard;
 use tracing::Instrument;
 
 use super::admission::{Overloaded, SessionSlot};
+use super::continuation::ClientToolError;
 use super::conversation::ConversationTurn;
 use super::{Runtime, run_events, session_span};
 use crate::agent::SessionRequest;
+use crate::agent::client_tools::ClientTools;
 use crate::agent::{AgentEvent, AgentResult, EventSink, RunControl, SamplingParams};
 use crate::config::agent_file::{Finalization, Transport};
 use crate::config::{AgentSpec, OnDisconnect};
@@ -72,6 +74,8 @@ pub struct RunSubmission {
     /// accepted nothing for `server.writeTimeoutSeconds`, cancels it (`cancel`) or is only no
     /// longer fed (`continue`). OpenAI and Anthropic streams always cancel.
     pub on_disconnect: OnDisconnect,
+    /// Tools the client brought (SPEC §9.2), checked by `start_run`.
+    pub client_tools: ClientTools,
 }
 
 impl RunSubmission {
@@ -90,6 +94,7 @@ impl RunSubmission {
             transport: None,
             key: None,
             on_disconnect: OnDisconnect::Cancel,
+            client_tools: ClientTools::default(),
         }
     }
 }
@@ -119,6 +124,9 @@ pub enum StartError {
     /// The output format or JSON schema the submission asked for cannot be used.
     #[error("the requested output cannot be used: {0}")]
     InvalidOutput(String),
+    /// The client's tools or tool results cannot be used.
+    #[error(transparent)]
+    ClientTools(#[from] ClientToolError),
 }
 
 /// A run in progress: its events, a way to cancel it, and its result when it ends.
@@ -192,12 +200,13 @@ impl Runtime {
     /// repeated `request_id` starts nothing: [`StartError::AlreadySubmitted`] names its run.
     pub async fn start_run(
         self: &Arc<Self>,
-        submission: RunSubmission,
+        mut submission: RunSubmission,
     ) -> Result<RunHandle, StartError> {
         if self.is_draining() {
             return Err(StartError::ShuttingDown);
         }
         check_requested_output(&submission)?;
+        self.prepare_continuation(&mut submission).await?;
         let submission = with_json_finalization(submission);
         let run_id = uuid::Uuid::now_v7().to_string();
         // The user's own key space: without a user, every keyless caller shares one.
@@ -279,6 +288,7 @@ impl Runtime {
             schema: submission.schema,
             user_id: submission.user_id,
             transport: submission.transport,
+            client_tools: submission.client_tools,
             parent: None,
         };
         Ok(self.spawn_session(

@@ -7,7 +7,8 @@
 //! [`RunRecorder`], [`RunBatchStore`])
 //! the response cache table ([`CacheStore`]), the counters of per-key limits ([`KeyLimitStore`]),
 //! and what lets runs outlive a process: replicas and their heartbeats, owner loss, `requestId`s
-//! and cross-replica cancels ([`ReplicaStore`]). It knows nothing about HTTP or sessions: callers
+//! and cross-replica cancels ([`ReplicaStore`]), and the Responses API's objects
+//! ([`ResponseStore`]). It knows nothing about HTTP or sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
@@ -19,6 +20,7 @@ mod key_limits;
 mod postgres;
 mod recorder;
 mod replicas;
+mod responses;
 mod run_events;
 mod runs;
 mod sql;
@@ -41,6 +43,7 @@ pub use replicas::{
     OrphanEnd, OrphanedRun, PendingCancel, RUN_CONTROL_CHANNEL, RUN_EVENTS_CHANNEL, Replica,
     ReplicaStore,
 };
+pub use responses::{ResponseStore, StoredResponse};
 pub use run_events::{NewRunEvent, RunEventRecord, RunEventStore};
 pub use runs::{
     AccountingRecord, NewRun, RunBatch, RunBatchStore, RunFilter, RunOutcome, RunOwnerFilter,
@@ -137,6 +140,7 @@ pub trait Store:
     + CacheStore
     + ReplicaStore
     + KeyLimitStore
+    + ResponseStore
     + Send
     + Sync
 {

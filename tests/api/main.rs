@@ -25,6 +25,8 @@ mod properties;
 mod providers;
 mod reload;
 mod replicas;
+mod responses;
+mod responses_clients;
 mod rest_tools;
 mod retried_streams;
 mod run_list;

@@ -9,6 +9,7 @@ mod conversation_checks;
 mod key_limit_conformance;
 mod nul_checks;
 mod outage;
+mod response_checks;
 mod run_listing;
 mod server;
 
@@ -44,6 +45,11 @@ on_both_backends!(
     nul_from_a_client_is_refused_naming_the_field,
     nul_from_a_model_is_streamed_and_stored_as_the_replacement_character,
     a_row_the_store_refuses_never_holds_back_other_runs,
+);
+
+on_both_backends!(
+    response_checks => responses_sqlite, responses_postgres:
+    responses_are_kept_per_user_and_deleted_once,
 );
 
 on_both_backends!(

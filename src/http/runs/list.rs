@@ -35,6 +35,9 @@ const MAX_LIMIT: u32 = 1000;
 pub struct RunListQuery {
     /// Only runs with one of these statuses, comma-separated (`running,waiting_approval`).
     #[serde(default)]
+    #[param(
+        pattern = r"^(queued|running|waiting_approval|completed|failed|cancelled)(,(queued|running|waiting_approval|completed|failed|cancelled))*$"
+    )]
     pub status: Option<String>,
     /// Only runs of this agent.
     #[serde(default)]
