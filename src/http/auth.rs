@@ -135,8 +135,20 @@ fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
-/// The routes anyone may call; the OpenAPI document marks them as needing no key.
-pub const PUBLIC_PATHS: [&str; 4] = ["/health", "/ready", "/metrics", "/openapi.json"];
+/// The routes anyone may call; the OpenAPI document marks them as needing no key. The web
+/// page and its files are public: the page asks for a key and sends it with each API call.
+pub const PUBLIC_PATHS: [&str; 6] = [
+    "/health",
+    "/ready",
+    "/metrics",
+    "/openapi.json",
+    "/",
+    "/ui/{file}",
+];
+
+fn is_public(path: &str) -> bool {
+    PUBLIC_PATHS.contains(&path) || path.starts_with("/ui/")
+}
 
 /// Puts the [`Caller`] into the request's extensions, or answers 401.
 pub async fn authenticate(
@@ -144,7 +156,7 @@ pub async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    if !keys.enforced || PUBLIC_PATHS.contains(&request.uri().path()) {
+    if !keys.enforced || is_public(request.uri().path()) {
         request.extensions_mut().insert(Caller::admin());
         return next.run(request).await;
     }

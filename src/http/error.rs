@@ -298,44 +298,50 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::payload_too_large(None)
-                } else {
-                    ApiError::invalid_request(format!(
-                        "Could not read the request body: {rejection}"
-                    ))
-                }
-            })?;
-        if bytes.is_empty() {
-            return Err(ApiError::invalid_request(
-                "The request body is empty; send a JSON object",
+        let bytes = read_body(request, state).await?;
+        parse_json_body(&bytes).map(ApiJson)
+    }
+}
+
+/// A request's whole body, within the body limit (413 past it).
+pub async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(request, state)
+        .await
+        .map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::payload_too_large(None)
+            } else {
+                ApiError::invalid_request(format!("Could not read the request body: {rejection}"))
+            }
+        })
+}
+
+/// A JSON body as `T`, with what [`ApiJson`] promises: 400 naming the path of a bad field, a NUL,
+/// an empty body or bad JSON.
+pub fn parse_json_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.is_empty() {
+        return Err(ApiError::invalid_request(
+            "The request body is empty; send a JSON object",
+        ));
+    }
+    if let Some(path) = crate::nul_text::find_in_body(bytes) {
+        return Err(ApiError::nul_in(&path));
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            // A syntax error has no meaningful path (serde reports "?").
+            return ApiError::invalid_request(format!(
+                "The request body is not valid JSON: {inner}"
             ));
         }
-        if let Some(path) = crate::nul_text::find_in_body(&bytes) {
-            return Err(ApiError::nul_in(&path));
+        if path == "." {
+            return ApiError::invalid_request(format!("Invalid request: {inner}"));
         }
-        let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
-        serde_path_to_error::deserialize(&mut deserializer)
-            .map(ApiJson)
-            .map_err(|error| {
-                let path = error.path().to_string();
-                let inner = error.into_inner();
-                if inner.is_syntax() || inner.is_eof() {
-                    // A syntax error has no meaningful path (serde reports "?").
-                    return ApiError::invalid_request(format!(
-                        "The request body is not valid JSON: {inner}"
-                    ));
-                }
-                if path == "." {
-                    return ApiError::invalid_request(format!("Invalid request: {inner}"));
-                }
-                ApiError::invalid_request(format!("Invalid request at `{path}`: {inner}"))
-                    .with_param(path)
-            })
-    }
+        ApiError::invalid_request(format!("Invalid request at `{path}`: {inner}")).with_param(path)
+    })
 }
 
 /// Path parameters (`{user_id}`, `{id}`, `{run_id}`, `{agent}`), percent-decoded; a parameter

@@ -3,6 +3,8 @@
 //! `serve` with graceful shutdown (the connections themselves are `connections`'s). Handlers only translate between wire formats and
 //! [`SessionRequest`](crate::agent::SessionRequest)s.
 
+mod ag_ui;
+mod ai_sdk;
 mod anthropic;
 pub mod auth;
 mod chat;
@@ -16,6 +18,8 @@ mod ops;
 mod responses;
 mod runs;
 mod sse;
+mod ui_stream;
+mod web;
 mod wire;
 
 use std::future::Future;
@@ -119,6 +123,12 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(chat::list_conversations))
         .routes(routes!(chat::list_approvals))
         .routes(routes!(chat::get_conversation, chat::delete_conversation))
+        .routes(routes!(ai_sdk::resume_stream))
+        .routes(routes!(ag_ui::run))
+        .routes(routes!(web::page))
+        .routes(routes!(web::asset))
+        .routes(routes!(web::markdown))
+        .routes(routes!(web::whoami))
 }
 
 /// Serves until `shutdown` resolves and the runs have drained (answering meanwhile), then stops

@@ -28,6 +28,8 @@ use super::responses::wire::ResponseStreamFrame;
         (name = "anthropic", description = "Anthropic Messages compatibility"),
         (name = "runs", description = "Agents and their runs, with resumable SSE events"),
         (name = "chat", description = "Per-user chat: conversations kept by the server"),
+        (name = "ag-ui", description = "AG-UI: agents for CopilotKit and other AG-UI frontends"),
+        (name = "web", description = "The web page at `/` (public) and the calls it needs"),
         (name = "responses", description = "OpenAI Responses: stored, resumable responses with client tools"),
     ),
     components(schemas(ChatCompletionChunk, StreamEvent, ResponseStreamFrame, ErrorBody, AnthropicErrorBody))

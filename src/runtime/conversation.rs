@@ -24,6 +24,9 @@ pub enum ConversationTurn {
     Start,
     /// An existing conversation of the run's user, by id.
     Continue(String),
+    /// The conversation a client named (an AG-UI thread, an AI SDK chat): continued when the
+    /// user has it, created under this id otherwise.
+    Named(String),
 }
 
 /// A conversation ready for its next run.
@@ -50,6 +53,19 @@ impl Runtime {
                     .ok_or_else(|| StartError::ConversationNotFound(id.clone()))?
                     .id
             }
+            ConversationTurn::Named(id) => match self.store.get_conversation(user_id, id).await? {
+                Some(existing) => existing.id,
+                None => {
+                    let new = NewConversation {
+                        id: id.clone(),
+                        user_id: user_id.to_string(),
+                        agent: agent.name.clone(),
+                        title: Some(message.trim().chars().take(TITLE_CHARS).collect()),
+                        created_at: Utc::now(),
+                    };
+                    self.store.create_conversation(&new).await?.id
+                }
+            },
             ConversationTurn::Start => {
                 let new = NewConversation {
                     id: uuid::Uuid::now_v7().to_string(),

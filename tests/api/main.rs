@@ -41,4 +41,5 @@ mod store;
 mod sub_agents;
 mod tool_runs;
 mod tools_cli;
+mod web;
 mod xml;

@@ -10,7 +10,7 @@ pub mod wire;
 use std::sync::Arc;
 
 use super::auth::Caller;
-use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use super::error::{ApiError, ApiPath, ApiQuery, ErrorBody, parse_json_body, read_body};
 use super::runs::numbered_events;
 use super::sse::{sse_response, with_run_headers};
 use super::wire::ListObject;
@@ -32,24 +32,26 @@ const DEFAULT_AGENT: &str = "chat";
 
 /// The seeds/001 user-facing message for how a run ended.
 fn friendly_error(result: &AgentResult) -> Option<&'static str> {
-    match result.exit_reason {
-        _ if result.success => None,
+    (!result.success).then(|| friendly_failure(result.exit_reason))
+}
+
+/// The seeds/001 user-facing message for a run that failed this way: never internals.
+pub(crate) fn friendly_failure(exit_reason: ExitReason) -> &'static str {
+    match exit_reason {
         ExitReason::RateLimited => {
-            Some("I'm currently experiencing high demand. Please try again in a moment.")
+            "I'm currently experiencing high demand. Please try again in a moment."
         }
         ExitReason::LlmError
         | ExitReason::AuthFailure
         | ExitReason::QuotaExceeded
         | ExitReason::NoLlmResponse => {
-            Some("I'm having trouble connecting to my AI service. Please try again.")
+            "I'm having trouble connecting to my AI service. Please try again."
         }
-        ExitReason::MaxTurns | ExitReason::ContextLimit => Some(
-            "I need more time to process this request. Please try breaking it into smaller steps.",
-        ),
-        ExitReason::EmptyInput => {
-            Some("I couldn't understand that request. Please try rephrasing.")
+        ExitReason::MaxTurns | ExitReason::ContextLimit => {
+            "I need more time to process this request. Please try breaking it into smaller steps."
         }
-        _ => Some("An unexpected error occurred. Please try again or contact support."),
+        ExitReason::EmptyInput => "I couldn't understand that request. Please try rephrasing.",
+        _ => "An unexpected error occurred. Please try again or contact support.",
     }
 }
 
@@ -82,7 +84,7 @@ fn check_user_id(user_id: &str) -> Result<(), ApiError> {
     .with_param("user_id"))
 }
 
-fn check_user(caller: &Caller, user_id: &str) -> Result<(), ApiError> {
+pub(crate) fn check_user(caller: &Caller, user_id: &str) -> Result<(), ApiError> {
     check_user_id(user_id)?;
     if caller.may_act_for(user_id) {
         Ok(())
@@ -101,7 +103,7 @@ fn check_user(caller: &Caller, user_id: &str) -> Result<(), ApiError> {
     params(UserPath),
     request_body = ChatRequest,
     responses(
-        (status = 200, description = "The answer; with `stream: true` the run's events (`id: 1, 2, 3…`, `event: run.started` … `run.finished`)",
+        (status = 200, description = "The answer; with `stream: true` the run's events (`id: 1, 2, 3…`, `event: run.started` … `run.finished`); with `Accept: text/x-ai-sdk-ui` or `?protocol=ai-sdk` the AI SDK UI message stream (which also takes `useChat`'s body `{id, messages, trigger}`)",
             content(
                 (ChatResponse = "application/json"),
                 (crate::http::wire::ServerSentEvent = "text/event-stream"),
@@ -113,9 +115,15 @@ pub async fn chat(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
     ApiPath(UserPath { user_id }): ApiPath<UserPath>,
-    ApiJson(body): ApiJson<ChatRequest>,
+    request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
+    let by_header = super::ai_sdk::requested(request.headers(), request.uri().query());
+    let bytes = read_body(request, &()).await?;
+    if by_header || super::ai_sdk::is_use_chat_body(&bytes) {
+        return super::ai_sdk::chat(runtime, caller, user_id, &bytes).await;
+    }
     check_user(&caller, &user_id)?;
+    let body: ChatRequest = parse_json_body(&bytes)?;
     if body.message.trim().is_empty() {
         return Err(ApiError::invalid_request(
             "I couldn't understand that request. Please try rephrasing.",
@@ -135,7 +143,9 @@ pub async fn chat(
         Some(id) => ConversationTurn::Continue(id),
         None => ConversationTurn::Start,
     });
-    let on_disconnect = runtime.config().server.on_disconnect;
+    let on_disconnect = body
+        .on_disconnect
+        .unwrap_or(runtime.config().server.on_disconnect);
     submission.on_disconnect = on_disconnect;
     let handle = runtime.start_run(submission).await?;
     let run_id = handle.run_id.clone();
@@ -157,7 +167,7 @@ pub async fn chat(
 /// The agent a conversation was started with: a continued conversation keeps its agent when
 /// the request names none. `None` for a conversation that does not exist (the run then answers
 /// 404).
-async fn conversation_agent(
+pub(crate) async fn conversation_agent(
     runtime: &Runtime,
     user_id: &str,
     conversation_id: &str,
@@ -170,7 +180,7 @@ async fn conversation_agent(
     Ok(conversation.map(|c| c.agent))
 }
 
-fn chat_agent(
+pub(crate) fn chat_agent(
     runtime: &Runtime,
     caller: &Caller,
     requested: Option<&str>,

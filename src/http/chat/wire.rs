@@ -47,6 +47,11 @@ pub struct ChatRequest {
     /// Answer with the run's events as SSE.
     #[serde(default)]
     pub stream: Option<bool>,
+    /// What a client that leaves a streamed answer does to the run: `cancel` it, or let it
+    /// `continue` (to resume with `GET /v1/runs/{id}/events` and `Last-Event-ID`); the server's
+    /// `onDisconnect` by default.
+    #[serde(default, alias = "onDisconnect")]
+    pub on_disconnect: Option<crate::config::OnDisconnect>,
 }
 
 /// How the chat run ended.

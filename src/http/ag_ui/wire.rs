@@ -1,0 +1,260 @@
+//! The wire format of AG-UI (SPEC §9.4): the `RunAgentInput` a client posts, and the events
+//! agentd streams back, built from [`UiPart`]s. Types and frame building only; the handler
+//! lives in the parent module.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::http::ui_stream::{RunEnd, UiPart};
+
+/// The `{agent}` of `POST /ag-ui/{agent}`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct AgUiPath {
+    /// The agent that runs.
+    pub agent: String,
+}
+
+/// AG-UI `RunAgentInput`. Its other fields (`state`, `context`, `parentRunId`,
+/// `protocolVersion`) are accepted and ignored: agentd agents keep no shared state.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunAgentInput {
+    /// The conversation: one of the caller's conversations, created under this id when new.
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
+    pub thread_id: String,
+    /// The client's id for this run; the events carry it.
+    #[schema(min_length = 1)]
+    pub run_id: String,
+    /// The thread's messages; the last user message is the prompt (without one the stream is
+    /// `RUN_STARTED`, `RUN_ERROR` and no run starts). Without a user (a key not bound to one
+    /// and no `forwardedProps.userId`) the earlier ones are the history.
+    #[serde(default)]
+    pub messages: Vec<AgUiMessage>,
+    /// Client tools: not supported yet, must be absent or empty.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>, max_items = 0)]
+    pub tools: Option<Vec<Value>>,
+    /// `userId` names the user whose conversation the thread is, for a key not bound to one.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub forwarded_props: Option<Value>,
+    /// Answers to interrupts: not supported here; decide approvals with
+    /// `POST /v1/runs/{run_id}/approvals/{call_id}`.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>, max_items = 0)]
+    pub resume: Option<Vec<Value>>,
+}
+
+/// One AG-UI message; only `role` and text `content` are read (`id` and the rest are ignored).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AgUiMessage {
+    /// `user`, `assistant`, `system`, `developer`, `tool`, …
+    pub role: String,
+    /// Text, or a list of content parts whose `text` parts are read.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub content: Option<Value>,
+}
+
+impl AgUiMessage {
+    /// The message's text: the string content, or its text parts joined.
+    pub fn text(&self) -> String {
+        match &self.content {
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        }
+    }
+}
+
+/// Ids the frames of one run carry.
+pub struct FrameIds<'a> {
+    pub thread_id: &'a str,
+    pub run_id: &'a str,
+}
+
+/// The AG-UI events one part becomes.
+pub fn frames(part: UiPart, ids: &FrameIds<'_>) -> Vec<Value> {
+    match part {
+        UiPart::RunStarted { .. } => vec![json!({
+            "type": "RUN_STARTED", "threadId": ids.thread_id, "runId": ids.run_id,
+            "protocolVersion": "1.0",
+        })],
+        UiPart::StepStarted { step } => {
+            vec![json!({"type": "STEP_STARTED", "stepName": format!("turn {step}")})]
+        }
+        UiPart::StepFinished { step } => {
+            vec![json!({"type": "STEP_FINISHED", "stepName": format!("turn {step}")})]
+        }
+        UiPart::TextStart { id } => {
+            vec![json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"})]
+        }
+        UiPart::TextDelta { id, delta } => {
+            vec![json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": delta})]
+        }
+        UiPart::TextEnd { id } => vec![json!({"type": "TEXT_MESSAGE_END", "messageId": id})],
+        UiPart::ReasoningStart { id } => vec![
+            json!({"type": "REASONING_START", "messageId": id}),
+            json!({"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"}),
+        ],
+        UiPart::ReasoningDelta { id, delta } => {
+            vec![json!({"type": "REASONING_MESSAGE_CONTENT", "messageId": id, "delta": delta})]
+        }
+        UiPart::ReasoningEnd { id } => vec![
+            json!({"type": "REASONING_MESSAGE_END", "messageId": id}),
+            json!({"type": "REASONING_END", "messageId": id}),
+        ],
+        UiPart::ToolCall {
+            call_id,
+            tool,
+            arguments,
+            parent_message_id,
+        } => tool_call_frames(call_id, tool, &arguments, parent_message_id),
+        UiPart::ToolResult {
+            call_id,
+            output,
+            error,
+        } => vec![json!({
+            "type": "TOOL_CALL_RESULT",
+            "messageId": format!("{}-tool-{call_id}", ids.run_id),
+            "toolCallId": call_id,
+            "content": match error { Some(error) if output.is_empty() => format!("error: {error}"), _ => output },
+            "role": "tool",
+        })],
+        UiPart::ApprovalRequested {
+            call_id,
+            tool,
+            arguments,
+            expires_at,
+        } => vec![json!({
+            "type": "CUSTOM", "name": "agentd.approval_requested",
+            "value": {"call_id": call_id, "tool": tool, "arguments": arguments, "expires_at": expires_at},
+        })],
+        UiPart::ApprovalDecided { call_id, decision } => vec![json!({
+            "type": "CUSTOM", "name": "agentd.approval_decided",
+            "value": {"call_id": call_id, "decision": decision},
+        })],
+        UiPart::Progress(progress) => {
+            vec![json!({"type": "CUSTOM", "name": "agentd.progress", "value": progress})]
+        }
+        UiPart::Finished(end) => vec![finished_frame(end, ids)],
+    }
+}
+
+fn tool_call_frames(
+    call_id: String,
+    tool: String,
+    arguments: &Value,
+    parent_message_id: Option<String>,
+) -> Vec<Value> {
+    let mut start = json!({"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": tool});
+    if let Some(parent) = parent_message_id {
+        start["parentMessageId"] = Value::String(parent);
+    }
+    vec![
+        start,
+        json!({"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": arguments.to_string()}),
+        json!({"type": "TOOL_CALL_END", "toolCallId": call_id}),
+    ]
+}
+
+/// `RUN_FINISHED` (success, cancelled, or an interrupt per pending approval) or `RUN_ERROR`.
+fn finished_frame(end: RunEnd, ids: &FrameIds<'_>) -> Value {
+    let usage = json!([{
+        "inputTokens": end.input_tokens, "outputTokens": end.output_tokens,
+        "totalTokens": end.total_tokens,
+    }]);
+    if end.is_failure() {
+        return json!({
+            "type": "RUN_ERROR",
+            "message": end.error.unwrap_or_else(|| "The run failed".into()),
+            "code": end.exit_reason,
+            "usage": usage,
+        });
+    }
+    let mut frame = json!({
+        "type": "RUN_FINISHED", "threadId": ids.thread_id, "runId": ids.run_id, "usage": usage,
+    });
+    if let Some(answer) = end.answer {
+        frame["result"] = Value::String(answer);
+    }
+    if !end.pending_approvals.is_empty() {
+        let interrupts: Vec<Value> = end
+            .pending_approvals
+            .iter()
+            .map(|p| {
+                let mut interrupt = json!({
+                    "id": p.call_id, "reason": "tool_approval", "toolCallId": p.call_id,
+                    "message": format!("Approve or deny the call of `{}` with {}", p.tool, p.arguments),
+                });
+                if let Some(expires_at) = &p.expires_at {
+                    interrupt["expiresAt"] = Value::String(expires_at.clone());
+                }
+                interrupt
+            })
+            .collect();
+        frame["outcome"] = json!({"type": "interrupt", "interrupts": interrupts});
+    } else if end.status == "cancelled" {
+        frame["outcome"] = json!({"type": "cancelled"});
+    }
+    frame
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::ui_stream::PendingApproval;
+
+    const IDS: FrameIds<'static> = FrameIds {
+        thread_id: "t",
+        run_id: "r",
+    };
+
+    fn end(status: &str) -> RunEnd {
+        RunEnd {
+            status: status.into(),
+            exit_reason: "final_answer".into(),
+            ..RunEnd::default()
+        }
+    }
+
+    #[test]
+    fn a_run_waiting_for_approval_finishes_with_one_interrupt_per_call() {
+        let mut waiting = end("waiting_approval");
+        waiting.pending_approvals = vec![PendingApproval {
+            call_id: "c1".into(),
+            tool: "rm".into(),
+            arguments: json!({"path": "/tmp/x"}),
+            expires_at: None,
+        }];
+        let frame = &frames(UiPart::Finished(waiting), &IDS)[0];
+        assert_eq!(frame["type"], "RUN_FINISHED");
+        assert_eq!(frame["outcome"]["type"], "interrupt");
+        let interrupt = &frame["outcome"]["interrupts"][0];
+        assert_eq!(interrupt["toolCallId"], "c1");
+        assert!(interrupt.get("expiresAt").is_none(), "absent, never null");
+    }
+
+    #[test]
+    fn cancelled_runs_finish_cancelled_and_failed_runs_error() {
+        let cancelled = &frames(UiPart::Finished(end("cancelled")), &IDS)[0];
+        assert_eq!(cancelled["outcome"]["type"], "cancelled");
+        let mut failed = end("failed");
+        failed.error = Some("upstream broke".into());
+        let error = &frames(UiPart::Finished(failed), &IDS)[0];
+        assert_eq!(error["type"], "RUN_ERROR");
+        assert_eq!(error["message"], "upstream broke");
+        let done = &frames(UiPart::Finished(end("completed")), &IDS)[0];
+        assert!(
+            done.get("outcome").is_none(),
+            "success is an absent outcome"
+        );
+    }
+}

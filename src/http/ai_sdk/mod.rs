@@ -1,0 +1,238 @@
+//! The Vercel AI SDK UI message stream (SPEC §9.6) on the per-user chat route: `POST
+//! /api/{user_id}/chat` with `Accept: text/x-ai-sdk-ui` or `?protocol=ai-sdk` answers with the
+//! stream, and takes either the chat body or the one `useChat`'s default transport sends (`id`
+//! is the conversation, the last user message the prompt); that body alone selects the stream. `GET
+//! /api/{user_id}/chat/{conversation_id}/stream` resumes the answer in progress (204 when none).
+//! Runs started here continue when the client leaves (a reload resumes them); Stop is
+//! `POST /v1/runs/{run_id}/cancel`. A failed answer's `error` is the chat's friendly message,
+//! never internals. This module starts and finds runs; [`wire`] renders the shared
+//! [`ui_stream`](super::ui_stream) parts.
+
+pub mod wire;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
+use futures_util::{Stream, StreamExt};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::auth::Caller;
+use super::chat::wire::ChatRequest;
+use super::chat::{chat_agent, check_user, conversation_agent, friendly_failure};
+use super::error::{ApiError, ApiPath, ErrorBody, parse_json_body};
+use super::sse::{sse_response, with_run_headers};
+use super::ui_stream::{RunEventJson, UiPart, followed_events, live_events, ui_parts};
+use crate::agent::ExitReason;
+use crate::config::OnDisconnect;
+use crate::runtime::{ConversationTurn, RunSubmission, Runtime};
+use crate::store::{RunFilter, RunOwnerFilter};
+use wire::{ACCEPT_VALUE, STREAM_HEADER, StreamPath, UseChatRequest, chunks};
+
+/// The longest chat id accepted: it becomes a conversation id.
+const MAX_CHAT_ID_CHARS: usize = 128;
+
+/// Whether a chat request asks for the UI message stream.
+pub fn requested(headers: &HeaderMap, query: Option<&str>) -> bool {
+    let accepts = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains(ACCEPT_VALUE));
+    let by_query = query.is_some_and(|q| {
+        form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "protocol" && v == "ai-sdk")
+    });
+    accepts || by_query
+}
+
+/// What a chat request in this mode asks: the prompt, the conversation and the agent.
+struct ChatAsk {
+    prompt: String,
+    conversation: ConversationTurn,
+    agent: Option<String>,
+}
+
+/// `POST /api/{user_id}/chat` in AI SDK mode (the chat handler routes here).
+pub async fn chat(
+    runtime: Arc<Runtime>,
+    caller: Caller,
+    user_id: String,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    check_user(&caller, &user_id)?;
+    let ask = parse_ask(body)?;
+    let requested_agent = match (&ask.agent, &ask.conversation) {
+        (Some(agent), _) => Some(agent.clone()),
+        (None, ConversationTurn::Continue(id) | ConversationTurn::Named(id)) => {
+            conversation_agent(&runtime, &user_id, id).await?
+        }
+        (None, ConversationTurn::Start) => None,
+    };
+    let agent = chat_agent(&runtime, &caller, requested_agent.as_deref())?;
+    let mut submission = RunSubmission::new(agent, ask.prompt);
+    submission.user_id = Some(user_id);
+    submission.key = caller.limited_key.clone();
+    submission.conversation = Some(ask.conversation);
+    // A reload resumes the answer, so leaving never cancels it; Stop is the cancel route.
+    submission.on_disconnect = OnDisconnect::Continue;
+    let handle = runtime.start_run(submission).await?;
+    let run_id = handle.run_id.clone();
+    let conversation_id = handle.conversation_id.clone();
+    let events = live_events(handle, OnDisconnect::Continue);
+    Ok(with_run_headers(
+        stream_response(&runtime, run_id.clone(), events),
+        &run_id,
+        conversation_id.as_deref(),
+    ))
+}
+
+/// Whether a chat body is the one `useChat` sends (`id`, `messages`): the chat route has no
+/// such fields, so such a body selects this protocol without a header (`useChat` unchanged).
+pub fn is_use_chat_body(body: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Probe {
+        id: Option<Value>,
+        messages: Option<Value>,
+    }
+    serde_json::from_slice::<Probe>(body).is_ok_and(|probe| {
+        probe.id.is_some() && probe.messages.as_ref().is_some_and(Value::is_array)
+    })
+}
+
+/// The `useChat` body (it has `messages`) or the chat route's own.
+fn parse_ask(body: &[u8]) -> Result<ChatAsk, ApiError> {
+    let value: Value = parse_json_body(body)?;
+    if value.get("messages").is_some() {
+        return use_chat_ask(parse_json_body(body)?);
+    }
+    let request: ChatRequest = parse_json_body(body)?;
+    if request.message.trim().is_empty() {
+        return Err(ApiError::invalid_request("`message` must not be empty").with_param("message"));
+    }
+    Ok(ChatAsk {
+        prompt: request.message,
+        conversation: request
+            .conversation_id
+            .map_or(ConversationTurn::Start, ConversationTurn::Continue),
+        agent: request.agent,
+    })
+}
+
+fn use_chat_ask(request: UseChatRequest) -> Result<ChatAsk, ApiError> {
+    let length = request.id.chars().count();
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
+    if !(1..=MAX_CHAT_ID_CHARS).contains(&length) || !request.id.chars().all(allowed) {
+        return Err(ApiError::invalid_request(format!(
+            "`id` (the chat id) must be 1 to {MAX_CHAT_ID_CHARS} ASCII letters, digits or `- _ . :`"
+        ))
+        .with_param("id"));
+    }
+    if let Some(trigger) = request.trigger.as_deref()
+        && !matches!(trigger, "submit-message" | "regenerate-message")
+    {
+        return Err(ApiError::invalid_request(format!(
+            "`trigger` {trigger:?} is not `submit-message` or `regenerate-message`"
+        ))
+        .with_param("trigger"));
+    }
+    let prompt = request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "user")
+        .map(wire::UiMessage::text)
+        .filter(|text| !text.trim().is_empty())
+        .ok_or_else(|| {
+            ApiError::invalid_request("`messages` needs a user message with a text part")
+                .with_param("messages")
+        })?;
+    Ok(ChatAsk {
+        prompt,
+        conversation: ConversationTurn::Named(request.id),
+        agent: request.agent,
+    })
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/{user_id}/chat/{conversation_id}/stream",
+    tag = "chat",
+    summary = "Resume the answer in progress in a conversation as an AI SDK UI message stream",
+    params(StreamPath),
+    responses(
+        (status = 200, description = "The answer's UI message stream from its start (`data: {\"type\": \"start\"}` … `data: [DONE]`)", content_type = "text/event-stream", body = crate::http::wire::ServerSentEvent),
+        (status = 204, description = "No answer is in progress in this conversation"),
+        ErrorBody,
+    ),
+)]
+pub async fn resume_stream(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(StreamPath {
+        user_id,
+        conversation_id,
+    }): ApiPath<StreamPath>,
+) -> Result<Response, ApiError> {
+    check_user(&caller, &user_id)?;
+    let filter = RunFilter {
+        owner: RunOwnerFilter::User(Some(user_id)),
+        agent: None,
+        statuses: vec!["queued".into(), "running".into(), "waiting_approval".into()],
+        conversation_id: Some(conversation_id),
+        after: None,
+        limit: 1,
+    };
+    let runs = runtime.list_runs(&filter).await.map_err(ApiError::store)?;
+    let Some(run) = runs.into_iter().next() else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let events = followed_events(&runtime, run.id.clone(), 0);
+    Ok(with_run_headers(
+        stream_response(&runtime, run.id.clone(), events),
+        &run.id,
+        run.conversation_id.as_deref(),
+    ))
+}
+
+/// The run's events as the UI message stream, ending with `[DONE]`.
+fn stream_response(
+    runtime: &Runtime,
+    run_id: String,
+    events: impl Stream<Item = RunEventJson> + Send + 'static,
+) -> Response {
+    let mut response = sse_response(runtime, ui_message_stream(ui_parts(run_id, events)));
+    response
+        .headers_mut()
+        .insert(STREAM_HEADER, HeaderValue::from_static("v1"));
+    response
+}
+
+/// A failed run's error as the per-user chat says it to end users (seeds/001): never internals.
+fn for_end_users(part: UiPart) -> UiPart {
+    match part {
+        UiPart::Finished(mut end) if end.error.is_some() => {
+            let reason = ExitReason::parse(&end.exit_reason).unwrap_or(ExitReason::InternalError);
+            end.error = Some(friendly_failure(reason).to_string());
+            UiPart::Finished(end)
+        }
+        other => other,
+    }
+}
+
+fn ui_message_stream(
+    parts: impl Stream<Item = UiPart> + Send + 'static,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
+    let frames = parts.flat_map(|part| {
+        let events: Vec<Result<Event, Infallible>> = chunks(for_end_users(part))
+            .into_iter()
+            .map(|chunk| Ok(Event::default().data(chunk.to_string())))
+            .collect();
+        futures_util::stream::iter(events)
+    });
+    frames.chain(futures_util::stream::once(async {
+        Ok(Event::default().data("[DONE]"))
+    }))
+}

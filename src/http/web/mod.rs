@@ -1,0 +1,217 @@
+//! The web page (SPEC §10): `GET /` and `GET /ui/{file}` serve the chat and runs console, HTML,
+//! CSS and JavaScript embedded in the binary (no CDN, no build step), under a strict
+//! Content-Security-Policy that allows only these files and calls to this server, so nothing a
+//! model writes can run. The page speaks only the public API; two calls exist for it:
+//! `POST /v1/markdown` renders a finished answer's Markdown with `pulldown-cmark` (HTML in it shown
+//! as text) and cleans the result with `ammonia`, and `GET /v1/me` says what the caller's key is (admin, bound user).
+
+use axum::extract::Extension;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::auth::Caller;
+use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
+
+/// Only this page's own files and calls to this server; no inline script or style.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; \
+     form-action 'none'; frame-ancestors 'none'";
+
+/// The largest Markdown text `POST /v1/markdown` renders, in bytes.
+pub const MAX_MARKDOWN_BYTES: usize = 256 * 1024;
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+
+/// The page's files, by the name `/ui/{file}` serves them under.
+const ASSETS: [(&str, &str, &str); 2] = [
+    (
+        "app.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/app.js"),
+    ),
+    (
+        "app.css",
+        "text/css; charset=utf-8",
+        include_str!("assets/app.css"),
+    ),
+];
+
+fn with_page_headers(mut response: Response, content_type: &'static str) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "web",
+    summary = "The web chat and runs console",
+    responses((status = 200, description = "The page", content_type = "text/html", body = String)),
+)]
+pub async fn page() -> Response {
+    with_page_headers(INDEX_HTML.into_response(), "text/html; charset=utf-8")
+}
+
+/// The `{file}` of `/ui/{file}`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct AssetPath {
+    /// `app.js` or `app.css`.
+    #[param(pattern = r"^app\.(js|css)$")]
+    pub file: String,
+}
+
+#[utoipa::path(
+    get,
+    path = "/ui/{file}",
+    tag = "web",
+    summary = "One of the page's files",
+    params(AssetPath),
+    responses(
+        (status = 200, description = "The file", content(
+            (String = "text/javascript"),
+            (String = "text/css"),
+        )),
+        ErrorBody,
+    ),
+)]
+pub async fn asset(ApiPath(AssetPath { file }): ApiPath<AssetPath>) -> Result<Response, ApiError> {
+    let (_, content_type, body) = ASSETS
+        .iter()
+        .find(|(name, _, _)| *name == file)
+        .ok_or_else(|| ApiError::not_found(format!("The page has no file `{file}`")))?;
+    Ok(with_page_headers(body.into_response(), content_type))
+}
+
+/// `POST /v1/markdown`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MarkdownRequest {
+    /// Markdown, at most 256 KiB.
+    pub text: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MarkdownAnswer {
+    /// The rendered HTML, cleaned: no script, event handler or unsafe URL survives.
+    pub html: String,
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/markdown",
+    tag = "web",
+    summary = "Render Markdown to safe HTML (the page shows finished answers with it)",
+    request_body = MarkdownRequest,
+    responses(
+        (status = 200, description = "The HTML", body = MarkdownAnswer),
+        ErrorBody,
+    ),
+)]
+pub async fn markdown(
+    ApiJson(request): ApiJson<MarkdownRequest>,
+) -> Result<axum::Json<MarkdownAnswer>, ApiError> {
+    if request.text.len() > MAX_MARKDOWN_BYTES {
+        return Err(ApiError::invalid_request(format!(
+            "`text` is {} bytes; at most {MAX_MARKDOWN_BYTES} are rendered",
+            request.text.len()
+        ))
+        .with_param("text"));
+    }
+    Ok(axum::Json(MarkdownAnswer {
+        html: render_markdown(&request.text),
+    }))
+}
+
+/// Markdown to HTML that is safe to insert into the page.
+pub fn render_markdown(text: &str) -> String {
+    use pulldown_cmark::{Event, Options, Parser, html};
+    let options = Options::ENABLE_TABLES
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_FOOTNOTES;
+    // HTML a model writes is shown as the text it is, never as markup.
+    let events = Parser::new_ext(text, options).map(|event| match event {
+        Event::Html(raw) | Event::InlineHtml(raw) => Event::Text(raw),
+        other => other,
+    });
+    let mut unsafe_html = String::with_capacity(text.len() * 3 / 2);
+    html::push_html(&mut unsafe_html, events);
+    ammonia::Builder::default()
+        .link_rel(Some("noopener noreferrer nofollow"))
+        .clean(&unsafe_html)
+        .to_string()
+}
+
+/// What the caller's key is.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Me {
+    pub admin: bool,
+    /// The user the key is bound to; null when it acts for anyone it names.
+    #[schema(required)]
+    pub user_id: Option<String>,
+    /// The agents the key may run; null is every agent.
+    #[schema(required)]
+    pub agents: Option<Vec<String>>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/me",
+    tag = "web",
+    summary = "What the caller's key may do (the page asks for a user name when it has none)",
+    responses(
+        (status = 200, description = "The key", body = Me),
+        ErrorBody,
+    ),
+)]
+pub async fn whoami(Extension(caller): Extension<Caller>) -> axum::Json<Me> {
+    axum::Json(Me {
+        admin: caller.admin,
+        user_id: caller.user_id,
+        agents: caller.agents,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_keeps_formatting_and_shows_model_html_as_text() {
+        let html = render_markdown(
+            "**bold** <img src=x onerror=alert(1)> <script>alert(2)</script> [a](javascript:alert(3))",
+        );
+        assert!(html.contains("<strong>bold</strong>"), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;"),
+            "markup shows as text: {html}"
+        );
+        assert!(
+            !html.contains("<script") && !html.contains("<img") && !html.contains("javascript:"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn every_asset_is_embedded() {
+        assert!(INDEX_HTML.contains("/ui/app.js"));
+        assert!(ASSETS.iter().all(|(_, _, body)| !body.is_empty()));
+    }
+}

@@ -1,0 +1,729 @@
+//! The web frontends (issue 24): the page at `/` and its files (public, under a strict CSP),
+//! `POST /v1/markdown` and `GET /v1/me`, AG-UI (every frame validated by the `ag-ui-protocol`
+//! Python package, a run consumed by `@ag-ui/client`'s `HttpAgent`), the AI SDK UI message
+//! stream (read by the `ai` package's own parser and transport, resumed mid-answer), and the
+//! page itself in headless Chromium through Playwright (tests/web/page.py).
+//!
+//! The clients are installed by `.ci/run`: Python packages in `.ci/venv`, npm packages with
+//! `npm ci --prefix tests/node`, Chromium from Debian. A test whose client is missing fails
+//! saying how to install it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::support::mcp::test_server_config;
+use crate::support::mock_llm::{Reply, ToolCall};
+use crate::support::{TestApp, json_frames, spawn_app_with};
+
+const TOOL_AGENT: &str = "---\ndescription: Echoes with a tool\nmodels: llm/upstream-model\nfinalization: text\ntools: [test]\n---\nYou use your tools.\n";
+const ADMIN_KEY: &str = "admin-key";
+const ADA_KEY: &str = "ada-key";
+
+/// The test app with keys (an admin, and one bound to user `ada`), the test MCP server and an
+/// agent using it. Keep the directory alive.
+async fn spawn_web_app() -> (TestApp, tempfile::TempDir) {
+    let extra = tempfile::tempdir().expect("dir");
+    std::fs::write(extra.path().join("tooly.ai"), TOOL_AGENT).expect("agent");
+    let extra_path = extra.path().display().to_string();
+    let app = spawn_app_with(|config| {
+        config["mcpServers"] = json!({"test": test_server_config(json!({}))});
+        config["agents"]
+            .as_array_mut()
+            .expect("agents")
+            .push(json!(extra_path));
+        config["auth"] = json!({"keys": [
+            {"key": ADMIN_KEY, "admin": true},
+            {"key": ADA_KEY, "userId": "ada"},
+        ]});
+    })
+    .await;
+    (app, extra)
+}
+
+async fn post(app: &TestApp, key: &str, path: &str, body: &Value) -> reqwest::Response {
+    app.client
+        .post(app.url(path))
+        .bearer_auth(key)
+        .json(body)
+        .send()
+        .await
+        .expect("request")
+}
+
+async fn body_text(response: reqwest::Response) -> String {
+    let mut body = String::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        body.push_str(&String::from_utf8_lossy(&chunk.expect("chunk")));
+    }
+    body
+}
+
+fn data_frames(body: &str) -> Vec<String> {
+    body.split("\n\n")
+        .filter_map(|frame| {
+            let data: Vec<&str> = frame
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .collect();
+            (!data.is_empty()).then(|| data.join("\n"))
+        })
+        .collect()
+}
+
+fn types(frames: &[Value]) -> Vec<&str> {
+    frames.iter().filter_map(|f| f["type"].as_str()).collect()
+}
+
+// ---------- the clients ----------
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `.ci/venv/bin/python` with `ag-ui-protocol` and `playwright`, which `.ci/run` installs.
+fn web_python() -> PathBuf {
+    let python = repo().join(".ci/venv/bin/python");
+    let ready = std::process::Command::new(&python)
+        .args(["-c", "import ag_ui.core, playwright"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ready,
+        "the web tests' Python packages are missing: `python3 -m venv .ci/venv && .ci/venv/bin/pip \
+         install ag-ui-protocol==1.0.0 playwright==1.65.2` (or run .ci/run)"
+    );
+    python
+}
+
+async fn run_python(script: &str, args: &[String]) -> String {
+    let python = tokio::task::spawn_blocking(web_python)
+        .await
+        .expect("python");
+    let output = tokio::process::Command::new(python)
+        .arg(repo().join(script))
+        .args(args)
+        .output()
+        .await
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// Runs `tests/node/SCRIPT` with node (as user `ada`'s key) and returns the JSON it printed last.
+async fn run_node(script: &str, args: &[String]) -> Value {
+    let node_dir = repo().join("tests/node");
+    assert!(
+        node_dir.join("node_modules/@ag-ui/client").exists()
+            && node_dir.join("node_modules/ai").exists(),
+        "the npm clients are missing: `npm ci --prefix tests/node` (Node 20; or run .ci/run)"
+    );
+    let output = tokio::process::Command::new("node")
+        .arg(node_dir.join(script))
+        .args(args)
+        .env("AGENTD_KEY", ADA_KEY)
+        .current_dir(&node_dir)
+        .output()
+        .await
+        .expect("node runs (install Node 20)");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{script} printed {stdout:?}: {e}"))
+}
+
+// ---------- the page and its calls ----------
+
+#[tokio::test]
+async fn the_page_and_its_files_are_public_under_a_strict_csp() {
+    let (app, _dir) = spawn_web_app().await;
+    let page = app.get("/").await;
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .expect("csp")
+        .to_string();
+    assert!(csp.contains("script-src 'self'") && csp.contains("default-src 'none'"));
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert!(
+        page.headers()["content-type"]
+            .to_str()
+            .expect("type")
+            .starts_with("text/html")
+    );
+    let html = page.text().await.expect("html");
+    assert!(
+        html.contains("/ui/app.js") && !html.contains("<script>"),
+        "no inline script"
+    );
+
+    let script = app.get("/ui/app.js").await;
+    assert_eq!(script.status(), 200);
+    assert!(
+        script.headers()["content-type"]
+            .to_str()
+            .expect("type")
+            .starts_with("text/javascript")
+    );
+    assert_eq!(app.get("/ui/app.css").await.status(), 200);
+    let missing = app.get("/ui/other.js").await;
+    assert_eq!(missing.status(), 404);
+    let error: Value = missing.json().await.expect("json");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("other.js")
+    );
+
+    assert_eq!(
+        app.get("/v1/me").await.status(),
+        401,
+        "the API still needs a key"
+    );
+}
+
+#[tokio::test]
+async fn me_says_whether_the_key_is_an_admin_and_whose_it_is() {
+    let (app, _dir) = spawn_web_app().await;
+    for (key, admin, user) in [
+        (ADMIN_KEY, true, Value::Null),
+        (ADA_KEY, false, json!("ada")),
+    ] {
+        let me: Value = app
+            .client
+            .get(app.url("/v1/me"))
+            .bearer_auth(key)
+            .send()
+            .await
+            .expect("me")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(me["admin"], admin);
+        assert_eq!(me["user_id"], user);
+    }
+}
+
+#[tokio::test]
+async fn markdown_is_rendered_with_model_html_as_text_up_to_its_limit() {
+    let (app, _dir) = spawn_web_app().await;
+    let answer: Value = post(
+        &app,
+        ADA_KEY,
+        "/v1/markdown",
+        &json!({"text": "# Hi\n\n**bold** <img src=x onerror=alert(1)><script>alert(2)</script> [x](javascript:alert(3))"}),
+    )
+    .await
+    .json()
+    .await
+    .expect("json");
+    let html = answer["html"].as_str().expect("html");
+    assert!(
+        html.contains("<h1>Hi</h1>") && html.contains("<strong>bold</strong>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("&lt;script&gt;") && html.contains("&lt;img"),
+        "shown as text: {html}"
+    );
+    assert!(!html.contains("<script") && !html.contains("<img") && !html.contains("javascript:"));
+
+    let limit = agentd_markdown_limit();
+    let at_limit = post(
+        &app,
+        ADA_KEY,
+        "/v1/markdown",
+        &json!({"text": "a".repeat(limit)}),
+    )
+    .await;
+    assert_eq!(at_limit.status(), 200);
+    let past = post(
+        &app,
+        ADA_KEY,
+        "/v1/markdown",
+        &json!({"text": "a".repeat(limit + 1)}),
+    )
+    .await;
+    assert_eq!(past.status(), 400);
+    let error: Value = past.json().await.expect("json");
+    assert_eq!(error["error"]["param"], "text");
+}
+
+/// `MAX_MARKDOWN_BYTES` (256 KiB), which the server's request body limit must let through.
+fn agentd_markdown_limit() -> usize {
+    256 * 1024
+}
+
+// ---------- AG-UI ----------
+
+fn ag_ui_input(thread: &str, prompt: &str) -> Value {
+    json!({
+        "threadId": thread, "runId": "client-run", "state": {}, "tools": [], "context": [],
+        "forwardedProps": {},
+        "messages": [{"id": "m1", "role": "user", "content": prompt}],
+    })
+}
+
+#[tokio::test]
+async fn every_ag_ui_frame_of_a_run_with_thinking_a_tool_and_an_error_validates() {
+    let (app, _dir) = spawn_web_app().await;
+    app.llm.push(
+        Reply::tool_calls(vec![ToolCall::new(
+            "c1",
+            "test__echo",
+            r#"{"text": "ping"}"#,
+        )])
+        .with_reasoning("I should echo."),
+    );
+    for _ in 0..8 {
+        app.llm.push(Reply::status(
+            500,
+            json!({"error": {"message": "upstream broke"}}),
+        ));
+    }
+    let response = post(
+        &app,
+        ADA_KEY,
+        "/ag-ui/tooly",
+        &ag_ui_input("thread-1", "Echo ping"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let frames = json_frames(&data_frames(&body_text(response).await));
+    let kinds = types(&frames);
+    for expected in [
+        "RUN_STARTED",
+        "STEP_STARTED",
+        "REASONING_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_END",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "STEP_FINISHED",
+    ] {
+        assert!(kinds.contains(&expected), "{expected} missing: {kinds:?}");
+    }
+    assert_eq!(kinds.first(), Some(&"RUN_STARTED"));
+    assert_eq!(kinds.last(), Some(&"RUN_ERROR"), "{kinds:?}");
+    assert_eq!(frames[0]["threadId"], "thread-1");
+    assert_eq!(frames[0]["runId"], "client-run");
+    let result = frames
+        .iter()
+        .find(|f| f["type"] == "TOOL_CALL_RESULT")
+        .expect("result");
+    assert_eq!(result["content"], "ping");
+    let args = frames
+        .iter()
+        .find(|f| f["type"] == "TOOL_CALL_ARGS")
+        .expect("args");
+    assert_eq!(
+        serde_json::from_str::<Value>(args["delta"].as_str().expect("delta")).expect("json"),
+        json!({"text": "ping"})
+    );
+
+    let file = tempfile::NamedTempFile::new().expect("file");
+    std::fs::write(file.path(), serde_json::to_string(&frames).expect("json")).expect("write");
+    let checked = run_python(
+        "tests/web/ag_ui_frames.py",
+        &[file.path().display().to_string()],
+    )
+    .await;
+    assert_eq!(
+        checked.lines().filter(|l| l.ends_with(" ok")).count(),
+        frames.len(),
+        "{checked}"
+    );
+
+    // The thread is the user's conversation, kept by the server.
+    let conversation: Value = app
+        .client
+        .get(app.url("/api/ada/conversations/thread-1"))
+        .bearer_auth(ADA_KEY)
+        .send()
+        .await
+        .expect("conversation")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(conversation["messages"][0]["content"], "Echo ping");
+}
+
+#[tokio::test]
+async fn ag_ui_refuses_what_it_cannot_do_naming_the_field() {
+    let (app, _dir) = spawn_web_app().await;
+    let mut with_tools = ag_ui_input("t", "hi");
+    with_tools["tools"] = json!([{"name": "confirm", "description": "asks", "parameters": {}}]);
+    let cases = [
+        (with_tools, "tools"),
+        (
+            json!({"threadId": "t", "runId": "r", "messages": [], "resume": [{"interruptId": "x"}]}),
+            "resume",
+        ),
+        (ag_ui_input("../etc", "hi"), "threadId"),
+        (ag_ui_input(&"t".repeat(129), "hi"), "threadId"),
+    ];
+    for (input, param) in cases {
+        let response = post(&app, ADA_KEY, "/ag-ui/chat", &input).await;
+        assert_eq!(response.status(), 400, "{param}");
+        let error: Value = response.json().await.expect("json");
+        assert_eq!(error["error"]["param"], param, "{error}");
+    }
+    // A thread with nothing to answer is told in the stream, as AG-UI clients expect.
+    let nothing = post(
+        &app,
+        ADA_KEY,
+        "/ag-ui/chat",
+        &json!({"threadId": "t", "runId": "r", "tools": null,
+            "messages": [{"id": "a", "role": "assistant", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(nothing.status(), 200);
+    let frames = json_frames(&data_frames(&body_text(nothing).await));
+    assert_eq!(types(&frames), ["RUN_STARTED", "RUN_ERROR"]);
+    assert!(
+        frames[1]["message"]
+            .as_str()
+            .expect("message")
+            .contains("user message")
+    );
+    let at_limit = post(
+        &app,
+        ADA_KEY,
+        "/ag-ui/nope",
+        &ag_ui_input(&"t".repeat(128), "hi"),
+    )
+    .await;
+    assert_eq!(
+        at_limit.status(),
+        404,
+        "a 128-character thread id passes; the agent does not exist"
+    );
+}
+
+#[tokio::test]
+async fn ag_ui_http_agent_consumes_a_run() {
+    let (app, _dir) = spawn_web_app().await;
+    app.llm
+        .push(Reply::text_in_pieces(&["Hello ", "from ", "agentd"]).with_reasoning("thinking"));
+    let seen = run_node(
+        "ag_ui_client.mjs",
+        &[
+            app.address.clone(),
+            "chat".into(),
+            "Say hello".into(),
+            "thread-node".into(),
+        ],
+    )
+    .await;
+    assert_eq!(seen["runError"], Value::Null, "{seen}");
+    let kinds: Vec<&str> = seen["types"]
+        .as_array()
+        .expect("types")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(kinds.first(), Some(&"RUN_STARTED"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"RUN_FINISHED"), "{kinds:?}");
+    let texts: Vec<&str> = seen["newMessages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(texts, ["Hello from agentd"], "{seen}");
+}
+
+// ---------- the AI SDK UI message stream ----------
+
+fn use_chat_body(chat_id: &str, prompt: &str) -> Value {
+    json!({
+        "id": chat_id, "trigger": "submit-message",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": prompt}]}],
+    })
+}
+
+#[tokio::test]
+async fn the_ai_sdk_stream_has_its_parts_header_and_done() {
+    let (app, _dir) = spawn_web_app().await;
+    app.llm.push(
+        Reply::tool_calls(vec![ToolCall::new(
+            "c1",
+            "test__echo",
+            r#"{"text": "pong"}"#,
+        )])
+        .with_reasoning("echo it"),
+    );
+    app.llm.push(Reply::text("Echoed."));
+    let response = app
+        .client
+        .post(app.url("/api/ada/chat"))
+        .bearer_auth(ADA_KEY)
+        .header("accept", "text/x-ai-sdk-ui")
+        .json(&json!({"message": "Echo pong", "agent": "tooly"}))
+        .send()
+        .await
+        .expect("chat");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-vercel-ai-ui-message-stream"], "v1");
+    let data = data_frames(&body_text(response).await);
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    let frames = json_frames(&data);
+    let kinds = types(&frames);
+    for expected in [
+        "start",
+        "start-step",
+        "reasoning-start",
+        "reasoning-delta",
+        "reasoning-end",
+        "tool-input-available",
+        "tool-output-available",
+        "finish-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+    ] {
+        assert!(kinds.contains(&expected), "{expected} missing: {kinds:?}");
+    }
+    assert_eq!(kinds.last(), Some(&"finish"));
+    let output = frames
+        .iter()
+        .find(|f| f["type"] == "tool-output-available")
+        .expect("output");
+    assert_eq!(output["output"], "pong");
+    let finish = frames.last().expect("finish");
+    assert_eq!(finish["finishReason"], "stop");
+
+    // `?protocol=ai-sdk` selects it too; a bad useChat body names the field.
+    let bad = post(
+        &app,
+        ADA_KEY,
+        "/api/ada/chat?protocol=ai-sdk",
+        &json!({"id": "c", "messages": [{"role": "assistant", "parts": []}]}),
+    )
+    .await;
+    assert_eq!(bad.status(), 400);
+    let error: Value = bad.json().await.expect("json");
+    assert_eq!(error["error"]["param"], "messages");
+}
+
+#[tokio::test]
+async fn the_ai_package_reads_the_stream_sent_by_its_default_transport() {
+    let (app, _dir) = spawn_web_app().await;
+    app.llm
+        .push(Reply::text_in_pieces(&["Hi ", "there", "!"]).with_reasoning("greet"));
+    let seen = run_node(
+        "ai_sdk_stream.mjs",
+        &[
+            app.address.clone(),
+            "ada".into(),
+            "chat-1".into(),
+            "Hello".into(),
+        ],
+    )
+    .await;
+    assert_eq!(seen["errors"], json!([]), "{seen}");
+    let parts = seen["message"]["parts"].as_array().expect("parts");
+    let text: String = parts
+        .iter()
+        .filter(|p| p["type"] == "text")
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(text, "Hi there!", "{seen}");
+    assert!(parts.iter().any(|p| p["type"] == "reasoning"), "{seen}");
+    assert_eq!(seen["message"]["metadata"]["status"], "completed", "{seen}");
+    // The chat id is the user's conversation.
+    let conversation = app
+        .client
+        .get(app.url("/api/ada/conversations/chat-1"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .expect("conversation");
+    assert_eq!(conversation.status(), 200);
+}
+
+#[tokio::test]
+async fn the_resume_route_continues_an_answer_in_progress() {
+    let (app, _dir) = spawn_web_app().await;
+    let words: Vec<String> = (0..12).map(|i| format!("w{i} ")).collect();
+    let pieces: Vec<&str> = words.iter().map(String::as_str).collect();
+    app.llm
+        .push(Reply::text_in_pieces(&pieces).with_chunk_gap(Duration::from_millis(150)));
+    let none = run_node(
+        "ai_sdk_stream.mjs",
+        &[
+            app.address.clone(),
+            "ada".into(),
+            "chat-r".into(),
+            "".into(),
+            "resume".into(),
+        ],
+    )
+    .await;
+    assert_eq!(none["resumed"], false, "204 before any answer: {none}");
+
+    let started = post(
+        &app,
+        ADA_KEY,
+        "/api/ada/chat",
+        &use_chat_body("chat-r", "Count"),
+    )
+    .await;
+    assert_eq!(started.status(), 200);
+    let mut stream = started.bytes_stream();
+    let first = stream.next().await.expect("a first chunk").expect("chunk");
+    assert!(String::from_utf8_lossy(&first).contains("\"start\""));
+    drop(stream); // the client leaves mid-answer (a reload)
+
+    let resumed = run_node(
+        "ai_sdk_stream.mjs",
+        &[
+            app.address.clone(),
+            "ada".into(),
+            "chat-r".into(),
+            "".into(),
+            "resume".into(),
+        ],
+    )
+    .await;
+    assert_eq!(resumed["resumed"], true, "{resumed}");
+    let text: String = resumed["message"]["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .filter(|p| p["type"] == "text")
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(text, pieces.concat(), "the whole answer, each word once");
+}
+
+// ---------- the page in a browser ----------
+
+#[tokio::test]
+async fn the_page_works_in_headless_chromium() {
+    let (app, _dir) = spawn_web_app().await;
+    // The replies, in the order tests/web/page.py asks for them.
+    app.llm
+        .push(Reply::text_in_pieces(&["Hello ", "**world**"]));
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "t1",
+        "test__echo",
+        r#"{"text": "ping"}"#,
+    )]));
+    app.llm.push(Reply::text("Echoed it."));
+    app.llm.push(Reply::text(
+        "Look: <img src=x onerror=\"window.__xss=1\"> <script>window.__xss=2</script> done",
+    ));
+    let words: Vec<String> = (0..20).map(|i| format!("word{i} ")).collect();
+    let pieces: Vec<&str> = words.iter().map(String::as_str).collect();
+    app.llm
+        .push(Reply::text_in_pieces(&pieces).with_chunk_gap(Duration::from_millis(120)));
+    let slow: Vec<String> = (0..40).map(|i| format!("slow{i} ")).collect();
+    let slow: Vec<&str> = slow.iter().map(String::as_str).collect();
+    app.llm
+        .push(Reply::text_in_pieces(&slow).with_chunk_gap(Duration::from_millis(250)));
+    let shots = repo().join("target/web-screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let out = run_python(
+        "tests/web/page.py",
+        &[
+            app.address.clone(),
+            ADMIN_KEY.into(),
+            pieces.concat(),
+            shots.display().to_string(),
+        ],
+    )
+    .await;
+    for step in [
+        "401 ok",
+        "stream ok",
+        "tool ok",
+        "xss ok",
+        "reload ok",
+        "stop ok",
+        "runs ok",
+        "phone ok",
+    ] {
+        assert!(out.lines().any(|l| l == step), "{step} missing:\n{out}");
+    }
+}
+
+#[tokio::test]
+async fn a_failed_ai_sdk_answer_says_what_the_chat_says_never_internals() {
+    let (app, _dir) = spawn_web_app().await;
+    for _ in 0..8 {
+        app.llm.push(Reply::status(
+            500,
+            json!({"error": {"message": "stack trace at db.internal:5432"}}),
+        ));
+    }
+    let response = post(
+        &app,
+        ADA_KEY,
+        "/api/ada/chat",
+        &use_chat_body("chat-f", "Hi"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let body = body_text(response).await;
+    assert!(!body.contains("db.internal"), "{body}");
+    let frames = json_frames(&data_frames(&body));
+    let error = frames
+        .iter()
+        .find(|f| f["type"] == "error")
+        .expect("an error part");
+    assert_eq!(
+        error["errorText"],
+        "I'm having trouble connecting to my AI service. Please try again."
+    );
+    let finish = frames.last().expect("finish");
+    assert_eq!(finish["finishReason"], "error");
+    assert_eq!(finish["messageMetadata"]["exitReason"], "llm_error");
+}
+
+#[tokio::test]
+async fn an_ag_ui_thread_without_a_user_sends_its_messages_as_history() {
+    let (app, _dir) = spawn_web_app().await;
+    app.llm.push(Reply::text("You are Ada."));
+    let input = json!({
+        "threadId": "loose", "runId": "r",
+        "messages": [
+            {"id": "1", "role": "user", "content": "My name is Ada."},
+            {"id": "2", "role": "assistant", "content": "Hi Ada!"},
+            {"id": "3", "role": "user", "content": [{"type": "text", "text": "Who am I?"}]},
+        ],
+    });
+    let response = post(&app, ADMIN_KEY, "/ag-ui/chat", &input).await;
+    assert_eq!(response.status(), 200);
+    let frames = json_frames(&data_frames(&body_text(response).await));
+    assert_eq!(types(&frames).last(), Some(&"RUN_FINISHED"));
+    let sent: Vec<String> = app.llm.requests()[0]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(sent[1..], ["My name is Ada.", "Hi Ada!", "Who am I?"]);
+
+    // A user key may not name another user's thread.
+    let mut other = ag_ui_input("t2", "hi");
+    other["forwardedProps"] = json!({"userId": "bob"});
+    let refused = post(&app, ADA_KEY, "/ag-ui/chat", &other).await;
+    assert_eq!(refused.status(), 403);
+}
