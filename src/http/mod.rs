@@ -9,6 +9,7 @@ mod chat;
 mod connections;
 pub mod error;
 mod layers;
+mod mcp_server;
 mod openai;
 pub mod openapi;
 mod ops;
@@ -51,7 +52,9 @@ fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
     let body_limit = server.request_body_limit_bytes;
     let cors = layers::cors(&server.cors_origins);
     let keys = Arc::new(auth::KeyTable::from_config(&runtime.config().auth));
+    let mcp = mcp_server::McpEndpoint::new(runtime.clone());
     let router = router
+        .layer(axum::Extension(mcp))
         .layer(middleware::from_fn_with_state(keys, auth::authenticate))
         .layer(middleware::from_fn(layers::refuse_long_uri))
         .layer(middleware::from_fn_with_state(
@@ -110,6 +113,7 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(chat::chat))
         .routes(routes!(chat::list_conversations))
         .routes(routes!(chat::get_conversation, chat::delete_conversation))
+        .routes(routes!(mcp_server::post_mcp))
 }
 
 /// Serves until `shutdown` resolves and the runs have drained (answering meanwhile), then stops

@@ -18,6 +18,7 @@ mod internal_tools;
 mod key_limits;
 mod limits;
 mod mcp;
+mod mcp_headend;
 mod metrics_scrape;
 mod operations;
 mod properties;

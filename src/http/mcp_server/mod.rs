@@ -1,0 +1,105 @@
+//! The MCP headend at `/mcp` (SPEC §9.3): every agent the caller's key may use is an MCP tool,
+//! served over streamable HTTP by rmcp's server side. Requests are served statelessly (no
+//! session is kept between POSTs, whatever protocol version the client speaks), so a plain load
+//! balancer in front of several replicas works.
+//!
+//! This module owns the translation only: `tools/list` from the agent registry, `tools/call`
+//! through [`Runtime::start_run`] with the run's events turned into `notifications/progress`,
+//! and `notifications/cancelled` turned into aborting the run. Auth is the router's: the
+//! [`Caller`] the auth layer put on the HTTP request reaches the handler through rmcp's request
+//! extensions.
+
+mod calls;
+mod tools;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Extension, Request};
+use axum::response::Response;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tower::ServiceExt;
+
+use crate::runtime::Runtime;
+use calls::InFlightCalls;
+use tools::AgentTools;
+
+/// The `/mcp` service of one app: rmcp's streamable HTTP service and the calls in flight.
+pub struct McpEndpoint {
+    service: StreamableHttpService<AgentTools, LocalSessionManager>,
+    calls: Arc<InFlightCalls>,
+    body_limit: usize,
+}
+
+impl McpEndpoint {
+    pub fn new(runtime: Arc<Runtime>) -> Arc<Self> {
+        let calls = Arc::new(InFlightCalls::default());
+        let body_limit = runtime.config().server.request_body_limit_bytes;
+        let keep_alive = runtime.config().server.keep_alive_seconds;
+        let shared_calls = Arc::clone(&calls);
+        let shared_runtime = Arc::clone(&runtime);
+        let config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_max_request_body_bytes(body_limit)
+            .with_sse_keep_alive(Some(std::time::Duration::from_secs(keep_alive.max(1))))
+            // agentd's own auth layer guards the route; which hosts reach it is the operator's
+            // listen address and proxy, not a loopback-only default.
+            .disable_allowed_hosts();
+        let service = StreamableHttpService::new(
+            move || {
+                Ok(AgentTools::new(
+                    Arc::clone(&shared_runtime),
+                    Arc::clone(&shared_calls),
+                ))
+            },
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        Arc::new(Self {
+            service,
+            calls,
+            body_limit,
+        })
+    }
+
+    async fn serve(&self, request: Request) -> Response {
+        let request = match self
+            .calls
+            .cancel_if_cancellation(request, self.body_limit)
+            .await
+        {
+            Ok(request) => request,
+            Err(response) => return response,
+        };
+        match self.service.clone().oneshot(request).await {
+            Ok(response) => response.map(Body::new),
+            Err(never) => match never {},
+        }
+    }
+}
+
+#[utoipa::path(
+    post,
+    path = "/mcp",
+    tag = "mcp",
+    summary = "MCP streamable HTTP: tools/list and tools/call over the agents this key may use",
+    request_body(content = Object, description = "One JSON-RPC message (initialize, tools/list, tools/call, notifications/cancelled, …)", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The JSON-RPC answer, as JSON or as an SSE stream carrying progress notifications first", content(
+            (Object = "application/json"),
+            (crate::http::wire::ServerSentEvent = "text/event-stream"),
+        )),
+        (status = 202, description = "A notification was accepted"),
+        (status = "default", description = "An error", body = crate::http::error::ErrorBody),
+    ),
+)]
+/// Only POST is served: a stateless server keeps no session to end (DELETE) and opens no
+/// standalone stream (GET); both answer 405, which MCP clients expect from such a server.
+pub async fn post_mcp(
+    Extension(endpoint): Extension<Arc<McpEndpoint>>,
+    request: Request,
+) -> Response {
+    endpoint.serve(request).await
+}
