@@ -3,6 +3,7 @@
 //! `serve` with graceful shutdown (the connections themselves are `connections`'s). Handlers only translate between wire formats and
 //! [`SessionRequest`](crate::agent::SessionRequest)s.
 
+mod a2a;
 mod anthropic;
 pub mod auth;
 mod chat;
@@ -114,6 +115,9 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(chat::list_conversations))
         .routes(routes!(chat::get_conversation, chat::delete_conversation))
         .routes(routes!(mcp_server::post_mcp))
+        .routes(routes!(a2a::server_card))
+        .routes(routes!(a2a::agent_card))
+        .routes(routes!(a2a::rpc))
 }
 
 /// Serves until `shutdown` resolves and the runs have drained (answering meanwhile), then stops

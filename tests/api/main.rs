@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod a2a;
 mod anthropic;
 mod auth;
 mod chat;

@@ -14,7 +14,7 @@ use crate::support::{TestApp, spawn_app_with};
 const MCP_SDK: &str = "mcp==2.3.0";
 
 /// An agent whose model never answers, for cancellation.
-const SLOW_AGENT: &str = "---\ndescription: Never finishes\nmodels: llm/upstream-model\nfinalization: text\n---\nYou wait.\n";
+pub(crate) const SLOW_AGENT: &str = "---\ndescription: Never finishes\nmodels: llm/upstream-model\nfinalization: text\n---\nYou wait.\n";
 /// An agent with a structured input and a JSON output.
 const JSON_AGENT: &str = "---\ndescription: Sums numbers\nmodels: llm/upstream-model\ntransport: native\ninput:\n  format: json\n  schema:\n    type: object\n    properties:\n      numbers: {type: array, items: {type: number}}\n    required: [numbers]\noutput:\n  format: json\n  schema:\n    type: object\n    properties:\n      sum: {type: number}\n    required: [sum]\n---\nYou add.\n";
 
@@ -87,7 +87,7 @@ pub(crate) async fn run_python(
 }
 
 /// An app with an admin key, a key limited to `chat`, and the slow and JSON agents.
-async fn app_with_agents() -> (TestApp, tempfile::TempDir) {
+pub(crate) async fn app_with_agents() -> (TestApp, tempfile::TempDir) {
     let extra = tempfile::tempdir().expect("agents dir");
     std::fs::write(extra.path().join("slow.ai"), SLOW_AGENT).expect("slow agent");
     std::fs::write(extra.path().join("sum.ai"), JSON_AGENT).expect("sum agent");
