@@ -33,7 +33,7 @@ pub use model_settings::{ModelConfig, ModelOverrides, ParamOverride};
 pub use reasoning::{ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue};
 pub use registry::{AgentRegistry, AgentSpec, Target};
 pub use sampling::SamplingParams;
-pub use tools::{McpServerConfig, McpTransport, QueueConfig, RestToolConfig};
+pub use tools::{A2aAgentConfig, McpServerConfig, McpTransport, QueueConfig, RestToolConfig};
 
 /// The whole configuration after merging every layer.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -46,6 +46,9 @@ pub struct Config {
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     #[serde(default)]
     pub rest_tools: BTreeMap<String, RestToolConfig>,
+    /// Remote A2A agents, each offered as the tool `a2a__<name>`.
+    #[serde(default)]
+    pub a2a_agents: BTreeMap<String, A2aAgentConfig>,
     #[serde(default)]
     pub queues: BTreeMap<String, QueueConfig>,
     #[serde(default)]

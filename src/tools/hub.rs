@@ -9,6 +9,7 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use tracing::warn;
 
+use super::a2a::{A2A_NAMESPACE, RemoteAgents};
 use super::mcp::{McpError, McpServer};
 use super::queue::{QueueError, ToolQueues};
 use super::rest::{REST_NAMESPACE, RestToolError, RestTools};
@@ -26,7 +27,7 @@ pub enum ToolSetupError {
     #[error("mcpServers.{server}.queue: {source}")]
     Queue { server: String, source: QueueError },
     #[error(
-        "{file}: tools: {tool:?} is neither an MCP server in mcpServers nor a REST tool written rest__NAME from restTools"
+        "{file}: tools: {tool:?} is neither an MCP server in mcpServers, a REST tool written rest__NAME from restTools, nor a remote agent written a2a__NAME from a2aAgents"
     )]
     UnknownTool { file: String, tool: String },
     #[error(transparent)]
@@ -44,6 +45,7 @@ impl ToolSetupError {
 pub struct ToolHub {
     servers: BTreeMap<String, Arc<McpServer>>,
     rest: RestTools,
+    remote_agents: RemoteAgents,
 }
 
 impl ToolHub {
@@ -85,9 +87,19 @@ impl ToolHub {
                 Err(error) => failure = failure.or(Some(error)),
             }
         }
+        let remote_agents = RemoteAgents::connect(&config.a2a_agents, |name| {
+            agents.iter().any(|agent| {
+                agent
+                    .tools
+                    .iter()
+                    .any(|entry| remote_agent_name(entry) == Some(name))
+            })
+        })
+        .await;
         let hub = Self {
             servers: connected,
             rest,
+            remote_agents,
         };
         if let Some(error) = failure {
             hub.shutdown().await;
@@ -132,6 +144,15 @@ impl ToolHub {
         if !rest_names.is_empty() {
             registry.add(Arc::new(self.rest.subset(rest_names)));
         }
+        let remote = self.remote_agents.subset(
+            agent
+                .tools
+                .iter()
+                .filter_map(|entry| remote_agent_name(entry)),
+        );
+        if !remote.is_empty() {
+            registry.add(Arc::new(remote));
+        }
         for entry in &agent.tools {
             if let Some(server) = self.servers.get(entry) {
                 registry.add(Arc::clone(server) as Arc<dyn ToolProvider>);
@@ -166,6 +187,13 @@ impl ToolHub {
     }
 }
 
+/// `a2a__x` → `x`.
+fn remote_agent_name(entry: &str) -> Option<&str> {
+    entry
+        .strip_prefix(A2A_NAMESPACE)
+        .and_then(|rest| rest.strip_prefix("__"))
+}
+
 /// `rest__x` → `x`.
 fn rest_tool_name(entry: &str) -> Option<&str> {
     entry
@@ -180,9 +208,10 @@ fn check_agent_tools(
     agent: &AgentSpec,
 ) -> Result<(), ToolSetupError> {
     for entry in &agent.tools {
-        let known = match rest_tool_name(entry) {
-            Some(name) => rest.contains(name) || config.rest_tools.contains_key(name),
-            None => config.mcp_servers.contains_key(entry),
+        let known = match (rest_tool_name(entry), remote_agent_name(entry)) {
+            (Some(name), _) => rest.contains(name) || config.rest_tools.contains_key(name),
+            (_, Some(name)) => config.a2a_agents.contains_key(name),
+            _ => config.mcp_servers.contains_key(entry),
         };
         if !known {
             return Err(ToolSetupError::UnknownTool {
@@ -199,7 +228,10 @@ fn check_agent_tools(
             .is_some_and(|server| !server.is_enabled())
             || rest_tool_name(entry)
                 .and_then(|name| config.rest_tools.get(name))
-                .is_some_and(|tool| !tool.is_enabled());
+                .is_some_and(|tool| !tool.is_enabled())
+            || remote_agent_name(entry)
+                .and_then(|name| config.a2a_agents.get(name))
+                .is_some_and(|agent| !agent.is_enabled());
         if disabled {
             warn!(agent = %agent.name, tool = %entry, "the agent names a disabled tool; it is not offered");
         }

@@ -5,6 +5,7 @@
 mod support;
 
 mod a2a;
+mod a2a_remote;
 mod anthropic;
 mod auth;
 mod chat;

@@ -514,6 +514,7 @@ fn task_stream(runtime: &Arc<Runtime>, run: RunRecord, dialect: Dialect) -> Fram
                         dialect,
                     ),
                     terminal: true,
+                    metadata: None,
                 }),
             };
             std::future::ready(translated.map(|f| frame(&f)))

@@ -62,6 +62,12 @@ pub fn task_of_run(run: &RunRecord, history_length: Option<u32>, dialect: Dialec
     metadata.insert("agent".into(), json!(run.agent));
     if let Some(reason) = &run.exit_reason {
         metadata.insert("exitReason".into(), json!(reason));
+        metadata.insert("costUsd".into(), json!(run.cost_usd));
+        metadata.insert(
+            "usage".into(),
+            json!({"input_tokens": run.input_tokens, "output_tokens": run.output_tokens,
+                   "cached_tokens": run.cached_tokens, "total_tokens": run.total_tokens}),
+        );
     }
     TaskView {
         id: run.id.clone(),
@@ -132,6 +138,10 @@ pub fn frame_of_event(
             context_id: context_id.to_string(),
             status: wire::status(state, Some(message), &now(), dialect),
             terminal,
+            metadata: terminal.then(|| {
+                json!({"costUsd": data.get("cost_usd"), "usage": data.get("usage"),
+                       "exitReason": data.get("exit_reason")})
+            }),
         })
     };
     match event.kind.as_ref() {

@@ -273,6 +273,8 @@ pub enum StreamFrame {
         context_id: String,
         status: Value,
         terminal: bool,
+        /// The run's usage and cost on the final status.
+        metadata: Option<Value>,
     },
     Artifact {
         task_id: String,
@@ -292,22 +294,25 @@ impl StreamFrame {
                     task_id,
                     context_id,
                     status,
-                    ..
-                },
-                Dialect::V1,
-            ) => {
-                json!({"statusUpdate": {"taskId": task_id, "contextId": context_id, "status": status}})
-            }
-            (
-                Self::Status {
-                    task_id,
-                    context_id,
-                    status,
                     terminal,
+                    metadata,
                 },
-                Dialect::V03,
-            ) => json!({"kind": "status-update", "taskId": task_id, "contextId": context_id,
-                        "status": status, "final": terminal}),
+                dialect,
+            ) => {
+                let mut update =
+                    json!({"taskId": task_id, "contextId": context_id, "status": status});
+                if let Some(metadata) = metadata {
+                    update["metadata"] = metadata.clone();
+                }
+                match dialect {
+                    Dialect::V1 => json!({"statusUpdate": update}),
+                    Dialect::V03 => {
+                        update["kind"] = json!("status-update");
+                        update["final"] = json!(terminal);
+                        update
+                    }
+                }
+            }
             (
                 Self::Artifact {
                     task_id,
