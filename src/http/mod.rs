@@ -53,7 +53,10 @@ fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
     let body_limit = server.request_body_limit_bytes;
     let cors = layers::cors(&server.cors_origins);
     let keys = Arc::new(auth::KeyTable::from_config(&runtime.config().auth));
-    let mcp = mcp_server::McpEndpoint::new(runtime.clone());
+    // Without keys (and not explicitly disabled) agentd serves loopback only, where a browser
+    // page could reach `/mcp` through DNS rebinding: there its Host must be a loopback name.
+    let loopback_hosts_only = !keys.is_enforced() && !runtime.config().auth.disabled;
+    let mcp = mcp_server::McpEndpoint::new(runtime.clone(), loopback_hosts_only);
     let router = router
         .layer(axum::Extension(mcp))
         .layer(middleware::from_fn_with_state(keys, auth::authenticate))

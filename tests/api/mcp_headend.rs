@@ -261,3 +261,139 @@ async fn a_json_agent_answers_with_structured_content_and_a_failed_run_is_an_err
     let result = answer(rpc(&app, Some("admin-key"), call).await).await;
     assert_eq!(result["result"]["isError"], json!(true), "{result}");
 }
+
+/// `.ci/node/node_modules/.bin/NAME`, which `.ci/run` installs; a clear failure otherwise.
+fn node_tool(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".ci/node/node_modules/.bin")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run .ci/run, or `cd .ci/node && npm install @modelcontextprotocol/inspector@2.12.0 @modelcontextprotocol/conformance@0.1.16 node@22`",
+        path.display()
+    );
+    path
+}
+
+async fn run_node_tool(program: &Path, args: &[&str]) -> (bool, String) {
+    let output = tokio::time::timeout(
+        Duration::from_secs(180),
+        tokio::process::Command::new(program)
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the tool ends within 3 minutes")
+    .expect("the tool runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), without_ansi_colours(&text))
+}
+
+/// `text` without the terminal colour sequences (`ESC [ … m`) the node tools print.
+fn without_ansi_colours(text: &str) -> String {
+    let mut plain = String::with_capacity(text.len());
+    let mut in_sequence = false;
+    for c in text.chars() {
+        match (in_sequence, c) {
+            (false, '\u{1b}') => in_sequence = true,
+            (true, 'm') => in_sequence = false,
+            (true, _) => {}
+            (false, c) => plain.push(c),
+        }
+    }
+    plain
+}
+
+#[tokio::test]
+async fn the_mcp_inspector_cli_lists_and_calls_agents() {
+    let inspector = node_tool("mcp-inspector");
+    let (app, _agents) = app_with_agents().await;
+    app.llm.push(Reply::text("Hello from the mock upstream!"));
+    let url = app.url("/mcp");
+    let auth = "Authorization: Bearer admin-key";
+    let (ok, listed) = run_node_tool(
+        &inspector,
+        &["--cli", &url, "--header", auth, "--method", "tools/list"],
+    )
+    .await;
+    assert!(ok, "{listed}");
+    let listed: Value = serde_json::from_str(&listed).expect("tools as JSON");
+    assert!(
+        listed["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .any(|t| t["name"] == "chat" && t["description"] == "A helpful chat agent"),
+        "{listed}"
+    );
+    let (ok, called) = run_node_tool(
+        &inspector,
+        &[
+            "--cli",
+            &url,
+            "--header",
+            auth,
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "chat",
+            "--tool-arg",
+            "prompt=Say hello",
+        ],
+    )
+    .await;
+    assert!(ok, "{called}");
+    let called: Value = serde_json::from_str(&called).expect("result as JSON");
+    assert_eq!(
+        called["content"][0]["text"],
+        "Hello from the mock upstream!"
+    );
+    let (ok, missing) = run_node_tool(&inspector, &["--cli", &url, "--method", "tools/list"]).await;
+    // A 401 makes the inspector look for OAuth, which a CLI run cannot do: it fails for auth.
+    assert!(
+        !ok && (missing.contains("401") || missing.contains("auth_required")),
+        "no key: {missing}"
+    );
+}
+
+/// The conformance suite's server scenarios that apply to a server offering only tools whose
+/// names and behaviour are the agents' (README "agentd for other agents" lists the others and
+/// why they do not apply).
+const CONFORMANCE_SCENARIOS: [&str; 8] = [
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "completion-complete",
+    "resources-list",
+    "prompts-list",
+    "server-sse-multiple-streams",
+    "dns-rebinding-protection",
+];
+
+#[tokio::test]
+async fn the_mcp_conformance_suite_passes_the_scenarios_of_a_tools_only_server() {
+    // The suite needs Node 22 (`fs.globSync`); the npm `node` package provides it under .ci.
+    let node = node_tool("node");
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".ci/node/node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    // Keyless: agentd then serves loopback hosts only, which dns-rebinding-protection checks.
+    let app = spawn_app_with(|_| {}).await;
+    let url = app.url("/mcp");
+    for scenario in CONFORMANCE_SCENARIOS {
+        let suite = suite.display().to_string();
+        let (ok, output) = run_node_tool(
+            &node,
+            &[&suite, "server", "--url", &url, "--scenario", scenario],
+        )
+        .await;
+        assert!(
+            ok && output.contains(" 0 failed") && !output.contains("FAILURE"),
+            "{scenario}: {output}"
+        );
+    }
+}

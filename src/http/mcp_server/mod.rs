@@ -33,7 +33,10 @@ pub struct McpEndpoint {
 }
 
 impl McpEndpoint {
-    pub fn new(runtime: Arc<Runtime>) -> Arc<Self> {
+    /// `loopback_hosts_only`: answer only requests whose `Host` is a loopback name (a keyless
+    /// server, which listens on loopback); otherwise the keys guard the route and any host the
+    /// operator's proxy sends is served.
+    pub fn new(runtime: Arc<Runtime>, loopback_hosts_only: bool) -> Arc<Self> {
         let calls = Arc::new(InFlightCalls::default());
         let body_limit = runtime.config().server.request_body_limit_bytes;
         let keep_alive = runtime.config().server.keep_alive_seconds;
@@ -43,10 +46,13 @@ impl McpEndpoint {
             .with_legacy_session_mode(false)
             .with_json_response(true)
             .with_max_request_body_bytes(body_limit)
-            .with_sse_keep_alive(Some(std::time::Duration::from_secs(keep_alive.max(1))))
-            // agentd's own auth layer guards the route; which hosts reach it is the operator's
-            // listen address and proxy, not a loopback-only default.
-            .disable_allowed_hosts();
+            .with_sse_keep_alive(Some(std::time::Duration::from_secs(keep_alive.max(1))));
+        // rmcp's default allows loopback hosts only.
+        let config = if loopback_hosts_only {
+            config
+        } else {
+            config.disable_allowed_hosts()
+        };
         let service = StreamableHttpService::new(
             move || {
                 Ok(AgentTools::new(
