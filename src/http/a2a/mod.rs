@@ -87,6 +87,9 @@ impl From<StartError> for RpcError {
                 format!("message.contextId: no context `{id}` for this caller"),
             ),
             StartError::InvalidOutput(_) => Self::new(code::INVALID_PARAMS, error.to_string()),
+            StartError::InvalidRequestId { .. } => {
+                Self::new(code::INVALID_PARAMS, format!("message.messageId: {error}"))
+            }
             StartError::Store(_) => Self::new(code::INTERNAL, "the task could not be recorded"),
             other => Self::new(code::INTERNAL, other.to_string()),
         }
