@@ -213,6 +213,40 @@ async fn stateless_requests_need_no_initialize_and_list_only_the_keys_agents() {
     assert_eq!(sum["inputSchema"]["required"], json!(["numbers"]));
     assert_eq!(sum["outputSchema"]["required"], json!(["sum"]));
 
+    // A plain HTTP client that names no Accept is answered; JSON that is no MCP message is a
+    // JSON-RPC Invalid Request, and a body that is no JSON a 4xx in agentd's error shape.
+    let plain = app
+        .client
+        .post(app.url("/mcp"))
+        .bearer_auth("chat-key")
+        .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(plain.status(), 200);
+    assert_eq!(answer(plain).await["result"]["tools"][0]["name"], "chat");
+    let not_mcp = app
+        .client
+        .post(app.url("/mcp"))
+        .bearer_auth("chat-key")
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(answer(not_mcp).await["error"]["code"], -32600);
+    let not_json = app
+        .client
+        .post(app.url("/mcp"))
+        .bearer_auth("chat-key")
+        .header("content-type", "text/plain")
+        .body("hello")
+        .send()
+        .await
+        .expect("sent");
+    assert!(not_json.status().is_client_error());
+    let error: Value = not_json.json().await.expect("agentd's JSON error");
+    assert!(error["error"]["message"].is_string(), "{error}");
+
     // A key may not call an agent it may not use: the error names it.
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "slow", "arguments": {"prompt": "hi"}}});

@@ -16,11 +16,13 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Extension, Request};
-use axum::response::Response;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tower::ServiceExt;
 
+use super::error::ApiError;
 use crate::runtime::Runtime;
 use calls::InFlightCalls;
 use tools::AgentTools;
@@ -70,7 +72,8 @@ impl McpEndpoint {
         })
     }
 
-    async fn serve(&self, request: Request) -> Response {
+    async fn serve(&self, mut request: Request) -> Response {
+        accept_json_and_sse(&mut request);
         let request = match self
             .calls
             .cancel_if_cancellation(request, self.body_limit)
@@ -79,11 +82,65 @@ impl McpEndpoint {
             Ok(request) => request,
             Err(response) => return response,
         };
-        match self.service.clone().oneshot(request).await {
+        let response = match self.service.clone().oneshot(request).await {
             Ok(response) => response.map(Body::new),
             Err(never) => match never {},
-        }
+        };
+        in_agentd_error_shape(response).await
     }
+}
+
+/// A client that names neither JSON nor SSE (curl, a plain HTTP library) accepts what any MCP
+/// client must: this server answers JSON, or SSE when progress comes first.
+fn accept_json_and_sse(request: &mut Request) {
+    let accept = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let names_both = accept.contains("application/json") && accept.contains("text/event-stream");
+    if !names_both {
+        request.headers_mut().insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+    }
+}
+
+/// Most of an error's text kept when rmcp answers with plain text.
+const ERROR_TEXT_BYTES: usize = 4096;
+
+/// rmcp answers HTTP-level errors (a body that is no JSON-RPC message, a wrong content type) as
+/// plain text; agentd's clients get its usual JSON error with the same status.
+async fn in_agentd_error_shape(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let text = axum::body::to_bytes(response.into_body(), ERROR_TEXT_BYTES)
+        .await
+        .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string())
+        .unwrap_or_default();
+    if status == StatusCode::UNSUPPORTED_MEDIA_TYPE && text.starts_with("fail to deserialize") {
+        // JSON that is no MCP message: a JSON-RPC `Invalid Request`, as JSON-RPC answers it.
+        let message = format!("Invalid Request: not an MCP message this server knows ({text})");
+        return axum::Json(serde_json::json!({
+            "jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}
+        }))
+        .into_response();
+    }
+    let mut error = if status.is_server_error() {
+        ApiError::internal()
+    } else {
+        ApiError::invalid_request(format!("MCP: {text}"))
+    };
+    error.status = status;
+    error.into_response()
 }
 
 #[utoipa::path(
