@@ -15,6 +15,7 @@
 //! | [`telemetry`] | Prometheus metrics and log setup |
 //! | [`runtime`] | the composition root, and the one run pipeline every headend starts runs through ([`runtime::Runtime::start_run`]); this process as a replica (heartbeats, owner loss, notifications from other replicas), following and cancelling runs anywhere |
 //! | [`json_text`], [`nul_text`] | JSON kept as its text; what happens to NUL characters |
+//! | [`tls`] | the TLS crypto provider (rustls with ring) every HTTPS and PostgreSQL client uses |
 //! | [`cli`] | the `agentd` command line; `main.rs` only calls [`cli::main`] |
 //!
 //! A request flows `http` → [`runtime::RunSubmission`] → [`runtime::Runtime::start_run`] →
@@ -33,4 +34,5 @@ pub mod nul_text;
 pub mod runtime;
 pub mod store;
 pub mod telemetry;
+pub mod tls;
 pub mod tools;

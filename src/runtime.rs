@@ -12,10 +12,13 @@ mod live;
 mod notifications;
 mod ownership;
 mod pipeline;
+mod reload;
 mod run_events;
 mod run_metrics;
 
 use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -42,6 +45,7 @@ pub use conversation::ConversationTurn;
 pub use follow::{CancelMode, CancelOutcome, FollowError, FollowedEvent};
 pub use ownership::ReplicaIdentity;
 pub use pipeline::{RunHandle, RunSubmission, StartError};
+pub use reload::{ReloadError, ReloadReport};
 
 /// The longest a clean stop waits for each store step (writing what is queued, leaving the
 /// replica table, closing connections) after the sessions are drained.
@@ -79,7 +83,8 @@ impl RuntimeError {
 /// Everything a running server (or one CLI run) shares.
 pub struct Runtime {
     config: Config,
-    agents: AgentRegistry,
+    /// Swapped whole by a reload; a run holds the `Arc<AgentSpec>` it started with.
+    agents: ArcSwap<AgentRegistry>,
     providers: ProviderSet,
     /// The shared MCP connections and REST tools; each run gets its agent's registry.
     tools: ToolHub,
@@ -118,6 +123,7 @@ impl Runtime {
     /// Builds providers, opens (and migrates) the store and connects the MCP servers the
     /// agents use; [`Runtime::close`] ends them.
     pub async fn start(config: Config, agents: AgentRegistry) -> Result<Arc<Self>, RuntimeError> {
+        crate::tls::install_crypto_provider();
         let providers = build_providers(&config)?;
         let metrics = Metrics::new()?;
         let store = crate::store::open(&config.store.url).await?;
@@ -144,7 +150,7 @@ impl Runtime {
         let limits = KeyLimiter::open(&config, store.clone(), shutdown.clone()).await?;
         let runtime = Arc::new(Self {
             config,
-            agents,
+            agents: ArcSwap::from_pointee(agents),
             providers,
             tools,
             store,
@@ -194,8 +200,14 @@ impl Runtime {
         &self.config
     }
 
-    pub fn agents(&self) -> &AgentRegistry {
-        &self.agents
+    /// The agents new runs use (a reload may replace them: read them once per request).
+    pub fn agents(&self) -> Arc<AgentRegistry> {
+        self.agents.load_full()
+    }
+
+    /// Makes `agents` the agents of every run started from now on.
+    fn replace_agents(&self, agents: AgentRegistry) {
+        self.agents.store(Arc::new(agents));
     }
 
     /// The shared MCP connections and REST tools.
@@ -271,7 +283,7 @@ impl Runtime {
         let sub_agents: Vec<Arc<AgentSpec>> = agent
             .sub_agents
             .iter()
-            .filter_map(|name| self.agents.get(name))
+            .filter_map(|name| self.agents.load().get(name))
             .collect();
         Session::new(
             self.providers.clone(),

@@ -135,6 +135,7 @@ impl ContextAccount {
                 tool_call_id: None,
                 reasoning: None,
                 reasoning_signature: None,
+                redacted_reasoning: Vec::new(),
             };
             self.tokenizer.messages(conversation) + self.tokenizer.message(&reply)
         };

@@ -30,7 +30,7 @@ use crate::llm::{
 /// How one attempt ended.
 pub(super) enum AttemptOutcome {
     /// The response, and whether final-tag text of it already streamed to the client.
-    Answer(LlmResponse, bool),
+    Answer(Box<LlmResponse>, bool),
     /// No content, no tool calls, no reasoning.
     Empty,
     Failed(LlmError),
@@ -103,7 +103,7 @@ impl LlmAccess<'_> {
         transcript.record(self.events, entry).await;
         match outcome {
             Ok((response, _)) if is_empty(&response) => AttemptOutcome::Empty,
-            Ok((response, streamed)) => AttemptOutcome::Answer(response, streamed),
+            Ok((response, streamed)) => AttemptOutcome::Answer(Box::new(response), streamed),
             Err(error) => AttemptOutcome::Failed(error),
         }
     }
@@ -201,9 +201,10 @@ fn routing_for(facts: &RunFacts, final_tag_nonce: Option<&str>) -> TextRouting {
 fn scrub_delta(delta: &mut LlmDelta) {
     use crate::nul_text::scrub;
     match delta {
-        LlmDelta::Text(text) | LlmDelta::Reasoning(text) | LlmDelta::ReasoningSignature(text) => {
-            scrub(text)
-        }
+        LlmDelta::Text(text)
+        | LlmDelta::Reasoning(text)
+        | LlmDelta::ReasoningSignature(text)
+        | LlmDelta::RedactedReasoning(text) => scrub(text),
         LlmDelta::ToolCallFragment {
             id,
             name,

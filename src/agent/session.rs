@@ -408,6 +408,7 @@ impl Session {
                     rate_limited.clear();
                 }
                 AttemptOutcome::Answer(response, streamed) => {
+                    let response = *response;
                     let runner = self.tool_runner();
                     let handled = if run.xml.is_some() {
                         handle_xml_response(&runner, run, turn, is_final, response, streamed).await

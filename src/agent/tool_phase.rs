@@ -137,6 +137,7 @@ impl ToolRunner<'_> {
                 tool_call_id: Some(call.id.clone()),
                 reasoning: None,
                 reasoning_signature: None,
+                redacted_reasoning: Vec::new(),
             });
         }
         Handled::Next
@@ -607,5 +608,6 @@ pub(super) fn assistant_message(response: &LlmResponse) -> ChatMessage {
         tool_call_id: None,
         reasoning: Some(response.reasoning.clone()).filter(|r| !r.is_empty()),
         reasoning_signature: response.reasoning_signature.clone(),
+        redacted_reasoning: response.redacted_reasoning.clone(),
     }
 }

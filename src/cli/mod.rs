@@ -2,6 +2,7 @@
 //! the library. Exit codes follow the contract: 0 success, 1 session failure, 3 store or
 //! initialisation failure, 4 bad arguments or configuration, 5 schema validation failure.
 
+mod reload;
 mod run;
 mod signals;
 mod tools;
@@ -109,6 +110,7 @@ impl Failure {
 }
 
 pub fn main() -> ExitCode {
+    crate::tls::install_crypto_provider();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -190,15 +192,17 @@ async fn serve(
     // Before anything slow: a signal during start-up then stops the server cleanly.
     let first_signal = signals::install()
         .map_err(|e| Failure::init(format!("cannot install signal handlers: {e}")))?;
-    let mut config = load_config(config, None)?;
+    let hangups = signals::hangups()
+        .map_err(|e| Failure::init(format!("cannot install signal handlers: {e}")))?;
+    let overrides = reload::ServeOverrides {
+        config,
+        agents,
+        listen,
+        database,
+    };
+    let loaded = overrides.load().map_err(Failure::config)?;
+    let config = loaded.config.clone();
     let telemetry = start_telemetry(&config.telemetry)?;
-    config.agents.extend(agents);
-    if let Some(listen) = listen {
-        config.server.listen = listen;
-    }
-    if let Some(database) = database {
-        config.store.url = database;
-    }
     let address = config.server.listen_addr().map_err(Failure::config)?;
     check_exposure(&config, address)?;
     let registry = AgentRegistry::load(&config).map_err(Failure::config)?;
@@ -210,7 +214,9 @@ async fn serve(
         .map_err(|e| Failure::init(format!("cannot listen on {address}: {e}")))?;
     let bound = listener.local_addr().map_err(Failure::init)?;
     tracing::info!(address = %bound, agents = runtime.agents().len(), store = %runtime.config().store.url, "agentd listening");
+    let reloader = reload::Reloader::start(runtime.clone(), overrides, &loaded, hangups);
     let served = crate::http::serve(listener, runtime.clone(), first_signal).await;
+    drop(reloader);
     // Sessions end and every queued run event is written even when serving failed.
     runtime.drain().await;
     runtime.close().await;

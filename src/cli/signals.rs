@@ -1,6 +1,7 @@
-//! SIGINT and SIGTERM for `agentd serve`. The handlers are installed before the listener binds,
-//! so a signal that arrives during start-up is never the default "die at once". The first
-//! signal starts the graceful shutdown; a second one exits immediately.
+//! SIGINT, SIGTERM and SIGHUP for `agentd serve`. The handlers are installed before the listener
+//! binds, so a signal that arrives during start-up is never the default "die at once". The first
+//! SIGINT or SIGTERM starts the graceful shutdown; a second one exits immediately. SIGHUP reloads
+//! the configuration's agents.
 
 use std::future::Future;
 
@@ -8,6 +9,11 @@ use tokio::signal::unix::{SignalKind, signal};
 
 /// Exit status after a second signal cut the graceful shutdown short.
 const EXIT_INTERRUPTED: i32 = 130;
+
+/// Every SIGHUP from now on (a reload request), instead of the default of terminating.
+pub fn hangups() -> std::io::Result<tokio::signal::unix::Signal> {
+    signal(SignalKind::hangup())
+}
 
 /// Resolves at the first SIGINT or SIGTERM.
 pub fn install() -> std::io::Result<impl Future<Output = ()> + Send> {

@@ -31,7 +31,7 @@ use serde_json::Value;
 use duration::HumanDuration;
 pub use model_settings::{ModelConfig, ModelOverrides, ParamOverride};
 pub use reasoning::{ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue};
-pub use registry::{AgentRegistry, AgentSpec, Target};
+pub use registry::{AgentRegistry, AgentSpec, RegistryError, Target};
 pub use sampling::SamplingParams;
 pub use tools::{A2aAgentConfig, McpServerConfig, McpTransport, QueueConfig, RestToolConfig};
 
@@ -49,6 +49,9 @@ pub struct Config {
     /// Remote A2A agents, each offered as the tool `a2a__<name>`.
     #[serde(default)]
     pub a2a_agents: BTreeMap<String, A2aAgentConfig>,
+    /// OpenAPI documents whose operations are tools (`openapi__<name>__<operationId>`).
+    #[serde(default)]
+    pub openapi_specs: BTreeMap<String, tools::OpenApiSpecConfig>,
     #[serde(default)]
     pub queues: BTreeMap<String, QueueConfig>,
     #[serde(default)]
@@ -206,6 +209,9 @@ pub struct ServerConfig {
     /// and closed. `None`: half of the open-file limit above 512 descriptors kept for the
     /// store, MCP servers and logs (each stream also holds an upstream connection).
     pub max_connections: Option<usize>,
+    /// How often `agentd serve` looks for changed config and agent files to reload them; 0
+    /// turns the watch off (SIGHUP still reloads).
+    pub reload_check_seconds: u64,
 }
 
 impl Default for ServerConfig {
@@ -225,6 +231,7 @@ impl Default for ServerConfig {
             header_read_timeout_seconds: 10,
             idle_timeout_seconds: 75,
             max_connections: None,
+            reload_check_seconds: 2,
         }
     }
 }
@@ -314,6 +321,8 @@ pub struct LoadedConfig {
     pub config: Config,
     /// The layer files that were found, highest priority first.
     pub files: Vec<PathBuf>,
+    /// The merged layers as JSON, before parsing (what a reload compares).
+    pub merged: Value,
 }
 
 /// Loads every layer of contract §7, validates each, and merges them.
@@ -340,9 +349,14 @@ pub fn load(options: &LoadOptions) -> Result<LoadedConfig, ConfigError> {
         }
     }
     let files = loaded.iter().map(|l| l.source.path.clone()).collect();
-    let config = parse_config(layers::merge_layers(&loaded), "merged configuration")?;
+    let merged = layers::merge_layers(&loaded);
+    let config = parse_config(merged.clone(), "merged configuration")?;
     tools::validate_tools(&config, "merged configuration")?;
-    Ok(LoadedConfig { config, files })
+    Ok(LoadedConfig {
+        config,
+        files,
+        merged,
+    })
 }
 
 /// Deserializes a (merged or single-layer) config value, naming the key path of any error.
@@ -362,6 +376,7 @@ pub fn parse_config(value: Value, file: &str) -> Result<Config, ConfigError> {
 
 /// Rewrites relative `agents` entries to be relative to the layer file's directory.
 fn resolve_agent_dirs(layer: &mut Value, layer_dir: &Path) {
+    resolve_spec_files(layer, layer_dir);
     let Some(entries) = layer.get_mut("agents").and_then(Value::as_array_mut) else {
         return;
     };
@@ -371,6 +386,21 @@ fn resolve_agent_dirs(layer: &mut Value, layer_dir: &Path) {
             if path.is_relative() {
                 *entry = Value::String(layer_dir.join(path).display().to_string());
             }
+        }
+    }
+}
+
+/// `openapiSpecs.*.spec` files named relative to the layer that names them.
+fn resolve_spec_files(layer: &mut Value, layer_dir: &Path) {
+    let Some(specs) = layer.get_mut("openapiSpecs").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for spec in specs.values_mut() {
+        if let Some(Value::String(text)) = spec.get_mut("spec")
+            && !text.contains("://")
+            && Path::new(text.as_str()).is_relative()
+        {
+            *text = layer_dir.join(text.as_str()).display().to_string();
         }
     }
 }

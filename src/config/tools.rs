@@ -169,6 +169,63 @@ impl RestToolConfig {
     }
 }
 
+/// `openapiSpecs.<name>`: every operation of an OpenAPI 3 document becomes the tool
+/// `openapi__<name>__<operationId>`; an agent lists `openapi__<name>` in its `tools`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenApiSpecConfig {
+    /// A JSON or YAML file (relative to the config file naming it) or an `http(s)://` URL.
+    pub spec: Option<String>,
+    /// Where requests go; the document's first `servers` entry when absent.
+    pub base_url: Option<String>,
+    /// Sent with every request (API keys, …).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Only these operations (by `operationId`; `*` matches any run of characters).
+    pub include: Option<Vec<String>>,
+    /// Never these operations, applied after `include`.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    pub queue: Option<String>,
+    /// Limit of one request, below the agent's `toolTimeout` when smaller.
+    pub timeout: Option<HumanDuration>,
+    pub enabled: Option<bool>,
+}
+
+impl OpenApiSpecConfig {
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
+
+    pub fn queue_name(&self) -> &str {
+        self.queue.as_deref().unwrap_or(DEFAULT_QUEUE)
+    }
+
+    /// Whether the operation `id` is offered after `include` and `exclude`.
+    pub fn offers(&self, id: &str) -> bool {
+        let included = self
+            .include
+            .as_ref()
+            .is_none_or(|patterns| patterns.iter().any(|p| wildcard_match(p, id)));
+        included && !self.exclude.iter().any(|p| wildcard_match(p, id))
+    }
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+pub fn wildcard_match(pattern: &str, text: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == text,
+        Some((head, tail)) => {
+            let Some(rest) = text.strip_prefix(head) else {
+                return false;
+            };
+            (0..=rest.len())
+                .filter(|i| rest.is_char_boundary(*i))
+                .any(|i| wildcard_match(tail, &rest[i..]))
+        }
+    }
+}
+
 /// `queues.<name>`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -208,6 +265,25 @@ pub fn validate_tools(config: &Config, file: &str) -> Result<(), ConfigError> {
         check_filters(server).map_err(|(key, m)| invalid(at(key), m))?;
         if !queue_exists(server.queue_name()) {
             return Err(invalid(at("queue"), missing_queue(server.queue_name())));
+        }
+    }
+    for (name, spec) in config.openapi_specs.iter().filter(|(_, s)| s.is_enabled()) {
+        let at = |key: &str| format!("openapiSpecs.{name}.{key}");
+        check_name(name).map_err(|m| invalid(format!("openapiSpecs.{name}"), m))?;
+        match spec.spec.as_deref() {
+            None => return Err(invalid(at("spec"), "is required: a file or a URL".into())),
+            Some(url) if url.contains("://") => {
+                if let Some(problem) = url_problem(url) {
+                    return Err(invalid(at("spec"), problem));
+                }
+            }
+            Some(_) => {}
+        }
+        if let Some(problem) = spec.base_url.as_deref().and_then(url_problem) {
+            return Err(invalid(at("baseUrl"), problem));
+        }
+        if !queue_exists(spec.queue_name()) {
+            return Err(invalid(at("queue"), missing_queue(spec.queue_name())));
         }
     }
     for (name, tool) in config.rest_tools.iter().filter(|(_, t)| t.is_enabled()) {

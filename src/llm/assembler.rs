@@ -12,6 +12,8 @@ pub struct LlmResponse {
     pub reasoning: String,
     /// See [`super::ChatMessage::reasoning_signature`].
     pub reasoning_signature: Option<String>,
+    /// See [`super::ChatMessage::redacted_reasoning`].
+    pub redacted_reasoning: Vec<String>,
     pub tool_calls: Vec<ToolCall>,
     pub usage: Option<Usage>,
     pub metadata: ResponseMetadata,
@@ -32,6 +34,9 @@ impl ResponseAssembler {
             LlmDelta::Text(t) => self.response.text.push_str(t),
             LlmDelta::Reasoning(t) => self.response.reasoning.push_str(t),
             LlmDelta::ReasoningSignature(s) => self.response.reasoning_signature = Some(s.clone()),
+            LlmDelta::RedactedReasoning(data) => {
+                self.response.redacted_reasoning.push(data.clone())
+            }
             LlmDelta::ToolCallFragment {
                 index,
                 id,

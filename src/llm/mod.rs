@@ -48,6 +48,10 @@ pub struct ChatMessage {
     /// `thoughtSignature`); replayed with the reasoning so the model may continue from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_signature: Option<String>,
+    /// Reasoning the vendor encrypted (Anthropic `redacted_thinking` `data`), replayed as given
+    /// in the next request of a tool-use turn; never shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted_reasoning: Vec<String>,
 }
 
 impl ChatMessage {
@@ -59,6 +63,7 @@ impl ChatMessage {
             tool_call_id: None,
             reasoning: None,
             reasoning_signature: None,
+            redacted_reasoning: Vec::new(),
         }
     }
     pub fn system(content: impl Into<String>) -> Self {
@@ -275,6 +280,8 @@ pub enum LlmDelta {
     Usage(Usage),
     /// The opaque signature of the reasoning streamed so far (see [`ChatMessage`]).
     ReasoningSignature(String),
+    /// One block of encrypted reasoning (see [`ChatMessage::redacted_reasoning`]).
+    RedactedReasoning(String),
     /// Cost and routing facts; merged into the response's [`ResponseMetadata`].
     Metadata(ResponseMetadata),
     Stop(StopReason),

@@ -75,6 +75,7 @@ impl Runtime {
         let retries = attempts.saturating_sub(u64::from(result.turns));
         if let (Some(target), true) = (
             self.agents
+                .load()
                 .get(agent)
                 .and_then(|a| a.targets.first().cloned()),
             retries > 0,

@@ -145,6 +145,7 @@ impl StoredMessage {
             reasoning: self.reasoning.clone(),
             // Signatures prove reasoning to the vendor within one run; history is replayed as text.
             reasoning_signature: None,
+            redacted_reasoning: Vec::new(),
         })
     }
 }

@@ -1,7 +1,8 @@
 //! The tools of one running agentd: the queues, the shared MCP server connections and the REST
-//! tools built from the configuration at start, and each agent's [`ToolRegistry`] made from its
-//! `tools:` list (MCP server names and `rest__<name>`). It connects only the servers some agent
-//! uses, and closes them at shutdown. It never runs a session.
+//! tools and OpenAPI tools built from the configuration at start, and each agent's
+//! [`ToolRegistry`] made from its `tools:` list (MCP server names, `rest__<name>` and
+//! `openapi__<spec>`). It connects only the servers some agent uses, and closes them at shutdown.
+//! It never runs a session.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use tracing::warn;
 
 use super::a2a::{A2A_NAMESPACE, RemoteAgents};
 use super::mcp::{McpError, McpServer};
+use super::openapi::{LoadedDocument, OPENAPI_NAMESPACE, OpenApiError, OpenApiTools};
 use super::queue::{QueueError, ToolQueues};
 use super::rest::{REST_NAMESPACE, RestToolError, RestTools};
 use super::{ToolProvider, ToolRegistry};
@@ -24,10 +26,12 @@ pub enum ToolSetupError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Rest(#[from] RestToolError),
+    #[error(transparent)]
+    OpenApi(#[from] OpenApiError),
     #[error("mcpServers.{server}.queue: {source}")]
     Queue { server: String, source: QueueError },
     #[error(
-        "{file}: tools: {tool:?} is neither an MCP server in mcpServers, a REST tool written rest__NAME from restTools, nor a remote agent written a2a__NAME from a2aAgents"
+        "{file}: tools: {tool:?} is not an MCP server in mcpServers, a REST tool written rest__NAME from restTools, an OpenAPI spec written openapi__NAME from openapiSpecs or a remote agent written a2a__NAME from a2aAgents"
     )]
     UnknownTool { file: String, tool: String },
     #[error(transparent)]
@@ -46,6 +50,7 @@ pub struct ToolHub {
     servers: BTreeMap<String, Arc<McpServer>>,
     rest: RestTools,
     remote_agents: RemoteAgents,
+    openapi: OpenApiTools,
 }
 
 impl ToolHub {
@@ -62,7 +67,8 @@ impl ToolHub {
             .filter(|name| agents.iter().any(|agent| agent.tools.contains(*name)))
             .cloned()
             .collect();
-        let (queues, rest) = Self::checked(config, agents, metrics)?;
+        let documents = super::openapi::load_documents(&config.openapi_specs).await?;
+        let (queues, rest, openapi) = Self::checked(config, agents, metrics, &documents)?;
         let mut starts = Vec::new();
         for name in &wanted {
             let Some(server) = config.mcp_servers.get(name).filter(|s| s.is_enabled()) else {
@@ -100,6 +106,7 @@ impl ToolHub {
             servers: connected,
             rest,
             remote_agents,
+            openapi,
         };
         if let Some(error) = failure {
             hub.shutdown().await;
@@ -115,21 +122,25 @@ impl ToolHub {
             path: "queues".into(),
             message: e.to_string(),
         })?;
-        Self::checked(config, agents, &metrics).map(|_| ())
+        // Documents behind a URL are read when the server starts, not by a check.
+        let documents = super::openapi::load_file_documents(&config.openapi_specs)?;
+        Self::checked(config, agents, &metrics, &documents).map(|_| ())
     }
 
     fn checked(
         config: &Config,
         agents: &AgentRegistry,
         metrics: &Metrics,
-    ) -> Result<(ToolQueues, RestTools), ToolSetupError> {
+        documents: &BTreeMap<String, LoadedDocument>,
+    ) -> Result<(ToolQueues, RestTools, OpenApiTools), ToolSetupError> {
         validate_tools(config, "configuration")?;
         let queues = ToolQueues::new(&config.queues, metrics);
         let rest = RestTools::build(&config.rest_tools, &queues)?;
+        let openapi = OpenApiTools::build(&config.openapi_specs, documents, &queues)?;
         for agent in agents.iter() {
             check_agent_tools(config, &rest, agent)?;
         }
-        Ok((queues, rest))
+        Ok((queues, rest, openapi))
     }
 
     /// The tools one agent may call. Entries that name nothing connected (a disabled server)
@@ -143,6 +154,14 @@ impl ToolHub {
             .collect();
         if !rest_names.is_empty() {
             registry.add(Arc::new(self.rest.subset(rest_names)));
+        }
+        let specs: Vec<&str> = agent
+            .tools
+            .iter()
+            .filter_map(|entry| openapi_spec_name(entry))
+            .collect();
+        if !specs.is_empty() {
+            registry.add(Arc::new(self.openapi.subset(specs)));
         }
         let remote = self.remote_agents.subset(
             agent
@@ -181,6 +200,10 @@ impl ToolHub {
         &self.rest
     }
 
+    pub fn openapi_tools(&self) -> &OpenApiTools {
+        &self.openapi
+    }
+
     /// Closes every MCP connection and ends the stdio servers' process groups.
     pub async fn shutdown(&self) {
         join_all(self.servers.values().map(|server| server.shutdown())).await;
@@ -201,17 +224,29 @@ fn rest_tool_name(entry: &str) -> Option<&str> {
         .and_then(|rest| rest.strip_prefix("__"))
 }
 
-/// Every `tools:` entry must name a configured MCP server or REST tool.
+/// `openapi__x` → `x`.
+pub fn openapi_spec_name(entry: &str) -> Option<&str> {
+    entry
+        .strip_prefix(OPENAPI_NAMESPACE)
+        .and_then(|rest| rest.strip_prefix("__"))
+}
+
+/// Every `tools:` entry must name a configured MCP server, REST tool or OpenAPI spec.
 fn check_agent_tools(
     config: &Config,
     rest: &RestTools,
     agent: &AgentSpec,
 ) -> Result<(), ToolSetupError> {
     for entry in &agent.tools {
-        let known = match (rest_tool_name(entry), remote_agent_name(entry)) {
-            (Some(name), _) => rest.contains(name) || config.rest_tools.contains_key(name),
-            (_, Some(name)) => config.a2a_agents.contains_key(name),
-            _ => config.mcp_servers.contains_key(entry),
+        let known = match (
+            rest_tool_name(entry),
+            openapi_spec_name(entry),
+            remote_agent_name(entry),
+        ) {
+            (Some(name), _, _) => rest.contains(name) || config.rest_tools.contains_key(name),
+            (None, Some(spec), _) => config.openapi_specs.contains_key(spec),
+            (None, None, Some(name)) => config.a2a_agents.contains_key(name),
+            (None, None, None) => config.mcp_servers.contains_key(entry),
         };
         if !known {
             return Err(ToolSetupError::UnknownTool {
@@ -229,6 +264,9 @@ fn check_agent_tools(
             || rest_tool_name(entry)
                 .and_then(|name| config.rest_tools.get(name))
                 .is_some_and(|tool| !tool.is_enabled())
+            || openapi_spec_name(entry)
+                .and_then(|name| config.openapi_specs.get(name))
+                .is_some_and(|spec| !spec.is_enabled())
             || remote_agent_name(entry)
                 .and_then(|name| config.a2a_agents.get(name))
                 .is_some_and(|agent| !agent.is_enabled());

@@ -8,6 +8,7 @@
 pub mod a2a;
 pub mod hub;
 pub mod mcp;
+pub mod openapi;
 pub mod queue;
 pub mod rest;
 pub mod schema;

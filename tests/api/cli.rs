@@ -68,6 +68,28 @@ async fn check_names_an_mcp_server_it_could_not_start_or_reach() {
 }
 
 #[tokio::test]
+async fn check_names_the_file_and_pointer_of_a_broken_openapi_document() {
+    let mut config = config_for("http://127.0.0.1:9/v1");
+    config["openapiSpecs"] =
+        json!({"pets": {"spec": "specs/pets.json", "baseUrl": "http://127.0.0.1:9"}});
+    let dir = project(&config);
+    std::fs::create_dir(dir.path().join("specs")).expect("dir");
+    std::fs::write(
+        dir.path().join("specs/pets.json"),
+        r#"{"openapi": "3.1.0", "paths": {"/pets": {"get": {"parameters": [{"name": "s", "in": "cookie"}]}}}}"#,
+    )
+    .expect("spec");
+    let out = agentd(dir.path(), &["check", "--config", "agentd.json"]).await;
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("specs/pets.json")
+            && out.stderr.contains("/paths/~1pets/get/parameters/0/in"),
+        "the path is resolved against the config file and the pointer named: {}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
 async fn check_warns_when_there_are_no_agents() {
     let config = json!({"providers": {"llm": {"type": "openai-compatible", "baseUrl": "http://127.0.0.1:9/v1"}}});
     let dir = project(&config);

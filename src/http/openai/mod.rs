@@ -287,6 +287,7 @@ fn to_chat_message(message: &RequestMessage, index: usize) -> Result<ChatMessage
         tool_call_id: message.tool_call_id.clone(),
         reasoning: None,
         reasoning_signature: None,
+        redacted_reasoning: Vec::new(),
     })
 }
 

@@ -1,6 +1,6 @@
 //! Decoding Messages API responses into deltas: the streamed events (`message_start`,
 //! `content_block_start/delta/stop` with `text_delta`, `thinking_delta`, `signature_delta` and
-//! `input_json_delta`, `message_delta`, `message_stop`, `ping`, `error`) and the whole-body form.
+//! `input_json_delta`, `redacted_thinking` blocks, `message_delta`, `message_stop`, `ping`, `error`) and the whole-body form.
 //!
 //! Usage is normalised: Anthropic's `input_tokens` excludes cache reads and writes, ours counts
 //! the whole prompt (see [`Usage`]).
@@ -104,6 +104,13 @@ impl EventDecoder {
                 Block::Thinking {
                     signature: text("signature").to_string(),
                 }
+            }
+            "redacted_thinking" => {
+                let data = text("data");
+                if !data.is_empty() {
+                    out.push_back(LlmDelta::RedactedReasoning(data.to_string()));
+                }
+                Block::Other
             }
             "tool_use" => {
                 let ordinal = self.tool_calls;
@@ -267,6 +274,20 @@ mod tests {
             }
         }
         Ok(out.into())
+    }
+
+    #[test]
+    fn redacted_thinking_blocks_are_kept_whole() {
+        let deltas = run(&[
+            ("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"ENCRYPTED"}}"#),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+            ("content_block_start", r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":"hi"}}"#),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":1}"#),
+            ("message_stop", r#"{"type":"message_stop"}"#),
+        ])
+        .expect("decodes");
+        assert_eq!(deltas[0], LlmDelta::RedactedReasoning("ENCRYPTED".into()));
+        assert_eq!(deltas[1], LlmDelta::Text("hi".into()));
     }
 
     #[test]

@@ -89,8 +89,11 @@ fn thinking_budget(request: &LlmRequest, params: &ResolvedParams, max_tokens: u3
         .iter()
         .rev()
         .find(|m| m.role == Role::Assistant);
-    let unsigned_tool_turn =
-        last_assistant.is_some_and(|m| !m.tool_calls.is_empty() && m.reasoning_signature.is_none());
+    let unsigned_tool_turn = last_assistant.is_some_and(|m| {
+        !m.tool_calls.is_empty()
+            && m.reasoning_signature.is_none()
+            && m.redacted_reasoning.is_empty()
+    });
     (!unsigned_tool_turn).then_some(budget)
 }
 
@@ -163,7 +166,11 @@ fn tool_result_block(message: &ChatMessage) -> Value {
 }
 
 fn assistant_blocks(message: &ChatMessage) -> Vec<Value> {
-    let mut blocks = Vec::new();
+    let mut blocks: Vec<Value> = message
+        .redacted_reasoning
+        .iter()
+        .map(|data| json!({"type": "redacted_thinking", "data": data}))
+        .collect();
     // Unsigned reasoning (from another vendor, or a stream that lost it) cannot be replayed.
     if let (Some(thinking), Some(signature)) = (&message.reasoning, &message.reasoning_signature) {
         blocks.push(json!({"type": "thinking", "thinking": thinking, "signature": signature}));
@@ -285,6 +292,33 @@ mod tests {
                 {"type": "text", "text": "and then?", "cache_control": {"type": "ephemeral"}},
             ]})
         );
+    }
+
+    #[test]
+    fn redacted_thinking_is_replayed_first_and_keeps_thinking_on() {
+        let shape = Shape {
+            stream: false,
+            prompt_caching: false,
+        };
+        let mut messages = tool_turn(None);
+        messages[2].reasoning = None;
+        messages[2].redacted_reasoning = vec!["ENC1".into(), "ENC2".into()];
+        let body = request_body(&request(messages), &thinking_params(4000), &shape).body;
+        assert_eq!(
+            body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 4000}),
+            "a tool turn whose reasoning was redacted is still a signed one"
+        );
+        let content = &body["messages"][1]["content"];
+        assert_eq!(
+            content[0],
+            json!({"type": "redacted_thinking", "data": "ENC1"})
+        );
+        assert_eq!(
+            content[1],
+            json!({"type": "redacted_thinking", "data": "ENC2"})
+        );
+        assert_eq!(content[2]["type"], "tool_use");
     }
 
     #[test]

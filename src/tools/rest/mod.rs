@@ -25,7 +25,7 @@ pub const REST_NAMESPACE: &str = "rest";
 /// Largest response body a REST tool returns; a larger one fails the call.
 pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 /// How much of an error response the model is shown.
-const ERROR_EXCERPT_CHARS: usize = 500;
+pub(crate) const ERROR_EXCERPT_CHARS: usize = 500;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RestToolError {
@@ -186,7 +186,7 @@ fn build_tool(
 }
 
 /// The body as text, or an error past [`MAX_RESPONSE_BYTES`].
-async fn read_capped(response: reqwest::Response) -> Result<String, String> {
+pub(crate) async fn read_capped(response: reqwest::Response) -> Result<String, String> {
     let mut body = Vec::new();
     let mut chunks = response.bytes_stream();
     while let Some(chunk) = chunks.next().await {

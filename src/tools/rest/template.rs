@@ -97,7 +97,7 @@ fn lookup<'a>(parameters: &'a Map<String, Value>, path: &str) -> Result<&'a Valu
 }
 
 /// Strings as they are, everything else as JSON text.
-fn as_text(value: &Value) -> String {
+pub(crate) fn as_text(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
         other => other.to_string(),
@@ -105,7 +105,7 @@ fn as_text(value: &Value) -> String {
 }
 
 /// RFC 3986: everything but unreserved characters is `%XX`-encoded.
-fn percent_encode(text: &str) -> String {
+pub(crate) fn percent_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for byte in text.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
