@@ -390,6 +390,29 @@ async fn task_run(
     Ok(run)
 }
 
+/// How long a run whose `run.finished` event was seen may take to be recorded as ended.
+const END_RECORD_WAIT: Duration = Duration::from_secs(5);
+const END_RECORD_POLL: Duration = Duration::from_millis(20);
+
+/// The task's run once its end is recorded (its `run.finished` event comes a moment before),
+/// or as it is after [`END_RECORD_WAIT`].
+async fn ended_task_run(
+    runtime: &Runtime,
+    caller: &Caller,
+    agent: &AgentSpec,
+    id: &str,
+) -> Result<RunRecord, RpcError> {
+    let deadline = tokio::time::Instant::now() + END_RECORD_WAIT;
+    loop {
+        let run = task_run(runtime, caller, agent, id).await?;
+        let ended = TaskState::from_run_status(&run.status).is_terminal();
+        if ended || tokio::time::Instant::now() >= deadline {
+            return Ok(run);
+        }
+        tokio::time::sleep(END_RECORD_POLL).await;
+    }
+}
+
 /// The run an incoming message starts: its prompt, the conversation its `contextId` names.
 fn submission(
     caller: &Caller,
@@ -464,7 +487,11 @@ async fn send(
             }
         }
     }
-    let run = task_run(runtime, caller, &agent, &run_id).await?;
+    let run = if immediately {
+        task_run(runtime, caller, &agent, &run_id).await?
+    } else {
+        ended_task_run(runtime, caller, &agent, &run_id).await?
+    };
     let task = tasks::task_of_run(&run, configuration.history_length, dialect).to_json(dialect);
     Ok(Answer::Json(match dialect {
         Dialect::V1 => json!({"task": task}),
@@ -575,7 +602,7 @@ async fn cancel(
     }
     // Answer with the ended task when it ends soon, else as it is.
     let mut events = Box::pin(runtime.follow_run_events(run.id.clone(), 0));
-    let _ = tokio::time::timeout(CANCEL_WAIT, async {
+    let finished = tokio::time::timeout(CANCEL_WAIT, async {
         while let Some(Ok(event)) = events.next().await {
             if event.kind == "run.finished" {
                 break;
@@ -583,7 +610,10 @@ async fn cancel(
         }
     })
     .await;
-    let run = task_run(runtime, caller, agent, &run.id).await?;
+    let run = match finished {
+        Ok(()) => ended_task_run(runtime, caller, agent, &run.id).await?,
+        Err(_) => task_run(runtime, caller, agent, &run.id).await?,
+    };
     Ok(Answer::Json(
         tasks::task_of_run(&run, params.history_length, dialect).to_json(dialect),
     ))
