@@ -70,6 +70,30 @@ async fn the_0_3_method_names_answer_in_0_3_shapes_and_errors_name_what_is_wrong
         "another agent's task is not found"
     );
 
+    // ListTasks pages hold at most 100 tasks.
+    let listed = rpc(&app, "chat", "ListTasks", json!({"pageSize": 100})).await;
+    assert_eq!(
+        listed["result"]["tasks"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    assert_eq!(listed["result"]["nextPageToken"], "");
+    let too_many = rpc(&app, "chat", "ListTasks", json!({"pageSize": 101})).await;
+    assert_eq!(too_many["error"]["code"], -32602);
+    assert!(
+        too_many["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("pageSize"),
+        "{too_many}"
+    );
+    let one_page = rpc(&app, "chat", "ListTasks", json!({"pageSize": 1})).await;
+    assert_eq!(
+        one_page["result"]["nextPageToken"],
+        id.as_str(),
+        "a full page has a next"
+    );
+
     let unknown = rpc(&app, "chat", "NoSuchMethod", json!({})).await;
     assert_eq!(unknown["error"]["code"], -32601);
     let bad = rpc(
