@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{Instrument, error, warn};
 
 use super::context_guard::BUDGET_EXCEEDED_STUB;
@@ -462,7 +463,7 @@ impl ToolRunner<'_> {
         &self,
         tool: &str,
         context: &ToolContext,
-    ) -> (Arc<ToolReport>, tokio::task::JoinHandle<()>) {
+    ) -> (Arc<ToolReport>, AbortOnDropHandle<()>) {
         let (sender, mut lines) = tokio::sync::mpsc::channel::<String>(PROGRESS_LINES);
         let events = self.events.clone();
         let tool = tool.to_string();
@@ -482,7 +483,12 @@ impl ToolRunner<'_> {
                     .await;
             }
         });
-        (Arc::new(ToolReport::new(sender)), forwarder)
+        // Aborted with the call: a call the run gave up (abort) may still hold the report in
+        // its detached task, and the forwarder must not keep the run's event sink open.
+        (
+            Arc::new(ToolReport::new(sender)),
+            AbortOnDropHandle::new(forwarder),
+        )
     }
 }
 

@@ -196,6 +196,11 @@ impl ToolHub {
         self.servers.values()
     }
 
+    /// The remote A2A agents whose cards were read at start.
+    pub fn remote_agents(&self) -> &RemoteAgents {
+        &self.remote_agents
+    }
+
     pub fn rest_tools(&self) -> &RestTools {
         &self.rest
     }
@@ -211,7 +216,7 @@ impl ToolHub {
 }
 
 /// `a2a__x` → `x`.
-fn remote_agent_name(entry: &str) -> Option<&str> {
+pub fn remote_agent_name(entry: &str) -> Option<&str> {
     entry
         .strip_prefix(A2A_NAMESPACE)
         .and_then(|rest| rest.strip_prefix("__"))
