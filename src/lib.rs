@@ -13,7 +13,7 @@
 //! | [`limits`] | per-key limits (requests per minute, runs at once, daily budgets) counted in the store or Redis |
 //! | [`http`] | the router, one folder per API family (its wire types and one translator of run events), generated OpenAPI, the edge layers, connections, errors, SSE |
 //! | [`telemetry`] | Prometheus metrics and log setup |
-//! | [`runtime`] | the composition root, and the one run pipeline every headend starts runs through ([`runtime::Runtime::start_run`]); this process as a replica (heartbeats, owner loss, notifications from other replicas), following and cancelling runs anywhere |
+//! | [`runtime`] | the composition root, and the one run pipeline every headend starts runs through ([`runtime::Runtime::start_run`]); this process as a replica (heartbeats, owner loss, notifications from other replicas), following and cancelling runs anywhere; tool approvals (runs parked in the store while they wait, [`runtime::Runtime::decide_approval`] resuming them on any replica) |
 //! | [`json_text`], [`nul_text`] | JSON kept as its text; what happens to NUL characters |
 //! | [`tls`] | the TLS crypto provider (rustls with ring) every HTTPS and PostgreSQL client uses |
 //! | [`cli`] | the `agentd` command line; `main.rs` only calls [`cli::main`] |

@@ -5,7 +5,9 @@
 //! they need through the accessors below.
 
 mod admission;
+mod approvals;
 mod cached;
+pub mod continuation;
 mod conversation;
 mod follow;
 mod live;
@@ -25,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, info_span, warn};
 
+use crate::agent::approval::SessionEnd;
 use crate::agent::observer::{GuardEvent, SessionObserver};
 use crate::agent::sub_agents::{ChildRunner, SubAgents};
 use crate::agent::{
@@ -41,6 +44,7 @@ use crate::store::{RecorderMetrics, RecorderSettings, RunRecorder, Store, StoreE
 use crate::telemetry::{Metrics, MetricsError};
 use crate::tools::hub::{ToolHub, ToolSetupError};
 pub use admission::Overloaded;
+pub use approvals::{ApprovalError, MAX_WAITING_LISTED};
 pub use conversation::ConversationTurn;
 pub use follow::{CancelMode, CancelOutcome, FollowError, FollowedEvent};
 pub use ownership::ReplicaIdentity;
@@ -170,7 +174,7 @@ impl Runtime {
             limits,
         });
         // A restarted process ends its previous life's runs before it takes requests.
-        runtime.sweep().await;
+        runtime.sweep_all().await;
         runtime.prune().await;
         runtime.start_background();
         Ok(runtime)
@@ -261,6 +265,7 @@ impl Runtime {
             user_id: None,
             parent: None,
             transport: None,
+            client_tools: Default::default(),
         };
         let conversation = opening_conversation(&request, &self.tools.instructions_for(agent));
         let tokenizer = tokenizer_of(agent, &self.catalog);
@@ -304,30 +309,52 @@ impl Runtime {
     /// cacheable answer.
     async fn run_measured(
         self: &Arc<Self>,
-        request: SessionRequest,
+        start: pipeline::SessionStart,
         sink: EventSink,
         control: RunControl,
-    ) -> AgentResult {
+    ) -> SessionEnd {
+        let request = start.request();
         let agent = request.agent.name.clone();
+        let agent_spec = request.agent.clone();
         self.metrics.sessions_active.inc();
-        let slot = self.cache_slot(&request);
-        let cached = match &slot {
-            Some(slot) => self.answer_from_cache(slot, &request, &sink).await,
-            None => None,
-        };
-        let result = match cached {
-            Some(result) => result,
-            None => {
-                let agent_spec = request.agent.clone();
-                self.session_for(&agent_spec, sink, control)
-                    .run(request)
-                    .await
+        let (end, slot) = match start {
+            pipeline::SessionStart::New(request) => {
+                let slot = self.cache_slot(&request);
+                let cached = match &slot {
+                    Some(slot) => self.answer_from_cache(slot, &request, &sink).await,
+                    None => None,
+                };
+                let end = match cached {
+                    Some(result) => SessionEnd::Finished(Box::new(result)),
+                    None => {
+                        self.session_for(&agent_spec, sink, control)
+                            .waiting_for_approvals()
+                            .run_or_wait(request)
+                            .await
+                    }
+                };
+                (end, slot)
+            }
+            pipeline::SessionStart::Resumed {
+                request,
+                checkpoint,
+                decisions,
+                ..
+            } => {
+                let end = self
+                    .session_for(&agent_spec, sink, control)
+                    .waiting_for_approvals()
+                    .resume(request, *checkpoint, decisions)
+                    .await;
+                (end, None)
             }
         };
         self.metrics.sessions_active.dec();
-        self.record_metrics(&agent, &result);
-        self.remember(slot.as_ref(), &agent, &result).await;
-        result
+        if let SessionEnd::Finished(result) = &end {
+            self.record_metrics(&agent, result);
+            self.remember(slot.as_ref(), &agent, result).await;
+        }
+        end
     }
 
     /// Starts the graceful end of the runs: no new runs are accepted, and running sessions get

@@ -45,7 +45,7 @@ impl Projection {
 }
 
 /// The counters of one session.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ContextGuard {
     /// Tokens the previous response committed (provider-reported); 0 before the first request.
     current: u64,

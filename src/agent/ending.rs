@@ -69,6 +69,18 @@ impl Ending {
         }
     }
 
+    /// The model called the client's tools: the run ends for the client to run them.
+    pub fn client_tool_calls() -> Self {
+        Self {
+            exit_reason: ExitReason::ClientToolCalls,
+            success: true,
+            error: None,
+            report: None,
+            answer_streamed: false,
+            retry_after_secs: None,
+        }
+    }
+
     /// agentd's synthetic failure report (turns exhausted, context overflow, stop without answer).
     pub fn synthetic_failure(
         exit_reason: ExitReason,

@@ -3,13 +3,13 @@
 //! Every headend turns these into its own wire format; the store persists them for replay.
 //! The session never blocks on a consumer that went away: a closed sink drops events.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::result::{AccountingEntry, FinalReport, RunSummary};
 use crate::json_text::JsonText;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunStarted {
     pub run_id: String,
     pub agent: String,
@@ -18,7 +18,7 @@ pub struct RunStarted {
     pub created_at: String,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TurnStarted {
     pub turn: u32,
     pub attempt: u32,
@@ -28,7 +28,7 @@ pub struct TurnStarted {
     pub forced_final_reason: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TextDelta {
     pub text: String,
     /// This text replaces what the turn streamed before (a retried attempt that said something
@@ -64,7 +64,7 @@ impl TextDelta {
     }
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Progress {
     pub kind: String,
     pub agent: String,
@@ -79,7 +79,7 @@ pub struct Progress {
     pub now: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ToolStarted {
     pub call_id: String,
     pub tool: String,
@@ -87,7 +87,7 @@ pub struct ToolStarted {
     pub arguments: serde_json::Value,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ToolFinished {
     pub call_id: String,
     pub tool: String,
@@ -100,9 +100,10 @@ pub struct ToolFinished {
     pub error: Option<String>,
     /// The result the model received, cut at [`TOOL_OUTPUT_EVENT_BYTES`] (whole UTF-8
     /// characters); headends show it (Responses `mcp_call.output`, AG-UI, the web page).
+    #[serde(default)]
     pub output: String,
     /// `true` when `output` was cut.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub output_truncated: bool,
 }
 
@@ -124,7 +125,30 @@ impl ToolFinished {
     }
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// `tool.approval_requested`: a call waits for a person (SPEC §8); nothing was executed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ApprovalRequested {
+    pub call_id: String,
+    pub tool: String,
+    pub server: String,
+    pub arguments: serde_json::Value,
+    /// RFC 3339: when the wait ends as `expired` (denied).
+    pub expires_at: String,
+}
+
+/// `tool.approval_decided`: how the wait for `call_id` ended.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ApprovalDecided {
+    pub call_id: String,
+    /// `approve`, `deny` or `expired`.
+    pub decision: String,
+    /// Who decided: the user id (`admin` for an admin key without one), or `agentd` for expiry.
+    pub by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ErrorEvent {
     pub code: String,
     pub message: String,
@@ -146,6 +170,8 @@ pub enum AgentEvent {
     FinalReport(Box<FinalReport>),
     RunFinished(Box<RunSummary>),
     Error(ErrorEvent),
+    ApprovalRequested(Box<ApprovalRequested>),
+    ApprovalDecided(Box<ApprovalDecided>),
 }
 
 impl AgentEvent {
@@ -163,6 +189,8 @@ impl AgentEvent {
             Self::FinalReport(_) => "final_report",
             Self::RunFinished(_) => "run.finished",
             Self::Error(_) => "error",
+            Self::ApprovalRequested(_) => "tool.approval_requested",
+            Self::ApprovalDecided(_) => "tool.approval_decided",
         }
     }
 
@@ -179,7 +207,34 @@ impl AgentEvent {
             Self::FinalReport(d) => JsonText::of(d),
             Self::RunFinished(d) => JsonText::of(d),
             Self::Error(d) => JsonText::of(d),
+            Self::ApprovalRequested(d) => JsonText::of(d),
+            Self::ApprovalDecided(d) => JsonText::of(d),
         }
+    }
+
+    /// The event as it was stored (`kind`, `data`): how a run that continued elsewhere (after
+    /// waiting for an approval) reaches the headend that started it. `None` for an unknown kind
+    /// or data that does not fit it.
+    pub fn from_stored(kind: &str, data: &str) -> Option<Self> {
+        fn parse<T: serde::de::DeserializeOwned>(data: &str) -> Option<T> {
+            serde_json::from_str(data).ok()
+        }
+        Some(match kind {
+            "run.started" => Self::RunStarted(parse(data)?),
+            "turn.started" => Self::TurnStarted(parse(data)?),
+            "output" => Self::Output(parse(data)?),
+            "thinking" => Self::Thinking(parse(data)?),
+            "progress" => Self::Progress(parse(data)?),
+            "tool.started" => Self::ToolStarted(parse(data)?),
+            "tool.finished" => Self::ToolFinished(parse(data)?),
+            "accounting" => Self::Accounting(parse(data)?),
+            "final_report" => Self::FinalReport(parse(data)?),
+            "run.finished" => Self::RunFinished(parse(data)?),
+            "error" => Self::Error(parse(data)?),
+            "tool.approval_requested" => Self::ApprovalRequested(parse(data)?),
+            "tool.approval_decided" => Self::ApprovalDecided(parse(data)?),
+            _ => return None,
+        })
     }
 }
 
@@ -217,6 +272,27 @@ impl EventSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_events_read_back_as_the_events_they_were() {
+        let events = [
+            AgentEvent::Output(TextDelta::new("hi")),
+            AgentEvent::ApprovalDecided(Box::new(ApprovalDecided {
+                call_id: "c1".into(),
+                decision: "deny".into(),
+                by: "alice".into(),
+                reason: Some("no".into()),
+            })),
+        ];
+        for event in events {
+            let data = event.data();
+            assert_eq!(
+                AgentEvent::from_stored(event.kind(), data.as_str()),
+                Some(event)
+            );
+        }
+        assert_eq!(AgentEvent::from_stored("nope", "{}"), None);
+    }
 
     #[test]
     fn tool_output_is_kept_whole_up_to_the_bound_and_cut_at_a_character_past_it() {

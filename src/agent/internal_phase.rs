@@ -93,6 +93,12 @@ pub(super) async fn run_batch(
         let item = item.and_then(|c| {
             let error = if !known.contains(&c.tool) {
                 format!("UNKNOWN_TOOL: no tool named {}", c.tool)
+            } else if facts.request.agent.approvals.requires(&c.tool) {
+                // A batch cannot wait for a person: the call must be made on its own.
+                format!(
+                    "NEEDS_APPROVAL: {} waits for a person's approval; call it directly, not inside a batch",
+                    c.tool
+                )
             } else if runnable.len() >= remaining {
                 "LIMIT: more calls than this turn allows; repeat it next turn".to_string()
             } else {

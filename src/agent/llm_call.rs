@@ -50,6 +50,8 @@ pub(super) struct LlmAccess<'a> {
 pub(super) struct LlmAttempt<'a> {
     pub target: &'a Target,
     pub tools: Vec<ToolDefinition>,
+    /// The client's `tool_choice`, when it applies to this attempt.
+    pub tool_choice: Option<crate::llm::ToolChoice>,
     /// Messages for this attempt only (notices, XML-NEXT).
     pub ephemeral: Vec<ChatMessage>,
     /// The XML transport's nonce, when the answer streams from inside its final tag.
@@ -76,6 +78,7 @@ impl LlmAccess<'_> {
             messages,
             tools: attempt.tools,
             sampling: facts.sampling.clone(),
+            tool_choice: attempt.tool_choice,
             timeout: facts.request.agent.limits.llm_timeout,
         };
         let routing = routing_for(facts, attempt.final_tag_nonce);

@@ -4,6 +4,8 @@
 //! everything is also returned in the [`AgentResult`]. Every headend (HTTP APIs, CLI) builds a
 //! [`SessionRequest`], runs [`Session::run`] in a task, and translates the events.
 
+pub mod approval;
+pub mod client_tools;
 pub mod context_guard;
 mod ending;
 pub mod events;
@@ -57,6 +59,16 @@ pub struct SessionRequest {
     pub parent: Option<sub_agents::ParentRun>,
     /// Tool transport for this run; the agent's `transport` when `None`.
     pub transport: Option<crate::config::agent_file::Transport>,
+    /// Tools the client brought (SPEC §9.2); none for most runs.
+    pub client_tools: client_tools::ClientTools,
+}
+
+impl SessionRequest {
+    /// Whether this run answers client tool calls (its history ends with their results) rather
+    /// than a new prompt.
+    pub fn continues_tool_calls(&self) -> bool {
+        self.prompt.trim().is_empty() && client_tools::continues_tool_calls(&self.history)
+    }
 }
 
 /// The providers a session may call, by configured provider name.

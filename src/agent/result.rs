@@ -28,6 +28,9 @@ pub enum ExitReason {
     OwnerLost,
     /// The server shut down (its drain time ran out) before the run ended.
     ShuttingDown,
+    /// The model called tools the client brought (SPEC §9.2); the client runs them and sends
+    /// their results in its next request.
+    ClientToolCalls,
 }
 
 impl ExitReason {
@@ -50,6 +53,7 @@ impl ExitReason {
             Self::InternalError => "internal_error",
             Self::OwnerLost => "owner_lost",
             Self::ShuttingDown => "shutting_down",
+            Self::ClientToolCalls => "client_tool_calls",
         }
     }
 
@@ -273,6 +277,9 @@ pub struct RunSummary {
     /// For a run that ended `rate_limited`: how long the provider asked to wait, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_secs: Option<u64>,
+    /// For a run that ended `client_tool_calls`: the calls its client is to run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_tool_calls: Vec<crate::llm::ToolCall>,
 }
 
 /// Everything a session did (SPEC §5); returned even when the run failed.
@@ -316,7 +323,16 @@ impl AgentResult {
             turns: self.turns,
             duration_ms: self.duration_ms,
             retry_after_secs: self.retry_after_secs,
+            client_tool_calls: self.client_tool_calls(),
         }
+    }
+
+    /// The calls a run that ended `client_tool_calls` leaves for its client (none otherwise).
+    pub fn client_tool_calls(&self) -> Vec<crate::llm::ToolCall> {
+        if self.exit_reason != ExitReason::ClientToolCalls {
+            return Vec::new();
+        }
+        super::client_tools::unanswered_calls(&self.conversation)
     }
 
     /// The answer text: `content_json` as JSON text for json reports, else `content`.

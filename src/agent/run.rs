@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use super::SessionRequest;
+use super::approval::{Checkpoint, KeptSampling, WaitingTurn, XmlCheckpoint};
 use super::context_guard::ContextGuard;
 use super::ending::Transcript;
 use super::final_report::FinalReportSpec;
@@ -34,6 +35,18 @@ pub(super) enum ForcedFinal {
 }
 
 impl ForcedFinal {
+    /// The reason as [`ForcedFinal::as_str`] wrote it (a checkpoint keeps it as text).
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            Self::UserStop,
+            Self::RetryExhaustion,
+            Self::Context,
+            Self::TaskCompleted,
+        ]
+        .into_iter()
+        .find(|reason| reason.as_str() == text)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::UserStop => "user_stop",
@@ -161,6 +174,8 @@ pub(super) struct Run {
     pub context: ContextAccount,
     /// The XML transport's state (`xml-final` or `xml` with a final report); `None` is native.
     pub xml: Option<XmlTransport>,
+    /// Set by the tool phase when calls of the turn wait for a person: the run stops here.
+    pub waiting: Option<WaitingTurn>,
 }
 
 impl Run {
@@ -178,7 +193,13 @@ impl Run {
         let transport = request.transport.unwrap_or(request.agent.transport);
         let xml = xml_state(&transport, request.agent.finalization).map(XmlTransport::new);
         let plan = TurnPlan {
-            max_turns: request.agent.limits.max_turns.max(1),
+            // A client tool loop's earlier requests spent part of the budget (SPEC §9.2).
+            max_turns: request
+                .agent
+                .limits
+                .max_turns
+                .saturating_sub(request.client_tools.turns_used)
+                .max(1),
             forced_final: None,
         };
         let facts = RunFacts::new(request);
@@ -193,7 +214,86 @@ impl Run {
                 turns: 0,
             },
             xml,
+            waiting: None,
         }
+    }
+
+    /// The run as it was when it stopped to wait (see [`Checkpoint`]).
+    pub fn restore(
+        request: SessionRequest,
+        checkpoint: &Checkpoint,
+        catalog: &ModelCatalog,
+        observer: Option<Arc<dyn SessionObserver>>,
+    ) -> Self {
+        let tokenizer = tokenizer_of(&request.agent, catalog);
+        let xml = checkpoint.xml.as_ref().map(|xml| {
+            XmlTransport::new(XmlState {
+                nonce: xml.nonce.clone(),
+                mode: if xml.full {
+                    XmlMode::Full
+                } else {
+                    XmlMode::FinalOnly
+                },
+                next_slot: xml.next_slot,
+            })
+        });
+        let plan = TurnPlan {
+            max_turns: checkpoint.max_turns,
+            forced_final: checkpoint
+                .forced_final
+                .as_deref()
+                .and_then(ForcedFinal::parse),
+        };
+        let facts = RunFacts::new(request);
+        let limits = TargetLimits::new(catalog, &facts);
+        Self {
+            context: ContextAccount::new(
+                checkpoint.guard.clone(),
+                tokenizer,
+                limits,
+                observer,
+                &facts,
+            ),
+            facts,
+            plan,
+            transcript: Transcript {
+                conversation: checkpoint.conversation.clone(),
+                accounting: checkpoint.accounting.clone(),
+                turns: checkpoint.turns,
+            },
+            xml,
+            waiting: None,
+        }
+    }
+
+    /// The checkpoint of a run whose turn has calls waiting; `None` when none wait.
+    pub fn checkpoint(&mut self, elapsed_ms: u64) -> Option<Checkpoint> {
+        let waiting = self.waiting.take()?;
+        let request = &self.facts.request;
+        Some(Checkpoint {
+            run_id: request.run_id.clone(),
+            agent: request.agent.name.clone(),
+            prompt: request.prompt.clone(),
+            conversation_id: request.conversation_id.clone(),
+            format: request.format.clone(),
+            schema: request.schema.clone(),
+            user_id: request.user_id.clone(),
+            transport: request.transport,
+            overrides: KeptSampling::from(&request.overrides),
+            conversation: std::mem::take(&mut self.transcript.conversation),
+            accounting: std::mem::take(&mut self.transcript.accounting),
+            turns: self.transcript.turns,
+            max_turns: self.plan.max_turns,
+            forced_final: self.plan.forced_final.map(|f| f.as_str().to_string()),
+            guard: self.context.guard.clone(),
+            xml: self.xml.as_ref().map(|xml| XmlCheckpoint {
+                nonce: xml.state.nonce.clone(),
+                next_slot: xml.state.next_slot,
+                full: xml.state.mode == XmlMode::Full,
+            }),
+            waiting,
+            elapsed_ms,
+        })
     }
 }
 
@@ -206,7 +306,9 @@ pub fn opening_conversation(
 ) -> Vec<ChatMessage> {
     let mut conversation = vec![ChatMessage::system(system_prompt(request, instructions))];
     conversation.extend(request.history.iter().cloned());
-    conversation.push(ChatMessage::user(request.prompt.clone()));
+    if !request.continues_tool_calls() {
+        conversation.push(ChatMessage::user(request.prompt.clone()));
+    }
     conversation
 }
 

@@ -17,6 +17,7 @@ use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, error, warn};
 
+use super::approval::{Checkpoint, DecidedCall, SessionEnd, WaitingTurn};
 use super::ending::{Ending, Transcript, assemble};
 use super::events::{AgentEvent, EventSink, RunStarted, TextDelta, TurnStarted};
 use super::final_report::{self, FinalReportSpec};
@@ -103,6 +104,16 @@ pub struct Session {
     tool_instructions: Vec<(String, String)>,
     /// The agents this session may call, and the runner for their sessions.
     sub_agents: Option<SubAgents>,
+    /// Calls that need approval make the run wait ([`Session::run_or_wait`]); otherwise
+    /// they are denied at once.
+    may_wait: bool,
+}
+
+/// What the turn loop came to.
+enum Stop {
+    Ended(Ending),
+    /// Calls of the last turn wait for a person (`Run::waiting`).
+    Waiting,
 }
 
 /// How a turn ended, for the loop.
@@ -113,6 +124,8 @@ enum TurnEnd {
     ProviderFailure(LlmError),
     /// Every attempt answered, but never usably (empty, or plain text when a report is needed).
     NoUsableResponse,
+    /// Calls of the turn wait for a person.
+    Wait,
 }
 
 impl Session {
@@ -131,7 +144,15 @@ impl Session {
             observer: None,
             tool_instructions: Vec::new(),
             sub_agents: None,
+            may_wait: false,
         }
+    }
+
+    /// Calls that need approval make the run wait with a checkpoint instead of being denied
+    /// (for [`Session::run_or_wait`] and [`Session::resume`]).
+    pub fn waiting_for_approvals(mut self) -> Self {
+        self.may_wait = true;
+        self
     }
 
     /// Context windows, tokenizers and prices for the guard and cost accounting.
@@ -158,9 +179,64 @@ impl Session {
         self
     }
 
-    /// Runs the session to its end. Never panics, whatever the tools or providers do.
+    /// Runs the session to its end. Never panics, whatever the tools or providers do. Calls
+    /// that need approval are denied (nobody can be asked): see [`Session::run_or_wait`].
     pub async fn run(&self, request: SessionRequest) -> AgentResult {
         let started = Instant::now();
+        self.emit_started(&request).await;
+        let mut run = self.open(request);
+        let ending = match self
+            .contained(run.facts.request.run_id.clone(), self.drive(&mut run))
+            .await
+        {
+            Stop::Ended(ending) => ending,
+            Stop::Waiting => Ending::failure(
+                ExitReason::InternalError,
+                "internal error: a call waits for approval in a session that cannot wait",
+            ),
+        };
+        self.finish(run, started, ending).await
+    }
+
+    /// Runs the session until it ends or calls of a turn wait for a person (then its
+    /// [`Checkpoint`] is returned and no `run.finished` is emitted; [`Session::resume`]
+    /// continues it, in this process or another).
+    pub async fn run_or_wait(&self, request: SessionRequest) -> SessionEnd {
+        let started = Instant::now();
+        self.emit_started(&request).await;
+        let mut run = self.open(request);
+        let stop = self
+            .contained(run.facts.request.run_id.clone(), self.drive(&mut run))
+            .await;
+        self.settle(run, started, stop).await
+    }
+
+    /// Continues a run from its checkpoint once its waiting calls are decided: emits
+    /// `tool.approval_decided` per call, runs the approved ones, tells the model of the denied
+    /// (a call without a decision counts as expired) and goes on with the next turn, as if it
+    /// had never stopped. An aborted `control` ends it `cancelled` before anything runs.
+    pub async fn resume(
+        &self,
+        request: SessionRequest,
+        checkpoint: Checkpoint,
+        decisions: Vec<DecidedCall>,
+    ) -> SessionEnd {
+        let elapsed = Duration::from_millis(checkpoint.elapsed_ms);
+        let started = Instant::now()
+            .checked_sub(elapsed)
+            .unwrap_or_else(Instant::now);
+        let mut run = Run::restore(request, &checkpoint, &self.catalog, self.observer.clone());
+        let waiting = checkpoint.waiting;
+        let stop = self
+            .contained(
+                run.facts.request.run_id.clone(),
+                self.continue_after_wait(&mut run, waiting, &decisions),
+            )
+            .await;
+        self.settle(run, started, stop).await
+    }
+
+    async fn emit_started(&self, request: &SessionRequest) {
         self.events
             .emit(AgentEvent::RunStarted(Box::new(RunStarted {
                 run_id: request.run_id.clone(),
@@ -169,22 +245,55 @@ impl Session {
                 created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             })))
             .await;
-        let mut run = Run::new(
+    }
+
+    fn open(&self, request: SessionRequest) -> Run {
+        Run::new(
             request,
             &self.catalog,
             &self.tool_instructions,
             self.observer.clone(),
-        );
-        let ending = match AssertUnwindSafe(self.drive(&mut run)).catch_unwind().await {
-            Ok(ending) => ending,
+        )
+    }
+
+    /// `loop_future`'s stop, or an internal error if it panicked.
+    async fn contained(
+        &self,
+        run_id: String,
+        loop_future: impl std::future::Future<Output = Stop>,
+    ) -> Stop {
+        match AssertUnwindSafe(loop_future).catch_unwind().await {
+            Ok(stop) => stop,
             Err(_) => {
-                error!(run_id = %run.facts.request.run_id, "the session panicked");
-                Ending::failure(
+                error!(%run_id, "the session panicked");
+                Stop::Ended(Ending::failure(
                     ExitReason::InternalError,
                     "internal error: the session crashed",
-                )
+                ))
+            }
+        }
+    }
+
+    /// The run's end, or its checkpoint when calls wait.
+    async fn settle(&self, mut run: Run, started: Instant, stop: Stop) -> SessionEnd {
+        let ending = match stop {
+            Stop::Ended(ending) => ending,
+            Stop::Waiting => {
+                let elapsed_ms = started.elapsed().as_millis() as u64;
+                match run.checkpoint(elapsed_ms) {
+                    Some(checkpoint) => return SessionEnd::Waiting(Box::new(checkpoint)),
+                    None => Ending::failure(
+                        ExitReason::InternalError,
+                        "internal error: the run stopped to wait with nothing waiting",
+                    ),
+                }
             }
         };
+        SessionEnd::Finished(Box::new(self.finish(run, started, ending).await))
+    }
+
+    /// Publishes the answer, assembles the result and emits `final_report` and `run.finished`.
+    async fn finish(&self, mut run: Run, started: Instant, ending: Ending) -> AgentResult {
         self.publish_answer(&run.facts, &ending).await;
         let result = assemble(
             &run.facts.request,
@@ -203,11 +312,41 @@ impl Session {
         result
     }
 
+    async fn continue_after_wait(
+        &self,
+        run: &mut Run,
+        waiting: WaitingTurn,
+        decisions: &[DecidedCall],
+    ) -> Stop {
+        if let Err(ending) = self.set_up(run) {
+            return Stop::Ended(*ending);
+        }
+        if self.control.abort.is_cancelled() {
+            return Stop::Ended(self.control.aborted());
+        }
+        let turn = waiting.turn;
+        self.tool_runner()
+            .finish_waiting_turn(run, waiting, decisions)
+            .await;
+        self.turns(run, turn).await
+    }
+
     /// The turn loop: checks the input and the report's schema, then runs turns until one ends
     /// the run or none are left (a synthetic failure report then says why).
-    async fn drive(&self, run: &mut Run) -> Ending {
-        if run.facts.request.prompt.trim().is_empty() {
-            return Ending::failure(ExitReason::EmptyInput, "the prompt is empty");
+    async fn drive(&self, run: &mut Run) -> Stop {
+        if let Err(ending) = self.set_up(run) {
+            return Stop::Ended(*ending);
+        }
+        self.turns(run, 0).await
+    }
+
+    /// Checks the input and compiles the final report's schema.
+    fn set_up(&self, run: &mut Run) -> Result<(), Box<Ending>> {
+        if run.facts.request.prompt.trim().is_empty() && !run.facts.request.continues_tool_calls() {
+            return Err(Box::new(Ending::failure(
+                ExitReason::EmptyInput,
+                "the prompt is empty",
+            )));
         }
         if run.facts.request.agent.finalization == Finalization::Report {
             match FinalReportSpec::new(&run.facts.format, run.facts.schema()) {
@@ -217,19 +356,24 @@ impl Session {
                     run.facts.report = Some(ReportExpectation { spec, definition });
                 }
                 Err(error) => {
-                    return Ending::failure(
+                    return Err(Box::new(Ending::failure(
                         ExitReason::ConfigError,
                         format!("the output schema is invalid: {error}"),
-                    );
+                    )));
                 }
             }
         }
-        let mut turn = 0;
+        Ok(())
+    }
+
+    /// The turns after `turn` until one ends the run or waits, or none are left (a synthetic
+    /// failure report then says why).
+    async fn turns(&self, run: &mut Run, mut turn: u32) -> Stop {
         while turn < run.plan.max_turns {
             turn += 1;
             run.transcript.turns = turn;
             if self.control.abort.is_cancelled() {
-                return self.control.aborted();
+                return Stop::Ended(self.control.aborted());
             }
             if self.control.stop.is_cancelled() {
                 run.plan.force_final(ForcedFinal::UserStop);
@@ -251,18 +395,19 @@ impl Session {
                 .await
             {
                 TurnEnd::Next => {}
-                TurnEnd::End(ending) => return ending,
-                TurnEnd::ProviderFailure(error) => return exhausted(&error),
+                TurnEnd::Wait => return Stop::Waiting,
+                TurnEnd::End(ending) => return Stop::Ended(ending),
+                TurnEnd::ProviderFailure(error) => return Stop::Ended(exhausted(&error)),
                 TurnEnd::NoUsableResponse if !is_final => {
                     run.plan.forced_final = Some(ForcedFinal::RetryExhaustion)
                 }
                 TurnEnd::NoUsableResponse => {
-                    return Ending::synthetic_failure(
+                    return Stop::Ended(Ending::synthetic_failure(
                         ExitReason::NoLlmResponse,
                         &run.facts.format,
                         "no_llm_response",
                         "the model returned no usable response on its final turn",
-                    );
+                    ));
                 }
             }
         }
@@ -283,7 +428,12 @@ impl Session {
                 "the agent used all its turns without producing a final answer",
             ),
         };
-        Ending::synthetic_failure(reason, &run.facts.format, metadata_reason, message)
+        Stop::Ended(Ending::synthetic_failure(
+            reason,
+            &run.facts.format,
+            metadata_reason,
+            message,
+        ))
     }
 
     /// The tools of the turn about to start, after the context guard's `turn_preflight` (which
@@ -365,8 +515,14 @@ impl Session {
                 }
             };
             let nonce = run.xml.as_ref().map(|xml| xml.state.nonce.clone());
+            let tool_choice = run
+                .facts
+                .request
+                .client_tools
+                .provider_choice(turn, &provider_tools);
             let attempt_call = LlmAttempt {
                 target: &target,
+                tool_choice,
                 tools: provider_tools,
                 ephemeral,
                 final_tag_nonce: nonce.as_deref(),
@@ -419,6 +575,7 @@ impl Session {
                     };
                     match handled {
                         Handled::Next => return TurnEnd::Next,
+                        Handled::Wait => return TurnEnd::Wait,
                         Handled::End(ending) => return TurnEnd::End(ending),
                         Handled::Retry(notice) => {
                             retry_notice = notice;
@@ -471,6 +628,7 @@ impl Session {
             tools.push(task_status_definition());
             tools.push(batch);
         }
+        tools.extend(facts.request.client_tools.offered().iter().cloned());
         tools.extend(final_turn_tools(facts));
         tools
     }
@@ -490,6 +648,7 @@ impl Session {
             events: &self.events,
             control: &self.control,
             sub_agents: self.sub_agents.as_ref(),
+            may_wait: self.may_wait,
         }
     }
 

@@ -165,6 +165,7 @@ async fn run_child(
         schema: None,
         user_id: facts.request.user_id.clone(),
         transport: None,
+        client_tools: Default::default(),
         parent: Some(ParentRun {
             call_path: facts.call_path.clone(),
             txn_id: facts.request.run_id.clone(),

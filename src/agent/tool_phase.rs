@@ -12,9 +12,12 @@ use serde_json::{Map, Value};
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{Instrument, error, warn};
 
+use super::approval::{DecidedCall, Decision, PendingCall, WaitingTurn};
 use super::context_guard::BUDGET_EXCEEDED_STUB;
 use super::ending::Ending;
-use super::events::{AgentEvent, EventSink, Progress, ToolFinished, ToolStarted};
+use super::events::{
+    AgentEvent, ApprovalDecided, ApprovalRequested, EventSink, Progress, ToolFinished, ToolStarted,
+};
 use super::final_report::FINAL_REPORT_TOOL;
 use super::guard_phase::Refusal;
 use super::internal_phase::{record_task_status, run_batch};
@@ -34,7 +37,13 @@ pub(super) enum Handled {
     End(Ending),
     /// Retry this turn, with an ephemeral notice if given; nothing was added to the conversation.
     Retry(Option<&'static str>),
+    /// Calls of this turn wait for a person (`run.waiting` holds them): the run stops here.
+    Wait,
 }
+
+/// Told to the model for a call that needs approval where nobody can be asked.
+const NO_APPROVER_REPLY: &str =
+    "denied: this tool needs a person's approval, which this session cannot ask for";
 
 /// `charactersOut` the contract fixes for an accepted final report.
 const FINAL_REPORT_CHARS_OUT: usize = 12;
@@ -63,6 +72,9 @@ pub(super) struct ToolRunner<'a> {
     pub events: &'a EventSink,
     pub control: &'a RunControl,
     pub sub_agents: Option<&'a SubAgents>,
+    /// Whether calls that need approval may make the run wait (a top-level run under a
+    /// runtime that keeps checkpoints); otherwise they are denied at once.
+    pub may_wait: bool,
 }
 
 impl ToolRunner<'_> {
@@ -126,20 +138,28 @@ impl ToolRunner<'_> {
         is_final: bool,
         calls: &[ToolCall],
     ) -> Handled {
-        let replies = match self.execute_calls(run, turn, is_final, calls, None).await {
+        // The client's tools are the client's to run: the others run now, and the run then
+        // ends with the client's calls unanswered (SPEC §9.2).
+        let (client_calls, calls): (Vec<ToolCall>, Vec<ToolCall>) = calls
+            .iter()
+            .cloned()
+            .partition(|call| !is_final && run.facts.request.client_tools.contains(&call.name));
+        let replies = match self.execute_calls(run, turn, is_final, &calls, None).await {
             Ok(replies) => replies,
             Err(handled) => return handled,
         };
-        for (call, content) in calls.iter().zip(replies) {
-            run.transcript.conversation.push(ChatMessage {
-                role: Role::Tool,
-                content: Some(content),
-                tool_calls: Vec::new(),
-                tool_call_id: Some(call.id.clone()),
-                reasoning: None,
-                reasoning_signature: None,
-                redacted_reasoning: Vec::new(),
-            });
+        if run.waiting.is_some() {
+            return Handled::Wait;
+        }
+        let answered = calls.len();
+        push_tool_replies(run, &calls, replies);
+        if !client_calls.is_empty() {
+            tracing::debug!(
+                answered,
+                pending = client_calls.len(),
+                "the turn calls client tools"
+            );
+            return Handled::End(Ending::client_tool_calls());
         }
         Handled::Next
     }
@@ -161,6 +181,7 @@ impl ToolRunner<'_> {
         let mut requested = 0usize;
         let mut batches: Vec<(usize, &ToolCall)> = Vec::new();
         let mut children = Vec::new();
+        let mut parked: Vec<(usize, &ToolCall, Map<String, Value>)> = Vec::new();
         for (index, call) in calls.iter().enumerate() {
             if call.name == FINAL_REPORT_TOOL && run.facts.report.is_some() {
                 let outcome = match run.xml.as_ref() {
@@ -210,6 +231,16 @@ impl ToolRunner<'_> {
                     "dropped: at most {limit} tool calls are allowed per turn; call {} again in the next turn if you still need it",
                     call.name
                 )));
+                continue;
+            }
+            if run.facts.request.agent.approvals.requires(&call.name) {
+                match call_arguments(call) {
+                    Ok(arguments) if self.may_wait && source.is_none() => {
+                        parked.push((index, call, scope_to_user(&run.facts, arguments)));
+                    }
+                    Ok(_) => replies[index] = Some(NO_APPROVER_REPLY.to_string()),
+                    Err(reply) => replies[index] = Some(reply),
+                }
                 continue;
             }
             let child = self
@@ -294,18 +325,142 @@ impl ToolRunner<'_> {
             replies[index] = Some(message);
             admitted[index] = true;
         }
+        if self.control.abort.is_cancelled() {
+            return Err(Handled::End(self.control.aborted()));
+        }
         let mut contents = Vec::with_capacity(calls.len());
-        for (reply, admitted) in replies.into_iter().zip(admitted) {
+        for (index, (reply, admitted)) in replies.into_iter().zip(admitted).enumerate() {
+            if parked.iter().any(|(waiting, _, _)| *waiting == index) {
+                contents.push(None);
+                continue;
+            }
             let content = reply.unwrap_or_else(|| failed("not executed"));
             if !admitted {
                 run.context.add_unchecked_tool_reply(&content);
             }
-            contents.push(content);
+            contents.push(Some(content));
         }
-        if self.control.abort.is_cancelled() {
-            return Err(Handled::End(self.control.aborted()));
+        if !parked.is_empty() {
+            let pending = self.ask_for_approval(run, &parked).await;
+            run.waiting = Some(WaitingTurn {
+                turn,
+                calls: calls.to_vec(),
+                replies: contents,
+                pending,
+            });
+            return Ok(Vec::new());
         }
-        Ok(contents)
+        Ok(contents
+            .into_iter()
+            .map(Option::unwrap_or_default)
+            .collect())
+    }
+
+    /// Emits `tool.approval_requested` for each parked call; they wait until `approvalTimeout`.
+    async fn ask_for_approval(
+        &self,
+        run: &Run,
+        parked: &[(usize, &ToolCall, Map<String, Value>)],
+    ) -> Vec<PendingCall> {
+        let timeout = run.facts.request.agent.approvals.timeout;
+        let expires_at = chrono::Utc::now()
+            + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::days(365));
+        let mut pending = Vec::with_capacity(parked.len());
+        for (_, call, arguments) in parked {
+            let waiting = PendingCall {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                server: server_of(&call.name),
+                arguments: Value::Object(arguments.clone()),
+                expires_at: chrono::SubsecRound::trunc_subsecs(expires_at, 6),
+            };
+            self.events
+                .emit(AgentEvent::ApprovalRequested(Box::new(ApprovalRequested {
+                    call_id: waiting.call_id.clone(),
+                    tool: waiting.tool.clone(),
+                    server: waiting.server.clone(),
+                    arguments: waiting.arguments.clone(),
+                    expires_at: waiting
+                        .expires_at
+                        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                })))
+                .await;
+            pending.push(waiting);
+        }
+        pending
+    }
+
+    /// Ends a wait: emits `tool.approval_decided` for each decision, runs the approved calls
+    /// (with edited arguments when given) and tells the model of the denied ones, then adds the
+    /// whole turn's replies to the conversation in the order of the calls.
+    pub(super) async fn finish_waiting_turn(
+        &self,
+        run: &mut Run,
+        waiting: WaitingTurn,
+        decisions: &[DecidedCall],
+    ) {
+        let context = ToolContext {
+            timeout: run.facts.request.agent.limits.tool_timeout,
+            max_bytes: usize::try_from(run.facts.request.agent.limits.tool_response_max_bytes)
+                .unwrap_or(usize::MAX),
+            lineage: run.facts.lineage.clone(),
+            source: None,
+        };
+        let mut replies = waiting.replies;
+        for pending in &waiting.pending {
+            let decided = decisions.iter().find(|d| d.call_id == pending.call_id);
+            let decision = decided.map_or(Decision::Expired, |d| d.decision.clone());
+            self.events
+                .emit(AgentEvent::ApprovalDecided(Box::new(ApprovalDecided {
+                    call_id: pending.call_id.clone(),
+                    decision: decision.as_str().into(),
+                    by: decided.map_or_else(|| "agentd".into(), |d| d.by.clone()),
+                    reason: decision.reason(),
+                })))
+                .await;
+            let Some(index) = waiting.calls.iter().position(|c| c.id == pending.call_id) else {
+                continue;
+            };
+            let reply = match &decision {
+                Decision::Approve { arguments, .. } => {
+                    let arguments = match arguments {
+                        Some(edited) => scope_to_user(&run.facts, edited.clone()),
+                        None => match &pending.arguments {
+                            Value::Object(given) => given.clone(),
+                            _ => Map::new(),
+                        },
+                    };
+                    let executed = self
+                        .execute_tool(index, &waiting.calls[index], arguments, &context)
+                        .await;
+                    let Executed {
+                        message, mut entry, ..
+                    } = executed;
+                    let message = match run.context.admit_tool_output(&message) {
+                        Ok(()) => message,
+                        Err(refusal) => {
+                            mark_dropped(&mut entry, &refusal);
+                            BUDGET_EXCEEDED_STUB.to_string()
+                        }
+                    };
+                    run.transcript.record(self.events, entry).await;
+                    message
+                }
+                denied => {
+                    let reply = denied.denial_reply().unwrap_or_default();
+                    run.context.add_unchecked_tool_reply(&reply);
+                    reply
+                }
+            };
+            if let Some(slot) = replies.get_mut(index) {
+                *slot = Some(reply);
+            }
+        }
+        let replies = replies
+            .into_iter()
+            .map(|reply| reply.unwrap_or_else(|| failed("not executed")))
+            .collect();
+        push_tool_replies(run, &waiting.calls, replies);
     }
 
     /// Validates a final-report call; `Err` carries the reason the model will be told.
@@ -365,11 +520,7 @@ impl ToolRunner<'_> {
         arguments: Map<String, Value>,
         context: &ToolContext,
     ) -> Executed {
-        let server = call
-            .name
-            .split_once("__")
-            .map_or("unknown", |(namespace, _)| namespace)
-            .to_string();
+        let server = server_of(&call.name);
         let arguments = Value::Object(arguments);
         let chars_in = arguments.to_string().chars().count();
         self.events
@@ -496,6 +647,28 @@ impl ToolRunner<'_> {
 const PROGRESS_LINES: usize = 32;
 /// How long a finished call's last progress lines may take to become events.
 const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
+
+/// The tool's server: the namespace before `__`.
+fn server_of(tool: &str) -> String {
+    tool.split_once("__")
+        .map_or("unknown", |(namespace, _)| namespace)
+        .to_string()
+}
+
+/// Adds one `tool` message per call, in the order of the calls.
+fn push_tool_replies(run: &mut Run, calls: &[ToolCall], replies: Vec<String>) {
+    for (call, content) in calls.iter().zip(replies) {
+        run.transcript.conversation.push(ChatMessage {
+            role: Role::Tool,
+            content: Some(content),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call.id.clone()),
+            reasoning: None,
+            reasoning_signature: None,
+            redacted_reasoning: Vec::new(),
+        });
+    }
+}
 
 /// `toolResponseMaxBytes`: keeps at most `max_bytes` of the output (never splitting a UTF-8
 /// character) behind the contract's notice.

@@ -32,6 +32,7 @@ fn request(agent: Arc<AgentSpec>, prompt: &str) -> SessionRequest {
         schema: None,
         user_id: None,
         transport: None,
+        client_tools: Default::default(),
         parent: None,
     }
 }

@@ -1,5 +1,8 @@
 //! `agentd run AGENT PROMPT`: one session in the terminal. The final report goes to stdout;
-//! thinking and progress go to stderr (a live status line when stderr is a terminal).
+//! thinking and progress go to stderr (a live status line when stderr is a terminal). A tool
+//! call that needs approval is asked about on the terminal (approve, deny with a reason, edit the
+//! arguments), or decided by `--approve-all` / `--deny-all`; with neither and no terminal it is
+//! denied with a message saying so.
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -10,10 +13,12 @@ use serde_json::Value;
 
 use super::{EXIT_SESSION_FAILED, Failure, load_config};
 use crate::agent::AgentEvent;
+use crate::agent::approval::Decision;
+use crate::agent::events::ApprovalRequested;
 use crate::agent::final_report::FinalReportSpec;
 use crate::agent::result::AccountingEntry;
 use crate::config::{AgentRegistry, AgentSpec, Config, Target};
-use crate::runtime::{RunSubmission, Runtime};
+use crate::runtime::{ApprovalError, RunSubmission, Runtime};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct RunArgs {
@@ -42,6 +47,12 @@ pub(super) struct RunArgs {
     /// Store URL to record the run in (default: nothing is kept).
     #[arg(long)]
     database: Option<String>,
+    /// Approve every tool call that needs approval without asking.
+    #[arg(long, conflicts_with = "deny_all")]
+    approve_all: bool,
+    /// Deny every tool call that needs approval without asking.
+    #[arg(long)]
+    deny_all: bool,
 }
 
 pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
@@ -105,8 +116,13 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
         .await
         .map_err(|e| Failure::init(format!("the run could not start: {e}")))?;
     let mut progress = Progress::new(!options.json);
+    let approver = Approver::new(&options);
     while let Some(event) = handle.events.recv().await {
         progress.show(&event);
+        if let AgentEvent::ApprovalRequested(waiting) = &event {
+            progress.finish();
+            approver.decide(&runtime, &handle.run_id, waiting).await;
+        }
     }
     progress.finish();
     let result = handle.result.await;
@@ -195,6 +211,139 @@ fn read_prompt(prompt: &str) -> Result<String, Failure> {
         Some(path) => std::fs::read_to_string(path)
             .map_err(|e| Failure::config(format!("cannot read the prompt file {path}: {e}"))),
         None => Ok(prompt.to_string()),
+    }
+}
+
+/// Who decides the calls that need approval (SPEC §8): the person at the terminal, or the
+/// `--approve-all` / `--deny-all` flag; without a terminal or a flag every such call is denied,
+/// saying why.
+enum Approver {
+    All(bool),
+    Terminal,
+    Nobody,
+}
+
+/// What the model is told when nobody could be asked.
+const NO_TERMINAL_REASON: &str =
+    "nobody could approve it: agentd run has no terminal (use --approve-all or --deny-all)";
+
+impl Approver {
+    fn new(options: &RunArgs) -> Self {
+        if options.approve_all || options.deny_all {
+            Self::All(options.approve_all)
+        } else if std::io::stdin().is_terminal() && options.prompt != "-" {
+            Self::Terminal
+        } else {
+            Self::Nobody
+        }
+    }
+
+    async fn decide(&self, runtime: &Arc<Runtime>, run_id: &str, waiting: &ApprovalRequested) {
+        let mut decision = match self {
+            Self::All(true) => Decision::Approve {
+                arguments: None,
+                note: None,
+            },
+            Self::All(false) => Decision::Deny {
+                reason: Some("denied by --deny-all".into()),
+            },
+            Self::Nobody => {
+                eprintln!(
+                    "agentd: `{}` needs approval and there is no terminal to ask: denied (use --approve-all or --deny-all)",
+                    waiting.tool
+                );
+                Decision::Deny {
+                    reason: Some(NO_TERMINAL_REASON.into()),
+                }
+            }
+            Self::Terminal => ask(waiting, None).await,
+        };
+        loop {
+            match runtime
+                .decide_approval(run_id, &waiting.call_id, decision, "cli")
+                .await
+            {
+                Ok(_) => return,
+                Err(ApprovalError::InvalidArguments { problems, .. })
+                    if matches!(self, Self::Terminal) =>
+                {
+                    decision = ask(waiting, Some(&problems)).await;
+                }
+                Err(error) => {
+                    eprintln!(
+                        "agentd: the decision on `{}` was not taken: {error}",
+                        waiting.tool
+                    );
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Asks the person at the terminal: approve, deny (with a reason) or edit the arguments.
+async fn ask(waiting: &ApprovalRequested, problem: Option<&str>) -> Decision {
+    let tool = waiting.tool.clone();
+    let arguments = waiting.arguments.to_string();
+    let problem = problem.map(str::to_string);
+    let asked = tokio::task::spawn_blocking(move || {
+        if let Some(problem) = problem {
+            eprintln!("agentd: those arguments do not fit the tool: {problem}");
+        }
+        eprintln!("agentd: the agent wants to call `{tool}` with {arguments}");
+        loop {
+            let answer = read_answer("[a]pprove, [d]eny or [e]dit the arguments? ");
+            match answer.trim().to_ascii_lowercase().as_str() {
+                "a" | "approve" | "y" | "yes" => {
+                    return Decision::Approve {
+                        arguments: None,
+                        note: None,
+                    };
+                }
+                "d" | "deny" | "n" | "no" => {
+                    let reason = read_answer("reason (empty: by the user): ");
+                    let reason = Some(reason.trim().to_string()).filter(|r| !r.is_empty());
+                    return Decision::Deny { reason };
+                }
+                "e" | "edit" => {
+                    let text = read_answer("arguments as one line of JSON: ");
+                    match serde_json::from_str::<Value>(text.trim()) {
+                        Ok(Value::Object(edited)) => {
+                            return Decision::Approve {
+                                arguments: Some(edited),
+                                note: None,
+                            };
+                        }
+                        _ => eprintln!("agentd: that is not a JSON object; try again"),
+                    }
+                }
+                // End of input: nobody is there to approve.
+                "" if answer.is_empty() => {
+                    return Decision::Deny {
+                        reason: Some("the terminal closed before a decision".into()),
+                    };
+                }
+                _ => eprintln!("agentd: answer a, d or e"),
+            }
+        }
+    })
+    .await;
+    asked.unwrap_or(Decision::Deny {
+        reason: Some("the question could not be asked".into()),
+    })
+}
+
+/// One line from stdin after `question` on stderr; empty at end of input.
+fn read_answer(question: &str) -> String {
+    let mut stderr = std::io::stderr().lock();
+    let _ = write!(stderr, "{question}");
+    let _ = stderr.flush();
+    drop(stderr);
+    let mut line = String::new();
+    match std::io::stdin().read_line(&mut line) {
+        Ok(0) | Err(_) => String::new(),
+        Ok(_) if line.trim().is_empty() => " ".into(),
+        Ok(_) => line,
     }
 }
 

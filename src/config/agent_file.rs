@@ -42,6 +42,10 @@ pub struct AgentFrontmatter {
     pub user_scoped: Option<bool>,
     /// OpenAI streaming: render progress (tools, task status, turns) into `reasoning_content`.
     pub progress_in_reasoning: Option<bool>,
+    /// Tool-name patterns whose calls wait for a person's approval (SPEC §8).
+    pub approve: Option<OneOrMany>,
+    /// How long such a call waits before it counts as denied (default 10m).
+    pub approval_timeout: Option<HumanDuration>,
 }
 
 /// A YAML value that may be written as one string or a list of strings.
@@ -80,7 +84,7 @@ pub enum Finalization {
 }
 
 /// How tools and the final report travel (contract §11).
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, serde::Serialize, PartialEq, Eq)]
 pub enum Transport {
     #[default]
     #[serde(rename = "xml-final")]

@@ -5,6 +5,7 @@
 //! always names the file, the key path and what is wrong.
 
 pub mod agent_file;
+pub mod approvals;
 pub mod cache;
 pub mod cors;
 pub mod duration;
@@ -137,6 +138,8 @@ pub struct Defaults {
     pub context_window: Option<u64>,
     pub context_window_buffer_tokens: Option<u64>,
     pub reasoning: Option<Value>,
+    /// How long a tool call waits for approval (SPEC §8) when the agent does not say.
+    pub approval_timeout: Option<HumanDuration>,
 }
 
 /// `telemetry`: log format and, when an endpoint is set, OpenTelemetry trace export.

@@ -11,7 +11,12 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::Config;
-use super::agent_file::{AgentFile, AgentFileError, Finalization, Transport, read_agent_file};
+use super::agent_file::{
+    AgentFile, AgentFileError, AgentFrontmatter, Finalization, Transport, read_agent_file,
+};
+use super::approvals::{
+    ApprovalPolicy, DEFAULT_APPROVAL_TIMEOUT, configured_patterns, unmatched_pattern,
+};
 use super::reasoning::{ReasoningLevel, ReasoningTokens};
 use super::sampling::{SamplingParams, numeric_sampling};
 
@@ -75,6 +80,8 @@ pub struct AgentSpec {
     pub cache_ttl: Option<Duration>,
     /// Hash of prompt, frontmatter and model selection: part of response-cache keys.
     pub hash: String,
+    /// The calls that wait for a person's approval, and for how long (SPEC §8).
+    pub approvals: ApprovalPolicy,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +114,14 @@ pub enum RegistryError {
     UnknownSubAgent { file: String, entry: String },
     #[error("sub-agents call each other in a cycle: {chain}")]
     SubAgentCycle { chain: String },
+    #[error(
+        "agent {child} needs tool approvals ({patterns}) but is a sub-agent of {parent}: a person can approve only the calls of the agent they run; remove `approve`/`requireApproval` for it or call it directly"
+    )]
+    ApprovalInSubAgent {
+        child: String,
+        parent: String,
+        patterns: String,
+    },
     #[error("{file}: {key}: {detail}")]
     BadSetting {
         file: String,
@@ -302,6 +317,10 @@ pub fn resolve_agent(
     });
     let output = fm.output.as_ref();
     let hash = agent_hash(&file, &targets);
+    let tools = fm.tools.as_ref().map(|t| t.to_vec()).unwrap_or_default();
+    let agent_refs = fm.agents.as_ref().map(|a| a.to_vec()).unwrap_or_default();
+    let approvals = approval_policy(fm, &tools, &agent_refs, config)
+        .map_err(|detail| bad_setting(&file_label, "approve", detail))?;
     Ok(AgentSpec {
         name,
         path: Some(path.to_path_buf()),
@@ -317,15 +336,59 @@ pub fn resolve_agent(
             .unwrap_or_else(|| "markdown".into()),
         output_schema: output.and_then(|o| o.schema.clone()),
         input_schema: fm.input.as_ref().and_then(|i| i.schema.clone()),
-        tools: fm.tools.as_ref().map(|t| t.to_vec()).unwrap_or_default(),
+        tools,
         user_scoped: fm.user_scoped.unwrap_or(false),
         context_window: fm.context_window,
         progress_in_reasoning: fm.progress_in_reasoning.unwrap_or(true),
-        agent_refs: fm.agents.as_ref().map(|a| a.to_vec()).unwrap_or_default(),
+        agent_refs,
         sub_agents: Vec::new(),
         cache_ttl: fm.cache.and_then(|c| c.0),
         hash,
+        approvals,
     })
+}
+
+/// The agent's `approve:` patterns (each must be able to match one of its tools) plus what
+/// `requireApproval` adds for the tools it uses, and `approvalTimeout`.
+fn approval_policy(
+    fm: &AgentFrontmatter,
+    tools: &[String],
+    agent_refs: &[String],
+    config: &Config,
+) -> Result<ApprovalPolicy, String> {
+    let written = fm.approve.as_ref().map(|a| a.to_vec()).unwrap_or_default();
+    // MCP servers and OpenAPI specs (`openapi__NAME`): their tools are `entry__tool`.
+    let servers: Vec<&str> = tools
+        .iter()
+        .filter(|entry| config.mcp_servers.contains_key(*entry) || entry.starts_with("openapi__"))
+        .map(String::as_str)
+        .collect();
+    let mut known: Vec<String> = tools
+        .iter()
+        .filter(|entry| entry.starts_with("rest__"))
+        .cloned()
+        .collect();
+    known.extend(
+        agent_refs
+            .iter()
+            .filter(|r| !r.ends_with(".ai"))
+            .map(|name| format!("agent__{name}")),
+    );
+    for pattern in &written {
+        if let Some(problem) = unmatched_pattern(pattern, &servers, &known) {
+            return Err(problem);
+        }
+    }
+    let mut patterns = written;
+    patterns.extend(configured_patterns(config, tools));
+    let timeout = fm
+        .approval_timeout
+        .or(config.defaults.approval_timeout)
+        .map_or(DEFAULT_APPROVAL_TIMEOUT, |d| d.0);
+    if timeout.is_zero() {
+        return Err("approvalTimeout must be longer than 0".into());
+    }
+    Ok(ApprovalPolicy { patterns, timeout })
 }
 
 /// The frontmatter level, else the config default; "inherit" in the frontmatter falls through.

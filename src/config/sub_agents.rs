@@ -28,7 +28,24 @@ impl AgentRegistry {
                 linked.insert(name);
             }
         }
-        self.reject_cycles()
+        self.reject_cycles()?;
+        self.reject_approvals_in_sub_agents()
+    }
+
+    /// A sub-agent's session reports only to its parent, so nobody could approve its calls.
+    fn reject_approvals_in_sub_agents(&self) -> Result<(), RegistryError> {
+        for parent in self.iter() {
+            for child in parent.sub_agents.iter().filter_map(|name| self.get(name)) {
+                if !child.approvals.is_empty() {
+                    return Err(RegistryError::ApprovalInSubAgent {
+                        child: child.name.clone(),
+                        parent: parent.name.clone(),
+                        patterns: child.approvals.patterns.join(", "),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     fn link_one(&mut self, name: &str, config: &Config) -> Result<(), RegistryError> {

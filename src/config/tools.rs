@@ -79,6 +79,8 @@ pub struct McpServerConfig {
     pub init_timeout: Option<HumanDuration>,
     /// Upper bound of one tool call, below the agent's `toolTimeout` when smaller.
     pub request_timeout: Option<HumanDuration>,
+    /// `true` or a list of tool names: those calls wait for a person's approval (SPEC §8).
+    pub require_approval: Option<super::approvals::RequireApproval>,
 }
 
 impl McpServerConfig {
@@ -157,6 +159,8 @@ pub struct RestToolConfig {
     /// Limit of one request, below the agent's `toolTimeout` when smaller.
     pub timeout: Option<HumanDuration>,
     pub enabled: Option<bool>,
+    /// `true`: calls wait for a person's approval (SPEC §8).
+    pub require_approval: Option<super::approvals::RequireApproval>,
 }
 
 impl RestToolConfig {

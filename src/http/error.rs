@@ -400,6 +400,9 @@ impl From<crate::runtime::StartError> for ApiError {
             error @ StartError::InvalidOutput(_) => {
                 Self::invalid_request(error.to_string()).with_param("schema")
             }
+            StartError::ClientTools(error) => {
+                Self::invalid_request(error.to_string()).with_param("tools")
+            }
             error @ StartError::InvalidRequestId { .. } => {
                 Self::invalid_request(format!("`requestId`: {error}")).with_param("requestId")
             }

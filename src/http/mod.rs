@@ -7,6 +7,7 @@ mod a2a;
 mod anthropic;
 pub mod auth;
 mod chat;
+mod client_tools;
 mod connections;
 pub mod error;
 mod layers;
@@ -14,6 +15,7 @@ mod mcp_server;
 mod openai;
 pub mod openapi;
 mod ops;
+mod responses;
 mod runs;
 mod sse;
 mod wire;
@@ -114,8 +116,15 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(runs::get_run))
         .routes(routes!(runs::run_events))
         .routes(routes!(runs::cancel_run))
+        .routes(routes!(responses::create_response))
+        .routes(routes!(responses::get_response, responses::delete_response))
+        .routes(routes!(responses::cancel_response))
+        .routes(routes!(responses::input_items))
+        .routes(routes!(runs::approvals::decide_approval))
+        .routes(routes!(runs::approvals::list_run_approvals))
         .routes(routes!(chat::chat))
         .routes(routes!(chat::list_conversations))
+        .routes(routes!(chat::list_approvals))
         .routes(routes!(chat::get_conversation, chat::delete_conversation))
         .routes(routes!(mcp_server::post_mcp))
         .routes(routes!(a2a::server_card))

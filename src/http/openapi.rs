@@ -16,6 +16,7 @@ use super::anthropic::wire::{AnthropicErrorBody, StreamEvent};
 use super::auth::PUBLIC_PATHS;
 use super::error::ErrorBody;
 use super::openai::wire::ChatCompletionChunk;
+use super::responses::wire::ResponseStreamFrame;
 
 /// What the handlers cannot say about themselves: tags, the schemas of streamed frames (no
 /// handler returns them as a type) and of the error bodies (handlers name them by reference).
@@ -27,8 +28,9 @@ use super::openai::wire::ChatCompletionChunk;
         (name = "anthropic", description = "Anthropic Messages compatibility"),
         (name = "runs", description = "Agents and their runs, with resumable SSE events"),
         (name = "chat", description = "Per-user chat: conversations kept by the server"),
+        (name = "responses", description = "OpenAI Responses: stored, resumable responses with client tools"),
     ),
-    components(schemas(ChatCompletionChunk, StreamEvent, ErrorBody, AnthropicErrorBody))
+    components(schemas(ChatCompletionChunk, StreamEvent, ResponseStreamFrame, ErrorBody, AnthropicErrorBody))
 )]
 pub struct ApiDoc;
 

@@ -181,8 +181,44 @@ pub struct LlmRequest {
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<ToolDefinition>,
     pub sampling: SamplingParams,
+    /// Which tool the model must call, when a client asked (`tool_choice`); `auto` otherwise.
+    pub tool_choice: Option<ToolChoice>,
     /// Inactivity timeout: reset by every streamed chunk.
     pub timeout: Duration,
+}
+
+/// A client's `tool_choice` as the providers are told it (SPEC §9.2).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ToolChoice {
+    /// The model decides (the default).
+    #[default]
+    Auto,
+    /// The model must call some tool.
+    Required,
+    /// The model must call this tool.
+    Function(String),
+}
+
+impl ToolChoice {
+    /// The OpenAI Chat Completions `tool_choice` value.
+    pub fn openai_value(&self) -> serde_json::Value {
+        match self {
+            Self::Auto => serde_json::json!("auto"),
+            Self::Required => serde_json::json!("required"),
+            Self::Function(name) => {
+                serde_json::json!({"type": "function", "function": {"name": name}})
+            }
+        }
+    }
+
+    /// The Anthropic Messages `tool_choice` value.
+    pub fn anthropic_value(&self) -> serde_json::Value {
+        match self {
+            Self::Auto => serde_json::json!({"type": "auto"}),
+            Self::Required => serde_json::json!({"type": "any"}),
+            Self::Function(name) => serde_json::json!({"type": "tool", "name": name}),
+        }
+    }
 }
 
 /// Token usage as reported by the provider, normalised to the OpenAI convention whatever the

@@ -260,6 +260,7 @@ mod tests {
             messages: vec![ChatMessage::user("q"), assistant, reply],
             tools: Vec::new(),
             sampling: SamplingParams::default(),
+            tool_choice: None,
             timeout: Duration::from_secs(1),
         };
         let params = ResolvedParams {

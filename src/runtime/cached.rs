@@ -20,6 +20,10 @@ impl Runtime {
     /// The slot of this request when its agent has a `cache` TTL.
     pub(super) fn cache_slot(&self, request: &SessionRequest) -> Option<CacheSlot> {
         let ttl = request.agent.cache_ttl?;
+        // The cache key knows nothing of a client's tools: such runs are never cached.
+        if !request.client_tools.definitions.is_empty() || request.continues_tool_calls() {
+            return None;
+        }
         Some(CacheSlot {
             key: CacheKey::for_request(request, request.user_id.as_deref()),
             ttl,

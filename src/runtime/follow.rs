@@ -150,7 +150,7 @@ impl Runtime {
 
     /// Cancels a run wherever it executes.
     pub async fn cancel_run(
-        &self,
+        self: &Arc<Self>,
         run_id: &str,
         mode: CancelMode,
     ) -> Result<CancelOutcome, StoreError> {
@@ -164,6 +164,13 @@ impl Runtime {
         let Some(run) = self.recorded_run(run_id).await? else {
             return Ok(CancelOutcome::NotFound);
         };
+        if run.status == "waiting_approval" {
+            // It holds no process: whoever takes its checkpoint first ends it, here.
+            return Ok(match self.resume_waiting_run(run_id, true).await? {
+                true => CancelOutcome::Cancelled,
+                false => CancelOutcome::NotRunning(run.status),
+            });
+        }
         if run.status != "running" {
             return Ok(CancelOutcome::NotRunning(run.status));
         }
@@ -184,6 +191,24 @@ impl Runtime {
         async_stream::stream! {
             let mut after = after;
             if let Some(live) = runtime.live.get(&run_id) {
+                // A run resumed here after a wait: what came before is in the store.
+                while after < live.base_seq() {
+                    let page = match runtime.store.list_run_events(&run_id, after, REPLAY_PAGE).await {
+                        Ok(page) => page,
+                        Err(error) => {
+                            yield Err(error.into());
+                            return;
+                        }
+                    };
+                    let before = after;
+                    for event in page.into_iter().take_while(|e| e.seq <= live.base_seq()) {
+                        after = event.seq;
+                        yield Ok(event.into());
+                    }
+                    if after == before {
+                        break;
+                    }
+                }
                 // Every event is in memory until the run's end is stored (it then retires).
                 let mut finished = false;
                 loop {
@@ -238,7 +263,7 @@ impl Runtime {
                     continue;
                 }
                 match runtime.store.get_run(&run_id).await {
-                    Ok(Some(run)) if run.status != "running" => {
+                    Ok(Some(run)) if is_ended(&run.status) => {
                         // Ended without a stored `run.finished`: whatever else was stored, then stop.
                         if let Ok(rest) = runtime.store.list_run_events(&run_id, after, REPLAY_PAGE).await {
                             for event in rest {
@@ -268,6 +293,11 @@ impl Runtime {
             }
         }
     }
+}
+
+/// Whether a run with this status has ended (a run waiting for approval has not).
+pub(super) fn is_ended(status: &str) -> bool {
+    !matches!(status, "queued" | "running" | "waiting_approval")
 }
 
 /// The live run's events after `after`; sets `finished` at `run.finished`.

@@ -31,6 +31,9 @@ pub struct LiveRun {
     appended: Notify,
     /// Set once its result exists: it can no longer be cancelled.
     finished: AtomicBool,
+    /// The seq its events here number on from: 0, or the last event stored before it waited
+    /// for an approval (those are read from the store).
+    base_seq: i64,
 }
 
 impl LiveRun {
@@ -44,6 +47,11 @@ impl LiveRun {
     /// Resolves after the next append (create it before reading, so no append is missed).
     pub fn appended(&self) -> tokio::sync::futures::Notified<'_> {
         self.appended.notified()
+    }
+
+    /// The seq after which this process holds the run's events.
+    pub fn base_seq(&self) -> i64 {
+        self.base_seq
     }
 
     pub fn is_finished(&self) -> bool {
@@ -67,13 +75,20 @@ pub struct LiveRuns {
 }
 
 impl LiveRuns {
+    #[cfg(test)]
     pub fn started(&self, run: NewRun, control: RunControl) -> Arc<LiveRun> {
+        self.started_after(run, control, 0)
+    }
+
+    /// A run whose events here number after `base_seq` (see [`LiveRun::base_seq`]).
+    pub fn started_after(&self, run: NewRun, control: RunControl, base_seq: i64) -> Arc<LiveRun> {
         let live = Arc::new(LiveRun {
             run,
             control,
             events: Mutex::new(Vec::new()),
             appended: Notify::new(),
             finished: AtomicBool::new(false),
+            base_seq,
         });
         self.running
             .lock()

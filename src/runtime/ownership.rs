@@ -95,7 +95,7 @@ pub(super) async fn keep_ownership(runtime: Arc<Runtime>, stop: CancellationToke
             _ = ticker.tick() => {}
         }
         runtime.beat().await;
-        runtime.sweep().await;
+        runtime.sweep_all().await;
         if sweeps.is_multiple_of(PRUNE_EVERY) {
             runtime.prune().await;
         }
@@ -109,6 +109,12 @@ impl Runtime {
         self.forget_dead_neighbours().await;
         self.end_orphaned_runs().await;
         self.take_cancels().await;
+    }
+
+    /// [`Runtime::sweep`], and the end of tool approvals past their timeout.
+    pub(super) async fn sweep_all(self: &Arc<Self>) {
+        self.sweep().await;
+        self.expire_approvals().await;
     }
     async fn beat(&self) {
         match self.store.beat(&self.replica.id, Utc::now()).await {

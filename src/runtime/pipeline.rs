@@ -19,9 +19,12 @@ use tokio_util::sync::DropGuard;
 use tracing::Instrument;
 
 use super::admission::{Overloaded, SessionSlot};
+use super::continuation::ClientToolError;
 use super::conversation::ConversationTurn;
 use super::{Runtime, run_events, session_span};
 use crate::agent::SessionRequest;
+use crate::agent::approval::{Checkpoint, DecidedCall, SessionEnd};
+use crate::agent::client_tools::ClientTools;
 use crate::agent::{AgentEvent, AgentResult, EventSink, RunControl, SamplingParams};
 use crate::config::agent_file::{Finalization, Transport};
 use crate::config::{AgentSpec, OnDisconnect};
@@ -72,6 +75,8 @@ pub struct RunSubmission {
     /// accepted nothing for `server.writeTimeoutSeconds`, cancels it (`cancel`) or is only no
     /// longer fed (`continue`). OpenAI and Anthropic streams always cancel.
     pub on_disconnect: OnDisconnect,
+    /// Tools the client brought (SPEC §9.2), checked by `start_run`.
+    pub client_tools: ClientTools,
 }
 
 impl RunSubmission {
@@ -90,6 +95,7 @@ impl RunSubmission {
             transport: None,
             key: None,
             on_disconnect: OnDisconnect::Cancel,
+            client_tools: ClientTools::default(),
         }
     }
 }
@@ -119,6 +125,9 @@ pub enum StartError {
     /// The output format or JSON schema the submission asked for cannot be used.
     #[error("the requested output cannot be used: {0}")]
     InvalidOutput(String),
+    /// The client's tools or tool results cannot be used.
+    #[error(transparent)]
+    ClientTools(#[from] ClientToolError),
 }
 
 /// A run in progress: its events, a way to cancel it, and its result when it ends.
@@ -163,6 +172,47 @@ fn check_requested_output(submission: &RunSubmission) -> Result<(), StartError> 
         .map_err(|error| StartError::InvalidOutput(error.to_string()))
 }
 
+/// How a session task begins: a new run, or a run continuing from its checkpoint once its
+/// waiting calls are decided.
+pub(super) enum SessionStart {
+    New(SessionRequest),
+    Resumed {
+        request: SessionRequest,
+        checkpoint: Box<Checkpoint>,
+        decisions: Vec<DecidedCall>,
+        /// The seq of the run's last stored event: its events number on from here.
+        last_seq: i64,
+    },
+}
+
+impl SessionStart {
+    pub(super) fn request(&self) -> &SessionRequest {
+        match self {
+            Self::New(request) | Self::Resumed { request, .. } => request,
+        }
+    }
+
+    fn last_seq(&self) -> i64 {
+        match self {
+            Self::New(_) => 0,
+            Self::Resumed { last_seq, .. } => *last_seq,
+        }
+    }
+}
+
+/// Everything a session task is started with.
+pub(super) struct SessionTask {
+    /// `None` only for a resumed run that found the server full: it runs anyway, its wait
+    /// having been its queue.
+    pub slot: Option<SessionSlot>,
+    pub key_reservation: Option<KeyReservation>,
+    pub new_run: NewRun,
+    pub conversation: Option<(String, String)>,
+    pub on_disconnect: OnDisconnect,
+    pub control: RunControl,
+    pub start: SessionStart,
+}
+
 /// JSON asked of a `finalization: text` agent (`response_format` json_schema, Responses
 /// `text.format`) is answered through the final-report tool for this run, so the answer is
 /// validated against the schema as a report agent's is, rather than returned as free text.
@@ -177,14 +227,14 @@ fn with_json_finalization(mut submission: RunSubmission) -> RunSubmission {
 }
 
 /// What the session task must do once the run ends, besides recording it.
-struct RunEnding {
-    slot: SessionSlot,
+pub(super) struct RunEnding {
+    pub slot: Option<SessionSlot>,
     /// The key's run slot and budget, settled when the run ends.
-    key_reservation: Option<KeyReservation>,
-    new_run: NewRun,
+    pub key_reservation: Option<KeyReservation>,
+    pub new_run: NewRun,
     /// `(user, conversation)` whose answer is saved.
-    conversation: Option<(String, String)>,
-    result: oneshot::Sender<AgentResult>,
+    pub conversation: Option<(String, String)>,
+    pub result: oneshot::Sender<AgentResult>,
 }
 
 impl Runtime {
@@ -192,12 +242,13 @@ impl Runtime {
     /// repeated `request_id` starts nothing: [`StartError::AlreadySubmitted`] names its run.
     pub async fn start_run(
         self: &Arc<Self>,
-        submission: RunSubmission,
+        mut submission: RunSubmission,
     ) -> Result<RunHandle, StartError> {
         if self.is_draining() {
             return Err(StartError::ShuttingDown);
         }
         check_requested_output(&submission)?;
+        self.prepare_continuation(&mut submission).await?;
         let submission = with_json_finalization(submission);
         let run_id = uuid::Uuid::now_v7().to_string();
         // The user's own key space: without a user, every keyless caller shares one.
@@ -279,6 +330,7 @@ impl Runtime {
             schema: submission.schema,
             user_id: submission.user_id,
             transport: submission.transport,
+            client_tools: submission.client_tools,
             parent: None,
         };
         Ok(self.spawn_session(
@@ -290,9 +342,7 @@ impl Runtime {
         ))
     }
 
-    /// Starts the session task. The run's start, every event (even when nobody listens any
-    /// more) and its end are queued for the store in that order; the end is queued before the
-    /// result is handed over, so a read that flushes the recorder first sees the finished run.
+    /// Starts the session task of a new run.
     fn spawn_session(
         self: &Arc<Self>,
         slot: SessionSlot,
@@ -301,12 +351,6 @@ impl Runtime {
         conversation: Option<(String, String)>,
         on_disconnect: OnDisconnect,
     ) -> RunHandle {
-        let (sink, session_events) = EventSink::channel(RUN_EVENT_BUFFER);
-        let (listener, events) = mpsc::channel(RUN_EVENT_BUFFER);
-        let control = RunControl::child_of(&self.shutdown);
-        let (result_tx, result) = oneshot::channel();
-        let run_id = request.run_id.clone();
-        let conversation_id = conversation.as_ref().map(|(_, id)| id.clone());
         let new_run = NewRun {
             id: request.run_id.clone(),
             agent: request.agent.name.clone(),
@@ -316,8 +360,42 @@ impl Runtime {
             created_at: chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 6),
             owner: Some(self.replica.id.clone()),
         };
-        let live = self.live.started(new_run.clone(), control.clone());
-        let span = session_span(&request);
+        self.launch(SessionTask {
+            slot: Some(slot),
+            key_reservation,
+            new_run,
+            conversation,
+            on_disconnect,
+            control: RunControl::child_of(&self.shutdown),
+            start: SessionStart::New(request),
+        })
+    }
+
+    /// Starts a session task. The run's start, every event (even when nobody listens any
+    /// more) and its end are queued for the store in that order; the end is queued before the
+    /// result is handed over, so a read that flushes the recorder first sees the finished run.
+    /// A run that stops to wait for approvals is parked in the store instead
+    /// ([`Runtime::park`]).
+    pub(super) fn launch(self: &Arc<Self>, task: SessionTask) -> RunHandle {
+        let SessionTask {
+            slot,
+            key_reservation,
+            new_run,
+            conversation,
+            on_disconnect,
+            control,
+            start,
+        } = task;
+        let (sink, session_events) = EventSink::channel(RUN_EVENT_BUFFER);
+        let (listener, events) = mpsc::channel(RUN_EVENT_BUFFER);
+        let (result_tx, result) = oneshot::channel();
+        let run_id = new_run.id.clone();
+        let conversation_id = conversation.as_ref().map(|(_, id)| id.clone());
+        let first_seq = start.last_seq();
+        let live = self
+            .live
+            .started_after(new_run.clone(), control.clone(), first_seq);
+        let span = session_span(start.request());
         let ending = Box::new(RunEnding {
             slot,
             key_reservation,
@@ -333,16 +411,26 @@ impl Runtime {
         };
         let runtime = Arc::clone(self);
         let session_control = control.clone();
+        let start = Box::new(start);
         let task = async move {
-            runtime.recorder.run_started(ending.new_run.clone()).await;
-            let tee = run_events::tee(session_events, client, &runtime.recorder, &live);
+            if first_seq == 0 {
+                runtime.recorder.run_started(ending.new_run.clone()).await;
+            }
+            let tee = run_events::tee(session_events, client, &runtime.recorder, &live, first_seq);
             // Boxed: the session's state machine is ~25 KB, and unboxed it made the task
             // itself that large, copied three times on every spawn (callgrind: ~15 % of
             // agentd's instructions per request went to those copies).
-            let run = Box::pin(runtime.run_measured(request, sink, session_control));
-            let (result, ()) = tokio::join!(run, tee);
-            // Boxed too: saving a conversation's answer would otherwise grow every task.
-            Box::pin(runtime.finish_run(*ending, result)).await;
+            let run = Box::pin(runtime.run_measured(*start, sink, session_control));
+            let (end, (last_seq, client)) = tokio::join!(run, tee);
+            match end {
+                // Boxed too: saving a conversation's answer would otherwise grow every task.
+                SessionEnd::Finished(result) => {
+                    Box::pin(runtime.finish_run(*ending, *result)).await
+                }
+                SessionEnd::Waiting(checkpoint) => {
+                    Box::pin(runtime.park(*ending, checkpoint, last_seq, client)).await
+                }
+            }
         }
         .instrument(span);
         debug_assert!(

@@ -30,7 +30,7 @@ pub(super) struct Client {
 impl Client {
     /// Passes `event` on; `false` once the client is gone (left, or stalled past the write
     /// timeout). The channel's room is tried first: only a full channel starts a timer.
-    async fn pass(&self, event: AgentEvent) -> bool {
+    pub(super) async fn pass(&self, event: AgentEvent) -> bool {
         let event = match self.events.try_send(event) {
             Ok(()) => return true,
             Err(TrySendError::Closed(_)) => return false,
@@ -61,7 +61,9 @@ impl Client {
 /// Most events taken from the session at once; they are queued for the store as one item.
 const BURST: usize = 64;
 
-/// Runs until the session drops its sink. A headend that stops listening (or stalls past the
+/// Runs until the session drops its sink, numbering after `first_seq` (0 for a new run, the
+/// last stored seq for a run resumed after a wait); returns the last seq and the client, if it
+/// still takes events (a run that stops to wait hands it on to the store's events). A headend that stops listening (or stalls past the
 /// write timeout) only stops getting events; they are still numbered and recorded. What the session emitted between two of its
 /// waits (a run's start and first turn, or its answer, accounting and end) is taken at once and
 /// queued for the store as one item.
@@ -70,10 +72,11 @@ pub(super) async fn tee(
     client: Client,
     recorder: &RunRecorder,
     live: &LiveRun,
-) {
+    first_seq: i64,
+) -> (i64, Option<Client>) {
     let run_id = live.run.id.clone();
     let mut listener = Some(client);
-    let mut seq = 0;
+    let mut seq = first_seq;
     let mut burst = Vec::with_capacity(8);
     while from_session.recv_many(&mut burst, BURST).await > 0 {
         let ts = chrono::Utc::now();
@@ -107,4 +110,5 @@ pub(super) async fn tee(
             }
         }
     }
+    (seq, listener)
 }

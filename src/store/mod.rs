@@ -7,18 +7,21 @@
 //! [`RunRecorder`], [`RunBatchStore`])
 //! the response cache table ([`CacheStore`]), the counters of per-key limits ([`KeyLimitStore`]),
 //! and what lets runs outlive a process: replicas and their heartbeats, owner loss, `requestId`s
-//! and cross-replica cancels ([`ReplicaStore`]). It knows nothing about HTTP or sessions: callers
+//! and cross-replica cancels ([`ReplicaStore`]), and the Responses API's objects
+//! ([`ResponseStore`]). It knows nothing about HTTP or sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
 //! numbers and are embedded at compile time; no database is needed to build.
 
+mod approvals;
 mod cache_entries;
 mod conversations;
 mod key_limits;
 mod postgres;
 mod recorder;
 mod replicas;
+mod responses;
 mod run_events;
 mod runs;
 mod sql;
@@ -29,6 +32,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use crate::json_text::JsonText;
+pub use approvals::{
+    ApprovalDecision, ApprovalRecord, ApprovalStore, DecisionWritten, NewApproval, ParkedRun,
+    TakenCheckpoint,
+};
 pub use cache_entries::{CacheEntry, CacheStore, NewCacheEntry};
 pub use conversations::{
     Conversation, ConversationCursor, ConversationStore, NewConversation, NewMessage, StoredMessage,
@@ -41,10 +48,11 @@ pub use replicas::{
     OrphanEnd, OrphanedRun, PendingCancel, RUN_CONTROL_CHANNEL, RUN_EVENTS_CHANNEL, Replica,
     ReplicaStore,
 };
+pub use responses::{ResponseStore, StoredResponse};
 pub use run_events::{NewRunEvent, RunEventRecord, RunEventStore};
 pub use runs::{
-    AccountingRecord, NewRun, RunBatch, RunBatchStore, RunFilter, RunOutcome, RunOwnerFilter,
-    RunRecord, RunStore, RunWrite, whole_result,
+    AccountingRecord, NewRun, RunBatch, RunBatchStore, RunCursor, RunFilter, RunOutcome,
+    RunOwnerFilter, RunRecord, RunStore, RunWrite, whole_result,
 };
 pub use sqlite::SqliteStore;
 
@@ -137,6 +145,8 @@ pub trait Store:
     + CacheStore
     + ReplicaStore
     + KeyLimitStore
+    + ResponseStore
+    + ApprovalStore
     + Send
     + Sync
 {

@@ -96,6 +96,13 @@ pub enum RunOwnerFilter {
     User(Option<String>),
 }
 
+/// A place in the newest-first order of runs: a run's creation time and id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunCursor {
+    pub created_at: DateTime<Utc>,
+    pub id: String,
+}
+
 /// Which runs [`RunStore::list_runs`] returns: newest first, at most `limit`.
 #[derive(Debug, Clone)]
 pub struct RunFilter {
@@ -104,8 +111,8 @@ pub struct RunFilter {
     /// Any of these statuses; empty is every status.
     pub statuses: Vec<String>,
     pub conversation_id: Option<String>,
-    /// Keyset cursor: only runs listed after this run (older, or as old with a smaller id).
-    pub after: Option<String>,
+    /// Keyset cursor: only runs listed after this point (older, or as old with a smaller id).
+    pub after: Option<RunCursor>,
     pub limit: u32,
 }
 

@@ -43,6 +43,14 @@ pub struct Metrics {
     pub run_records_refused_total: IntCounterVec,
     /// Runs answered from the response cache, by agent.
     pub cache_hits_total: IntCounterVec,
+    /// Tool approvals (SPEC §8): calls that started waiting, by agent.
+    pub approvals_requested_total: IntCounterVec,
+    /// Waits ended, by `decision` (`approve`, `deny`, `expired`, `cancelled`).
+    pub approvals_decided_total: IntCounterVec,
+    /// How long calls waited for their decision, by `decision`.
+    pub approval_wait_seconds: HistogramVec,
+    /// Runs waiting for approval now, in the whole store (refreshed by every sweep).
+    pub runs_waiting_approval: IntGauge,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -166,6 +174,28 @@ impl Metrics {
                 "agentd_cache_hits_total",
                 "Runs answered from the response cache, by agent.",
                 &["agent"],
+            )?,
+            approvals_requested_total: counter(
+                "agentd_approvals_requested_total",
+                "Tool calls that waited for a person's approval, by agent.",
+                &["agent"],
+            )?,
+            approvals_decided_total: counter(
+                "agentd_approvals_decided_total",
+                "Tool approval waits ended, by decision (approve, deny, expired, cancelled).",
+                &["decision"],
+            )?,
+            approval_wait_seconds: histogram(
+                "agentd_approval_wait_seconds",
+                "How long tool calls waited for their approval decision, by decision.",
+                &["decision"],
+                vec![
+                    1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 86400.0,
+                ],
+            )?,
+            runs_waiting_approval: gauge(
+                "agentd_runs_waiting_approval",
+                "Runs waiting for a tool approval now (every replica's, from the store).",
             )?,
             registry,
         })

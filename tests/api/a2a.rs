@@ -88,11 +88,20 @@ async fn the_0_3_method_names_answer_in_0_3_shapes_and_errors_name_what_is_wrong
         "{too_many}"
     );
     let one_page = rpc(&app, "chat", "ListTasks", json!({"pageSize": 1})).await;
-    assert_eq!(
-        one_page["result"]["nextPageToken"],
-        id.as_str(),
-        "a full page has a next"
-    );
+    let next = one_page["result"]["nextPageToken"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(next.ends_with(&id), "a full page has a next: {one_page}");
+    let after = rpc(
+        &app,
+        "chat",
+        "ListTasks",
+        json!({"pageSize": 1, "pageToken": next}),
+    )
+    .await;
+    assert_eq!(after["result"]["tasks"], json!([]), "{after}");
+    let bad = rpc(&app, "chat", "ListTasks", json!({"pageToken": "nope"})).await;
+    assert_eq!(bad["error"]["code"], -32602);
 
     let unknown = rpc(&app, "chat", "NoSuchMethod", json!({})).await;
     assert_eq!(unknown["error"]["code"], -32601);

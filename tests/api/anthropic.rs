@@ -125,14 +125,18 @@ async fn errors_use_the_anthropic_shape() {
         (Some("error"), Some("invalid_request_error"))
     );
     let tools = app
-        .post_json("/v1/messages", &json!({"model": "chat", "messages": [{"role": "user", "content": "x"}], "tools": [{"name": "t"}]}))
+        .post_json("/v1/messages", &json!({"model": "chat", "messages": [{"role": "user", "content": "x"}], "tools": [{"input_schema": {"type": "object"}}]}))
         .await;
-    assert_eq!(tools.status(), 400);
+    assert_eq!(
+        tools.status(),
+        400,
+        "a client tool needs a name (SPEC §9.2)"
+    );
     assert!(
         tools.json::<Value>().await.expect("json")["error"]["message"]
             .as_str()
             .expect("msg")
-            .contains("tool_use_not_supported")
+            .contains("has no name")
     );
     for _ in 0..3 {
         app.llm

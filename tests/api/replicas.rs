@@ -735,3 +735,68 @@ async fn sigterm_turns_ready_to_503_at_once_refuses_new_runs_and_drains() {
     );
     let _ = run_id;
 }
+
+/// `event: <type>` + JSON `data` of every frame of a Responses stream (no ids: responses number
+/// their events with `sequence_number`).
+async fn response_events(response: reqwest::Response) -> Vec<(String, Value)> {
+    let body = response.text().await.expect("body");
+    body.split("\n\n")
+        .filter_map(|frame| {
+            let event = frame.lines().find_map(|l| l.strip_prefix("event: "))?;
+            let data = frame.lines().find_map(|l| l.strip_prefix("data: "))?;
+            Some((event.to_string(), serde_json::from_str(data).ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_response_on_one_replica_resumes_on_another_after_a_sequence_number() {
+    let cluster = Cluster::on_postgres().await;
+    let a = cluster.replica().await;
+    let b = cluster.replica().await;
+    cluster.llm.push(slow_answer(20, Duration::from_millis(50)));
+    let created: Value = cluster
+        .client
+        .post(a.url("/v1/responses"))
+        .json(&json!({"model": "chat", "input": "count slowly", "background": true}))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let id = created["id"].as_str().expect("id").to_string();
+    let run_id = id.trim_start_matches("resp_").to_string();
+    cluster.wait_until_stored(&b, &run_id).await;
+    let resumed = response_events(
+        cluster
+            .client
+            .get(b.url(&format!("/v1/responses/{id}?stream=true&starting_after=4")))
+            .send()
+            .await
+            .expect("sent"),
+    )
+    .await;
+    let numbers: Vec<u64> = resumed
+        .iter()
+        .filter_map(|(_, data)| data["sequence_number"].as_u64())
+        .collect();
+    let expected: Vec<u64> = (5..5 + numbers.len() as u64).collect();
+    assert_eq!(numbers, expected, "B continues after 4, each event once");
+    let (last, data) = resumed.last().expect("events");
+    assert_eq!(last, "response.completed");
+    assert_eq!(
+        data["response"]["output"][0]["content"][0]["text"],
+        "w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15 w16 w17 w18 w19 w20"
+    );
+    let whole = response_events(
+        cluster
+            .client
+            .get(a.url(&format!("/v1/responses/{id}?stream=true")))
+            .send()
+            .await
+            .expect("sent"),
+    )
+    .await;
+    assert_eq!(whole[5..], resumed[..], "A replays the same frames");
+}

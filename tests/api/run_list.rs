@@ -109,6 +109,8 @@ async fn bad_listing_parameters_are_refused_by_name_at_and_past_the_limits() {
         ("?status=done", "status"),
         ("?status=running,", "status"),
         ("?after=no-such-run", "after"),
+        ("?after=", "after"),
+        ("?after=12%7C", "after"),
     ] {
         let (status, body) = list(&app, "admin-secret", query).await;
         assert_eq!(status, 400, "{query}: {body}");

@@ -2,6 +2,7 @@
 //! service (a fresh database per test, dropped after), the response cache on the store and on
 //! the local Redis, the counters of per-key limits on both, and what the running server records.
 
+mod approval_conformance;
 pub(crate) mod backends;
 pub(crate) mod cache_conformance;
 mod conformance;
@@ -9,6 +10,7 @@ mod conversation_checks;
 mod key_limit_conformance;
 mod nul_checks;
 mod outage;
+mod response_checks;
 mod run_listing;
 mod server;
 
@@ -44,6 +46,17 @@ on_both_backends!(
     nul_from_a_client_is_refused_naming_the_field,
     nul_from_a_model_is_streamed_and_stored_as_the_replacement_character,
     a_row_the_store_refuses_never_holds_back_other_runs,
+);
+
+on_both_backends!(
+    response_checks => responses_sqlite, responses_postgres:
+    responses_are_kept_per_user_and_deleted_once,
+);
+
+on_both_backends!(
+    approval_conformance => approvals_sqlite, approvals_postgres:
+    a_parked_run_waits_is_decided_once_and_is_taken_once,
+    expired_waits_are_found_refused_to_people_and_cancel_takes_what_waits,
 );
 
 on_both_backends!(

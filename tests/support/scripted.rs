@@ -310,6 +310,7 @@ impl Harness {
             schema: None,
             user_id: None,
             transport: None,
+            client_tools: Default::default(),
             parent: None,
         }
     }

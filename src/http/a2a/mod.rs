@@ -31,7 +31,7 @@ use crate::config::{AgentSpec, OnDisconnect};
 use crate::runtime::{
     CancelMode, CancelOutcome, ConversationTurn, RunSubmission, Runtime, StartError,
 };
-use crate::store::{RunFilter, RunOwnerFilter, RunRecord};
+use crate::store::{RunCursor, RunFilter, RunOwnerFilter, RunRecord};
 use wire::{Dialect, StreamFrame, TaskState};
 
 /// The user that owns the conversations (`contextId`s) of callers whose key has no user.
@@ -663,7 +663,12 @@ async fn list(
         agent: Some(agent.name.clone()),
         statuses,
         conversation_id: params.context_id.filter(|c| !c.is_empty()),
-        after: params.page_token.filter(|t| !t.is_empty()),
+        after: params
+            .page_token
+            .as_deref()
+            .filter(|t| !t.is_empty())
+            .map(page_cursor)
+            .transpose()?,
         limit: page_size,
     };
     let runs = runtime
@@ -671,7 +676,9 @@ async fn list(
         .await
         .map_err(|_| RpcError::new(code::INTERNAL, "the tasks could not be listed"))?;
     let next_page_token = if runs.len() == page_size as usize {
-        runs.last().map(|r| r.id.clone()).unwrap_or_default()
+        runs.last()
+            .map(|r| format!("{}|{}", r.created_at.timestamp_micros(), r.id))
+            .unwrap_or_default()
     } else {
         String::new()
     };
@@ -688,4 +695,27 @@ async fn list(
         "pageSize": page_size,
         "totalSize": tasks.len(),
     })))
+}
+
+/// A `nextPageToken` this server returned: `<created_at in µs>|<task id>`.
+fn page_cursor(token: &str) -> Result<RunCursor, RpcError> {
+    let invalid = || {
+        RpcError::new(
+            code::INVALID_PARAMS,
+            "params.pageToken: not a nextPageToken this server returned",
+        )
+    };
+    let (micros, id) = token.split_once('|').ok_or_else(invalid)?;
+    let created_at = micros
+        .parse::<i64>()
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_micros)
+        .ok_or_else(invalid)?;
+    if id.is_empty() {
+        return Err(invalid());
+    }
+    Ok(RunCursor {
+        created_at,
+        id: id.to_string(),
+    })
 }

@@ -11,14 +11,17 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use super::auth::Caller;
+use super::client_tools::{self, ToolFields};
 use super::error::{ApiError, ApiJson, ErrorBody};
 use super::sse::{sse_response, with_run_headers};
 use super::wire::AssistantRole;
+use crate::agent::client_tools::ClientTools;
 use crate::agent::events::AgentEvent;
 use crate::agent::result::RunSummary;
 use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams};
 use crate::config::AgentSpec;
 use crate::llm::{ChatMessage, Role};
+use crate::llm::{ToolCall, ToolDefinition};
 use crate::runtime::{RunHandle, RunSubmission, Runtime};
 use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderValue, StatusCode};
@@ -26,10 +29,11 @@ use axum::middleware::Next;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
+use serde_json::{Value, json};
 use wire::{
     AnthropicErrorBody, AnthropicErrorDetail, AnthropicModel, AnthropicModelList, BlockDelta,
     ContentBlock, ErrorType, Message, MessageDelta, MessageType, MessageUsage, MessagesRequest,
-    ModelType, StopReason, StreamEvent, TextOrBlocks, TokenCount,
+    ModelType, RequestContentBlock, StopReason, StreamEvent, TextOrBlocks, TokenCount,
 };
 
 /// Renders every error answered under `/v1/messages` — by the handlers or by the layers around
@@ -149,13 +153,6 @@ pub async fn messages(
 ) -> Result<Response, AnthropicError> {
     let ApiJson(body) = body?;
     let agent = caller.model_agent(&runtime, &body.model)?;
-    if body.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-        return Err(ApiError::invalid_request(
-            "tool_use_not_supported: agents use their own tools; do not send `tools`",
-        )
-        .with_param("tools")
-        .into());
-    }
     let (history, prompt) = split_messages(&body)?;
     let mut submission = RunSubmission::new(agent, prompt);
     submission.history = history;
@@ -167,10 +164,12 @@ pub async fn messages(
     };
     submission.user_id = caller.user_id.clone();
     submission.key = caller.limited_key.clone();
-    let handle = runtime
-        .start_run(submission)
-        .await
-        .map_err(ApiError::from)?;
+    submission.client_tools = client_tools_of(&body)?;
+    let handle = runtime.start_run(submission).await.map_err(|error| {
+        client_tools::start_error(error, &ANTHROPIC_TOOL_FIELDS, |call_id| {
+            tool_result_param(&body, call_id)
+        })
+    })?;
     let run_id = handle.run_id.clone();
     let reply = Reply {
         id: format!("msg_{}", run_id.replace('-', "")),
@@ -212,6 +211,145 @@ pub async fn count_tokens(
     Ok(axum::Json(TokenCount { input_tokens }))
 }
 
+/// Where Anthropic keeps a client tool's parts.
+const ANTHROPIC_TOOL_FIELDS: ToolFields = ToolFields {
+    list: "tools",
+    name: "name",
+    schema: "input_schema",
+};
+
+/// Custom tools become client tools; server tools (with another `type`) are not offered.
+fn client_tools_of(body: &MessagesRequest) -> Result<ClientTools, ApiError> {
+    let mut definitions = Vec::new();
+    for tool in body.tools.iter().flatten() {
+        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("custom");
+        if kind != "custom" {
+            continue;
+        }
+        definitions.push(ToolDefinition {
+            name: tool
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            description: tool
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            parameters: tool
+                .get("input_schema")
+                .cloned()
+                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+        });
+    }
+    Ok(ClientTools {
+        definitions,
+        choice: client_tools::tool_choice(body.tool_choice.as_ref())?,
+        turns_used: 0,
+    })
+}
+
+/// The `tool_result` block answering `call_id`, for a 400 about it.
+fn tool_result_param(body: &MessagesRequest, call_id: &str) -> String {
+    for (index, message) in body.messages.iter().enumerate() {
+        if let TextOrBlocks::Blocks(blocks) = &message.content
+            && let Some(block) = blocks
+                .iter()
+                .position(|b| b.tool_use_id.as_deref() == Some(call_id))
+        {
+            return format!("messages[{index}].content[{block}].tool_use_id");
+        }
+    }
+    "messages".into()
+}
+
+/// One message as chat messages: `tool_use` blocks become the assistant's tool calls,
+/// `tool_result` blocks `tool` messages (before the user's text of the same message).
+fn chat_messages(
+    role: Role,
+    content: &TextOrBlocks,
+    param: &str,
+) -> Result<Vec<ChatMessage>, ApiError> {
+    let TextOrBlocks::Blocks(blocks) = content else {
+        return Ok(vec![ChatMessage::new(role, text_of(content, param)?)]);
+    };
+    let mut calls = Vec::new();
+    let mut results = Vec::new();
+    for (index, block) in blocks.iter().enumerate() {
+        let block_param = || format!("{param}[{index}]");
+        match block.kind.as_str() {
+            "tool_use" if role == Role::Assistant => calls.push(ToolCall {
+                id: block.id.clone().ok_or_else(|| {
+                    ApiError::invalid_request("a tool_use block needs `id`")
+                        .with_param(format!("{}.id", block_param()))
+                })?,
+                name: block.name.clone().unwrap_or_default(),
+                arguments: block
+                    .input
+                    .as_ref()
+                    .map_or_else(|| "{}".to_string(), Value::to_string),
+            }),
+            "tool_result" if role == Role::User => {
+                let call_id = block.tool_use_id.clone().ok_or_else(|| {
+                    ApiError::invalid_request("a tool_result block needs `tool_use_id`")
+                        .with_param(format!("{}.tool_use_id", block_param()))
+                })?;
+                let mut message =
+                    ChatMessage::new(Role::Tool, tool_result_text(block, &block_param())?);
+                message.tool_call_id = Some(call_id);
+                results.push(message);
+            }
+            _ => {}
+        }
+    }
+    let text = text_of(content, param)?;
+    let mut messages = results;
+    if !calls.is_empty() {
+        let mut message = ChatMessage::new(Role::Assistant, text);
+        if message.content.as_deref() == Some("") {
+            message.content = None;
+        }
+        message.tool_calls = calls;
+        messages.push(message);
+    } else if !text.is_empty() || messages.is_empty() {
+        messages.push(ChatMessage::new(role, text));
+    }
+    Ok(messages)
+}
+
+/// A `tool_result`'s content as text: a string, or its text blocks.
+fn tool_result_text(block: &RequestContentBlock, param: &str) -> Result<String, ApiError> {
+    match &block.content {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(Value::Array(parts)) => {
+            let mut texts = Vec::new();
+            for part in parts {
+                match part.get("text").and_then(Value::as_str) {
+                    Some(text) => texts.push(text),
+                    None => {
+                        return Err(ApiError::invalid_request(
+                            "a tool_result holds text or text blocks",
+                        )
+                        .with_param(format!("{param}.content")));
+                    }
+                }
+            }
+            Ok(texts.join("\n"))
+        }
+        Some(_) => Err(
+            ApiError::invalid_request("a tool_result holds text or text blocks")
+                .with_param(format!("{param}.content")),
+        ),
+    }
+}
+
+/// Whether a message carries `tool_result` blocks (a client answering tool calls).
+fn has_tool_results(content: &TextOrBlocks) -> bool {
+    matches!(content, TextOrBlocks::Blocks(blocks) if blocks.iter().any(|b| b.kind == "tool_result"))
+}
+
 fn split_messages(body: &MessagesRequest) -> Result<(Vec<ChatMessage>, String), ApiError> {
     let Some((last, earlier)) = body.messages.split_last() else {
         return Err(
@@ -236,12 +374,27 @@ fn split_messages(body: &MessagesRequest) -> Result<(Vec<ChatMessage>, String), 
                 .with_param(format!("messages[{index}].role")));
             }
         };
-        history.push(ChatMessage::new(
+        history.extend(chat_messages(
             role,
-            text_of(&message.content, &format!("messages[{index}].content"))?,
-        ));
+            &message.content,
+            &format!("messages[{index}].content"),
+        )?);
     }
     let last_index = earlier.len();
+    if last.role == "user" && has_tool_results(&last.content) {
+        // The client answers tool calls: the run continues from their results.
+        history.extend(chat_messages(
+            Role::User,
+            &last.content,
+            &format!("messages[{last_index}].content"),
+        )?);
+        if history.last().is_some_and(|m| m.role == Role::User) {
+            // Text sent beside the results is the prompt of the continued turn.
+            let prompt = history.pop().and_then(|m| m.content).unwrap_or_default();
+            return Ok((history, prompt));
+        }
+        return Ok((history, String::new()));
+    }
     let prompt = text_of(&last.content, &format!("messages[{last_index}].content"))?;
     if last.role != "user" || prompt.trim().is_empty() {
         return Err(
@@ -262,13 +415,7 @@ fn text_of(content: &TextOrBlocks, param: &str) -> Result<String, ApiError> {
     for (index, block) in blocks.iter().enumerate() {
         match (block.kind.as_str(), &block.text) {
             ("text", Some(text)) => parts.push(text.as_str()),
-            ("thinking" | "redacted_thinking", _) => {}
-            ("tool_use" | "tool_result", _) => {
-                return Err(ApiError::invalid_request(
-                    "tool_use_not_supported: agents run their own tools",
-                )
-                .with_param(format!("{param}[{index}]")));
-            }
+            ("thinking" | "redacted_thinking" | "tool_use" | "tool_result", _) => {}
             (kind, _) => {
                 return Err(ApiError::invalid_request(format!(
                     "Content block type {kind:?} is not supported; send text"
@@ -287,6 +434,7 @@ struct Reply {
 
 fn stop_reason(summary: &RunSummary) -> Option<StopReason> {
     match summary.exit_reason {
+        ExitReason::ClientToolCalls => Some(StopReason::ToolUse),
         ExitReason::MaxTurns | ExitReason::ContextLimit => Some(StopReason::MaxTokens),
         _ if summary.success => Some(StopReason::EndTurn),
         _ => None,
@@ -334,6 +482,15 @@ fn stream_events(handle: RunHandle, reply: Reply) -> impl Stream<Item = Result<E
                         yield delta_frame(open_index(open), Block::Text, &text);
                     }
                     if let Some((_, index)) = open.take() {
+                        yield event(&StreamEvent::ContentBlockStop { index });
+                    }
+                    for call in &summary.client_tool_calls {
+                        let index = next_index;
+                        next_index += 1;
+                        yield event(&StreamEvent::ContentBlockStart { index, content_block: ContentBlock::ToolUse {
+                            id: &call.id, name: &call.name, input: json!({}),
+                        }});
+                        yield event(&StreamEvent::ContentBlockDelta { index, delta: BlockDelta::InputJsonDelta { partial_json: &call.arguments } });
                         yield event(&StreamEvent::ContentBlockStop { index });
                     }
                     match stop_reason(&summary) {
@@ -418,7 +575,16 @@ async fn complete(handle: RunHandle, reply: Reply) -> Result<Response, Anthropic
             thinking: &thinking,
         });
     }
-    content.push(ContentBlock::Text { text: &answer });
+    if !answer.is_empty() || summary.client_tool_calls.is_empty() {
+        content.push(ContentBlock::Text { text: &answer });
+    }
+    for call in &summary.client_tool_calls {
+        content.push(ContentBlock::ToolUse {
+            id: &call.id,
+            name: &call.name,
+            input: serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({})),
+        });
+    }
     let body = Message {
         id: &reply.id,
         kind: MessageType::Message,

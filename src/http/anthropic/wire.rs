@@ -35,9 +35,16 @@ pub struct MessagesRequest {
     pub temperature: Option<f64>,
     /// Overrides the agent's top_p.
     pub top_p: Option<f64>,
-    /// Refused unless empty: agents run their own tools.
+    /// Client tools (SPEC §9.2): `{name, description?, input_schema}` tools are offered to the
+    /// model beside the agent's own; a call to one ends the answer with `stop_reason:
+    /// "tool_use"`. Anthropic's server tools (with a `type`) are tolerated and not offered.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
     pub tools: Option<Vec<Value>>,
+    /// `{"type": "auto" | "any" | "none"}` or `{"type": "tool", "name"}`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub tool_choice: Option<Value>,
 }
 
 /// `POST /v1/messages/count_tokens`.
@@ -67,6 +74,23 @@ pub struct RequestContentBlock {
     pub kind: String,
     #[serde(default)]
     pub text: Option<String>,
+    /// A `tool_use` block's call id.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// A `tool_use` block's tool.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A `tool_use` block's arguments.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub input: Option<Value>,
+    /// The call a `tool_result` block answers.
+    #[serde(default)]
+    pub tool_use_id: Option<String>,
+    /// A `tool_result` block's result: text or text blocks.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub content: Option<Value>,
 }
 
 string_constant!(MessageType::Message = "message");
@@ -97,14 +121,27 @@ pub struct Message<'a> {
 pub enum StopReason {
     EndTurn,
     MaxTokens,
+    /// The model called client tools: run them and answer with `tool_result` blocks.
+    ToolUse,
 }
 
 /// A block of the answer: the model's thinking, then the text.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock<'a> {
-    Thinking { thinking: &'a str },
-    Text { text: &'a str },
+    Thinking {
+        thinking: &'a str,
+    },
+    Text {
+        text: &'a str,
+    },
+    /// A call to a client tool.
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        #[schema(value_type = Object)]
+        input: Value,
+    },
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -179,9 +216,18 @@ impl StreamEvent<'_> {
 /// The text a `content_block_delta` adds to the open block.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[allow(clippy::enum_variant_names)] // the wire names: text_delta, thinking_delta, input_json_delta
 pub enum BlockDelta<'a> {
-    TextDelta { text: &'a str },
-    ThinkingDelta { thinking: &'a str },
+    TextDelta {
+        text: &'a str,
+    },
+    ThinkingDelta {
+        thinking: &'a str,
+    },
+    /// A client tool call's arguments (JSON text).
+    InputJsonDelta {
+        partial_json: &'a str,
+    },
 }
 
 #[derive(Debug, Serialize, ToSchema)]

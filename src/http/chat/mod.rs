@@ -1,7 +1,8 @@
 //! Per-user chat (seeds/001): `POST /api/{user_id}/chat` continues (or starts) one of the user's
 //! conversations through the run pipeline (which loads the history and stores the user's
 //! message before the run and the answer after it); failures come back as the seeds' friendly
-//! messages, never internals. `GET`/`DELETE /api/{user_id}/conversations[/{id}]` read and remove them.
+//! messages, never internals. `GET`/`DELETE /api/{user_id}/conversations[/{id}]` read and remove them;
+//! `GET /api/{user_id}/approvals` lists the user's tool calls waiting for approval (SPEC §8).
 //! This module holds the handlers; [`wire`] holds the bodies.
 
 pub mod wire;
@@ -331,4 +332,28 @@ pub async fn delete_conversation(
             "I couldn't find that conversation. It may have been deleted.",
         ))
     }
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/{user_id}/approvals",
+    tag = "chat",
+    summary = "The user's tool calls waiting for approval, oldest first",
+    params(UserPath),
+    responses(
+        (status = 200, description = "The waiting calls; decide each with POST /v1/runs/{run_id}/approvals/{call_id}", body = crate::http::runs::approvals::ApprovalList),
+        ErrorBody,
+    ),
+)]
+pub async fn list_approvals(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(UserPath { user_id }): ApiPath<UserPath>,
+) -> Result<Response, ApiError> {
+    check_user(&caller, &user_id)?;
+    let waiting = runtime
+        .waiting_approvals(Some(&user_id))
+        .await
+        .map_err(ApiError::store)?;
+    Ok(axum::Json(crate::http::runs::approvals::ApprovalList::of(waiting)).into_response())
 }

@@ -15,20 +15,23 @@ use futures_util::Stream;
 use serde_json::{Value, json};
 
 use super::auth::Caller;
+use super::client_tools::{self, ToolFields};
 use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use super::sse::{sse_response, with_run_headers};
 use super::wire::{AssistantRole, ListObject};
+use crate::agent::client_tools::ClientTools;
 use crate::agent::events::AgentEvent;
 use crate::agent::result::{RunSummary, UsageTotals};
 use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams};
 use crate::config::AgentSpec;
+use crate::llm::ToolDefinition;
 use crate::llm::{ChatMessage, Role, ToolCall};
 use crate::runtime::{RunHandle, RunSubmission, Runtime};
 use wire::{
     AssistantMessage, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChunkChoice,
     ChunkObject, CompletionChoice, CompletionObject, CompletionUsage, Delta, FinishReason,
-    MessageContent, Model, ModelList, ModelObject, ModelsResponse, OneModel, RequestMessage,
-    ResponseFormat,
+    FunctionKind, MessageContent, Model, ModelList, ModelObject, ModelsResponse, OneModel,
+    RequestMessage, ResponseFormat, ResponseFunction, ResponseToolCall,
 };
 
 /// 400 naming a parameter agentd would otherwise silently ignore.
@@ -196,14 +199,14 @@ pub async fn chat_completions(
     submission.schema = schema;
     submission.user_id = caller.user_id.clone();
     submission.key = caller.limited_key.clone();
+    submission.client_tools = client_tools_of(&body)?;
     let handle = runtime.start_run(submission).await.map_err(|error| {
-        let output = matches!(error, crate::runtime::StartError::InvalidOutput(_));
-        let error = ApiError::from(error);
-        if output {
-            error.with_param("response_format.json_schema.schema")
-        } else {
-            error
+        if matches!(error, crate::runtime::StartError::InvalidOutput(_)) {
+            return ApiError::from(error).with_param("response_format.json_schema.schema");
         }
+        client_tools::start_error(error, &CHAT_TOOL_FIELDS, |call_id| {
+            tool_message_param(&body.messages, call_id)
+        })
     })?;
     let run_id = handle.run_id.clone();
     let reply = Completion {
@@ -226,19 +229,74 @@ pub async fn chat_completions(
     Ok(with_run_headers(response, &run_id, None))
 }
 
-/// Splits OpenAI `messages` into history and the final user prompt.
+/// Where chat completions keeps a client tool's parts.
+const CHAT_TOOL_FIELDS: ToolFields = ToolFields {
+    list: "tools",
+    name: "function.name",
+    schema: "function.parameters",
+};
+
+/// The request's client tools and `tool_choice` (SPEC §9.2).
+fn client_tools_of(body: &ChatCompletionRequest) -> Result<ClientTools, ApiError> {
+    let mut definitions = Vec::new();
+    for (index, tool) in body.tools.iter().flatten().enumerate() {
+        if tool.kind != "function" {
+            return Err(ApiError::invalid_request(format!(
+                "tool type {:?} is not supported; send function tools",
+                tool.kind
+            ))
+            .with_param(format!("tools[{index}].type")));
+        }
+        definitions.push(ToolDefinition {
+            name: tool.function.name.clone(),
+            description: tool.function.description.clone().unwrap_or_default(),
+            parameters: tool
+                .function
+                .parameters
+                .clone()
+                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+        });
+    }
+    Ok(ClientTools {
+        definitions,
+        choice: client_tools::tool_choice(body.tool_choice.as_ref())?,
+        turns_used: 0,
+    })
+}
+
+/// The `tool` message answering `call_id`, for a 400 about it.
+fn tool_message_param(messages: &[RequestMessage], call_id: &str) -> String {
+    messages
+        .iter()
+        .position(|m| m.tool_call_id.as_deref() == Some(call_id))
+        .map_or_else(
+            || "messages".into(),
+            |index| format!("messages[{index}].tool_call_id"),
+        )
+}
+
+/// Splits OpenAI `messages` into history and the final user prompt; a conversation ending with
+/// `tool` messages (client tool results) is all history, and the run continues from it.
 fn split_messages(messages: &[RequestMessage]) -> Result<(Vec<ChatMessage>, String), ApiError> {
     let Some((last, earlier)) = messages.split_last() else {
         return Err(
             ApiError::invalid_request("`messages` must not be empty").with_param("messages")
         );
     };
+    if last.role == "tool" {
+        let history = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| to_chat_message(m, i))
+            .collect::<Result<_, _>>()?;
+        return Ok((history, String::new()));
+    }
     let last_index = earlier.len();
     let prompt = match (last.role.as_str(), text_of(last, last_index)?) {
         ("user", Some(text)) if !text.trim().is_empty() => text,
         _ => {
             return Err(ApiError::invalid_request(
-                "The last message must be a user message with text content",
+                "The last message must be a user message with text content (or a tool message answering a tool call)",
             )
             .with_param(format!("messages[{last_index}]")));
         }
@@ -359,9 +417,11 @@ impl Completion {
     }
 }
 
-/// `stop` for an answer, `length` for a synthetic failure report (turns or context exhausted).
+/// `stop` for an answer, `length` for a synthetic failure report (turns or context exhausted),
+/// `tool_calls` when client tools were called.
 fn finish_reason(summary: &RunSummary) -> Option<FinishReason> {
     match summary.exit_reason {
+        ExitReason::ClientToolCalls => Some(FinishReason::ToolCalls),
         ExitReason::MaxTurns | ExitReason::ContextLimit => Some(FinishReason::Length),
         _ if summary.success => Some(FinishReason::Stop),
         _ => None,
@@ -376,7 +436,7 @@ fn stream_chunks(
     async_stream::stream! {
         // Dropping the stream (the client went away) cancels the run.
         let _cancel_on_drop = handle.abort_on_drop();
-        let RunHandle { mut events, .. } = handle;
+        let RunHandle { mut events, run_id, .. } = handle;
         yield Ok(reply.chunk(Delta { role: Some(AssistantRole::Assistant), content: Some(""), ..Delta::default() }, None));
         let mut streamed_text = false;
         let mut failure_report: Option<String> = None;
@@ -394,6 +454,10 @@ fn stream_chunks(
                             if let Some(text) = failure_report.take().filter(|_| !streamed_text) {
                                 yield Ok(reply.chunk(Delta::content(&text), None));
                             }
+                            if !summary.client_tool_calls.is_empty() {
+                                let calls = response_tool_calls(&summary.client_tool_calls, true);
+                                yield Ok(reply.chunk(Delta { tool_calls: Some(calls), ..Delta::default() }, None));
+                            }
                             yield Ok(reply.chunk(Delta::default(), Some(reason)));
                         }
                         None => yield Ok(Event::default().data(ApiError::from_run(&summary).body_text())),
@@ -403,6 +467,13 @@ fn stream_chunks(
                     }
                     yield Ok(Event::default().data("[DONE]"));
                     return;
+                }
+                // Chat completions has no notion of approvals: the waiting call is named in a
+                // progress line whatever the agent's progress setting (SPEC §8).
+                AgentEvent::ApprovalRequested(_) | AgentEvent::ApprovalDecided(_) => {
+                    if let Some(line) = approval_line(&event, &run_id) {
+                        yield Ok(reply.chunk(Delta::reasoning(&line), None));
+                    }
                 }
                 other if show_progress => {
                     if let Some(line) = progress_line(&other) {
@@ -415,6 +486,29 @@ fn stream_chunks(
         // The run task ended without a final event: report it rather than dropping the connection.
         yield Ok(Event::default().data(ApiError::internal().body_text()));
         yield Ok(Event::default().data("[DONE]"));
+    }
+}
+
+/// The progress line of a call waiting for approval (with where to decide it), or of its
+/// decision.
+fn approval_line(event: &AgentEvent, run_id: &str) -> Option<String> {
+    match event {
+        AgentEvent::ApprovalRequested(waiting) => Some(format!(
+            "\n- **waiting for approval**: `{}` (call `{}`) with arguments `{}`; decide with POST /v1/runs/{run_id}/approvals/{} before {}\n",
+            waiting.tool, waiting.call_id, waiting.arguments, waiting.call_id, waiting.expires_at
+        )),
+        AgentEvent::ApprovalDecided(decided) => Some(format!(
+            "\n- call `{}`: {} by {}{}\n",
+            decided.call_id,
+            decided.decision,
+            decided.by,
+            decided
+                .reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        )),
+        _ => None,
     }
 }
 
@@ -458,12 +552,31 @@ async fn complete(handle: RunHandle, reply: Completion) -> Result<Response, ApiE
                 role: AssistantRole::Assistant,
                 content: result.answer_text(),
                 reasoning_content: reasoning_of(&result, reply.sent_messages),
+                tool_calls: Some(response_tool_calls(&summary.client_tool_calls, false))
+                    .filter(|calls| !calls.is_empty()),
             },
             finish_reason: reason,
         }],
         usage: (&result.usage).into(),
     };
     Ok(axum::Json(body).into_response())
+}
+
+/// Client tool calls in the OpenAI shape; numbered (`index`) in a streamed delta.
+fn response_tool_calls(calls: &[ToolCall], streamed: bool) -> Vec<ResponseToolCall> {
+    calls
+        .iter()
+        .enumerate()
+        .map(|(index, call)| ResponseToolCall {
+            index: streamed.then_some(index as u32),
+            id: call.id.clone(),
+            kind: FunctionKind::Function,
+            function: ResponseFunction {
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            },
+        })
+        .collect()
 }
 
 /// The reasoning of every answer of the run (not of the history), as streamed clients get it in

@@ -39,6 +39,14 @@ pub struct ChatCompletionRequest {
     /// Only 1: an agent run gives one answer.
     #[serde(default, deserialize_with = "crate::http::wire::optional_whole_number")]
     pub n: Option<u32>,
+    /// Client tools (SPEC §9.2): offered to the model beside the agent's own; a call to one
+    /// ends the answer with `finish_reason: "tool_calls"`.
+    #[serde(default)]
+    pub tools: Option<Vec<ChatTool>>,
+    /// `auto`, `none`, `required` or `{"type": "function", "function": {"name"}}`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub tool_choice: Option<Value>,
     /// Parameters agentd cannot honour; a request that sets one gets 400 naming it.
     #[serde(flatten)]
     #[schema(ignore)]
@@ -162,6 +170,31 @@ pub struct ContentPart {
     pub text: Option<String>,
 }
 
+/// A client tool: `{"type": "function", "function": {"name", "description"?, "parameters"?}}`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ChatTool {
+    /// Only `function`.
+    #[serde(rename = "type", default = "function_kind")]
+    pub kind: String,
+    pub function: ChatToolFunction,
+}
+
+fn function_kind() -> String {
+    "function".into()
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ChatToolFunction {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// JSON schema of the arguments (an object); `{}` when absent.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub parameters: Option<Value>,
+}
+
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct RequestToolCall {
     pub id: String,
@@ -220,6 +253,30 @@ pub struct Model {
 pub enum FinishReason {
     Stop,
     Length,
+    /// The model called client tools: run them and send their results as `tool` messages.
+    #[serde(rename = "tool_calls")]
+    ToolCalls,
+}
+
+/// A call to a client tool, in the answer or (with `index`) a streamed delta.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ResponseToolCall {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub index: Option<u32>,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: FunctionKind,
+    pub function: ResponseFunction,
+}
+
+string_constant!(FunctionKind::Function = "function");
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ResponseFunction {
+    pub name: String,
+    /// The arguments as JSON text.
+    pub arguments: String,
 }
 
 /// The non-streamed answer.
@@ -248,6 +305,10 @@ pub struct AssistantMessage {
     /// carry it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// The client tools the model called (`finish_reason: "tool_calls"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub tool_calls: Option<Vec<ResponseToolCall>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -312,6 +373,9 @@ pub struct Delta<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub tool_calls: Option<Vec<ResponseToolCall>>,
 }
 
 impl<'a> Delta<'a> {

@@ -13,7 +13,7 @@ use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiQuery, ErrorBody};
 use crate::http::wire::ListObject;
 use crate::runtime::Runtime;
-use crate::store::{RunFilter, RunOwnerFilter, RunRecord};
+use crate::store::{RunCursor, RunFilter, RunOwnerFilter, RunRecord};
 
 /// Every status a run can have (`GET /v1/runs/{id}`).
 pub const RUN_STATUSES: [&str; 6] = [
@@ -35,6 +35,9 @@ const MAX_LIMIT: u32 = 1000;
 pub struct RunListQuery {
     /// Only runs with one of these statuses, comma-separated (`running,waiting_approval`).
     #[serde(default)]
+    #[param(
+        pattern = r"^(queued|running|waiting_approval|completed|failed|cancelled)(,(queued|running|waiting_approval|completed|failed|cancelled))*$"
+    )]
     pub status: Option<String>,
     /// Only runs of this agent.
     #[serde(default)]
@@ -49,8 +52,9 @@ pub struct RunListQuery {
     #[serde(default)]
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
-    /// The `next` value of the previous page: runs listed after that run.
+    /// The `next` value of the previous page: runs listed after that point.
     #[serde(default)]
+    #[param(pattern = r"^[0-9]{1,19}\|.+$")]
     pub after: Option<String>,
 }
 
@@ -61,7 +65,7 @@ pub struct RunList<'a> {
     pub data: Vec<RunListItem<'a>>,
     /// The `after` of the next page; null on the last page.
     #[schema(required)]
-    pub next: Option<&'a str>,
+    pub next: Option<String>,
 }
 
 /// One run of a listing: what it is and what it used; `GET /v1/runs/{id}` has its result.
@@ -135,23 +139,13 @@ pub async fn list_runs(
     ApiQuery(query): ApiQuery<RunListQuery>,
 ) -> Result<Response, ApiError> {
     let filter = run_filter(&caller, query)?;
-    if let Some(after) = &filter.after
-        && runtime
-            .store()
-            .get_run(after)
-            .await
-            .map_err(ApiError::store)?
-            .is_none()
-    {
-        return Err(
-            ApiError::invalid_request(format!("`after` names no run: `{after}`"))
-                .with_param("after"),
-        );
-    }
     let page = runtime.list_runs(&filter).await.map_err(ApiError::store)?;
     let full_page = page.len() == filter.limit as usize;
     let next = full_page
-        .then(|| page.last().map(|run| run.id.as_str()))
+        .then(|| {
+            page.last()
+                .map(|run| format!("{}|{}", run.created_at.timestamp_micros(), run.id))
+        })
         .flatten();
     Ok(axum::Json(RunList {
         object: ListObject::List,
@@ -175,8 +169,29 @@ fn run_filter(caller: &Caller, query: RunListQuery) -> Result<RunFilter, ApiErro
         agent: query.agent,
         statuses: statuses(query.status.as_deref())?,
         conversation_id: query.conversation_id,
-        after: query.after,
+        after: query.after.as_deref().map(cursor).transpose()?,
         limit,
+    })
+}
+
+/// A `next` value this API returned: `<created_at in µs>|<run id>`.
+fn cursor(text: &str) -> Result<RunCursor, ApiError> {
+    let invalid = || {
+        ApiError::invalid_request("`after` is not a `next` value this API returned")
+            .with_param("after")
+    };
+    let (micros, id) = text.split_once('|').ok_or_else(invalid)?;
+    let created_at = micros
+        .parse::<i64>()
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_micros)
+        .ok_or_else(invalid)?;
+    if id.is_empty() {
+        return Err(invalid());
+    }
+    Ok(RunCursor {
+        created_at,
+        id: id.to_string(),
     })
 }
 

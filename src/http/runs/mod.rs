@@ -4,6 +4,7 @@
 //! until `run.finished`), and `POST /v1/runs/{id}/cancel` (`stop` or `abort`). This module holds
 //! the handlers; [`wire`] holds the bodies and [`list`] `GET /v1/runs`.
 
+pub mod approvals;
 pub mod list;
 pub mod wire;
 
@@ -255,7 +256,7 @@ fn stored_events(
 
 /// The run, if it exists and the caller may see it (admins all, user keys their own), as it is
 /// once everything queued for the store before this request is written.
-async fn visible_run(
+pub(super) async fn visible_run(
     runtime: &Runtime,
     caller: &Caller,
     run_id: &str,

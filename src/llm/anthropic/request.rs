@@ -50,7 +50,8 @@ pub fn request_body(request: &LlmRequest, params: &ResolvedParams, shape: &Shape
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
             .collect();
         body.insert("tools".into(), Value::Array(tools));
-        body.insert("tool_choice".into(), json!({"type": "auto"}));
+        let choice = request.tool_choice.clone().unwrap_or_default();
+        body.insert("tool_choice".into(), choice.anthropic_value());
     }
     if shape.stream {
         body.insert("stream".into(), json!(true));
@@ -240,6 +241,7 @@ mod tests {
             messages,
             tools: Vec::new(),
             sampling: SamplingParams::default(),
+            tool_choice: None,
             timeout: Duration::from_secs(1),
         }
     }

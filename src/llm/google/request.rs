@@ -178,6 +178,7 @@ mod tests {
             ],
             tools: Vec::new(),
             sampling: SamplingParams::default(),
+            tool_choice: None,
             timeout: Duration::from_secs(1),
         };
         let params = ResolvedParams {

@@ -110,7 +110,8 @@ impl OpenAiProvider {
         body.insert("messages".into(), Value::Array(messages));
         if !request.tools.is_empty() {
             body.insert("tools".into(), function_tools(&request.tools));
-            body.insert("tool_choice".into(), json!("auto"));
+            let choice = request.tool_choice.clone().unwrap_or_default();
+            body.insert("tool_choice".into(), choice.openai_value());
         }
         let mut body = WireBody::new(body);
         if self.settings.connection.stream {
@@ -254,6 +255,7 @@ mod tests {
             messages: vec![ChatMessage::user("q"), assistant],
             tools: Vec::new(),
             sampling,
+            tool_choice: None,
             timeout: Duration::from_secs(1),
         }
     }

@@ -7,10 +7,12 @@
 //! Transactions here contain database statements only: nothing awaits the network (an LLM, a
 //! tool) while one is open.
 
+pub mod approvals;
 pub mod cache;
 pub mod conversations;
 pub mod key_limits;
 pub mod replicas;
+pub mod responses;
 pub mod run_batch;
 pub mod run_events;
 pub mod runs;
@@ -62,6 +64,8 @@ macro_rules! shared_store_impl {
         $crate::store::sql::cache::impl_cache_store!($store, $db);
         $crate::store::sql::replicas::impl_replica_store!($store, $db);
         $crate::store::sql::key_limits::impl_key_limit_store!($store, $db);
+        $crate::store::sql::responses::impl_response_store!($store, $db);
+        $crate::store::sql::approvals::impl_approval_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {

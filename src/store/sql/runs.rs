@@ -21,6 +21,7 @@ where
     DB: sqlx::Database,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> DateTime<Utc>: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
     use crate::store::RunOwnerFilter;
     match &filter.owner {
@@ -50,9 +51,13 @@ where
     }
     if let Some(after) = &filter.after {
         query
-            .push(" AND (created_at, id) < (SELECT created_at, id FROM runs WHERE id = ")
-            .push_bind(after.clone())
-            .push(")");
+            .push(" AND (created_at < ")
+            .push_bind(crate::store::sql::at(after.created_at))
+            .push(" OR (created_at = ")
+            .push_bind(crate::store::sql::at(after.created_at))
+            .push(" AND id < ")
+            .push_bind(after.id.clone())
+            .push("))");
     }
     query
         .push(" ORDER BY created_at DESC, id DESC LIMIT ")

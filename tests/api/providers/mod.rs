@@ -59,6 +59,7 @@ pub fn request(model: &str, sampling: SamplingParams) -> LlmRequest {
         ],
         tools: vec![tool()],
         sampling,
+        tool_choice: None,
         timeout: Duration::from_secs(5),
     }
 }

@@ -1,7 +1,7 @@
 //! `RunStore::list_runs` on every backend: newest first, each filter, and the keyset cursor
 //! across runs created at the same instant.
 
-use agentd::store::{NewRun, RunBatch, RunFilter, RunOwnerFilter, RunWrite};
+use agentd::store::{NewRun, RunBatch, RunCursor, RunFilter, RunOwnerFilter, RunWrite};
 
 use super::Backend;
 use super::conformance::{at, outcome};
@@ -107,7 +107,10 @@ pub async fn runs_are_listed_newest_first_by_filter_and_page(backend: &Backend) 
         if page.len() < 2 {
             break;
         }
-        after = page.last().map(|r| r.id.clone());
+        after = page.last().map(|r| RunCursor {
+            created_at: r.created_at,
+            id: r.id.clone(),
+        });
     }
     assert_eq!(seen, ids(&all));
 }

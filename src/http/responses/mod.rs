@@ -1,0 +1,592 @@
+//! OpenAI Responses API (SPEC §9.1): `POST /v1/responses` runs the agent named by `model` (a
+//! response is a run: recorded, listed, metered like every run), streamed or not, in the
+//! background or not; `GET /v1/responses/{id}` answers the object or (`stream=true`) replays its
+//! events from the run's stored ones and follows it live on any replica; `cancel`, `DELETE` and
+//! `input_items` complete the family. Client tools (SPEC §9.2) end a response with
+//! `function_call` items; the next request answers them with `function_call_output` items,
+//! after `previous_response_id` or replaying the whole conversation (`store: false` clients).
+//!
+//! Handlers only translate: [`input`] reads the request, the runtime runs it, [`projector`]
+//! turns the run's events into the stream and the object; [`wire`] holds the bodies.
+
+mod input;
+mod projector;
+pub mod wire;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Extension, State};
+use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
+use futures_util::{Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::auth::Caller;
+use super::client_tools;
+use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use super::sse::{sse_response, with_run_headers};
+use super::wire::ListObject;
+use crate::agent::SamplingParams;
+use crate::config::OnDisconnect;
+use crate::llm::ChatMessage;
+use crate::runtime::{CancelMode, RunSubmission, Runtime};
+use crate::store::StoredResponse;
+use projector::ResponseProjector;
+use wire::{
+    CreateResponse, DeletedKind, DeletedResponse, InputItemList, ResponseKind, ResponseObject,
+    ResponsePath, ResponseStatus, ResponseStreamFrame, RetrieveQuery, TextFormat, TextOptions,
+};
+
+/// How long `GET` waits for more events of a running response before answering what it has.
+const SNAPSHOT_QUIET: Duration = Duration::from_millis(50);
+/// How long `cancel` waits for the run to end before answering.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+/// The most `metadata` pairs a response keeps (OpenAI's limit).
+const MAX_METADATA_PAIRS: usize = 16;
+
+/// The request fields a response echoes, stored with it so `GET` answers the same object.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ResponseEcho {
+    model: String,
+    created_at: i64,
+    instructions: Option<String>,
+    metadata: Value,
+    tools: Vec<Value>,
+    tool_choice: Value,
+    text: TextOptions,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    max_output_tokens: Option<u32>,
+    background: bool,
+    store: bool,
+    parallel_tool_calls: bool,
+    previous_response_id: Option<String>,
+}
+
+impl ResponseEcho {
+    fn of(body: &CreateResponse) -> Self {
+        Self {
+            model: body.model.clone(),
+            created_at: chrono::Utc::now().timestamp(),
+            instructions: body.instructions.clone(),
+            metadata: body.metadata.clone().unwrap_or_else(|| json!({})),
+            tools: body.tools.clone().unwrap_or_default(),
+            tool_choice: body.tool_choice.clone().unwrap_or_else(|| json!("auto")),
+            text: text_options(body.text.as_ref()),
+            temperature: body.temperature,
+            top_p: body.top_p,
+            max_output_tokens: body.max_output_tokens,
+            background: body.background.unwrap_or(false),
+            store: body.store.unwrap_or(true),
+            parallel_tool_calls: body.parallel_tool_calls.unwrap_or(true),
+            previous_response_id: body.previous_response_id.clone(),
+        }
+    }
+
+    /// The response before any event: `queued` in the background, else `in_progress`; no
+    /// output.
+    fn object(&self, id: &str) -> ResponseObject {
+        ResponseObject {
+            id: id.to_string(),
+            object: ResponseKind::Response,
+            created_at: self.created_at,
+            status: if self.background {
+                ResponseStatus::Queued
+            } else {
+                ResponseStatus::InProgress
+            },
+            background: self.background,
+            error: None,
+            incomplete_details: None,
+            instructions: self.instructions.clone(),
+            max_output_tokens: self.max_output_tokens,
+            metadata: self.metadata.clone(),
+            model: self.model.clone(),
+            output: Vec::new(),
+            parallel_tool_calls: self.parallel_tool_calls,
+            previous_response_id: self.previous_response_id.clone(),
+            store: self.store,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            text: self.text.clone(),
+            tool_choice: self.tool_choice.clone(),
+            tools: self.tools.clone(),
+            truncation: "disabled",
+            usage: None,
+        }
+    }
+}
+
+/// `text` as echoed: the format sent, else `{"format": {"type": "text"}}` as OpenAI shows it.
+fn text_options(text: Option<&TextOptions>) -> TextOptions {
+    let format = text
+        .and_then(|t| t.format.clone())
+        .unwrap_or_else(|| TextFormat {
+            kind: "text".into(),
+            name: None,
+            schema: None,
+            strict: None,
+        });
+    TextOptions {
+        format: Some(format),
+    }
+}
+
+fn response_id_of(run_id: &str) -> String {
+    format!("resp_{run_id}")
+}
+
+fn user_key(caller: &Caller) -> String {
+    caller.user_id.clone().unwrap_or_default()
+}
+
+fn check_body(body: &CreateResponse) -> Result<(), ApiError> {
+    if body.background == Some(true) && body.store == Some(false) {
+        return Err(ApiError::invalid_request(
+            "a background response must be stored: leave out `store: false`",
+        )
+        .with_param("background"));
+    }
+    match &body.metadata {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Object(pairs)) if pairs.len() > MAX_METADATA_PAIRS => {
+            Err(ApiError::invalid_request(format!(
+                "`metadata` holds at most {MAX_METADATA_PAIRS} pairs; this one has {}",
+                pairs.len()
+            ))
+            .with_param("metadata"))
+        }
+        Some(Value::Object(pairs)) => match pairs.iter().find(|(_, value)| !value.is_string()) {
+            Some((key, _)) => Err(ApiError::invalid_request(format!(
+                "`metadata.{key}` must be a string"
+            ))
+            .with_param(format!("metadata.{key}"))),
+            None => Ok(()),
+        },
+        Some(_) => Err(
+            ApiError::invalid_request("`metadata` must be an object of strings")
+                .with_param("metadata"),
+        ),
+    }
+}
+
+/// The user's stored response, or a 404 naming `param`.
+async fn stored_response(
+    runtime: &Runtime,
+    caller: &Caller,
+    id: &str,
+    param: &str,
+) -> Result<StoredResponse, ApiError> {
+    runtime
+        .store()
+        .get_response(&user_key(caller), id)
+        .await
+        .map_err(ApiError::store)?
+        .ok_or_else(|| ApiError::not_found(format!("No response with id `{id}`")).with_param(param))
+}
+
+/// The conversation a `previous_response_id` continues.
+async fn previous_conversation(
+    runtime: &Runtime,
+    caller: &Caller,
+    previous: &str,
+) -> Result<Vec<ChatMessage>, ApiError> {
+    let stored = stored_response(runtime, caller, previous, "previous_response_id").await?;
+    runtime
+        .finished_conversation(&stored.run_id)
+        .await
+        .map_err(ApiError::store)?
+        .ok_or_else(|| {
+            ApiError::conflict(format!(
+                "Response `{previous}` has not finished; continue it once it has"
+            ))
+            .with_param("previous_response_id")
+        })
+}
+
+/// The `input` item answering `call_id`, for a 400 about it.
+fn output_item_param(input: Option<&Value>, call_id: &str) -> String {
+    input
+        .and_then(Value::as_array)
+        .and_then(|items| {
+            items.iter().position(|item| {
+                item.get("type").and_then(Value::as_str) == Some("function_call_output")
+                    && item.get("call_id").and_then(Value::as_str) == Some(call_id)
+            })
+        })
+        .map_or_else(|| "input".into(), |index| format!("input[{index}].call_id"))
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/responses",
+    tag = "responses",
+    summary = "OpenAI Responses: run the agent named by `model`",
+    request_body = CreateResponse,
+    responses(
+        (status = 200, description = "The `response` (with `background`, at once and `queued`), or with `stream: true` events each holding a `ResponseStreamFrame` (`event:` is its `type`)",
+            content(
+                (ResponseObject = "application/json"),
+                (crate::http::wire::ServerSentEvent = "text/event-stream"),
+            )),
+        ErrorBody,
+    ),
+)]
+pub async fn create_response(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(body): ApiJson<CreateResponse>,
+) -> Result<Response, ApiError> {
+    let agent = caller.model_agent(&runtime, &body.model)?;
+    check_body(&body)?;
+    let read = input::read_input(body.input.as_ref())?;
+    let mut history = Vec::new();
+    if let Some(instructions) = body
+        .instructions
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+    {
+        history.push(ChatMessage::system(instructions));
+    }
+    if let Some(previous) = &body.previous_response_id {
+        history.extend(previous_conversation(&runtime, &caller, previous).await?);
+    }
+    history.extend(read.history);
+    let (format, schema) = input::output_of(body.text.as_ref().and_then(|t| t.format.as_ref()))?;
+    let echo = ResponseEcho::of(&body);
+    let mut submission = RunSubmission::new(agent, read.prompt);
+    submission.history = history;
+    submission.format = format;
+    submission.schema = schema;
+    submission.overrides = SamplingParams {
+        temperature: body.temperature,
+        top_p: body.top_p,
+        max_output_tokens: body.max_output_tokens,
+        ..SamplingParams::default()
+    };
+    submission.user_id = caller.user_id.clone();
+    submission.key = caller.limited_key.clone();
+    submission.client_tools = input::client_tools_of(&body)?;
+    if echo.background {
+        submission.on_disconnect = OnDisconnect::Continue;
+    }
+    let handle = runtime.start_run(submission).await.map_err(|error| {
+        if matches!(error, crate::runtime::StartError::InvalidOutput(_)) {
+            return ApiError::from(error).with_param("text.format.schema");
+        }
+        client_tools::start_error(error, &input::RESPONSE_TOOL_FIELDS, |call_id| {
+            output_item_param(body.input.as_ref(), call_id)
+        })
+    })?;
+    let run_id = handle.run_id.clone();
+    let abort_guard = handle.abort_on_drop();
+    // The response follows the run's recorded events, as any replica would.
+    drop(handle.into_result());
+    let id = response_id_of(&run_id);
+    if echo.store {
+        let stored = StoredResponse {
+            id: id.clone(),
+            run_id: run_id.clone(),
+            user_key: user_key(&caller),
+            previous_response_id: body.previous_response_id.clone(),
+            request: serde_json::to_value(&echo).unwrap_or(Value::Null),
+            input_items: Value::Array(input::with_ids(read.items, &id)),
+            created_at: chrono::Utc::now(),
+        };
+        runtime
+            .store()
+            .put_response(&stored)
+            .await
+            .map_err(ApiError::store)?;
+    }
+    let projector = ResponseProjector::new(echo.object(&id), &run_id);
+    let response = match (body.stream.unwrap_or(false), echo.background) {
+        (true, background) => {
+            // A background response runs on when its streaming client leaves.
+            let guard = if background {
+                abort_guard.disarm();
+                None
+            } else {
+                Some(abort_guard)
+            };
+            let frames = stream_frames(runtime.clone(), run_id.clone(), projector, 0, guard);
+            sse_response(&runtime, frames)
+        }
+        (false, true) => {
+            abort_guard.disarm();
+            axum::Json(projector.response().clone()).into_response()
+        }
+        (false, false) => {
+            let projector = follow_to_end(&runtime, &run_id, projector).await;
+            abort_guard.disarm();
+            match projector.summary() {
+                // A failed run is an error in OpenAI's shape with its status (SPEC §4).
+                Some(summary) if projector.response().status == ResponseStatus::Failed => {
+                    ApiError::from_run(summary).into_response()
+                }
+                _ => axum::Json(projector.response().clone()).into_response(),
+            }
+        }
+    };
+    Ok(with_run_headers(response, &run_id, None))
+}
+
+/// A response's frames after `starting_after`: replayed from the run's events, then live.
+/// Dropping the stream drops `abort_guard` (a foreground response's client left: cancel it).
+fn stream_frames(
+    runtime: Arc<Runtime>,
+    run_id: String,
+    mut projector: ResponseProjector,
+    starting_after: u64,
+    abort_guard: Option<tokio_util::sync::DropGuard>,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
+    let skip = move |frame: &ResponseStreamFrame| {
+        starting_after > 0 && frame.sequence_number <= starting_after
+    };
+    async_stream::stream! {
+        let _abort_guard = abort_guard;
+        for frame in projector.start() {
+            if !skip(&frame) { yield Ok(sse_frame(&frame)); }
+        }
+        let events = runtime.follow_run_events(run_id, 0);
+        tokio::pin!(events);
+        while let Some(event) = events.next().await {
+            let frames = match event {
+                Ok(event) => projector.apply(&event.kind, &event.data.to_value()),
+                Err(error) => projector.fail("stream_interrupted", &error.to_string()),
+            };
+            for frame in frames {
+                if !skip(&frame) { yield Ok(sse_frame(&frame)); }
+            }
+            if projector.is_finished() {
+                return;
+            }
+        }
+        for frame in projector.fail("internal_error", "the run ended without a final event") {
+            if !skip(&frame) { yield Ok(sse_frame(&frame)); }
+        }
+    }
+}
+
+fn sse_frame(frame: &ResponseStreamFrame) -> Event {
+    // Plain data only: serialisation cannot fail.
+    Event::default()
+        .event(frame.event.name())
+        .data(serde_json::to_string(frame).unwrap_or_default())
+}
+
+/// Feeds the run's events until it ends.
+async fn follow_to_end(
+    runtime: &Arc<Runtime>,
+    run_id: &str,
+    mut projector: ResponseProjector,
+) -> ResponseProjector {
+    projector.start();
+    let events = runtime.follow_run_events(run_id.to_string(), 0);
+    tokio::pin!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(event) => drop(projector.apply(&event.kind, &event.data.to_value())),
+            Err(error) => drop(projector.fail("stream_interrupted", &error.to_string())),
+        }
+        if projector.is_finished() {
+            break;
+        }
+    }
+    projector
+}
+
+/// Feeds the events there are now (waiting up to `quiet` for each next one).
+async fn follow_for_now(
+    runtime: &Arc<Runtime>,
+    run_id: &str,
+    mut projector: ResponseProjector,
+    quiet: Duration,
+) -> ResponseProjector {
+    projector.start();
+    let events = runtime.follow_run_events(run_id.to_string(), 0);
+    tokio::pin!(events);
+    while let Ok(Some(event)) = tokio::time::timeout(quiet, events.next()).await {
+        match event {
+            Ok(event) => drop(projector.apply(&event.kind, &event.data.to_value())),
+            Err(error) => drop(projector.fail("stream_interrupted", &error.to_string())),
+        }
+        if projector.is_finished() {
+            break;
+        }
+    }
+    projector
+}
+
+/// The stored response's projector, before any event.
+fn projector_of(stored: &StoredResponse) -> Result<ResponseProjector, ApiError> {
+    let echo: ResponseEcho = serde_json::from_value(stored.request.clone()).map_err(|error| {
+        tracing::error!(%error, id = %stored.id, "a stored response cannot be read");
+        ApiError::internal()
+    })?;
+    Ok(ResponseProjector::new(
+        echo.object(&stored.id),
+        &stored.run_id,
+    ))
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/responses/{response_id}",
+    tag = "responses",
+    summary = "A stored response, or (`stream=true`) its events from `starting_after` on",
+    params(ResponsePath, RetrieveQuery),
+    responses(
+        (status = 200, description = "The `response`, or its events (`event:` is each `ResponseStreamFrame`'s `type`)",
+            content(
+                (ResponseObject = "application/json"),
+                (crate::http::wire::ServerSentEvent = "text/event-stream"),
+            )),
+        ErrorBody,
+    ),
+)]
+pub async fn get_response(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(ResponsePath { response_id }): ApiPath<ResponsePath>,
+    ApiQuery(query): ApiQuery<RetrieveQuery>,
+) -> Result<Response, ApiError> {
+    let stored = stored_response(&runtime, &caller, &response_id, "response_id").await?;
+    let projector = projector_of(&stored)?;
+    if query.stream.unwrap_or(false) {
+        let frames = stream_frames(
+            runtime.clone(),
+            stored.run_id.clone(),
+            projector,
+            query.starting_after.unwrap_or(0),
+            None,
+        );
+        return Ok(with_run_headers(
+            sse_response(&runtime, frames),
+            &stored.run_id,
+            None,
+        ));
+    }
+    if query.starting_after.is_some() {
+        return Err(
+            ApiError::invalid_request("`starting_after` needs `stream=true`")
+                .with_param("starting_after"),
+        );
+    }
+    let projector = follow_for_now(&runtime, &stored.run_id, projector, SNAPSHOT_QUIET).await;
+    Ok(axum::Json(projector.response().clone()).into_response())
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/responses/{response_id}/cancel",
+    tag = "responses",
+    summary = "Cancel a response that is still running",
+    params(ResponsePath),
+    responses(
+        (status = 200, description = "The response, `cancelled` once its run ended", body = ResponseObject),
+        ErrorBody,
+    ),
+)]
+pub async fn cancel_response(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(ResponsePath { response_id }): ApiPath<ResponsePath>,
+) -> Result<Response, ApiError> {
+    let stored = stored_response(&runtime, &caller, &response_id, "response_id").await?;
+    runtime
+        .cancel_run(&stored.run_id, CancelMode::Abort)
+        .await
+        .map_err(ApiError::store)?;
+    let projector = projector_of(&stored)?;
+    let projector = match tokio::time::timeout(
+        CANCEL_WAIT,
+        follow_to_end(&runtime, &stored.run_id, projector),
+    )
+    .await
+    {
+        Ok(projector) => projector,
+        Err(_) => {
+            follow_for_now(
+                &runtime,
+                &stored.run_id,
+                projector_of(&stored)?,
+                SNAPSHOT_QUIET,
+            )
+            .await
+        }
+    };
+    Ok(axum::Json(projector.response().clone()).into_response())
+}
+
+#[utoipa::path(
+    delete,
+    path = "/v1/responses/{response_id}",
+    tag = "responses",
+    summary = "Delete a stored response (its run stays in the runs API)",
+    params(ResponsePath),
+    responses(
+        (status = 200, description = "Deleted", body = DeletedResponse),
+        ErrorBody,
+    ),
+)]
+pub async fn delete_response(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(ResponsePath { response_id }): ApiPath<ResponsePath>,
+) -> Result<axum::Json<DeletedResponse>, ApiError> {
+    let deleted = runtime
+        .store()
+        .delete_response(&user_key(&caller), &response_id)
+        .await
+        .map_err(ApiError::store)?;
+    if !deleted {
+        return Err(
+            ApiError::not_found(format!("No response with id `{response_id}`"))
+                .with_param("response_id"),
+        );
+    }
+    Ok(axum::Json(DeletedResponse {
+        id: response_id,
+        object: DeletedKind::Response,
+        deleted: true,
+    }))
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/responses/{response_id}/input_items",
+    tag = "responses",
+    summary = "The input items of a stored response",
+    params(ResponsePath),
+    responses(
+        (status = 200, description = "The items, in the order sent", body = InputItemList),
+        ErrorBody,
+    ),
+)]
+pub async fn input_items(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(ResponsePath { response_id }): ApiPath<ResponsePath>,
+) -> Result<axum::Json<InputItemList>, ApiError> {
+    let stored = stored_response(&runtime, &caller, &response_id, "response_id").await?;
+    let data = match stored.input_items {
+        Value::Array(items) => items,
+        _ => Vec::new(),
+    };
+    let id_of = |item: Option<&Value>| {
+        item.and_then(|i| i.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    Ok(axum::Json(InputItemList {
+        object: ListObject::List,
+        first_id: id_of(data.first()),
+        last_id: id_of(data.last()),
+        has_more: false,
+        data,
+    }))
+}

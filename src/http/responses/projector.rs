@@ -1,0 +1,572 @@
+//! Turns a run's events (SPEC §4.2, as `kind` + JSON data, live or replayed from the store)
+//! into the Responses stream (SPEC §9.1) and the `response` object it builds. Deterministic:
+//! the same events always give the same frames and `sequence_number`s, so a stream resumed
+//! with `starting_after` on any replica continues exactly where the client stopped.
+//!
+//! Owns no I/O: the handlers feed it events and write what it returns.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::wire::{
+    IncompleteDetails, InputTokensDetails, ItemStatus, OutputItem, OutputText, OutputTextKind,
+    OutputTokensDetails, ResponseError, ResponseObject, ResponseStatus, ResponseStreamEvent,
+    ResponseStreamFrame, ResponseUsage, SummaryText, SummaryTextKind,
+};
+use crate::agent::result::{ExitReason, ReportStatus, RunSummary};
+use crate::http::error::ApiError;
+use crate::http::wire::AssistantRole;
+
+/// The item being streamed: one text or reasoning item is open at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Message(usize),
+    Reasoning(usize),
+}
+
+/// The response of one run, as its events have built it so far.
+pub struct ResponseProjector {
+    response: ResponseObject,
+    /// Item ids are the run's id plus the item's position: the same on every replay.
+    item_prefix: String,
+    next_sequence: u64,
+    open: Option<Open>,
+    /// `call_id` → output index of the `mcp_call` item of a tool that is running.
+    running_tools: HashMap<String, usize>,
+    /// agentd's failure report, shown as the message when no answer text came.
+    failure_report: Option<String>,
+    wrote_text: bool,
+    finished: bool,
+    /// The run's `run.finished`, once it came.
+    summary: Option<RunSummary>,
+}
+
+impl ResponseProjector {
+    /// A projector for `response` (its request fields set, no output yet).
+    pub fn new(response: ResponseObject, run_id: &str) -> Self {
+        Self {
+            response,
+            item_prefix: run_id.replace('-', ""),
+            next_sequence: 0,
+            open: None,
+            running_tools: HashMap::new(),
+            failure_report: None,
+            wrote_text: false,
+            finished: false,
+            summary: None,
+        }
+    }
+
+    /// The run's end, once its `run.finished` event came.
+    pub fn summary(&self) -> Option<&RunSummary> {
+        self.summary.as_ref()
+    }
+
+    /// The response as it stands.
+    pub fn response(&self) -> &ResponseObject {
+        &self.response
+    }
+
+    /// Whether a terminal event was produced.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// `response.created` and `response.in_progress`: the first two frames of every stream.
+    pub fn start(&mut self) -> Vec<ResponseStreamFrame> {
+        let created = self.snapshot();
+        self.response.status = ResponseStatus::InProgress;
+        let in_progress = self.snapshot();
+        vec![
+            self.frame(ResponseStreamEvent::Created { response: created }),
+            self.frame(ResponseStreamEvent::InProgress {
+                response: in_progress,
+            }),
+        ]
+    }
+
+    /// The frames one run event adds.
+    pub fn apply(&mut self, kind: &str, data: &Value) -> Vec<ResponseStreamFrame> {
+        if self.finished {
+            return Vec::new();
+        }
+        let text = || data.get("text").and_then(Value::as_str).unwrap_or_default();
+        match kind {
+            "thinking" => self.reasoning_delta(text()),
+            "output" => {
+                let delta = if data.get("replace").and_then(Value::as_bool) == Some(true) {
+                    format!("\n\n{}", text())
+                } else {
+                    text().to_string()
+                };
+                self.text_delta(&delta)
+            }
+            "tool.started" => self.tool_started(data),
+            "tool.finished" => self.tool_finished(data),
+            "final_report" => {
+                if data.get("status").and_then(Value::as_str)
+                    == Some(report_status(ReportStatus::Failure))
+                {
+                    self.failure_report = data
+                        .get("content")
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
+                }
+                Vec::new()
+            }
+            "run.finished" => match serde_json::from_value::<RunSummary>(data.clone()) {
+                Ok(summary) => self.finish(&summary),
+                Err(_) => self.fail("internal_error", "the run ended with an unreadable summary"),
+            },
+            _ => Vec::new(),
+        }
+    }
+
+    /// An `error` event and `response.failed`: the stream broke before the run's end.
+    pub fn fail(&mut self, code: &str, message: &str) -> Vec<ResponseStreamFrame> {
+        if self.finished {
+            return Vec::new();
+        }
+        let mut frames = self.close_open();
+        frames.push(self.frame(ResponseStreamEvent::Error {
+            code: code.to_string(),
+            message: message.to_string(),
+            param: None,
+        }));
+        self.response.status = ResponseStatus::Failed;
+        self.response.error = Some(ResponseError {
+            code: code.to_string(),
+            message: message.to_string(),
+        });
+        self.finished = true;
+        let response = self.snapshot();
+        frames.push(self.frame(ResponseStreamEvent::Failed { response }));
+        frames
+    }
+
+    fn frame(&mut self, event: ResponseStreamEvent) -> ResponseStreamFrame {
+        let sequence_number = self.next_sequence;
+        self.next_sequence += 1;
+        ResponseStreamFrame {
+            event,
+            sequence_number,
+        }
+    }
+
+    fn snapshot(&self) -> Box<ResponseObject> {
+        Box::new(self.response.clone())
+    }
+
+    fn item_id(&self, prefix: &str, index: usize) -> String {
+        format!("{prefix}_{}{index:03}", self.item_prefix)
+    }
+
+    fn add_item(&mut self, item: OutputItem) -> (usize, ResponseStreamFrame) {
+        let index = self.response.output.len();
+        self.response.output.push(item.clone());
+        let frame = self.frame(ResponseStreamEvent::OutputItemAdded {
+            output_index: index,
+            item,
+        });
+        (index, frame)
+    }
+
+    fn reasoning_delta(&mut self, delta: &str) -> Vec<ResponseStreamFrame> {
+        if delta.is_empty() {
+            return Vec::new();
+        }
+        let mut frames = Vec::new();
+        let index = match self.open {
+            Some(Open::Reasoning(index)) => index,
+            _ => {
+                frames.extend(self.close_open());
+                let id = self.item_id("rs", self.response.output.len());
+                let (index, added) = self.add_item(OutputItem::Reasoning {
+                    id: id.clone(),
+                    summary: vec![summary("")],
+                });
+                frames.push(added);
+                frames.push(self.frame(ResponseStreamEvent::ReasoningSummaryPartAdded {
+                    item_id: id,
+                    output_index: index,
+                    summary_index: 0,
+                    part: summary(""),
+                }));
+                self.open = Some(Open::Reasoning(index));
+                index
+            }
+        };
+        if let Some(OutputItem::Reasoning { summary, id }) = self.response.output.get_mut(index)
+            && let Some(part) = summary.first_mut()
+        {
+            part.text.push_str(delta);
+            let item_id = id.clone();
+            frames.push(self.frame(ResponseStreamEvent::ReasoningSummaryTextDelta {
+                item_id,
+                output_index: index,
+                summary_index: 0,
+                delta: delta.to_string(),
+            }));
+        }
+        frames
+    }
+
+    fn text_delta(&mut self, delta: &str) -> Vec<ResponseStreamFrame> {
+        if delta.is_empty() {
+            return Vec::new();
+        }
+        self.wrote_text = true;
+        let mut frames = Vec::new();
+        let index = match self.open {
+            Some(Open::Message(index)) => index,
+            _ => {
+                frames.extend(self.close_open());
+                let id = self.item_id("msg", self.response.output.len());
+                let (index, added) = self.add_item(OutputItem::Message {
+                    id: id.clone(),
+                    status: ItemStatus::InProgress,
+                    role: AssistantRole::Assistant,
+                    content: Vec::new(),
+                });
+                frames.push(added);
+                frames.push(self.frame(ResponseStreamEvent::ContentPartAdded {
+                    item_id: id,
+                    output_index: index,
+                    content_index: 0,
+                    part: output_text(""),
+                }));
+                if let Some(OutputItem::Message { content, .. }) =
+                    self.response.output.get_mut(index)
+                {
+                    content.push(output_text(""));
+                }
+                self.open = Some(Open::Message(index));
+                index
+            }
+        };
+        if let Some(OutputItem::Message { content, id, .. }) = self.response.output.get_mut(index)
+            && let Some(part) = content.first_mut()
+        {
+            part.text.push_str(delta);
+            let item_id = id.clone();
+            frames.push(self.frame(ResponseStreamEvent::OutputTextDelta {
+                item_id,
+                output_index: index,
+                content_index: 0,
+                delta: delta.to_string(),
+                logprobs: Vec::new(),
+            }));
+        }
+        frames
+    }
+
+    /// The `.done` frames of the open text or reasoning item.
+    fn close_open(&mut self) -> Vec<ResponseStreamFrame> {
+        let Some(open) = self.open.take() else {
+            return Vec::new();
+        };
+        let mut frames = Vec::new();
+        match open {
+            Open::Message(index) => {
+                let Some(OutputItem::Message {
+                    id,
+                    content,
+                    status,
+                    ..
+                }) = self.response.output.get_mut(index)
+                else {
+                    return frames;
+                };
+                *status = ItemStatus::Completed;
+                let item_id = id.clone();
+                let part = content.first().cloned().unwrap_or_else(|| output_text(""));
+                frames.push(self.frame(ResponseStreamEvent::OutputTextDone {
+                    item_id: item_id.clone(),
+                    output_index: index,
+                    content_index: 0,
+                    text: part.text.clone(),
+                    logprobs: Vec::new(),
+                }));
+                frames.push(self.frame(ResponseStreamEvent::ContentPartDone {
+                    item_id,
+                    output_index: index,
+                    content_index: 0,
+                    part,
+                }));
+            }
+            Open::Reasoning(index) => {
+                let Some(OutputItem::Reasoning { id, summary: parts }) =
+                    self.response.output.get(index)
+                else {
+                    return frames;
+                };
+                let item_id = id.clone();
+                let part = parts.first().cloned().unwrap_or_else(|| summary(""));
+                frames.push(self.frame(ResponseStreamEvent::ReasoningSummaryTextDone {
+                    item_id: item_id.clone(),
+                    output_index: index,
+                    summary_index: 0,
+                    text: part.text.clone(),
+                }));
+                frames.push(self.frame(ResponseStreamEvent::ReasoningSummaryPartDone {
+                    item_id,
+                    output_index: index,
+                    summary_index: 0,
+                    part,
+                }));
+            }
+        }
+        let index = match open {
+            Open::Message(index) | Open::Reasoning(index) => index,
+        };
+        if let Some(item) = self.response.output.get(index).cloned() {
+            frames.push(self.frame(ResponseStreamEvent::OutputItemDone {
+                output_index: index,
+                item,
+            }));
+        }
+        frames
+    }
+
+    fn tool_started(&mut self, data: &Value) -> Vec<ResponseStreamFrame> {
+        let mut frames = self.close_open();
+        let field = |name: &str| {
+            data.get(name)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let call_id = field("call_id");
+        let arguments = match data.get("arguments") {
+            Some(Value::String(text)) => text.clone(),
+            Some(value) => value.to_string(),
+            None => "{}".into(),
+        };
+        let id = self.item_id("mcp", self.response.output.len());
+        let (index, added) = self.add_item(OutputItem::McpCall {
+            id: id.clone(),
+            status: ItemStatus::InProgress,
+            server_label: field("server"),
+            name: field("tool"),
+            arguments,
+            output: None,
+            error: None,
+        });
+        frames.push(added);
+        frames.push(self.frame(ResponseStreamEvent::McpCallInProgress {
+            item_id: id,
+            output_index: index,
+        }));
+        self.running_tools.insert(call_id, index);
+        frames
+    }
+
+    fn tool_finished(&mut self, data: &Value) -> Vec<ResponseStreamFrame> {
+        let call_id = data
+            .get("call_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let Some(index) = self.running_tools.remove(call_id) else {
+            return Vec::new();
+        };
+        let ok = data.get("status").and_then(Value::as_str) == Some("ok");
+        let Some(OutputItem::McpCall {
+            id,
+            status,
+            output,
+            error,
+            ..
+        }) = self.response.output.get_mut(index)
+        else {
+            return Vec::new();
+        };
+        *status = if ok {
+            ItemStatus::Completed
+        } else {
+            ItemStatus::Failed
+        };
+        *output = data
+            .get("output")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        *error = data
+            .get("error")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let item_id = id.clone();
+        let item = self.response.output[index].clone();
+        let progress = if ok {
+            ResponseStreamEvent::McpCallCompleted {
+                item_id,
+                output_index: index,
+            }
+        } else {
+            ResponseStreamEvent::McpCallFailed {
+                item_id,
+                output_index: index,
+            }
+        };
+        vec![
+            self.frame(progress),
+            self.frame(ResponseStreamEvent::OutputItemDone {
+                output_index: index,
+                item,
+            }),
+        ]
+    }
+
+    fn client_calls(&mut self, summary: &RunSummary) -> Vec<ResponseStreamFrame> {
+        let mut frames = Vec::new();
+        for call in &summary.client_tool_calls {
+            let id = self.item_id("fc", self.response.output.len());
+            let (index, added) = self.add_item(OutputItem::FunctionCall {
+                id: id.clone(),
+                status: ItemStatus::InProgress,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: String::new(),
+            });
+            frames.push(added);
+            frames.push(self.frame(ResponseStreamEvent::FunctionCallArgumentsDelta {
+                item_id: id.clone(),
+                output_index: index,
+                delta: call.arguments.clone(),
+            }));
+            frames.push(self.frame(ResponseStreamEvent::FunctionCallArgumentsDone {
+                item_id: id.clone(),
+                output_index: index,
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            }));
+            let item = OutputItem::FunctionCall {
+                id,
+                status: ItemStatus::Completed,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            };
+            self.response.output[index] = item.clone();
+            frames.push(self.frame(ResponseStreamEvent::OutputItemDone {
+                output_index: index,
+                item,
+            }));
+        }
+        frames
+    }
+
+    /// The run ended: the failure report as text when nothing was said, the client's calls,
+    /// then exactly one terminal event.
+    fn finish(&mut self, summary: &RunSummary) -> Vec<ResponseStreamFrame> {
+        let mut frames = Vec::new();
+        if let (Some(report), false) = (self.failure_report.take(), self.wrote_text) {
+            frames.extend(self.text_delta(&report));
+        }
+        frames.extend(self.close_open());
+        frames.extend(self.client_calls(summary));
+        self.response.usage = Some(usage_of(summary));
+        self.finished = true;
+        let (status, error, incomplete) = outcome(summary);
+        self.summary = Some(summary.clone());
+        if status == ResponseStatus::Failed {
+            // The error in OpenAI's words, as a non-streamed request would get it.
+            let api = ApiError::from_run(summary);
+            frames.push(self.frame(ResponseStreamEvent::Error {
+                code: api.code.to_string(),
+                message: api.message,
+                param: None,
+            }));
+        }
+        self.response.status = status;
+        self.response.error = error;
+        self.response.incomplete_details = incomplete;
+        let response = self.snapshot();
+        let terminal = match status {
+            ResponseStatus::Completed => ResponseStreamEvent::Completed { response },
+            ResponseStatus::Incomplete => ResponseStreamEvent::Incomplete { response },
+            _ => ResponseStreamEvent::Failed { response },
+        };
+        frames.push(self.frame(terminal));
+        frames
+    }
+}
+
+/// Status, error and incompleteness of a finished run's response.
+fn outcome(
+    summary: &RunSummary,
+) -> (
+    ResponseStatus,
+    Option<ResponseError>,
+    Option<IncompleteDetails>,
+) {
+    match summary.exit_reason {
+        ExitReason::MaxTurns | ExitReason::ContextLimit => (
+            ResponseStatus::Incomplete,
+            None,
+            Some(IncompleteDetails {
+                reason: "max_output_tokens".into(),
+            }),
+        ),
+        ExitReason::Cancelled | ExitReason::ShuttingDown => (
+            ResponseStatus::Cancelled,
+            Some(ResponseError {
+                code: summary.exit_reason.as_str().into(),
+                message: summary
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "the response was cancelled".into()),
+            }),
+            None,
+        ),
+        _ if summary.success => (ResponseStatus::Completed, None, None),
+        reason => (
+            ResponseStatus::Failed,
+            Some(ResponseError {
+                code: reason.as_str().into(),
+                message: summary
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "the run failed".into()),
+            }),
+            None,
+        ),
+    }
+}
+
+fn usage_of(summary: &RunSummary) -> ResponseUsage {
+    let usage = &summary.usage;
+    ResponseUsage {
+        input_tokens: usage.input_tokens,
+        input_tokens_details: InputTokensDetails {
+            cached_tokens: usage.cached_tokens,
+        },
+        output_tokens: usage.output_tokens,
+        output_tokens_details: OutputTokensDetails {
+            reasoning_tokens: 0,
+        },
+        total_tokens: usage.input_tokens + usage.output_tokens,
+    }
+}
+
+fn report_status(status: ReportStatus) -> &'static str {
+    match status {
+        ReportStatus::Success => "success",
+        ReportStatus::Failure => "failure",
+    }
+}
+
+fn output_text(text: &str) -> OutputText {
+    OutputText {
+        kind: OutputTextKind::OutputText,
+        text: text.to_string(),
+        annotations: Vec::new(),
+        logprobs: Vec::new(),
+    }
+}
+
+fn summary(text: &str) -> SummaryText {
+    SummaryText {
+        kind: SummaryTextKind::SummaryText,
+        text: text.to_string(),
+    }
+}

@@ -1,0 +1,214 @@
+//! Tool approvals over HTTP (SPEC §8): `POST /v1/runs/{run_id}/approvals/{call_id}` decides a
+//! waiting call (the run's user or an admin, on any replica), `GET /v1/runs/{run_id}/approvals`
+//! lists a run's waiting calls. Only translates: the decision, its checks and the resumed run
+//! are [`Runtime::decide_approval`]'s.
+
+use std::sync::Arc;
+
+use axum::extract::{Extension, State};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
+
+use super::visible_run;
+use crate::agent::approval::Decision;
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiJson, ApiPath, ErrorBody};
+use crate::http::wire::ListObject;
+use crate::runtime::{ApprovalError, Runtime};
+use crate::store::ApprovalRecord;
+
+/// The longest `reason` kept with a denial (the model reads it).
+pub const MAX_REASON_CHARS: usize = 4096;
+
+/// The `{run_id}` and `{call_id}` of a decision.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ApprovalPath {
+    /// The run's id.
+    pub run_id: String,
+    /// The waiting tool call's id (`call_id` of `tool.approval_requested`).
+    pub call_id: String,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionKind {
+    Approve,
+    Deny,
+}
+
+/// `POST /v1/runs/{run_id}/approvals/{call_id}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRequest {
+    pub decision: DecisionKind,
+    /// With `approve`: the arguments the tool runs with instead of the model's; they must fit
+    /// the tool's schema. Ignored with `deny`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub arguments: Option<Map<String, Value>>,
+    /// Why: with `deny`, what the model is told (`denied: <reason>`; "by the user" when
+    /// absent); with `approve`, a note kept with the decision and its event.
+    #[serde(default)]
+    #[schema(max_length = 4096)]
+    pub reason: Option<String>,
+}
+
+/// One waiting (or decided) tool call.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalView {
+    pub run_id: String,
+    pub call_id: String,
+    pub agent: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    pub tool: String,
+    pub server: String,
+    #[schema(value_type = Object)]
+    pub arguments: Value,
+    /// RFC 3339.
+    pub requested_at: String,
+    /// RFC 3339: when the wait ends as `expired`.
+    pub expires_at: String,
+    /// `approve`, `deny`, `expired`, `cancelled`; absent while it waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub arguments_edited: Option<Value>,
+}
+
+impl From<ApprovalRecord> for ApprovalView {
+    fn from(a: ApprovalRecord) -> Self {
+        let time = |t: chrono::DateTime<chrono::Utc>| {
+            t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        };
+        Self {
+            run_id: a.run_id,
+            call_id: a.call_id,
+            agent: a.agent,
+            user_id: a.user_id,
+            tool: a.tool,
+            server: a.server,
+            arguments: a.arguments,
+            requested_at: time(a.requested_at),
+            expires_at: time(a.expires_at),
+            decision: a.decision,
+            decided_by: a.decided_by,
+            reason: a.reason,
+            arguments_edited: a.edited_arguments,
+        }
+    }
+}
+
+/// A list of waiting calls.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalList {
+    pub object: ListObject,
+    pub data: Vec<ApprovalView>,
+}
+
+impl ApprovalList {
+    pub fn of(approvals: Vec<ApprovalRecord>) -> Self {
+        Self {
+            object: ListObject::List,
+            data: approvals.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// Who decided, as `tool.approval_decided` names them.
+fn decider(caller: &Caller) -> String {
+    caller.user_id.clone().unwrap_or_else(|| "admin".into())
+}
+
+fn decision_of(request: ApprovalRequest) -> Result<Decision, ApiError> {
+    if let Some(reason) = &request.reason
+        && reason.chars().count() > MAX_REASON_CHARS
+    {
+        return Err(ApiError::invalid_request(format!(
+            "`reason` is at most {MAX_REASON_CHARS} characters"
+        ))
+        .with_param("reason"));
+    }
+    Ok(match request.decision {
+        DecisionKind::Approve => Decision::Approve {
+            arguments: request.arguments,
+            note: request.reason,
+        },
+        DecisionKind::Deny => Decision::Deny {
+            reason: request.reason,
+        },
+    })
+}
+
+impl From<ApprovalError> for ApiError {
+    fn from(error: ApprovalError) -> Self {
+        match error {
+            ApprovalError::CallNotFound { .. } => ApiError::not_found(error.to_string()),
+            ApprovalError::AlreadyDecided { .. } | ApprovalError::Expired { .. } => {
+                ApiError::conflict(error.to_string())
+            }
+            ApprovalError::InvalidArguments { .. } => {
+                ApiError::invalid_request(error.to_string()).with_param("arguments")
+            }
+            ApprovalError::Store(error) => ApiError::store(error),
+        }
+    }
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{run_id}/approvals/{call_id}",
+    tag = "runs",
+    summary = "Approve (optionally with edited arguments) or deny a tool call waiting for approval",
+    params(ApprovalPath),
+    request_body = ApprovalRequest,
+    responses(
+        (status = 200, description = "The decision is recorded; the run goes on (on this replica, or the one that took it)", body = ApprovalView),
+        (status = "default", description = "An error: 404 unknown run or call, 403 another user's run, 409 already decided or expired, 400 edited arguments that do not fit the tool's schema", body = ErrorBody),
+    ),
+)]
+pub async fn decide_approval(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(ApprovalPath { run_id, call_id }): ApiPath<ApprovalPath>,
+    ApiJson(request): ApiJson<ApprovalRequest>,
+) -> Result<Response, ApiError> {
+    visible_run(&runtime, &caller, &run_id).await?;
+    let decision = decision_of(request)?;
+    let decided = runtime
+        .decide_approval(&run_id, &call_id, decision, &decider(&caller))
+        .await?;
+    Ok(axum::Json(ApprovalView::from(decided)).into_response())
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{run_id}/approvals",
+    tag = "runs",
+    summary = "The tool calls of a run waiting for approval",
+    params(super::wire::RunPath),
+    responses(
+        (status = 200, description = "The waiting calls, oldest first", body = ApprovalList),
+        ErrorBody,
+    ),
+)]
+pub async fn list_run_approvals(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(super::wire::RunPath { run_id }): ApiPath<super::wire::RunPath>,
+) -> Result<Response, ApiError> {
+    visible_run(&runtime, &caller, &run_id).await?;
+    let pending = runtime
+        .pending_approvals(&run_id)
+        .await
+        .map_err(ApiError::store)?;
+    Ok(axum::Json(ApprovalList::of(pending)).into_response())
+}
