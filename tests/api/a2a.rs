@@ -151,3 +151,63 @@ async fn the_0_3_method_names_answer_in_0_3_shapes_and_errors_name_what_is_wrong
         .collect();
     assert_eq!(skills, ["chat"], "only the agents this key may use");
 }
+
+#[tokio::test]
+async fn a_task_waiting_for_a_tool_approval_is_input_required() {
+    let agents = tempfile::tempdir().expect("agents");
+    std::fs::write(
+        agents.path().join("guarded.ai"),
+        "---\ndescription: Looks things up, with approval\nmodels: llm/upstream-model\nfinalization: text\ntransport: native\ntools: [rest__lookup]\napprove: [rest__lookup]\n---\nYou look up.\n",
+    )
+    .expect("agent");
+    let path = agents.path().display().to_string();
+    let app = crate::support::spawn_app_with(move |config| {
+        config["agents"]
+            .as_array_mut()
+            .expect("agents")
+            .push(json!(path));
+        config["restTools"] =
+            json!({"lookup": {"url": "http://127.0.0.1:9/lookup", "description": "Looks up"}});
+    })
+    .await;
+    app.llm.push(Reply::tool_calls(vec![
+        crate::support::mock_llm::ToolCall::new("call-1", "rest__lookup", "{}"),
+    ]));
+    let message = json!({"message": {"messageId": "m-guarded", "role": "ROLE_USER",
+        "parts": [{"text": "look it up"}]}, "configuration": {"returnImmediately": true}});
+    let answer = app
+        .client
+        .post(app.url("/a2a/guarded"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message}))
+        .send()
+        .await
+        .expect("sent")
+        .json::<Value>()
+        .await
+        .expect("json");
+    let id = answer["result"]["task"]["id"]
+        .as_str()
+        .expect("task id")
+        .to_string();
+    let mut task = Value::Null;
+    for _ in 0..200 {
+        task = app
+            .client
+            .post(app.url("/a2a/guarded"))
+            .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": id}}))
+            .send()
+            .await
+            .expect("sent")
+            .json::<Value>()
+            .await
+            .expect("json");
+        if task["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        task["result"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{task}"
+    );
+}
