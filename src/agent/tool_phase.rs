@@ -5,16 +5,18 @@
 //!
 //! Uses only the services in [`ToolRunner`] and the run's state; it never calls the model.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{Instrument, error, warn};
 
 use super::approval::{DecidedCall, Decision, PendingCall, WaitingTurn};
 use super::context_guard::BUDGET_EXCEEDED_STUB;
 use super::ending::Ending;
 use super::events::{
-    AgentEvent, ApprovalDecided, ApprovalRequested, EventSink, ToolFinished, ToolStarted,
+    AgentEvent, ApprovalDecided, ApprovalRequested, EventSink, Progress, ToolFinished, ToolStarted,
 };
 use super::final_report::FINAL_REPORT_TOOL;
 use super::guard_phase::Refusal;
@@ -27,7 +29,7 @@ use super::sub_agents::{SubAgents, call_sub_agent};
 use super::tool_args::{ParsedArguments, parse_tool_arguments};
 use crate::config::agent_file::Finalization;
 use crate::llm::{ChatMessage, LlmResponse, Role, ToolCall};
-use crate::tools::{ToolOutcome, ToolRegistry};
+use crate::tools::{ToolOutcome, ToolRegistry, ToolReport};
 
 /// What the turn loop does next.
 pub(super) enum Handled {
@@ -534,8 +536,15 @@ impl ToolRunner<'_> {
         let name = call.name.clone();
         let timeout = context.timeout;
         let span = tracing::info_span!("tool", ai.tool.name = %call.name, ai.tool.server = %server);
+        let (report, forwarder) = self.progress_forwarder(&call.name, context);
+        let call_report = Arc::clone(&report);
         let task = tokio::spawn(
-            async move { registry.call(&name, arguments, timeout).await }.instrument(span),
+            async move {
+                registry
+                    .call_reporting(&name, arguments, timeout, call_report)
+                    .await
+            }
+            .instrument(span),
         );
         let abort_task = task.abort_handle();
         let outcome = match tokio::time::timeout(timeout, task).await {
@@ -551,6 +560,10 @@ impl ToolRunner<'_> {
             Ok(Ok(outcome)) => outcome,
         };
         let latency_ms = started.elapsed().as_millis() as u64;
+        let details = report.take_details();
+        // The last progress lines are events before `tool.finished`.
+        drop(report);
+        let _ = tokio::time::timeout(PROGRESS_DRAIN, forwarder).await;
         let (message, error) = match outcome {
             ToolOutcome::Ok(text) => (truncate_output(&call.name, text, context.max_bytes), None),
             ToolOutcome::Failed(reason) => (failed(&reason), Some(reason)),
@@ -574,6 +587,7 @@ impl ToolRunner<'_> {
             .await;
         let entry = AccountingEntry::Tool(ToolAccounting {
             source: context.source.map(str::to_string),
+            details,
             ..ToolAccounting::finished(
                 server,
                 call.name.clone(),
@@ -591,6 +605,48 @@ impl ToolRunner<'_> {
         }
     }
 }
+
+impl ToolRunner<'_> {
+    /// A report for one tool call whose progress lines become `progress` events
+    /// (`task_status`, the tool as `agent`) while the call runs; the task ends once the report
+    /// and every clone of it are dropped.
+    fn progress_forwarder(
+        &self,
+        tool: &str,
+        context: &ToolContext,
+    ) -> (Arc<ToolReport>, AbortOnDropHandle<()>) {
+        let (sender, mut lines) = tokio::sync::mpsc::channel::<String>(PROGRESS_LINES);
+        let events = self.events.clone();
+        let tool = tool.to_string();
+        let call_path = context.lineage.call_path.clone().unwrap_or_default();
+        let forwarder = tokio::spawn(async move {
+            while let Some(line) = lines.recv().await {
+                events
+                    .emit(AgentEvent::Progress(Box::new(Progress {
+                        kind: "task_status".into(),
+                        agent: tool.clone(),
+                        call_path: call_path.clone(),
+                        message: Some(line),
+                        done: None,
+                        pending: None,
+                        now: None,
+                    })))
+                    .await;
+            }
+        });
+        // Aborted with the call: a call the run gave up (abort) may still hold the report in
+        // its detached task, and the forwarder must not keep the run's event sink open.
+        (
+            Arc::new(ToolReport::new(sender)),
+            AbortOnDropHandle::new(forwarder),
+        )
+    }
+}
+
+/// Progress lines of one tool call buffered before further ones are dropped.
+const PROGRESS_LINES: usize = 32;
+/// How long a finished call's last progress lines may take to become events.
+const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
 
 /// The tool's server: the namespace before `__`.
 fn server_of(tool: &str) -> String {

@@ -34,7 +34,7 @@ pub use model_settings::{ModelConfig, ModelOverrides, ParamOverride};
 pub use reasoning::{ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue};
 pub use registry::{AgentRegistry, AgentSpec, RegistryError, Target};
 pub use sampling::SamplingParams;
-pub use tools::{McpServerConfig, McpTransport, QueueConfig, RestToolConfig};
+pub use tools::{A2aAgentConfig, McpServerConfig, McpTransport, QueueConfig, RestToolConfig};
 
 /// The whole configuration after merging every layer.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -47,6 +47,9 @@ pub struct Config {
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     #[serde(default)]
     pub rest_tools: BTreeMap<String, RestToolConfig>,
+    /// Remote A2A agents, each offered as the tool `a2a__<name>`.
+    #[serde(default)]
+    pub a2a_agents: BTreeMap<String, A2aAgentConfig>,
     /// OpenAPI documents whose operations are tools (`openapi__<name>__<operationId>`).
     #[serde(default)]
     pub openapi_specs: BTreeMap<String, tools::OpenApiSpecConfig>,

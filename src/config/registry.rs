@@ -62,6 +62,10 @@ pub struct AgentSpec {
     /// Expected output format (`markdown` unless the frontmatter says otherwise).
     pub output_format: String,
     pub output_schema: Option<Value>,
+    /// `input.schema` from the frontmatter: the arguments a caller passes when it runs this
+    /// agent as a tool (MCP `tools/call`, A2A data parts); they reach the agent as JSON text.
+    /// `None`: the caller passes a prompt.
+    pub input_schema: Option<Value>,
     pub tools: Vec<String>,
     pub user_scoped: bool,
     /// `contextWindow` from the frontmatter: overrides the model's for every target.
@@ -331,6 +335,7 @@ pub fn resolve_agent(
             .and_then(|o| o.format.clone())
             .unwrap_or_else(|| "markdown".into()),
         output_schema: output.and_then(|o| o.schema.clone()),
+        input_schema: fm.input.as_ref().and_then(|i| i.schema.clone()),
         tools,
         user_scoped: fm.user_scoped.unwrap_or(false),
         context_window: fm.context_window,

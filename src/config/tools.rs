@@ -21,7 +21,7 @@ use super::{Config, ConfigError};
 pub const DEFAULT_QUEUE: &str = "default";
 
 /// Namespaces agentd owns; an MCP server may not take them.
-const RESERVED_NAMESPACES: [&str; 2] = ["agent", "rest"];
+const RESERVED_NAMESPACES: [&str; 3] = ["agent", "rest", "a2a"];
 
 /// How agentd reaches an MCP server.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -103,6 +103,27 @@ impl McpServerConfig {
         } else {
             McpTransport::Stdio
         })
+    }
+}
+
+/// `a2aAgents.<name>`: a remote A2A agent offered as the tool `a2a__<name>`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct A2aAgentConfig {
+    /// The agent's base URL: its card is at `<url>/.well-known/agent-card.json`.
+    pub url: Option<String>,
+    /// Extra HTTP headers of every request (e.g. `Authorization`); `${VAR}` expands at load.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Limit of one call, below the agent's `toolTimeout` when smaller.
+    pub timeout: Option<HumanDuration>,
+    /// `false` ignores the entry entirely.
+    pub enabled: Option<bool>,
+}
+
+impl A2aAgentConfig {
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.unwrap_or(true)
     }
 }
 
@@ -290,6 +311,18 @@ pub fn validate_tools(config: &Config, file: &str) -> Result<(), ConfigError> {
         }
         if !queue_exists(tool.queue_name()) {
             return Err(invalid(at("queue"), missing_queue(tool.queue_name())));
+        }
+    }
+    for (name, agent) in config.a2a_agents.iter().filter(|(_, a)| a.is_enabled()) {
+        let at = |key: &str| format!("a2aAgents.{name}.{key}");
+        check_name(name).map_err(|m| invalid(format!("a2aAgents.{name}"), m))?;
+        match agent.url.as_deref() {
+            None => return Err(invalid(at("url"), "is required".into())),
+            Some(url) => {
+                if let Some(problem) = url_problem(url) {
+                    return Err(invalid(at("url"), problem));
+                }
+            }
         }
     }
     Ok(())
@@ -531,5 +564,28 @@ mod tests {
         let err = validated(json!({"restTools": {"t": {"url": "http://x", "method": "FETCH"}}}))
             .unwrap_err();
         assert!(err.contains("restTools.t.method"), "{err}");
+    }
+
+    #[test]
+    fn a2a_agents_need_an_http_url_and_a_plain_name() {
+        let err = validated(json!({"a2aAgents": {"qa": {}}})).unwrap_err();
+        assert!(
+            err.contains("a2aAgents.qa.url") && err.contains("required"),
+            "{err}"
+        );
+        let err = validated(json!({"a2aAgents": {"qa": {"url": "ftp://x"}}})).unwrap_err();
+        assert!(
+            err.contains("a2aAgents.qa.url") && err.contains("http://"),
+            "{err}"
+        );
+        let err = validated(json!({"a2aAgents": {"q__a": {"url": "http://x"}}})).unwrap_err();
+        assert!(err.contains("a2aAgents.q__a"), "{err}");
+        let err =
+            validated(json!({"a2aAgents": {"qa": {"url": "http://x", "token": "t"}}})).unwrap_err();
+        assert!(err.contains("token"), "{err}");
+        validated(json!({"a2aAgents": {"qa": {"url": "http://x/a2a/qa", "headers": {"Authorization": "Bearer k"}, "timeout": "30s"}}}))
+            .expect("a remote agent with headers and a timeout");
+        validated(json!({"a2aAgents": {"qa": {"enabled": false}}}))
+            .expect("a disabled entry needs nothing");
     }
 }

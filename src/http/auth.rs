@@ -108,6 +108,11 @@ impl KeyTable {
         }
     }
 
+    /// Whether requests need a key (keys configured and auth not disabled).
+    pub fn is_enforced(&self) -> bool {
+        self.enforced
+    }
+
     #[cfg(test)]
     fn lookup(&self, presented: &str) -> Option<Caller> {
         self.lookup_with_id(presented).map(|(caller, _)| caller)

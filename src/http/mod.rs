@@ -3,6 +3,7 @@
 //! `serve` with graceful shutdown (the connections themselves are `connections`'s). Handlers only translate between wire formats and
 //! [`SessionRequest`](crate::agent::SessionRequest)s.
 
+mod a2a;
 mod ag_ui;
 mod ai_sdk;
 mod anthropic;
@@ -12,6 +13,7 @@ mod client_tools;
 mod connections;
 pub mod error;
 mod layers;
+mod mcp_server;
 mod openai;
 pub mod openapi;
 mod ops;
@@ -57,7 +59,12 @@ fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
     let body_limit = server.request_body_limit_bytes;
     let cors = layers::cors(&server.cors_origins);
     let keys = Arc::new(auth::KeyTable::from_config(&runtime.config().auth));
+    // Without keys (and not explicitly disabled) agentd serves loopback only, where a browser
+    // page could reach `/mcp` through DNS rebinding: there its Host must be a loopback name.
+    let loopback_hosts_only = !keys.is_enforced() && !runtime.config().auth.disabled;
+    let mcp = mcp_server::McpEndpoint::new(runtime.clone(), loopback_hosts_only);
     let router = router
+        .layer(axum::Extension(mcp))
         .layer(middleware::from_fn_with_state(keys, auth::authenticate))
         .layer(middleware::from_fn(layers::refuse_long_uri))
         .layer(middleware::from_fn_with_state(
@@ -129,6 +136,10 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(web::asset))
         .routes(routes!(web::markdown))
         .routes(routes!(web::whoami))
+        .routes(routes!(mcp_server::post_mcp))
+        .routes(routes!(a2a::server_card))
+        .routes(routes!(a2a::agent_card))
+        .routes(routes!(a2a::rpc))
 }
 
 /// Serves until `shutdown` resolves and the runs have drained (answering meanwhile), then stops

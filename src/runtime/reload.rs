@@ -90,6 +90,8 @@ impl Runtime {
                     .is_some_and(|name| self.tools.rest_tools().contains(name))
                 || crate::tools::hub::openapi_spec_name(entry)
                     .is_some_and(|spec| self.tools.openapi_tools().has_spec(spec))
+                || crate::tools::hub::remote_agent_name(entry)
+                    .is_some_and(|name| self.tools.remote_agents().contains(name))
                 || self
                     .config
                     .mcp_servers

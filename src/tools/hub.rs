@@ -10,6 +10,7 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use tracing::warn;
 
+use super::a2a::{A2A_NAMESPACE, RemoteAgents};
 use super::mcp::{McpError, McpServer};
 use super::openapi::{LoadedDocument, OPENAPI_NAMESPACE, OpenApiError, OpenApiTools};
 use super::queue::{QueueError, ToolQueues};
@@ -30,7 +31,7 @@ pub enum ToolSetupError {
     #[error("mcpServers.{server}.queue: {source}")]
     Queue { server: String, source: QueueError },
     #[error(
-        "{file}: tools: {tool:?} is not an MCP server in mcpServers, a REST tool written rest__NAME from restTools or an OpenAPI spec written openapi__NAME from openapiSpecs"
+        "{file}: tools: {tool:?} is not an MCP server in mcpServers, a REST tool written rest__NAME from restTools, an OpenAPI spec written openapi__NAME from openapiSpecs or a remote agent written a2a__NAME from a2aAgents"
     )]
     UnknownTool { file: String, tool: String },
     #[error(transparent)]
@@ -48,6 +49,7 @@ impl ToolSetupError {
 pub struct ToolHub {
     servers: BTreeMap<String, Arc<McpServer>>,
     rest: RestTools,
+    remote_agents: RemoteAgents,
     openapi: OpenApiTools,
 }
 
@@ -91,9 +93,19 @@ impl ToolHub {
                 Err(error) => failure = failure.or(Some(error)),
             }
         }
+        let remote_agents = RemoteAgents::connect(&config.a2a_agents, |name| {
+            agents.iter().any(|agent| {
+                agent
+                    .tools
+                    .iter()
+                    .any(|entry| remote_agent_name(entry) == Some(name))
+            })
+        })
+        .await;
         let hub = Self {
             servers: connected,
             rest,
+            remote_agents,
             openapi,
         };
         if let Some(error) = failure {
@@ -151,6 +163,15 @@ impl ToolHub {
         if !specs.is_empty() {
             registry.add(Arc::new(self.openapi.subset(specs)));
         }
+        let remote = self.remote_agents.subset(
+            agent
+                .tools
+                .iter()
+                .filter_map(|entry| remote_agent_name(entry)),
+        );
+        if !remote.is_empty() {
+            registry.add(Arc::new(remote));
+        }
         for entry in &agent.tools {
             if let Some(server) = self.servers.get(entry) {
                 registry.add(Arc::clone(server) as Arc<dyn ToolProvider>);
@@ -175,6 +196,11 @@ impl ToolHub {
         self.servers.values()
     }
 
+    /// The remote A2A agents whose cards were read at start.
+    pub fn remote_agents(&self) -> &RemoteAgents {
+        &self.remote_agents
+    }
+
     pub fn rest_tools(&self) -> &RestTools {
         &self.rest
     }
@@ -187,6 +213,13 @@ impl ToolHub {
     pub async fn shutdown(&self) {
         join_all(self.servers.values().map(|server| server.shutdown())).await;
     }
+}
+
+/// `a2a__x` → `x`.
+pub fn remote_agent_name(entry: &str) -> Option<&str> {
+    entry
+        .strip_prefix(A2A_NAMESPACE)
+        .and_then(|rest| rest.strip_prefix("__"))
 }
 
 /// `rest__x` → `x`.
@@ -210,10 +243,15 @@ fn check_agent_tools(
     agent: &AgentSpec,
 ) -> Result<(), ToolSetupError> {
     for entry in &agent.tools {
-        let known = match (rest_tool_name(entry), openapi_spec_name(entry)) {
-            (Some(name), _) => rest.contains(name) || config.rest_tools.contains_key(name),
-            (None, Some(spec)) => config.openapi_specs.contains_key(spec),
-            (None, None) => config.mcp_servers.contains_key(entry),
+        let known = match (
+            rest_tool_name(entry),
+            openapi_spec_name(entry),
+            remote_agent_name(entry),
+        ) {
+            (Some(name), _, _) => rest.contains(name) || config.rest_tools.contains_key(name),
+            (None, Some(spec), _) => config.openapi_specs.contains_key(spec),
+            (None, None, Some(name)) => config.a2a_agents.contains_key(name),
+            (None, None, None) => config.mcp_servers.contains_key(entry),
         };
         if !known {
             return Err(ToolSetupError::UnknownTool {
@@ -233,7 +271,10 @@ fn check_agent_tools(
                 .is_some_and(|tool| !tool.is_enabled())
             || openapi_spec_name(entry)
                 .and_then(|name| config.openapi_specs.get(name))
-                .is_some_and(|spec| !spec.is_enabled());
+                .is_some_and(|spec| !spec.is_enabled())
+            || remote_agent_name(entry)
+                .and_then(|name| config.a2a_agents.get(name))
+                .is_some_and(|agent| !agent.is_enabled());
         if disabled {
             warn!(agent = %agent.name, tool = %entry, "the agent names a disabled tool; it is not offered");
         }

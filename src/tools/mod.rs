@@ -5,6 +5,7 @@
 //! [`hub::ToolHub`] builds the shared parts at start (queues, MCP connections, REST tools) and
 //! gives each agent the registry its `tools:` list asks for.
 
+pub mod a2a;
 pub mod hub;
 pub mod mcp;
 pub mod openapi;
@@ -13,11 +14,12 @@ pub mod rest;
 pub mod schema;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::Value;
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
 
 use crate::llm::ToolDefinition;
 
@@ -26,6 +28,42 @@ use crate::llm::ToolDefinition;
 pub enum ToolOutcome {
     Ok(String),
     Failed(String),
+}
+
+/// What a call may tell besides its outcome: progress lines while it runs (the session turns
+/// them into `progress` events) and details for its accounting entry (a remote agent's cost).
+#[derive(Debug, Default)]
+pub struct ToolReport {
+    progress: Option<mpsc::Sender<String>>,
+    details: Mutex<Option<Map<String, Value>>>,
+}
+
+impl ToolReport {
+    /// A report whose progress lines go to `progress`.
+    pub fn new(progress: mpsc::Sender<String>) -> Self {
+        Self {
+            progress: Some(progress),
+            details: Mutex::default(),
+        }
+    }
+
+    /// Passes a progress line on; never waits (a line that does not fit is dropped).
+    pub fn progress(&self, message: impl Into<String>) {
+        if let Some(progress) = &self.progress {
+            let _ = progress.try_send(message.into());
+        }
+    }
+
+    /// Details for the call's accounting entry (the last set wins).
+    pub fn set_details(&self, details: Map<String, Value>) {
+        if let Ok(mut slot) = self.details.lock() {
+            *slot = Some(details);
+        }
+    }
+
+    pub fn take_details(&self) -> Option<Map<String, Value>> {
+        self.details.lock().ok().and_then(|mut slot| slot.take())
+    }
 }
 
 /// A source of tools (one MCP server, the REST tools, the internal tools, …).
@@ -37,6 +75,18 @@ pub trait ToolProvider: Send + Sync {
     async fn list_tools(&self) -> Vec<ToolDefinition>;
     /// Runs one tool (`name` without the namespace) within `timeout`.
     async fn call(&self, name: &str, arguments: Value, timeout: Duration) -> ToolOutcome;
+    /// Like [`ToolProvider::call`], telling progress and details through `report`; providers
+    /// with nothing to tell keep this default.
+    async fn call_reporting(
+        &self,
+        name: &str,
+        arguments: Value,
+        timeout: Duration,
+        report: Arc<ToolReport>,
+    ) -> ToolOutcome {
+        let _ = report;
+        self.call(name, arguments, timeout).await
+    }
 }
 
 /// All tools a session may use, routed by namespace.
@@ -66,13 +116,29 @@ impl ToolRegistry {
         arguments: Value,
         timeout: Duration,
     ) -> ToolOutcome {
+        self.call_reporting(qualified_name, arguments, timeout, Arc::default())
+            .await
+    }
+
+    /// Like [`ToolRegistry::call`], the provider telling progress and details through `report`.
+    pub async fn call_reporting(
+        &self,
+        qualified_name: &str,
+        arguments: Value,
+        timeout: Duration,
+        report: Arc<ToolReport>,
+    ) -> ToolOutcome {
         let Some((namespace, tool)) = qualified_name.split_once("__") else {
             return ToolOutcome::Failed(format!(
                 "unknown tool {qualified_name:?}: names are namespace__tool"
             ));
         };
         let mut outcome = match self.providers.get(namespace) {
-            Some(provider) => provider.call(tool, arguments, timeout).await,
+            Some(provider) => {
+                provider
+                    .call_reporting(tool, arguments, timeout, report)
+                    .await
+            }
             None => ToolOutcome::Failed(format!("unknown tool {qualified_name:?}")),
         };
         // A NUL from a tool becomes U+FFFD before anything sees it (see `nul_text`).

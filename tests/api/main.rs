@@ -4,6 +4,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod a2a;
+mod a2a_remote;
 mod anthropic;
 mod approvals;
 mod auth;
@@ -19,6 +21,7 @@ mod internal_tools;
 mod key_limits;
 mod limits;
 mod mcp;
+mod mcp_headend;
 mod metrics_scrape;
 mod openapi_tools;
 mod operations;

@@ -1,0 +1,721 @@
+//! The A2A headend (SPEC §9.5): every agent is an A2A v1.0 agent with its card at
+//! `/a2a/{agent}/.well-known/agent-card.json` and JSON-RPC at `/a2a/{agent}`; the server's card
+//! at `/.well-known/agent-card.json` lists every agent as a skill. `SendMessage`,
+//! `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask`, and the 0.3
+//! names (`message/send`, `message/stream`, `tasks/get`, `tasks/cancel`, `tasks/resubscribe`),
+//! answered in the revision the method name belongs to.
+//!
+//! Only translation lives here: runs start through [`Runtime::start_run`], streams are the run's
+//! stored events followed with [`Runtime::follow_run_events`] (so a stream resumed on another
+//! replica reads the same), tasks are read from the run store. Same auth as every route.
+
+mod tasks;
+pub mod wire;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Extension, State};
+use axum::http::HeaderMap;
+use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
+use futures_util::{Stream, StreamExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::auth::Caller;
+use super::error::{ApiError, ApiPath, ErrorBody};
+use super::sse::{sse_response, with_run_headers};
+use crate::config::{AgentSpec, OnDisconnect};
+use crate::runtime::{
+    CancelMode, CancelOutcome, ConversationTurn, RunSubmission, Runtime, StartError,
+};
+use crate::store::{RunCursor, RunFilter, RunOwnerFilter, RunRecord};
+use wire::{Dialect, StreamFrame, TaskState};
+
+/// The user that owns the conversations (`contextId`s) of callers whose key has no user.
+pub const KEYLESS_A2A_USER: &str = "a2a";
+/// Tasks listed per page unless the client asks for another size.
+const DEFAULT_PAGE_SIZE: u32 = 50;
+const MAX_PAGE_SIZE: u32 = 100;
+/// How long `CancelTask` waits for the run to end before answering with its state.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+/// The A2A protocol version of the JSON-RPC interface.
+const PROTOCOL_VERSION: &str = "1.0";
+
+/// A2A's JSON-RPC error codes.
+mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL: i64 = -32603;
+    pub const TASK_NOT_FOUND: i64 = -32001;
+    pub const TASK_NOT_CANCELABLE: i64 = -32002;
+    pub const UNSUPPORTED_OPERATION: i64 = -32004;
+}
+
+/// A JSON-RPC error naming what is wrong.
+#[derive(Debug)]
+struct RpcError {
+    code: i64,
+    message: String,
+}
+
+impl RpcError {
+    fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn task_not_found(id: &str) -> Self {
+        Self::new(
+            code::TASK_NOT_FOUND,
+            format!("no task `{id}` of this agent"),
+        )
+    }
+}
+
+impl From<StartError> for RpcError {
+    fn from(error: StartError) -> Self {
+        match error {
+            StartError::ConversationNotFound(id) => Self::new(
+                code::INVALID_PARAMS,
+                format!("message.contextId: no context `{id}` for this caller"),
+            ),
+            StartError::InvalidOutput(_) => Self::new(code::INVALID_PARAMS, error.to_string()),
+            StartError::InvalidRequestId { .. } => {
+                Self::new(code::INVALID_PARAMS, format!("message.messageId: {error}"))
+            }
+            StartError::Store(_) => Self::new(code::INTERNAL, "the task could not be recorded"),
+            other => Self::new(code::INTERNAL, other.to_string()),
+        }
+    }
+}
+
+/// One JSON-RPC request.
+#[derive(Debug, Deserialize)]
+struct RpcRequest {
+    jsonrpc: Option<String>,
+    #[serde(default)]
+    id: Value,
+    method: Option<String>,
+    #[serde(default)]
+    params: Value,
+}
+
+fn rpc_result(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn rpc_error(id: &Value, error: &RpcError) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": error.code, "message": error.message}})
+}
+
+/// The A2A methods, by either revision's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Send,
+    Stream,
+    Get,
+    List,
+    Cancel,
+    Subscribe,
+}
+
+fn method(name: &str) -> Option<(Method, Dialect)> {
+    Some(match name {
+        "SendMessage" => (Method::Send, Dialect::V1),
+        "SendStreamingMessage" => (Method::Stream, Dialect::V1),
+        "GetTask" => (Method::Get, Dialect::V1),
+        "ListTasks" => (Method::List, Dialect::V1),
+        "CancelTask" => (Method::Cancel, Dialect::V1),
+        "SubscribeToTask" => (Method::Subscribe, Dialect::V1),
+        "message/send" => (Method::Send, Dialect::V03),
+        "message/stream" => (Method::Stream, Dialect::V03),
+        "tasks/get" => (Method::Get, Dialect::V03),
+        "tasks/list" => (Method::List, Dialect::V03),
+        "tasks/cancel" => (Method::Cancel, Dialect::V03),
+        "tasks/resubscribe" => (Method::Subscribe, Dialect::V03),
+        _ => return None,
+    })
+}
+
+fn params<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, RpcError> {
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let path = error.path().to_string();
+        RpcError::new(
+            code::INVALID_PARAMS,
+            format!("params.{path}: {}", error.into_inner()),
+        )
+    })
+}
+
+/// The base URL clients reached this server at, for the cards' interface URLs.
+fn base_url(headers: &HeaderMap) -> String {
+    let host = headers
+        .get("x-forwarded-host")
+        .or_else(|| headers.get(axum::http::header::HOST))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("localhost");
+    let scheme = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("http");
+    format!("{scheme}://{host}")
+}
+
+fn skill(agent: &AgentSpec) -> Value {
+    let output = if agent.output_format == "json" {
+        "application/json"
+    } else {
+        "text/plain"
+    };
+    json!({
+        "id": agent.name,
+        "name": agent.name,
+        "description": if agent.description.is_empty() { format!("The {} agent.", agent.name) } else { agent.description.clone() },
+        "tags": ["agentd"],
+        "inputModes": if agent.input_schema.is_some() { json!(["application/json"]) } else { json!(["text/plain"]) },
+        "outputModes": [output],
+    })
+}
+
+fn card(name: &str, description: &str, url: &str, skills: Vec<Value>) -> Value {
+    json!({
+        "name": name,
+        "description": description,
+        "version": env!("CARGO_PKG_VERSION"),
+        "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION}],
+        // 0.3 clients read these.
+        "url": url,
+        "protocolVersion": "0.3.0",
+        "preferredTransport": "JSONRPC",
+        "capabilities": {"streaming": true, "pushNotifications": false},
+        "securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["text/plain", "application/json"],
+        "skills": skills,
+    })
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct A2aAgentPath {
+    /// The agent's name.
+    agent: String,
+}
+
+fn find_agent(runtime: &Runtime, caller: &Caller, name: &str) -> Result<Arc<AgentSpec>, ApiError> {
+    let agent = runtime.agents().get(name).ok_or_else(|| {
+        ApiError::not_found(format!(
+            "No agent named `{name}`; GET /v1/agents lists them"
+        ))
+    })?;
+    caller.check_agent(&agent.name)?;
+    Ok(agent)
+}
+
+#[utoipa::path(
+    get,
+    path = "/.well-known/agent-card.json",
+    tag = "a2a",
+    summary = "The server's A2A agent card: every agent this key may use as a skill",
+    responses(
+        (status = 200, description = "The agent card", body = Object),
+        ErrorBody,
+    ),
+)]
+pub async fn server_card(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+) -> Response {
+    let base = base_url(&headers);
+    let agents: Vec<Arc<AgentSpec>> = runtime
+        .agents()
+        .iter()
+        .filter(|a| caller.may_use_agent(&a.name))
+        .cloned()
+        .collect();
+    // The server's own interface is its first agent's; each agent has its own card too.
+    let url = agents.first().map_or_else(
+        || format!("{base}/a2a"),
+        |a| format!("{base}/a2a/{}", a.name),
+    );
+    let skills = agents.iter().map(|a| skill(a)).collect();
+    axum::Json(card(
+        "agentd",
+        "agentd agents; each has its own card at /a2a/{agent}/.well-known/agent-card.json",
+        &url,
+        skills,
+    ))
+    .into_response()
+}
+
+#[utoipa::path(
+    get,
+    path = "/a2a/{agent}/.well-known/agent-card.json",
+    tag = "a2a",
+    summary = "One agent's A2A agent card",
+    params(A2aAgentPath),
+    responses(
+        (status = 200, description = "The agent card", body = Object),
+        ErrorBody,
+    ),
+)]
+pub async fn agent_card(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(A2aAgentPath { agent: name }): ApiPath<A2aAgentPath>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let agent = find_agent(&runtime, &caller, &name)?;
+    let url = format!("{}/a2a/{}", base_url(&headers), agent.name);
+    let description = if agent.description.is_empty() {
+        format!("The {} agent.", agent.name)
+    } else {
+        agent.description.clone()
+    };
+    Ok(axum::Json(card(&agent.name, &description, &url, vec![skill(&agent)])).into_response())
+}
+
+#[utoipa::path(
+    post,
+    path = "/a2a/{agent}",
+    tag = "a2a",
+    summary = "A2A JSON-RPC: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask (and the 0.3 names)",
+    params(A2aAgentPath),
+    request_body(content = Object, description = "One JSON-RPC request", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The JSON-RPC response; streaming methods answer with SSE frames each holding one", content(
+            (Object = "application/json"),
+            (crate::http::wire::ServerSentEvent = "text/event-stream"),
+        )),
+        ErrorBody,
+    ),
+)]
+pub async fn rpc(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(A2aAgentPath { agent: name }): ApiPath<A2aAgentPath>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let agent = find_agent(&runtime, &caller, &name)?;
+    let request: RpcRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(error) => {
+            let error = RpcError::new(
+                code::PARSE_ERROR,
+                format!("the body is not a JSON-RPC request: {error}"),
+            );
+            return Ok(axum::Json(rpc_error(&Value::Null, &error)).into_response());
+        }
+    };
+    let id = request.id.clone();
+    let answer = dispatch(&runtime, &caller, agent, request).await;
+    Ok(match answer {
+        Ok(Answer::Json(result)) => axum::Json(rpc_result(&id, result)).into_response(),
+        Ok(Answer::Stream { run_id, stream }) => {
+            with_run_headers(sse_response(&runtime, stream), &run_id, None)
+        }
+        Err(error) => axum::Json(rpc_error(&id, &error)).into_response(),
+    })
+}
+
+type FrameStream = std::pin::Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>>;
+
+enum Answer {
+    Json(Value),
+    Stream { run_id: String, stream: FrameStream },
+}
+
+async fn dispatch(
+    runtime: &Arc<Runtime>,
+    caller: &Caller,
+    agent: Arc<AgentSpec>,
+    request: RpcRequest,
+) -> Result<Answer, RpcError> {
+    if request.jsonrpc.as_deref() != Some("2.0") {
+        return Err(RpcError::new(
+            code::INVALID_REQUEST,
+            "`jsonrpc` must be \"2.0\"",
+        ));
+    }
+    let name = request
+        .method
+        .ok_or_else(|| RpcError::new(code::INVALID_REQUEST, "`method` is missing"))?;
+    let (method, dialect) = method(&name).ok_or_else(|| {
+        RpcError::new(
+            code::METHOD_NOT_FOUND,
+            format!("no method `{name}`: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask (or their 0.3 names)"),
+        )
+    })?;
+    let p = request.params;
+    match method {
+        Method::Send => send(runtime, caller, agent, params(p)?, dialect).await,
+        Method::Stream => stream(runtime, caller, agent, params(p)?, dialect).await,
+        Method::Get => {
+            let p: wire::TaskParams = params(p)?;
+            let run = task_run(runtime, caller, &agent, &p.id).await?;
+            Ok(Answer::Json(
+                tasks::task_of_run(&run, p.history_length, dialect).to_json(dialect),
+            ))
+        }
+        Method::List => list(runtime, caller, &agent, params(p)?, dialect).await,
+        Method::Cancel => cancel(runtime, caller, &agent, params(p)?, dialect).await,
+        Method::Subscribe => subscribe(runtime, caller, &agent, params(p)?, dialect).await,
+    }
+}
+
+/// The run a task id names, if it is this agent's and the caller may see it.
+async fn task_run(
+    runtime: &Runtime,
+    caller: &Caller,
+    agent: &AgentSpec,
+    id: &str,
+) -> Result<RunRecord, RpcError> {
+    let run = runtime
+        .find_run(id)
+        .await
+        .map_err(|_| RpcError::new(code::INTERNAL, "the task could not be read"))?
+        .ok_or_else(|| RpcError::task_not_found(id))?;
+    let visible = caller.admin || run.user_id.as_deref() == caller.user_id.as_deref();
+    if !visible || run.agent != agent.name {
+        return Err(RpcError::task_not_found(id));
+    }
+    Ok(run)
+}
+
+/// How long a run whose `run.finished` event was seen may take to be recorded as ended.
+const END_RECORD_WAIT: Duration = Duration::from_secs(5);
+const END_RECORD_POLL: Duration = Duration::from_millis(20);
+
+/// The task's run once its end is recorded (its `run.finished` event comes a moment before),
+/// or as it is after [`END_RECORD_WAIT`].
+async fn ended_task_run(
+    runtime: &Runtime,
+    caller: &Caller,
+    agent: &AgentSpec,
+    id: &str,
+) -> Result<RunRecord, RpcError> {
+    let deadline = tokio::time::Instant::now() + END_RECORD_WAIT;
+    loop {
+        let run = task_run(runtime, caller, agent, id).await?;
+        let ended = TaskState::from_run_status(&run.status).is_terminal();
+        if ended || tokio::time::Instant::now() >= deadline {
+            return Ok(run);
+        }
+        tokio::time::sleep(END_RECORD_POLL).await;
+    }
+}
+
+/// The run an incoming message starts: its prompt, the conversation its `contextId` names.
+fn submission(
+    caller: &Caller,
+    agent: Arc<AgentSpec>,
+    message: &wire::IncomingMessage,
+) -> Result<RunSubmission, RpcError> {
+    if message.task_id.as_deref().is_some_and(|t| !t.is_empty()) {
+        return Err(RpcError::new(
+            code::UNSUPPORTED_OPERATION,
+            "message.taskId: a task takes no further messages; send without taskId (with its contextId to continue the conversation)",
+        ));
+    }
+    let prompt = message.prompt();
+    if prompt.trim().is_empty() {
+        return Err(RpcError::new(
+            code::INVALID_PARAMS,
+            "message.parts: no text or data part, or only empty ones",
+        ));
+    }
+    let mut submission = RunSubmission::new(agent, prompt);
+    submission.user_id = Some(
+        caller
+            .user_id
+            .clone()
+            .unwrap_or_else(|| KEYLESS_A2A_USER.to_string()),
+    );
+    submission.key = caller.limited_key.clone();
+    submission.request_id = message.message_id.clone().filter(|id| !id.is_empty());
+    // A task runs on when its client leaves; CancelTask ends it.
+    submission.on_disconnect = OnDisconnect::Continue;
+    submission.conversation = Some(match message.context_id.as_deref() {
+        Some(id) if !id.is_empty() => ConversationTurn::Continue(id.to_string()),
+        _ => ConversationTurn::Start,
+    });
+    Ok(submission)
+}
+
+/// Starts the run, or finds the one an earlier delivery of the same message started.
+async fn start(runtime: &Arc<Runtime>, submission: RunSubmission) -> Result<String, RpcError> {
+    match runtime.start_run(submission).await {
+        Ok(handle) => {
+            let run_id = handle.run_id.clone();
+            // The run is followed from the store; its events are not read here.
+            drop(handle.into_result());
+            Ok(run_id)
+        }
+        Err(StartError::AlreadySubmitted { run_id }) => Ok(run_id),
+        Err(error) => Err(error.into()),
+    }
+}
+
+async fn send(
+    runtime: &Arc<Runtime>,
+    caller: &Caller,
+    agent: Arc<AgentSpec>,
+    params: wire::SendParams,
+    dialect: Dialect,
+) -> Result<Answer, RpcError> {
+    let configuration = params.configuration.unwrap_or_default();
+    let immediately =
+        configuration.return_immediately == Some(true) || configuration.blocking == Some(false);
+    let submission = submission(caller, Arc::clone(&agent), &params.message)?;
+    let run_id = start(runtime, submission).await?;
+    if !immediately {
+        // Wait for the run's end: follow its events until `run.finished`.
+        let mut events = Box::pin(runtime.follow_run_events(run_id.clone(), 0));
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) if event.kind == "run.finished" => break,
+                Ok(_) => {}
+                Err(error) => return Err(RpcError::new(code::INTERNAL, error.to_string())),
+            }
+        }
+    }
+    let run = if immediately {
+        task_run(runtime, caller, &agent, &run_id).await?
+    } else {
+        ended_task_run(runtime, caller, &agent, &run_id).await?
+    };
+    let task = tasks::task_of_run(&run, configuration.history_length, dialect).to_json(dialect);
+    Ok(Answer::Json(match dialect {
+        Dialect::V1 => json!({"task": task}),
+        Dialect::V03 => task,
+    }))
+}
+
+async fn stream(
+    runtime: &Arc<Runtime>,
+    caller: &Caller,
+    agent: Arc<AgentSpec>,
+    params: wire::SendParams,
+    dialect: Dialect,
+) -> Result<Answer, RpcError> {
+    let submission = submission(caller, Arc::clone(&agent), &params.message)?;
+    let run_id = start(runtime, submission).await?;
+    let run = task_run(runtime, caller, &agent, &run_id).await?;
+    Ok(Answer::Stream {
+        run_id: run_id.clone(),
+        stream: task_stream(runtime, run, dialect),
+    })
+}
+
+/// The task as it is, then its events as status and artifact updates until it ends.
+fn task_stream(runtime: &Arc<Runtime>, run: RunRecord, dialect: Dialect) -> FrameStream {
+    let task = tasks::task_of_run(&run, Some(0), dialect);
+    let (task_id, context_id) = (task.id.clone(), task.context_id.clone());
+    let first = StreamFrame::Task(task.to_json(dialect));
+    let request_id = Value::String(task_id.clone());
+    let frame = move |frame: &StreamFrame| {
+        let body = rpc_result(&request_id, frame.to_json(dialect));
+        Ok::<_, Infallible>(Event::default().data(body.to_string()))
+    };
+    let first_event = frame(&first);
+    let events = runtime
+        .follow_run_events(task_id.clone(), 0)
+        .filter_map(move |event| {
+            let translated = match event {
+                Ok(event) => tasks::frame_of_event(&event, &task_id, &context_id, dialect),
+                Err(error) => Some(StreamFrame::Status {
+                    task_id: task_id.clone(),
+                    context_id: context_id.clone(),
+                    status: wire::status(
+                        TaskState::Failed,
+                        Some(
+                            json!({"messageId": format!("{task_id}-error"), "role": "ROLE_AGENT",
+                            "parts": [wire::text_part(&error.to_string(), dialect)]}),
+                        ),
+                        &tasks::now(),
+                        dialect,
+                    ),
+                    terminal: true,
+                    metadata: None,
+                }),
+            };
+            std::future::ready(translated.map(|f| frame(&f)))
+        });
+    Box::pin(futures_util::stream::iter([first_event]).chain(events))
+}
+
+async fn subscribe(
+    runtime: &Arc<Runtime>,
+    caller: &Caller,
+    agent: &AgentSpec,
+    params: wire::TaskParams,
+    dialect: Dialect,
+) -> Result<Answer, RpcError> {
+    let run = task_run(runtime, caller, agent, &params.id).await?;
+    if TaskState::from_run_status(&run.status).is_terminal() {
+        return Err(RpcError::new(
+            code::UNSUPPORTED_OPERATION,
+            format!(
+                "task `{}` has ended ({}); GetTask reads it",
+                run.id, run.status
+            ),
+        ));
+    }
+    Ok(Answer::Stream {
+        run_id: run.id.clone(),
+        stream: task_stream(runtime, run, dialect),
+    })
+}
+
+async fn cancel(
+    runtime: &Arc<Runtime>,
+    caller: &Caller,
+    agent: &AgentSpec,
+    params: wire::TaskParams,
+    dialect: Dialect,
+) -> Result<Answer, RpcError> {
+    let run = task_run(runtime, caller, agent, &params.id).await?;
+    let not_cancelable = |status: &str| {
+        RpcError::new(
+            code::TASK_NOT_CANCELABLE,
+            format!("task `{}` is not running (status {status})", params.id),
+        )
+    };
+    match runtime.cancel_run(&run.id, CancelMode::Abort).await {
+        Ok(CancelOutcome::Cancelled | CancelOutcome::Requested) => {}
+        Ok(CancelOutcome::NotRunning(status)) => return Err(not_cancelable(&status)),
+        Ok(CancelOutcome::NotFound) => return Err(RpcError::task_not_found(&params.id)),
+        Err(_) => {
+            return Err(RpcError::new(
+                code::INTERNAL,
+                "the task could not be cancelled",
+            ));
+        }
+    }
+    // Answer with the ended task when it ends soon, else as it is.
+    let mut events = Box::pin(runtime.follow_run_events(run.id.clone(), 0));
+    let finished = tokio::time::timeout(CANCEL_WAIT, async {
+        while let Some(Ok(event)) = events.next().await {
+            if event.kind == "run.finished" {
+                break;
+            }
+        }
+    })
+    .await;
+    let run = match finished {
+        Ok(()) => ended_task_run(runtime, caller, agent, &run.id).await?,
+        Err(_) => task_run(runtime, caller, agent, &run.id).await?,
+    };
+    Ok(Answer::Json(
+        tasks::task_of_run(&run, params.history_length, dialect).to_json(dialect),
+    ))
+}
+
+async fn list(
+    runtime: &Arc<Runtime>,
+    caller: &Caller,
+    agent: &AgentSpec,
+    params: wire::ListParams,
+    dialect: Dialect,
+) -> Result<Answer, RpcError> {
+    let page_size = params
+        .page_size
+        .filter(|s| *s > 0)
+        .unwrap_or(DEFAULT_PAGE_SIZE);
+    if page_size > MAX_PAGE_SIZE {
+        return Err(RpcError::new(
+            code::INVALID_PARAMS,
+            format!("params.pageSize: at most {MAX_PAGE_SIZE}"),
+        ));
+    }
+    let statuses = match params
+        .status
+        .as_deref()
+        .filter(|s| !s.is_empty() && *s != "TASK_STATE_UNSPECIFIED")
+    {
+        Some(state) => vec![
+            TaskState::parse(state)
+                .ok_or_else(|| {
+                    RpcError::new(
+                        code::INVALID_PARAMS,
+                        format!("params.status: no task state `{state}`"),
+                    )
+                })?
+                .run_status()
+                .to_string(),
+        ],
+        None => Vec::new(),
+    };
+    let filter = RunFilter {
+        owner: if caller.admin {
+            RunOwnerFilter::Everyone
+        } else {
+            RunOwnerFilter::User(caller.user_id.clone())
+        },
+        agent: Some(agent.name.clone()),
+        statuses,
+        conversation_id: params.context_id.filter(|c| !c.is_empty()),
+        after: params
+            .page_token
+            .as_deref()
+            .filter(|t| !t.is_empty())
+            .map(page_cursor)
+            .transpose()?,
+        limit: page_size,
+    };
+    let runs = runtime
+        .list_runs(&filter)
+        .await
+        .map_err(|_| RpcError::new(code::INTERNAL, "the tasks could not be listed"))?;
+    let next_page_token = if runs.len() == page_size as usize {
+        runs.last()
+            .map(|r| format!("{}|{}", r.created_at.timestamp_micros(), r.id))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let tasks: Vec<Value> = runs
+        .iter()
+        .map(|run| {
+            tasks::task_of_run(run, Some(params.history_length.unwrap_or(0)), dialect)
+                .to_json(dialect)
+        })
+        .collect();
+    Ok(Answer::Json(json!({
+        "tasks": tasks,
+        "nextPageToken": next_page_token,
+        "pageSize": page_size,
+        "totalSize": tasks.len(),
+    })))
+}
+
+/// A `nextPageToken` this server returned: `<created_at in µs>|<task id>`.
+fn page_cursor(token: &str) -> Result<RunCursor, RpcError> {
+    let invalid = || {
+        RpcError::new(
+            code::INVALID_PARAMS,
+            "params.pageToken: not a nextPageToken this server returned",
+        )
+    };
+    let (micros, id) = token.split_once('|').ok_or_else(invalid)?;
+    let created_at = micros
+        .parse::<i64>()
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_micros)
+        .ok_or_else(invalid)?;
+    if id.is_empty() {
+        return Err(invalid());
+    }
+    Ok(RunCursor {
+        created_at,
+        id: id.to_string(),
+    })
+}

@@ -1,0 +1,322 @@
+//! The MCP server handler: one tool per agent the caller may use, and `tools/call` as a run of
+//! that agent through the run pipeline, its events turned into progress notifications.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use super::calls::{InFlightCalls, request_key};
+use crate::agent::{AgentEvent, AgentResult};
+use crate::config::{AgentSpec, OnDisconnect};
+use crate::http::auth::Caller;
+use crate::runtime::{RunSubmission, Runtime, StartError};
+use crate::tools::schema::ArgumentSchema;
+
+/// The MCP view of the agents; one per request (the server is stateless).
+#[derive(Clone)]
+pub struct AgentTools {
+    runtime: Arc<Runtime>,
+    calls: Arc<InFlightCalls>,
+}
+
+impl AgentTools {
+    pub fn new(runtime: Arc<Runtime>, calls: Arc<InFlightCalls>) -> Self {
+        Self { runtime, calls }
+    }
+}
+
+/// The caller the auth layer found for the HTTP request carrying this message.
+fn caller_of(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>())
+        .cloned()
+        .ok_or_else(|| ErrorData::internal_error("the request carries no caller", None))
+}
+
+/// The arguments of an agent without an `input` schema.
+pub fn default_input_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "prompt": {"type": "string", "minLength": 1, "description": "The task for the agent, self-contained."},
+            "format": {"type": "string", "description": "Output format for this call (markdown, text, json, …); the agent's own when absent."}
+        },
+        "required": ["prompt"],
+        "additionalProperties": false
+    })
+}
+
+/// The schema a caller's arguments must match.
+pub fn input_schema(agent: &AgentSpec) -> Value {
+    agent
+        .input_schema
+        .clone()
+        .unwrap_or_else(default_input_schema)
+}
+
+fn as_object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
+}
+
+/// The tool an agent is: its name, description, input schema and, for JSON agents with an
+/// object schema, its output schema.
+pub fn agent_tool(agent: &AgentSpec) -> Tool {
+    let description = if agent.description.is_empty() {
+        format!("Run the {} agent.", agent.name)
+    } else {
+        agent.description.clone()
+    };
+    let tool = Tool::new(
+        agent.name.clone(),
+        description,
+        Arc::new(as_object(input_schema(agent))),
+    );
+    match &agent.output_schema {
+        Some(schema @ Value::Object(map))
+            if agent.output_format == "json" && map.get("type") == Some(&json!("object")) =>
+        {
+            tool.with_raw_output_schema(Arc::new(as_object(schema.clone())))
+        }
+        _ => tool,
+    }
+}
+
+/// What a call asks the agent: its prompt and output format.
+struct CallInput {
+    prompt: String,
+    format: Option<String>,
+}
+
+/// Checks `arguments` against the agent's input schema; the error names what is wrong.
+fn call_input(agent: &AgentSpec, arguments: Option<JsonObject>) -> Result<CallInput, ErrorData> {
+    let arguments = Value::Object(arguments.unwrap_or_default());
+    let schema = input_schema(agent);
+    let compiled = ArgumentSchema::compile(&schema).map_err(|e| {
+        ErrorData::internal_error(
+            format!(
+                "the input schema of agent `{}` does not compile: {}",
+                agent.name, e.0
+            ),
+            None,
+        )
+    })?;
+    compiled.check(&arguments).map_err(|reason| {
+        ErrorData::invalid_params(
+            format!(
+                "arguments for agent `{}` do not match its input schema: {reason}",
+                agent.name
+            ),
+            Some(json!({"inputSchema": schema})),
+        )
+    })?;
+    if agent.input_schema.is_some() {
+        // A structured input reaches the agent as its JSON text.
+        return Ok(CallInput {
+            prompt: arguments.to_string(),
+            format: None,
+        });
+    }
+    let prompt = arguments
+        .get("prompt")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if prompt.trim().is_empty() {
+        return Err(ErrorData::invalid_params(
+            "`prompt` must not be empty",
+            None,
+        ));
+    }
+    let format = arguments
+        .get("format")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    Ok(CallInput { prompt, format })
+}
+
+fn start_error(error: StartError) -> ErrorData {
+    match error {
+        StartError::InvalidOutput(_) => ErrorData::invalid_params(error.to_string(), None),
+        StartError::Store(_) => ErrorData::internal_error("the run could not be recorded", None),
+        other => ErrorData::internal_error(other.to_string(), None),
+    }
+}
+
+/// The final report as MCP content; a failed run is `isError` with its error.
+pub fn call_result(result: &AgentResult) -> CallToolResult {
+    if !result.success {
+        let message = result
+            .error
+            .clone()
+            .unwrap_or_else(|| format!("the run ended: {}", result.exit_reason.as_str()));
+        return CallToolResult::error(vec![ContentBlock::text(message)]);
+    }
+    let Some(report) = &result.final_report else {
+        return CallToolResult::success(Vec::new());
+    };
+    match &report.content_json {
+        Some(json) => {
+            let mut answer = CallToolResult::structured(json.clone());
+            if let Some(text) = report.content.as_ref().filter(|t| !t.is_empty()) {
+                answer.content = vec![ContentBlock::text(text.clone())];
+            }
+            answer
+        }
+        None => CallToolResult::success(vec![ContentBlock::text(
+            report.content.clone().unwrap_or_default(),
+        )]),
+    }
+}
+
+/// What one run event says to a client following the call, if anything.
+fn progress_message(event: &AgentEvent) -> Option<String> {
+    match event {
+        AgentEvent::TurnStarted(turn) if turn.is_retry => {
+            Some(format!("turn {} (retry {})", turn.turn, turn.attempt))
+        }
+        AgentEvent::TurnStarted(turn) => Some(format!("turn {}", turn.turn)),
+        AgentEvent::ToolStarted(tool) => Some(format!("calling {}", tool.tool)),
+        AgentEvent::ToolFinished(tool) => Some(format!(
+            "{} {} in {} ms",
+            tool.tool, tool.status, tool.latency_ms
+        )),
+        AgentEvent::Progress(progress) => {
+            let what = progress.kind.replace('_', " ");
+            Some(match &progress.message {
+                Some(message) => format!("{} {what}: {message}", progress.agent),
+                None => format!("{} {what}", progress.agent),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Sends progress notifications for a call that asked for them.
+struct ProgressReporter {
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    sent: u32,
+}
+
+impl ProgressReporter {
+    async fn report(&mut self, message: String) {
+        self.sent += 1;
+        let mut param = ProgressNotificationParam::new(self.token.clone(), f64::from(self.sent));
+        param.message = Some(message);
+        if let Err(error) = self.peer.notify_progress(param).await {
+            tracing::debug!(%error, "MCP progress notification not delivered");
+        }
+    }
+}
+
+impl ServerHandler for AgentTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("agentd", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Each tool is an agentd agent: call it with a self-contained task (`prompt`) \
+                 or the arguments its input schema asks for; the answer is its final report.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let caller = caller_of(&context)?;
+        let tools = self
+            .runtime
+            .agents()
+            .iter()
+            .filter(|agent| caller.may_use_agent(&agent.name))
+            .map(|agent| agent_tool(agent))
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = caller_of(&context)?;
+        let name = request.name.as_ref();
+        let agent = self
+            .runtime
+            .agents()
+            .get(name)
+            .filter(|agent| caller.may_use_agent(&agent.name))
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("no agent named `{name}` for this key; tools/list names the agents it may use"),
+                    None,
+                )
+            })?;
+        let input = call_input(&agent, request.arguments)?;
+        let mut submission = RunSubmission::new(agent, input.prompt);
+        submission.format = input.format;
+        submission.user_id = caller.user_id.clone();
+        submission.key = caller.limited_key.clone();
+        submission.on_disconnect = OnDisconnect::Cancel;
+        let handle = self
+            .runtime
+            .start_run(submission)
+            .await
+            .map_err(start_error)?;
+        let _registered = self.calls.register(
+            &caller,
+            request_key(&serde_json::to_value(&context.id).unwrap_or(Value::Null)),
+            handle.control.abort.clone(),
+        );
+        // A client that leaves (or cancels through rmcp) ends the run.
+        let _abort_on_drop = handle.abort_on_drop();
+        let mut reporter = context
+            .meta
+            .get_progress_token()
+            .map(|token| ProgressReporter {
+                peer: context.peer.clone(),
+                token,
+                sent: 0,
+            });
+        let abort = handle.control.abort.clone();
+        let mut events = handle.events;
+        let mut client_cancelled = false;
+        loop {
+            tokio::select! {
+                _ = context.ct.cancelled(), if !client_cancelled => {
+                    client_cancelled = true;
+                    abort.cancel();
+                }
+                event = events.recv() => match event {
+                    Some(event) => {
+                        if let (Some(reporter), Some(message)) = (reporter.as_mut(), progress_message(&event)) {
+                            reporter.report(message).await;
+                        }
+                        if matches!(event, AgentEvent::RunFinished(_)) {
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+            }
+        }
+        let result = handle
+            .result
+            .await
+            .map_err(|_| ErrorData::internal_error("the run ended without a result", None))?;
+        Ok(call_result(&result).into())
+    }
+}

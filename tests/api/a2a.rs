@@ -1,0 +1,213 @@
+//! The A2A headend (SPEC §9.5) with the `a2a-sdk` Python client (tests/sdk/a2a_client.py): the
+//! card, a blocking and a streamed message, GetTask, ListTasks, resubscribing to a running task
+//! and cancelling it; plain JSON-RPC for the 0.3 names and the errors.
+
+use serde_json::{Value, json};
+
+use crate::mcp_headend::{app_with_agents, run_python};
+use crate::support::TestApp;
+use crate::support::mock_llm::Reply;
+
+/// The A2A SDK the tests use, pinned (installed by `.ci/run`).
+const A2A_SDK: &str = "a2a-sdk[http-server]==1.3.0";
+
+async fn rpc(app: &TestApp, agent: &str, method: &str, params: Value) -> Value {
+    app.client
+        .post(app.url(&format!("/a2a/{agent}")))
+        .bearer_auth("admin-key")
+        .json(&json!({"jsonrpc": "2.0", "id": "1", "method": method, "params": params}))
+        .send()
+        .await
+        .expect("request sent")
+        .json()
+        .await
+        .expect("JSON-RPC answer")
+}
+
+#[tokio::test]
+async fn the_a2a_python_sdk_sends_streams_reads_lists_resubscribes_and_cancels() {
+    let (app, _agents) = app_with_agents().await;
+    app.llm.push(Reply::text("Hello from the mock upstream!"));
+    app.llm.push(Reply::text("Hello again!"));
+    app.llm.push(Reply::hang());
+    let args = [app.address.clone(), "admin-key".to_string()];
+    let stdout = run_python("a2a", A2A_SDK, "a2a_client.py", &args).await;
+    for check in [
+        "card ok",
+        "send ok",
+        "stream ok",
+        "get ok",
+        "list ok",
+        "resubscribe ok",
+        "cancel ok",
+        "subscriber saw the cancel ok",
+    ] {
+        assert!(stdout.lines().any(|l| l == check), "{check}: {stdout}");
+    }
+}
+
+#[tokio::test]
+async fn the_0_3_method_names_answer_in_0_3_shapes_and_errors_name_what_is_wrong() {
+    let (app, _agents) = app_with_agents().await;
+    app.llm.push(Reply::text("Old hello"));
+    let message = json!({"message": {"kind": "message", "messageId": "m1", "role": "user",
+        "parts": [{"kind": "text", "text": "hi"}]}});
+    let answer = rpc(&app, "chat", "message/send", message).await;
+    let task = &answer["result"];
+    assert_eq!(task["kind"], "task", "{answer}");
+    assert_eq!(task["status"]["state"], "completed");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "Old hello");
+    let id = task["id"].as_str().expect("task id").to_string();
+
+    let got = rpc(&app, "chat", "GetTask", json!({"id": id})).await;
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{got}"
+    );
+    let other_agent = rpc(&app, "slow", "GetTask", json!({"id": id})).await;
+    assert_eq!(
+        other_agent["error"]["code"], -32001,
+        "another agent's task is not found"
+    );
+
+    // ListTasks pages hold at most 100 tasks.
+    let listed = rpc(&app, "chat", "ListTasks", json!({"pageSize": 100})).await;
+    assert_eq!(
+        listed["result"]["tasks"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    assert_eq!(listed["result"]["nextPageToken"], "");
+    let too_many = rpc(&app, "chat", "ListTasks", json!({"pageSize": 101})).await;
+    assert_eq!(too_many["error"]["code"], -32602);
+    assert!(
+        too_many["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("pageSize"),
+        "{too_many}"
+    );
+    let one_page = rpc(&app, "chat", "ListTasks", json!({"pageSize": 1})).await;
+    let next = one_page["result"]["nextPageToken"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(next.ends_with(&id), "a full page has a next: {one_page}");
+    let after = rpc(
+        &app,
+        "chat",
+        "ListTasks",
+        json!({"pageSize": 1, "pageToken": next}),
+    )
+    .await;
+    assert_eq!(after["result"]["tasks"], json!([]), "{after}");
+    let bad = rpc(&app, "chat", "ListTasks", json!({"pageToken": "nope"})).await;
+    assert_eq!(bad["error"]["code"], -32602);
+
+    let unknown = rpc(&app, "chat", "NoSuchMethod", json!({})).await;
+    assert_eq!(unknown["error"]["code"], -32601);
+    let bad = rpc(
+        &app,
+        "chat",
+        "SendMessage",
+        json!({"message": {"parts": "text"}}),
+    )
+    .await;
+    assert_eq!(bad["error"]["code"], -32602);
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("message.parts"),
+        "{bad}"
+    );
+    let ended = rpc(&app, "chat", "CancelTask", json!({"id": id})).await;
+    assert_eq!(
+        ended["error"]["code"], -32002,
+        "an ended task is not cancelable"
+    );
+
+    let response = app
+        .client
+        .get(app.url("/a2a/chat/.well-known/agent-card.json"))
+        .send()
+        .await
+        .expect("card");
+    assert_eq!(response.status(), 401, "cards need a key like every route");
+    let server_card: Value = app
+        .client
+        .get(app.url("/.well-known/agent-card.json"))
+        .bearer_auth("chat-key")
+        .send()
+        .await
+        .expect("card")
+        .json()
+        .await
+        .expect("json");
+    let skills: Vec<&str> = server_card["skills"]
+        .as_array()
+        .expect("skills")
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert_eq!(skills, ["chat"], "only the agents this key may use");
+}
+
+#[tokio::test]
+async fn a_task_waiting_for_a_tool_approval_is_input_required() {
+    let agents = tempfile::tempdir().expect("agents");
+    std::fs::write(
+        agents.path().join("guarded.ai"),
+        "---\ndescription: Looks things up, with approval\nmodels: llm/upstream-model\nfinalization: text\ntransport: native\ntools: [rest__lookup]\napprove: [rest__lookup]\n---\nYou look up.\n",
+    )
+    .expect("agent");
+    let path = agents.path().display().to_string();
+    let app = crate::support::spawn_app_with(move |config| {
+        config["agents"]
+            .as_array_mut()
+            .expect("agents")
+            .push(json!(path));
+        config["restTools"] =
+            json!({"lookup": {"url": "http://127.0.0.1:9/lookup", "description": "Looks up"}});
+    })
+    .await;
+    app.llm.push(Reply::tool_calls(vec![
+        crate::support::mock_llm::ToolCall::new("call-1", "rest__lookup", "{}"),
+    ]));
+    let message = json!({"message": {"messageId": "m-guarded", "role": "ROLE_USER",
+        "parts": [{"text": "look it up"}]}, "configuration": {"returnImmediately": true}});
+    let answer = app
+        .client
+        .post(app.url("/a2a/guarded"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message}))
+        .send()
+        .await
+        .expect("sent")
+        .json::<Value>()
+        .await
+        .expect("json");
+    let id = answer["result"]["task"]["id"]
+        .as_str()
+        .expect("task id")
+        .to_string();
+    let mut task = Value::Null;
+    for _ in 0..200 {
+        task = app
+            .client
+            .post(app.url("/a2a/guarded"))
+            .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": id}}))
+            .send()
+            .await
+            .expect("sent")
+            .json::<Value>()
+            .await
+            .expect("json");
+        if task["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        task["result"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{task}"
+    );
+}
