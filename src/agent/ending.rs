@@ -145,14 +145,14 @@ pub(super) fn assemble(
     }
 }
 
-/// The run's cost: the sum of its LLM entries' costs. Folded from `0.0`: an empty `f64` sum is
+/// The run's cost: the sum of its LLM and tool entries' costs. Folded from `0.0`: an empty `f64` sum is
 /// `-0.0`, which JSON clients would see as `"cost_usd": -0.0`.
 fn total_cost(accounting: &[AccountingEntry]) -> f64 {
     accounting
         .iter()
         .filter_map(|entry| match entry {
             AccountingEntry::Llm(llm) => llm.cost_usd,
-            AccountingEntry::Tool(_) => None,
+            AccountingEntry::Tool(tool) => tool.cost_usd,
         })
         .fold(0.0, |total, cost| total + cost)
 }

@@ -171,6 +171,9 @@ pub struct ToolAccounting {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<serde_json::Map<String, serde_json::Value>>,
+    /// From `pricing.tools`; absent for unpriced tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
     /// `xml` when the call travelled through an XML tag (contract §11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
@@ -204,6 +207,7 @@ impl ToolAccounting {
             characters_out,
             error,
             details: None,
+            cost_usd: None,
             source: None,
             lineage,
         }

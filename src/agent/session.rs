@@ -649,6 +649,7 @@ impl Session {
             control: &self.control,
             sub_agents: self.sub_agents.as_ref(),
             may_wait: self.may_wait,
+            catalog: &self.catalog,
         }
     }
 

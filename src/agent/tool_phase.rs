@@ -75,6 +75,8 @@ pub(super) struct ToolRunner<'a> {
     /// Whether calls that need approval may make the run wait (a top-level run under a
     /// runtime that keeps checkpoints); otherwise they are denied at once.
     pub may_wait: bool,
+    /// Tool prices (`pricing.tools`).
+    pub catalog: &'a crate::config::models::ModelCatalog,
 }
 
 impl ToolRunner<'_> {
@@ -585,9 +587,13 @@ impl ToolRunner<'_> {
                 output_truncated,
             })))
             .await;
+        let cost_usd = self
+            .catalog
+            .tool_cost(&server, &call.name, chars_in + chars_out);
         let entry = AccountingEntry::Tool(ToolAccounting {
             source: context.source.map(str::to_string),
             details,
+            cost_usd,
             ..ToolAccounting::finished(
                 server,
                 call.name.clone(),

@@ -57,9 +57,9 @@ pub struct Config {
     pub queues: BTreeMap<String, QueueConfig>,
     #[serde(default)]
     pub defaults: Defaults,
-    /// `pricing.<provider>.<model>`: token prices for cost accounting.
+    /// `pricing.<provider>.<model>`: token prices; `pricing.tools.<name>`: tool call prices.
     #[serde(default)]
-    pub pricing: BTreeMap<String, BTreeMap<String, models::ModelPrice>>,
+    pub pricing: models::Pricing,
     /// The response cache (which agents are cached is their `cache` frontmatter).
     #[serde(default)]
     pub cache: cache::CacheConfig,
@@ -374,6 +374,7 @@ pub fn parse_config(value: Value, file: &str) -> Result<Config, ConfigError> {
     })?;
     config.server.check_ownership_timing(file)?;
     config.server.check_connection_limits(file)?;
+    config.pricing.check(file)?;
     Ok(config)
 }
 

@@ -6,10 +6,74 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{Config, ModelConfig};
+use super::{Config, ConfigError, ModelConfig};
 
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 131_072;
 pub const DEFAULT_BUFFER_TOKENS: u64 = 256;
+
+/// `pricing`: `tools.<server or server__tool>` prices tool calls, every other key is a provider
+/// whose models are priced per unit of tokens.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+pub struct Pricing {
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolPrice>,
+    #[serde(flatten)]
+    pub models: BTreeMap<String, BTreeMap<String, ModelPrice>>,
+}
+
+/// `pricing.tools.<name>`: what one call of a tool costs, in USD.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolPrice {
+    /// Per call, failed calls included.
+    #[serde(default)]
+    pub per_call: f64,
+    /// Per thousand characters of arguments and output together.
+    #[serde(default)]
+    pub per_thousand_characters: f64,
+}
+
+impl Pricing {
+    /// Every price is a finite number at or above zero: a typo'd negative price would make
+    /// costs (and `costUsdPerDay` limits) shrink. The error names the key path.
+    pub fn check(&self, file: &str) -> Result<(), ConfigError> {
+        let model_prices = self.models.iter().flat_map(|(provider, models)| {
+            models.iter().flat_map(move |(model, price)| {
+                [
+                    ("prompt", price.prompt),
+                    ("completion", price.completion),
+                    ("cacheRead", price.cache_read),
+                    ("cacheWrite", price.cache_write),
+                ]
+                .map(|(key, value)| (format!("pricing.{provider}.{model}.{key}"), value))
+            })
+        });
+        let tool_prices = self.tools.iter().flat_map(|(tool, price)| {
+            [
+                ("perCall", price.per_call),
+                ("perThousandCharacters", price.per_thousand_characters),
+            ]
+            .map(|(key, value)| (format!("pricing.tools.{tool}.{key}"), value))
+        });
+        match model_prices
+            .chain(tool_prices)
+            .find(|(_, value)| !(value.is_finite() && *value >= 0.0))
+        {
+            Some((path, value)) => Err(ConfigError::Invalid {
+                file: file.to_string(),
+                path,
+                message: format!("a price must be zero or more, not {value}"),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl ToolPrice {
+    pub fn cost(&self, characters: usize) -> f64 {
+        self.per_call + self.per_thousand_characters * characters as f64 / 1000.0
+    }
+}
 
 /// `pricing.<provider>.<model>`: prices per unit of tokens.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -72,6 +136,7 @@ pub struct ModelCatalog {
     default_window: Option<u64>,
     default_buffer: Option<u64>,
     pricing: BTreeMap<String, BTreeMap<String, ModelPrice>>,
+    tool_prices: BTreeMap<String, ToolPrice>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -101,8 +166,18 @@ impl ModelCatalog {
             providers,
             default_window: config.defaults.context_window,
             default_buffer: config.defaults.context_window_buffer_tokens,
-            pricing: config.pricing.clone(),
+            pricing: config.pricing.models.clone(),
+            tool_prices: config.pricing.tools.clone(),
         }
+    }
+
+    /// The cost of one call of `tool` (as the model names it, `server__tool`) on `server`:
+    /// `pricing.tools.<server__tool>`, else `pricing.tools.<server>`; `None` when unpriced.
+    pub fn tool_cost(&self, server: &str, tool: &str, characters: usize) -> Option<f64> {
+        self.tool_prices
+            .get(tool)
+            .or_else(|| self.tool_prices.get(server))
+            .map(|price| price.cost(characters))
     }
 
     pub fn facts(&self, provider: &str, model: &str) -> ModelFacts {

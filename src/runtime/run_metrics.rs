@@ -63,6 +63,12 @@ impl Runtime {
                     if tool.status == EntryStatus::Failed {
                         m.agent.tool_errors_total.with_label_values(&labels).inc();
                     }
+                    if let Some(cost) = tool.cost_usd.filter(|cost| *cost > 0.0) {
+                        m.agent
+                            .tool_cost_usd_total
+                            .with_label_values(&labels)
+                            .inc_by(cost);
+                    }
                 }
             }
         }

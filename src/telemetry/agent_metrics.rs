@@ -1,5 +1,5 @@
 //! The reference's agent metrics (SPEC §6) that describe sessions rather than HTTP: LLM cost,
-//! tool invocations, final reports and context-guard trips. Label values are agent, provider,
+//! tool invocations and cost, final reports and context-guard trips. Label values are agent, provider,
 //! model and tool names from the configuration, never user input.
 
 use prometheus::{
@@ -14,6 +14,8 @@ pub struct AgentMetrics {
     pub tool_invocations_total: IntCounterVec,
     pub tool_latency_ms: HistogramVec,
     pub tool_errors_total: IntCounterVec,
+    /// Tool cost in USD from `pricing.tools`.
+    pub tool_cost_usd_total: CounterVec,
     pub final_report_total: IntCounterVec,
     pub context_guard_events_total: IntCounterVec,
     pub context_guard_remaining_tokens: IntGaugeVec,
@@ -56,6 +58,13 @@ impl AgentMetrics {
                 Opts::new("ai_agent_tool_errors_total", "Failed tool executions."),
                 TOOL_LABELS,
             )?,
+            tool_cost_usd_total: CounterVec::new(
+                Opts::new(
+                    "ai_agent_tool_cost_usd_total",
+                    "Tool cost in USD from pricing.tools.",
+                ),
+                TOOL_LABELS,
+            )?,
             final_report_total: IntCounterVec::new(
                 Opts::new(
                     "ai_agent_final_report_total",
@@ -91,6 +100,7 @@ impl AgentMetrics {
         registry.register(Box::new(metrics.tool_invocations_total.clone()))?;
         registry.register(Box::new(metrics.tool_latency_ms.clone()))?;
         registry.register(Box::new(metrics.tool_errors_total.clone()))?;
+        registry.register(Box::new(metrics.tool_cost_usd_total.clone()))?;
         registry.register(Box::new(metrics.final_report_total.clone()))?;
         registry.register(Box::new(metrics.context_guard_events_total.clone()))?;
         registry.register(Box::new(metrics.context_guard_remaining_tokens.clone()))?;

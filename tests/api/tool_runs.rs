@@ -239,3 +239,84 @@ async fn a_required_server_that_fails_stops_the_start() {
         .await
         .expect("an optional server may be down at start");
 }
+
+const PRICED_AGENT: &str = "---\ndescription: Echoes through a priced tool\nmodels: llm/upstream-model\nfinalization: text\ntools: [test]\n---\nYou echo.\n";
+
+#[tokio::test]
+async fn priced_tool_calls_add_their_cost_to_the_run_and_the_metrics() {
+    let extra = agents_dir(&[("priced.ai", PRICED_AGENT)]);
+    let extra_path = extra.path().display().to_string();
+    let app = spawn_app_with(|config| {
+        config["mcpServers"] = json!({"test": test_server_config(json!({}))});
+        config["agents"]
+            .as_array_mut()
+            .expect("agents list")
+            .push(json!(extra_path));
+        config["pricing"]["tools"] = json!({
+            "test__echo": {"perCall": 0.01, "perThousandCharacters": 2.0},
+            "test": {"perCall": 0.5},
+        });
+    })
+    .await;
+    let text = "x".repeat(1000);
+    app.llm.push(Reply::tool_calls(vec![
+        ToolCall::new("echo-1", "test__echo", json!({"text": text}).to_string()),
+        ToolCall::new("sleep-1", "test__sleep", r#"{"ms": 1}"#),
+    ]));
+    app.llm.push(Reply::text("echoed"));
+    let response = app
+        .post_json("/v1/agents/priced/runs", &json!({"prompt": "echo"}))
+        .await;
+    assert_eq!(response.status(), 200);
+    let result: Value = response.json().await.expect("json");
+    let tools: Vec<&Value> = result["accounting"]
+        .as_array()
+        .expect("accounting")
+        .iter()
+        .filter(|entry| entry["type"] == "tool")
+        .collect();
+    let entry = |command: &str| {
+        *tools
+            .iter()
+            .find(|entry| entry["command"] == command)
+            .unwrap_or_else(|| panic!("no {command} entry in {tools:?}"))
+    };
+    let echo = entry("test__echo");
+    let characters =
+        echo["charactersIn"].as_u64().expect("in") + echo["charactersOut"].as_u64().expect("out");
+    assert!(characters > 2000, "{echo}");
+    let echo_cost = 0.01 + 2.0 * characters as f64 / 1000.0;
+    assert!(
+        (echo["costUsd"].as_f64().expect("echo cost") - echo_cost).abs() < 1e-9,
+        "{echo}"
+    );
+    assert_eq!(
+        entry("test__sleep")["costUsd"],
+        0.5,
+        "the server's price applies to its other tools"
+    );
+    let total = result["cost_usd"].as_f64().expect("run cost");
+    assert!((total - (echo_cost + 0.5)).abs() < 1e-9, "{result}");
+
+    let metrics = app.get("/metrics").await.text().await.expect("metrics");
+    assert!(
+        metrics.contains(
+            r#"ai_agent_tool_cost_usd_total{agent="priced",server="test",tool="test__sleep"} 0.5"#
+        ),
+        "{metrics}"
+    );
+    app.runtime.close().await;
+}
+
+#[tokio::test]
+async fn a_negative_tool_price_is_named() {
+    let config = json!({"pricing": {"tools": {"test": {"perCall": -1.0}}}});
+    let error = parse_config(config, "agentd.json").expect_err("a negative price");
+    let message = error.to_string();
+    assert!(message.contains("pricing.tools.test.perCall"), "{message}");
+    let config = json!({"pricing": {"tools": {"test": {"perMinute": 1.0}}}});
+    let message = parse_config(config, "agentd.json")
+        .expect_err("unknown key")
+        .to_string();
+    assert!(message.contains("perMinute"), "{message}");
+}
