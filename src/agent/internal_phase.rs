@@ -16,8 +16,9 @@ use super::events::{AgentEvent, Progress};
 use super::internal_tools::{RejectedCall, TASK_STATUS_TOOL, TaskStatus, parse_batch};
 use super::result::{AccountingEntry, EntryStatus};
 use super::run::{ForcedFinal, RunFacts, TurnPlan};
+use super::tool_execution::Executed;
 use super::tool_phase::{
-    Executed, ToolContext, ToolRunner, agent_tool_entry, call_arguments, failed, scope_to_user,
+    ToolContext, ToolRunner, agent_tool_entry, call_arguments, failed, scope_to_user,
 };
 use crate::llm::ToolCall;
 
@@ -134,8 +135,12 @@ pub(super) async fn run_batch(
         index,
         message,
         entry,
+        failed_tries,
     } in executed
     {
+        for failed_try in failed_tries {
+            transcript.record(runner.events, failed_try).await;
+        }
         let ok = matches!(&entry, AccountingEntry::Tool(t) if t.status == EntryStatus::Ok);
         if let Some(Value::Object(result)) = results.get_mut(index) {
             result.insert("ok".into(), json!(ok));

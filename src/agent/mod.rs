@@ -20,6 +20,7 @@ mod run;
 mod session;
 pub mod sub_agents;
 pub mod tool_args;
+mod tool_execution;
 mod tool_phase;
 mod turn_output;
 pub mod xml;

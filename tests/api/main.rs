@@ -42,6 +42,7 @@ mod session;
 mod shutdown;
 mod store;
 mod sub_agents;
+mod tool_policy;
 mod tool_runs;
 mod tools_cli;
 mod web;
