@@ -21,7 +21,9 @@ use super::internal_tools::{BATCH_TOOL, TASK_STATUS_TOOL};
 use super::result::{AccountingEntry, EntryStatus, ExitReason, Lineage, ToolAccounting};
 use super::run::{Run, RunFacts};
 use super::session::{EMPTY_RESPONSE_NOTICE, RunControl};
-use super::sub_agents::{SubAgents, call_sub_agent};
+use super::sub_agents::{
+    SUB_AGENT_CONCURRENCY, SubAgentReply, SubAgents, call_sub_agent, record_sub_agent,
+};
 use super::tool_args::{ParsedArguments, parse_tool_arguments};
 use super::tool_execution::Executed;
 use crate::config::agent_file::Finalization;
@@ -271,17 +273,23 @@ impl ToolRunner<'_> {
         }
         let context = ToolContext::of(&run.facts, source);
         let mut admitted = vec![false; calls.len()];
-        // Sub-agents run one after another: each needs the run to roll its accounting in.
-        for (index, call, child, arguments) in children {
-            let reply = call_sub_agent(
-                self,
-                &run.facts,
-                &mut run.transcript,
-                call,
-                child,
-                arguments,
-            )
-            .await;
+        // Sub-agents run at once (a few at a time); their replies are recorded in call order.
+        let places = tokio::sync::Semaphore::new(SUB_AGENT_CONCURRENCY);
+        let child_calls = children.into_iter().map(|(index, call, child, arguments)| {
+            let (places, facts) = (&places, &run.facts);
+            async move {
+                let _place = places.acquire().await;
+                let reply = call_sub_agent(self, facts, call, child, arguments).await;
+                (index, reply)
+            }
+        });
+        let child_replies: Vec<(usize, SubAgentReply)> = tokio::select! {
+            biased;
+            _ = self.control.abort.cancelled() => return Err(Handled::End(self.control.aborted())),
+            replies = futures_util::future::join_all(child_calls) => replies,
+        };
+        for (index, child_reply) in child_replies {
+            let reply = record_sub_agent(self.events, &mut run.transcript, child_reply).await;
             replies[index] = Some(match run.context.admit_tool_output(&reply) {
                 Ok(()) => reply,
                 Err(_) => BUDGET_EXCEEDED_STUB.to_string(),
