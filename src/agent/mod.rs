@@ -15,6 +15,7 @@ mod internal_phase;
 pub mod internal_tools;
 mod llm_call;
 pub mod observer;
+pub mod output_handles;
 pub mod result;
 mod run;
 mod session;

@@ -638,6 +638,9 @@ impl Session {
             tools.push(task_status_definition());
             tools.push(batch);
         }
+        if facts.offers_tool_output() {
+            tools.push(super::output_handles::definition());
+        }
         tools.extend(facts.request.client_tools.offered().iter().cloned());
         tools.extend(final_turn_tools(facts));
         tools

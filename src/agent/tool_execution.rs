@@ -13,6 +13,7 @@ use tokio_util::task::AbortOnDropHandle;
 use tracing::{Instrument, error, info, warn};
 
 use super::events::{AgentEvent, Progress, ToolFinished, ToolStarted};
+use super::output_handles;
 use super::result::{AccountingEntry, ToolAccounting};
 use super::tool_phase::{ToolContext, ToolRunner, failed, server_of, truncate_output};
 use crate::llm::ToolCall;
@@ -33,6 +34,22 @@ pub(super) struct Executed {
     pub entry: AccountingEntry,
     /// Entries of earlier tries that got no answer, oldest first (recorded before `entry`).
     pub failed_tries: Vec<AccountingEntry>,
+}
+
+/// An output within `toolResponseMaxBytes` as it is; a longer one kept as a handle when the
+/// agent keeps handles (and the run has room), else truncated.
+fn shorten_output(tool: &str, text: String, context: &ToolContext) -> String {
+    if text.len() <= context.max_bytes {
+        return text;
+    }
+    match context
+        .output_handles
+        .as_ref()
+        .and_then(|handles| handles.keep(tool, &text))
+    {
+        Some(handle) => output_handles::handle_message(&handle, &text, context.max_bytes),
+        None => truncate_output(tool, text, context.max_bytes),
+    }
 }
 
 /// What the tries of a call came to.
@@ -122,7 +139,7 @@ impl ToolRunner<'_> {
             })
             .collect();
         let (message, error) = match tried.outcome {
-            ToolOutcome::Ok(text) => (truncate_output(&call.name, text, context.max_bytes), None),
+            ToolOutcome::Ok(text) => (shorten_output(&call.name, text, context), None),
             ToolOutcome::Failed(reason) | ToolOutcome::Unreachable(reason) => {
                 (failed(&reason), Some(reason))
             }

@@ -16,8 +16,9 @@ use super::ending::Ending;
 use super::events::{AgentEvent, ApprovalDecided, ApprovalRequested, EventSink};
 use super::final_report::FINAL_REPORT_TOOL;
 use super::guard_phase::Refusal;
-use super::internal_phase::{record_task_status, run_batch};
+use super::internal_phase::{read_tool_output, record_task_status, run_batch};
 use super::internal_tools::{BATCH_TOOL, TASK_STATUS_TOOL};
+use super::output_handles::{OutputHandles, TOOL_OUTPUT_TOOL};
 use super::result::{AccountingEntry, EntryStatus, ExitReason, Lineage, ToolAccounting};
 use super::run::{Run, RunFacts};
 use super::session::{EMPTY_RESPONSE_NOTICE, RunControl};
@@ -26,7 +27,7 @@ use super::sub_agents::{
 };
 use super::tool_args::{ParsedArguments, parse_tool_arguments};
 use super::tool_execution::Executed;
-use crate::config::agent_file::Finalization;
+use crate::config::agent_file::{Finalization, ToolOutputMode};
 use crate::llm::{ChatMessage, LlmResponse, Role, ToolCall};
 use crate::tools::ToolRegistry;
 use crate::tools::result_cache::ToolResultCache;
@@ -58,6 +59,8 @@ pub(super) struct ToolContext {
     pub source: Option<&'static str>,
     /// The caller, when the agent is `userScoped`: part of every tool cache key.
     pub cache_user: Option<String>,
+    /// Where outputs past `max_bytes` are kept whole (`toolOutput: handles`).
+    pub output_handles: Option<std::sync::Arc<OutputHandles>>,
 }
 
 impl ToolContext {
@@ -74,6 +77,8 @@ impl ToolContext {
                 .user_id
                 .clone()
                 .filter(|_| request.agent.user_scoped),
+            output_handles: (request.agent.tool_output == ToolOutputMode::Handles)
+                .then(|| std::sync::Arc::clone(&facts.output_handles)),
         }
     }
 }
@@ -199,6 +204,7 @@ impl ToolRunner<'_> {
         let mut batches: Vec<(usize, &ToolCall)> = Vec::new();
         let mut children = Vec::new();
         let mut parked: Vec<(usize, &ToolCall, Map<String, Value>)> = Vec::new();
+        let mut extractions: Vec<(usize, &ToolCall)> = Vec::new();
         for (index, call) in calls.iter().enumerate() {
             if call.name == FINAL_REPORT_TOOL && run.facts.report.is_some() {
                 let outcome = match run.xml.as_ref() {
@@ -242,6 +248,10 @@ impl ToolRunner<'_> {
                 batches.push((index, call));
                 continue;
             }
+            if call.name == TOOL_OUTPUT_TOOL && run.facts.offers_tool_output() {
+                extractions.push((index, call));
+                continue;
+            }
             requested += 1;
             if requested > limit {
                 replies[index] = Some(failed(&format!(
@@ -273,6 +283,16 @@ impl ToolRunner<'_> {
         }
         let context = ToolContext::of(&run.facts, source);
         let mut admitted = vec![false; calls.len()];
+        // Reads of kept outputs are tool outputs like any other: cut and guarded.
+        for (index, call) in extractions {
+            let reply = read_tool_output(self.events, &run.facts, &mut run.transcript, call).await;
+            let reply = truncate_output(TOOL_OUTPUT_TOOL, reply, context.max_bytes);
+            replies[index] = Some(match run.context.admit_tool_output(&reply) {
+                Ok(()) => reply,
+                Err(_) => BUDGET_EXCEEDED_STUB.to_string(),
+            });
+            admitted[index] = true;
+        }
         // Sub-agents run at once (a few at a time); their replies are recorded in call order.
         let places = tokio::sync::Semaphore::new(SUB_AGENT_CONCURRENCY);
         let child_calls = children.into_iter().map(|(index, call, child, arguments)| {
