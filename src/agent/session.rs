@@ -26,6 +26,7 @@ use super::internal_tools::{batch_definition, task_status_definition};
 use super::llm_call::{AttemptOutcome, LlmAccess, LlmAttempt};
 use super::observer::SessionObserver;
 use super::result::{AgentResult, ExitReason, ReportStatus};
+use super::router::Router;
 use super::run::{ForcedFinal, ReportExpectation, Run, RunFacts, TurnPlan};
 use super::sub_agents::{SubAgents, definition as sub_agent_tool};
 use super::tool_phase::{Handled, ToolRunner};
@@ -110,6 +111,8 @@ pub struct Session {
     may_wait: bool,
     /// Where results of tools with a `cache` TTL are kept.
     tool_cache: Option<ToolResultCache>,
+    /// `router.destinations`: offered as `router__handoff-to`.
+    router: Option<Router>,
 }
 
 /// What the turn loop came to.
@@ -149,6 +152,7 @@ impl Session {
             sub_agents: None,
             may_wait: false,
             tool_cache: None,
+            router: None,
         }
     }
 
@@ -162,6 +166,12 @@ impl Session {
     /// Context windows, tokenizers and prices for the guard and cost accounting.
     pub fn with_catalog(mut self, catalog: Arc<ModelCatalog>) -> Self {
         self.catalog = catalog;
+        self
+    }
+
+    /// Offers `router__handoff-to` with these destinations (none: not offered).
+    pub fn with_router(mut self, router: Router) -> Self {
+        self.router = Some(router);
         self
     }
 
@@ -638,6 +648,9 @@ impl Session {
             tools.push(task_status_definition());
             tools.push(batch);
         }
+        if let Some(router) = &self.router {
+            tools.push(router.definition());
+        }
         if facts.offers_tool_output() {
             tools.push(super::output_handles::definition());
         }
@@ -664,6 +677,7 @@ impl Session {
             may_wait: self.may_wait,
             catalog: &self.catalog,
             tool_cache: self.tool_cache.as_ref(),
+            router: self.router.as_ref(),
         }
     }
 
