@@ -28,7 +28,7 @@ use super::observer::SessionObserver;
 use super::result::{AgentResult, ExitReason, ReportStatus};
 use super::router::Router;
 use super::run::{ForcedFinal, ReportExpectation, Run, RunFacts, TurnPlan};
-use super::sub_agents::{SubAgents, definition as sub_agent_tool};
+use super::sub_agents::{ChildRunner, SubAgents, definition as sub_agent_tool};
 use super::tool_phase::{Handled, ToolRunner};
 use super::turn_output::TurnOutput;
 use super::xml_phase::{Step, XmlTransport, handle_xml_response};
@@ -113,6 +113,8 @@ pub struct Session {
     tool_cache: Option<ToolResultCache>,
     /// `router.destinations`: offered as `router__handoff-to`.
     router: Option<Router>,
+    /// Runs child sessions (sub-agents, questions about kept tool outputs).
+    child_runner: Option<Arc<dyn ChildRunner>>,
 }
 
 /// What the turn loop came to.
@@ -153,6 +155,7 @@ impl Session {
             may_wait: false,
             tool_cache: None,
             router: None,
+            child_runner: None,
         }
     }
 
@@ -189,6 +192,7 @@ impl Session {
 
     /// The agents this session may call as `agent__{name}` tools.
     pub fn with_sub_agents(mut self, sub_agents: SubAgents) -> Self {
+        self.child_runner = Some(Arc::clone(&sub_agents.runner));
         self.sub_agents = Some(sub_agents).filter(|s| !s.agents.is_empty());
         self
     }
@@ -678,6 +682,7 @@ impl Session {
             catalog: &self.catalog,
             tool_cache: self.tool_cache.as_ref(),
             router: self.router.as_ref(),
+            child_runner: self.child_runner.as_ref(),
         }
     }
 

@@ -24,7 +24,7 @@ use super::router::{ROUTER_TOOL, Router};
 use super::run::{Run, RunFacts};
 use super::session::{EMPTY_RESPONSE_NOTICE, RunControl};
 use super::sub_agents::{
-    SUB_AGENT_CONCURRENCY, SubAgentReply, SubAgents, call_sub_agent, record_sub_agent,
+    ChildRunner, SUB_AGENT_CONCURRENCY, SubAgentReply, SubAgents, call_sub_agent, record_sub_agent,
 };
 use super::tool_args::{ParsedArguments, parse_tool_arguments};
 use super::tool_execution::Executed;
@@ -100,6 +100,8 @@ pub(super) struct ToolRunner<'a> {
     pub tool_cache: Option<&'a ToolResultCache>,
     /// `router.destinations`: a `router__handoff-to` call ends the session with the choice.
     pub router: Option<&'a Router>,
+    /// Runs child sessions (questions about kept tool outputs).
+    pub child_runner: Option<&'a std::sync::Arc<dyn ChildRunner>>,
 }
 
 impl ToolRunner<'_> {
@@ -304,7 +306,7 @@ impl ToolRunner<'_> {
         let mut admitted = vec![false; calls.len()];
         // Reads of kept outputs are tool outputs like any other: cut and guarded.
         for (index, call) in extractions {
-            let reply = read_tool_output(self.events, &run.facts, &mut run.transcript, call).await;
+            let reply = read_tool_output(self, &run.facts, &mut run.transcript, call).await;
             let reply = truncate_output(TOOL_OUTPUT_TOOL, reply, context.max_bytes);
             replies[index] = Some(match run.context.admit_tool_output(&reply) {
                 Ok(()) => reply,

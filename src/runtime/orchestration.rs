@@ -15,7 +15,6 @@ use super::Runtime;
 use crate::agent::approval::SessionEnd;
 use crate::agent::result::UsageTotals;
 use crate::agent::router::{Route, Router};
-use crate::agent::sub_agents::ParentRun;
 use crate::agent::sub_agents::emit_agent_progress as emit_progress;
 use crate::agent::{AgentEvent, AgentResult, EventSink, ExitReason, RunControl, SessionRequest};
 use crate::config::AgentSpec;
@@ -186,35 +185,17 @@ impl Runtime {
         names.iter().filter_map(|name| agents.get(name)).collect()
     }
 
-    /// A child session's request: the run's user and conversation-free, linked to the run.
+    /// A child session's request: the run's user, output format and schema, linked to it.
     fn child_request(
         &self,
         agent: &Arc<AgentSpec>,
         prompt: String,
         parent: &SessionRequest,
     ) -> SessionRequest {
-        let depth = parent.parent.as_ref().map_or(0, |p| p.depth) + 1;
         SessionRequest {
-            run_id: uuid::Uuid::now_v7().to_string(),
-            agent: Arc::clone(agent),
-            prompt,
-            history: Vec::new(),
-            overrides: Default::default(),
-            conversation_id: None,
             format: parent.format.clone(),
             schema: parent.schema.clone(),
-            user_id: parent.user_id.clone(),
-            transport: None,
-            client_tools: Default::default(),
-            parent: Some(ParentRun {
-                call_path: own_call_path(parent),
-                txn_id: parent.run_id.clone(),
-                origin_txn_id: parent
-                    .parent
-                    .as_ref()
-                    .map_or_else(|| parent.run_id.clone(), |p| p.origin_txn_id.clone()),
-                depth,
-            }),
+            ..parent.child(&own_call_path(parent), Arc::clone(agent), prompt)
         }
     }
 }
