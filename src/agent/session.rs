@@ -110,6 +110,8 @@ pub struct Session {
     may_wait: bool,
     /// Where results of tools with a `cache` TTL are kept.
     tool_cache: Option<ToolResultCache>,
+    /// Users' secrets for `${caller.secret.NAME}` in tool headers; `None`: not configured.
+    secrets: Option<Arc<dyn crate::tools::caller::SecretSource>>,
 }
 
 /// What the turn loop came to.
@@ -149,6 +151,7 @@ impl Session {
             sub_agents: None,
             may_wait: false,
             tool_cache: None,
+            secrets: None,
         }
     }
 
@@ -168,6 +171,15 @@ impl Session {
     /// Keeps results of tools with a `cache` TTL in `cache` (none are cached without one).
     pub fn with_tool_cache(mut self, cache: ToolResultCache) -> Self {
         self.tool_cache = Some(cache);
+        self
+    }
+
+    /// Reads users' secrets for their tool calls (`${caller.secret.NAME}`).
+    pub fn with_secrets(
+        mut self,
+        secrets: Option<Arc<dyn crate::tools::caller::SecretSource>>,
+    ) -> Self {
+        self.secrets = secrets;
         self
     }
 
@@ -664,6 +676,7 @@ impl Session {
             may_wait: self.may_wait,
             catalog: &self.catalog,
             tool_cache: self.tool_cache.as_ref(),
+            secrets: self.secrets.as_ref(),
         }
     }
 
