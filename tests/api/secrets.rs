@@ -258,8 +258,7 @@ async fn without_a_key_the_routes_answer_503_naming_secrets_key() {
 fn a_bad_secrets_key_is_named_at_load() {
     for key in ["short", "abcd".repeat(15).as_str(), &"zz".repeat(32)] {
         let error = parse_config(json!({"secrets": {"key": key}}), "agentd.json")
-            .err()
-            .expect("refused")
+            .expect_err("refused")
             .to_string();
         assert!(error.contains("secrets.key"), "{error}");
         assert!(!error.contains(key), "the key is quoted: {error}");
@@ -482,8 +481,7 @@ async fn a_stdio_mcp_server_may_not_use_caller_placeholders() {
     .and_then(|config| {
         agentd::config::tools::validate_tools(&config, "agentd.json").map(|_| config)
     })
-    .err()
-    .expect("refused")
+    .expect_err("refused")
     .to_string();
     assert!(
         error.contains("mcpServers.fs.env.TOKEN") && error.contains("stdio"),
