@@ -12,6 +12,7 @@ mod conversation;
 mod follow;
 mod live;
 mod notifications;
+mod orchestration;
 mod ownership;
 mod pipeline;
 mod reload;
@@ -346,6 +347,10 @@ impl Runtime {
                 };
                 let end = match cached {
                     Some(result) => SessionEnd::Finished(Box::new(result)),
+                    None if !agent_spec.orchestration.is_empty() => {
+                        self.run_orchestrated(&agent_spec, request, sink, control)
+                            .await
+                    }
                     None => {
                         self.session_for(&agent_spec, sink, control)
                             .waiting_for_approvals()

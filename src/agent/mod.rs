@@ -17,6 +17,7 @@ mod llm_call;
 pub mod observer;
 pub mod output_handles;
 pub mod result;
+pub mod router;
 mod run;
 mod session;
 pub mod sub_agents;

@@ -26,6 +26,7 @@ use super::internal_tools::{batch_definition, task_status_definition};
 use super::llm_call::{AttemptOutcome, LlmAccess, LlmAttempt};
 use super::observer::SessionObserver;
 use super::result::{AgentResult, ExitReason, ReportStatus};
+use super::router::Router;
 use super::run::{ForcedFinal, ReportExpectation, Run, RunFacts, TurnPlan};
 use super::sub_agents::{SubAgents, definition as sub_agent_tool};
 use super::tool_phase::{Handled, ToolRunner};
@@ -112,6 +113,8 @@ pub struct Session {
     tool_cache: Option<ToolResultCache>,
     /// Users' secrets for `${caller.secret.NAME}` in tool headers; `None`: not configured.
     secrets: Option<Arc<dyn crate::tools::caller::SecretSource>>,
+    /// `router.destinations`: offered as `router__handoff-to`.
+    router: Option<Router>,
 }
 
 /// What the turn loop came to.
@@ -152,6 +155,7 @@ impl Session {
             may_wait: false,
             tool_cache: None,
             secrets: None,
+            router: None,
         }
     }
 
@@ -165,6 +169,12 @@ impl Session {
     /// Context windows, tokenizers and prices for the guard and cost accounting.
     pub fn with_catalog(mut self, catalog: Arc<ModelCatalog>) -> Self {
         self.catalog = catalog;
+        self
+    }
+
+    /// Offers `router__handoff-to` with these destinations (none: not offered).
+    pub fn with_router(mut self, router: Router) -> Self {
+        self.router = Some(router);
         self
     }
 
@@ -650,6 +660,9 @@ impl Session {
             tools.push(task_status_definition());
             tools.push(batch);
         }
+        if let Some(router) = &self.router {
+            tools.push(router.definition());
+        }
         if facts.offers_tool_output() {
             tools.push(super::output_handles::definition());
         }
@@ -677,6 +690,7 @@ impl Session {
             catalog: &self.catalog,
             tool_cache: self.tool_cache.as_ref(),
             secrets: self.secrets.as_ref(),
+            router: self.router.as_ref(),
         }
     }
 

@@ -224,7 +224,8 @@ async fn run_child(
     result
 }
 
-async fn emit_agent_progress(
+/// Emits the `progress` event `kind` (`agent_started`, `agent_finished`) of a child agent.
+pub async fn emit_agent_progress(
     events: &EventSink,
     agent: &str,
     call_path: &str,

@@ -20,6 +20,7 @@ use super::internal_phase::{read_tool_output, record_task_status, run_batch};
 use super::internal_tools::{BATCH_TOOL, TASK_STATUS_TOOL};
 use super::output_handles::{OutputHandles, TOOL_OUTPUT_TOOL};
 use super::result::{AccountingEntry, EntryStatus, ExitReason, Lineage, ToolAccounting};
+use super::router::{ROUTER_TOOL, Router};
 use super::run::{Run, RunFacts};
 use super::session::{EMPTY_RESPONSE_NOTICE, RunControl};
 use super::sub_agents::{
@@ -102,6 +103,8 @@ pub(super) struct ToolRunner<'a> {
     pub tool_cache: Option<&'a ToolResultCache>,
     /// Where `${caller.secret.NAME}` is read; `None` when secrets are not configured.
     pub secrets: Option<&'a std::sync::Arc<dyn crate::tools::caller::SecretSource>>,
+    /// `router.destinations`: a `router__handoff-to` call ends the session with the choice.
+    pub router: Option<&'a Router>,
 }
 
 impl ToolRunner<'_> {
@@ -251,6 +254,22 @@ impl ToolRunner<'_> {
             }
             if call.name == BATCH_TOOL && run.facts.report.is_some() {
                 batches.push((index, call));
+                continue;
+            }
+            if let (ROUTER_TOOL, Some(router)) = (call.name.as_str(), self.router) {
+                match call_arguments(call).and_then(|a| router.choose(&a).map_err(|e| failed(&e))) {
+                    Ok(route) => {
+                        let note = format!("Handed the conversation to {}.", route.agent);
+                        return Err(Handled::End(Ending::answer(
+                            ExitReason::FinalAnswer,
+                            &run.facts.format,
+                            Some(note),
+                            None,
+                            None,
+                        )));
+                    }
+                    Err(reply) => replies[index] = Some(reply),
+                }
                 continue;
             }
             if call.name == TOOL_OUTPUT_TOOL && run.facts.offers_tool_output() {

@@ -25,6 +25,7 @@ mod mcp_headend;
 mod metrics_scrape;
 mod openapi_tools;
 mod operations;
+mod orchestration;
 mod output_handles;
 mod properties;
 mod providers;
