@@ -111,6 +111,8 @@ pub struct Session {
     may_wait: bool,
     /// Where results of tools with a `cache` TTL are kept.
     tool_cache: Option<ToolResultCache>,
+    /// Users' secrets for `${caller.secret.NAME}` in tool headers; `None`: not configured.
+    secrets: Option<Arc<dyn crate::tools::caller::SecretSource>>,
     /// `router.destinations`: offered as `router__handoff-to`.
     router: Option<Router>,
     /// Runs child sessions (sub-agents, questions about kept tool outputs).
@@ -154,6 +156,7 @@ impl Session {
             sub_agents: None,
             may_wait: false,
             tool_cache: None,
+            secrets: None,
             router: None,
             child_runner: None,
         }
@@ -181,6 +184,15 @@ impl Session {
     /// Keeps results of tools with a `cache` TTL in `cache` (none are cached without one).
     pub fn with_tool_cache(mut self, cache: ToolResultCache) -> Self {
         self.tool_cache = Some(cache);
+        self
+    }
+
+    /// Reads users' secrets for their tool calls (`${caller.secret.NAME}`).
+    pub fn with_secrets(
+        mut self,
+        secrets: Option<Arc<dyn crate::tools::caller::SecretSource>>,
+    ) -> Self {
+        self.secrets = secrets;
         self
     }
 
@@ -681,6 +693,7 @@ impl Session {
             may_wait: self.may_wait,
             catalog: &self.catalog,
             tool_cache: self.tool_cache.as_ref(),
+            secrets: self.secrets.as_ref(),
             router: self.router.as_ref(),
             child_runner: self.child_runner.as_ref(),
         }

@@ -60,6 +60,8 @@ pub(super) struct ToolContext {
     pub source: Option<&'static str>,
     /// The caller, when the agent is `userScoped`: part of every tool cache key.
     pub cache_user: Option<String>,
+    /// The run's user, whatever the agent: the caller of its tools (`${caller.…}`).
+    pub user_id: Option<String>,
     /// Where outputs past `max_bytes` are kept whole (`toolOutput: handles`).
     pub output_handles: Option<std::sync::Arc<OutputHandles>>,
 }
@@ -78,6 +80,7 @@ impl ToolContext {
                 .user_id
                 .clone()
                 .filter(|_| request.agent.user_scoped),
+            user_id: request.user_id.clone(),
             output_handles: (request.agent.tool_output == ToolOutputMode::Handles)
                 .then(|| std::sync::Arc::clone(&facts.output_handles)),
         }
@@ -98,6 +101,8 @@ pub(super) struct ToolRunner<'a> {
     pub catalog: &'a crate::config::models::ModelCatalog,
     /// Where results of tools with a `cache` TTL are kept; `None` caches nothing.
     pub tool_cache: Option<&'a ToolResultCache>,
+    /// Where `${caller.secret.NAME}` is read; `None` when secrets are not configured.
+    pub secrets: Option<&'a std::sync::Arc<dyn crate::tools::caller::SecretSource>>,
     /// `router.destinations`: a `router__handoff-to` call ends the session with the choice.
     pub router: Option<&'a Router>,
     /// Runs child sessions (questions about kept tool outputs).

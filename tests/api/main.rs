@@ -40,6 +40,7 @@ mod run_pipeline;
 mod runs;
 mod schemathesis;
 mod sdk_clients;
+mod secrets;
 mod session;
 mod shutdown;
 mod store;
