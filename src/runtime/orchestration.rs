@@ -3,8 +3,9 @@
 //! `router.destinations` agent may call `router__handoff-to`, and the chosen agent then answers
 //! in its place; a `handoff` agent runs after the agent (or its destination) succeeded and its
 //! answer is the run's. Each is a child session linked to the run (lineage, `agent_started` /
-//! `agent_finished` progress, accounting and cost rolled into the run's); the answering
-//! child's output streams as the run's output and its final report is the run's.
+//! `agent_finished` progress, accounting and cost rolled into the run's, and stored as a run of
+//! its own); the answering child's output streams as the run's output and its final report is
+//! the run's.
 
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ use crate::agent::sub_agents::emit_agent_progress as emit_progress;
 use crate::agent::{AgentEvent, AgentResult, EventSink, ExitReason, RunControl, SessionRequest};
 use crate::config::AgentSpec;
 use crate::llm::ChatMessage;
+use crate::store::NewRun;
 
 /// Events of a session whose answer is not the run's: its answer, report and end are left out.
 fn keeps_progress(event: &AgentEvent) -> bool {
@@ -131,10 +133,12 @@ impl Runtime {
             let child = self.child_request(&advisor, request.prompt.clone(), request);
             let call_path = child_call_path(request, &name);
             emit_progress(sink, &name, &call_path, "agent_started", None).await;
+            let created_at = chrono::Utc::now();
             let result = self
                 .session_for(&advisor, EventSink::discard(), control.for_child())
-                .run(child)
+                .run(child.clone())
                 .await;
+            self.record_child(&child, &result, created_at).await;
             let status = status_of(&result);
             emit_progress(sink, &name, &call_path, "agent_finished", Some(status)).await;
             (name, result)
@@ -163,11 +167,13 @@ impl Runtime {
         emit_progress(sink, name, &call_path, "agent_started", None).await;
         let (child_sink, forwarder) = filtered(sink, keeps_child_answer);
         let child = self.child_request(&agent, prompt, request);
+        let created_at = chrono::Utc::now();
         let result = self
             .session_for(&agent, child_sink, control.for_child())
-            .run(child)
+            .run(child.clone())
             .await;
         let _ = forwarder.await;
+        self.record_child(&child, &result, created_at).await;
         emit_progress(
             sink,
             name,
@@ -177,6 +183,26 @@ impl Runtime {
         )
         .await;
         result
+    }
+
+    /// Stores a child as a finished run of its own (listed in `GET /v1/runs`, its result's
+    /// accounting naming the parent as `parentTxnId`).
+    async fn record_child(
+        &self,
+        child: &SessionRequest,
+        result: &AgentResult,
+        created_at: chrono::DateTime<chrono::Utc>,
+    ) {
+        let run = NewRun {
+            id: child.run_id.clone(),
+            agent: child.agent.name.clone(),
+            user_id: child.user_id.clone(),
+            conversation_id: None,
+            created_at,
+            owner: None,
+        };
+        self.recorder.run_started(run.clone()).await;
+        let _stored = self.recorder.run_finished(run, result.into()).await;
     }
 
     /// The loaded agents of these names (a name that is gone since loading is skipped).

@@ -233,5 +233,28 @@ async fn a_handoff_agent_continues_and_its_answer_is_the_runs() {
         Some("A polished text."),
         "the conversation ends with the answer"
     );
+
+    // The editor's session is a run of its own, linked to the writer's.
+    app.runtime.flush_recorder().await;
+    let listed: Value = app
+        .get("/v1/runs?agent=editor")
+        .await
+        .json()
+        .await
+        .expect("json");
+    let child = &listed["data"][0];
+    assert_eq!(child["agent"], "editor", "{listed}");
+    assert_eq!(child["status"], "completed", "{listed}");
+    let child_id = child["run_id"].as_str().expect("run id");
+    let stored: Value = app
+        .get(&format!("/v1/runs/{child_id}"))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        stored["result"]["accounting"][0]["parentTxnId"], result.run_id,
+        "{stored}"
+    );
     app.runtime.close().await;
 }
