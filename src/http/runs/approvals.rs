@@ -124,7 +124,7 @@ impl ApprovalList {
 }
 
 /// Who decided, as `tool.approval_decided` names them.
-fn decider(caller: &Caller) -> String {
+pub(crate) fn decider(caller: &Caller) -> String {
     caller.user_id.clone().unwrap_or_else(|| "admin".into())
 }
 
