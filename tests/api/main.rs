@@ -30,6 +30,7 @@ mod providers;
 mod reload;
 mod replicas;
 mod responses;
+mod responses_approvals;
 mod responses_clients;
 mod rest_tools;
 mod retried_streams;

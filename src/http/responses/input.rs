@@ -214,10 +214,13 @@ fn is_replayed_output(item: &Value) -> bool {
 fn approval_answer(item: &Value, index: usize) -> Result<ApprovalAnswer, ApiError> {
     let param = |field: &str| format!("input[{index}].{field}");
     let request_id = required_str(item, "approval_request_id", &param("approval_request_id"))?;
-    let approve = item.get("approve").and_then(Value::as_bool).ok_or_else(|| {
-        ApiError::invalid_request("an mcp_approval_response needs `approve` (true or false)")
-            .with_param(param("approve"))
-    })?;
+    let approve = item
+        .get("approve")
+        .and_then(Value::as_bool)
+        .ok_or_else(|| {
+            ApiError::invalid_request("an mcp_approval_response needs `approve` (true or false)")
+                .with_param(param("approve"))
+        })?;
     let reason = match item.get("reason") {
         None | Some(Value::Null) => None,
         Some(Value::String(reason)) if reason.chars().count() <= MAX_REASON_CHARS => {
@@ -230,8 +233,9 @@ fn approval_answer(item: &Value, index: usize) -> Result<ApprovalAnswer, ApiErro
             .with_param(param("reason")));
         }
         Some(_) => {
-            return Err(ApiError::invalid_request("`reason` must be a string")
-                .with_param(param("reason")));
+            return Err(
+                ApiError::invalid_request("`reason` must be a string").with_param(param("reason"))
+            );
         }
     };
     Ok(ApprovalAnswer {

@@ -35,9 +35,9 @@ use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use super::sse::{sse_response, with_run_headers};
 use super::wire::ListObject;
 use crate::agent::SamplingParams;
+use crate::agent::approval::Decision;
 use crate::config::OnDisconnect;
 use crate::llm::ChatMessage;
-use crate::agent::approval::Decision;
 use crate::runtime::{ApprovalError, CancelMode, RunSubmission, Runtime, WaitingCallRef};
 use crate::store::StoredResponse;
 use input::{ApprovalAnswer, ReadInput};
@@ -306,7 +306,16 @@ pub async fn create_response(
     // The response follows the run's recorded events, as any replica would.
     drop(handle.into_result());
     let id = response_id_of(&run_id);
-    answer(&runtime, &caller, echo, &id, &run_id, read.items, Some(abort_guard)).await
+    answer(
+        &runtime,
+        &caller,
+        echo,
+        &id,
+        &run_id,
+        read.items,
+        Some(abort_guard),
+    )
+    .await
 }
 
 /// Stores the response (unless `store: false`) and answers it: streamed, at once
@@ -681,17 +690,11 @@ pub async fn cancel_response(
         .await
         .map_err(ApiError::store)?;
     let projector = projector_of(&stored)?;
-    let projector = match tokio::time::timeout(
-        CANCEL_WAIT,
-        follow_to_end(&runtime, projector),
-    )
-    .await
-    {
-        Ok(projector) => projector,
-        Err(_) => {
-            follow_for_now(&runtime, projector_of(&stored)?, SNAPSHOT_QUIET).await
-        }
-    };
+    let projector =
+        match tokio::time::timeout(CANCEL_WAIT, follow_to_end(&runtime, projector)).await {
+            Ok(projector) => projector,
+            Err(_) => follow_for_now(&runtime, projector_of(&stored)?, SNAPSHOT_QUIET).await,
+        };
     Ok(axum::Json(projector.response().clone()).into_response())
 }
 

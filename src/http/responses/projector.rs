@@ -391,18 +391,9 @@ impl ResponseProjector {
 
     fn tool_started(&mut self, data: &Value) -> Vec<ResponseStreamFrame> {
         let mut frames = self.close_open();
-        let field = |name: &str| {
-            data.get(name)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
+        let field = |name: &str| text_field(data, name);
         let call_id = field("call_id");
-        let arguments = match data.get("arguments") {
-            Some(Value::String(text)) => text.clone(),
-            Some(value) => value.to_string(),
-            None => "{}".into(),
-        };
+        let arguments = arguments_text(data);
         let id = self.item_id("mcp", self.response.output.len());
         let (index, added) = self.add_item(OutputItem::McpCall {
             id: id.clone(),
@@ -478,17 +469,8 @@ impl ResponseProjector {
 
     fn approval_requested(&mut self, data: &Value) -> Vec<ResponseStreamFrame> {
         let mut frames = self.close_open();
-        let field = |name: &str| {
-            data.get(name)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        let arguments = match data.get("arguments") {
-            Some(Value::String(text)) => text.clone(),
-            Some(value) => value.to_string(),
-            None => "{}".into(),
-        };
+        let field = |name: &str| text_field(data, name);
+        let arguments = arguments_text(data);
         let item = OutputItem::McpApprovalRequest {
             id: WaitingCallRef::new(&self.run_id, field("call_id")).encode(APPROVAL_REQUEST_PREFIX),
             server_label: field("server"),
@@ -634,6 +616,23 @@ fn usage_of(summary: &RunSummary) -> ResponseUsage {
             reasoning_tokens: 0,
         },
         total_tokens: usage.input_tokens + usage.output_tokens,
+    }
+}
+
+/// A text field of an event's data, empty when absent.
+fn text_field(data: &Value, name: &str) -> String {
+    data.get(name)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A tool call's arguments as JSON text.
+fn arguments_text(data: &Value) -> String {
+    match data.get("arguments") {
+        Some(Value::String(text)) => text.clone(),
+        Some(value) => value.to_string(),
+        None => "{}".into(),
     }
 }
 
