@@ -10,7 +10,9 @@
 //! only a live follower asks the store whether the run has parked yet.
 //!
 //! A waiting call is named to clients by a [`WaitingCallRef`]: the run's id and the call's, so
-//! a stateless client's decision finds its run without any other state.
+//! a stateless client's decision finds its run without any other state. Such a client answers
+//! a whole wait at once ([`Runtime::answer_wait`]): the run resumes only once no call of it
+//! waits, and the client's next stretch starts where the wait ended.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +20,9 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 
 use super::Runtime;
+use super::approvals::ApprovalError;
 use super::follow::{FollowError, FollowedEvent};
+use crate::agent::approval::Decision;
 use crate::store::StoreError;
 
 /// The event a session emits for each call that waits.
@@ -71,7 +75,95 @@ pub struct WaitPoint {
     pub call_ids: Vec<String>,
 }
 
+/// Why the answers to a wait were not taken; `index` is the answer's position.
+#[derive(Debug, thiserror::Error)]
+pub enum WaitAnswerError {
+    #[error("tool call `{call_id}` is not waiting for approval in this run")]
+    NotWaiting { index: usize, call_id: String },
+    #[error("tool call `{call_id}` is answered twice")]
+    Twice { index: usize, call_id: String },
+    #[error("tool call `{call_id}` was already decided ({decision})")]
+    AlreadyDecided {
+        index: usize,
+        call_id: String,
+        decision: String,
+    },
+    #[error("every call the run waits on must be answered together: `{call_id}` is not")]
+    Unanswered { call_id: String },
+    #[error("{source}")]
+    Decision {
+        index: usize,
+        #[source]
+        source: ApprovalError,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 impl Runtime {
+    /// Decides every call of one wait of `run_id` (each answer a call id and its decision, made
+    /// by `by`), through [`Runtime::decide_approval`] once all of them are known to wait and
+    /// none that waits is left out; answers where the wait ends, after which the resumed run's
+    /// events follow. Nothing is decided when a check fails.
+    pub async fn answer_wait(
+        self: &Arc<Self>,
+        run_id: &str,
+        answers: Vec<(String, Decision)>,
+        by: &str,
+    ) -> Result<WaitPoint, WaitAnswerError> {
+        let not_waiting = |index: usize, call_id: &str| WaitAnswerError::NotWaiting {
+            index,
+            call_id: call_id.to_string(),
+        };
+        let Some((first, _)) = answers.first() else {
+            return Err(not_waiting(0, ""));
+        };
+        let wait = self
+            .approval_wait(run_id, first)
+            .await?
+            .ok_or_else(|| not_waiting(0, first))?;
+        let recorded = self.store.run_approvals(run_id).await?;
+        for (index, (call_id, _)) in answers.iter().enumerate() {
+            if answers[..index]
+                .iter()
+                .any(|(earlier, _)| earlier == call_id)
+            {
+                return Err(WaitAnswerError::Twice {
+                    index,
+                    call_id: call_id.clone(),
+                });
+            }
+            let approval = recorded
+                .iter()
+                .find(|a| &a.call_id == call_id)
+                .filter(|_| wait.call_ids.contains(call_id))
+                .ok_or_else(|| not_waiting(index, call_id))?;
+            if let Some(decision) = &approval.decision {
+                return Err(WaitAnswerError::AlreadyDecided {
+                    index,
+                    call_id: call_id.clone(),
+                    decision: decision.clone(),
+                });
+            }
+        }
+        let unanswered = recorded.iter().find(|a| {
+            a.decision.is_none()
+                && wait.call_ids.contains(&a.call_id)
+                && !answers.iter().any(|(call_id, _)| call_id == &a.call_id)
+        });
+        if let Some(approval) = unanswered {
+            return Err(WaitAnswerError::Unanswered {
+                call_id: approval.call_id.clone(),
+            });
+        }
+        for (index, (call_id, decision)) in answers.into_iter().enumerate() {
+            self.decide_approval(run_id, &call_id, decision, by)
+                .await
+                .map_err(|source| WaitAnswerError::Decision { index, source })?;
+        }
+        Ok(wait)
+    }
+
     /// The run's events after seq `after` up to `run.finished` or the end of its next wait for
     /// approvals (then the stream ends after the wait's last `tool.approval_requested`, once
     /// the run has parked or has gone on). Errors end the stream after they are yielded.

@@ -37,8 +37,9 @@ use super::wire::ListObject;
 use crate::agent::SamplingParams;
 use crate::agent::approval::Decision;
 use crate::config::OnDisconnect;
+use crate::http::runs::approvals::{WaitAnswerParams, wait_answer_error};
 use crate::llm::ChatMessage;
-use crate::runtime::{ApprovalError, CancelMode, RunSubmission, Runtime, WaitingCallRef};
+use crate::runtime::{CancelMode, RunSubmission, Runtime, WaitingCallRef};
 use crate::store::StoredResponse;
 use input::{ApprovalAnswer, ReadInput};
 use projector::{APPROVAL_REQUEST_PREFIX, ResponseProjector};
@@ -424,46 +425,12 @@ async fn continue_after_approvals(
         ))
         .with_param("model"));
     }
-    let calls = answered_calls(&read.approvals, &run.id)?;
-    let wait = runtime
-        .approval_wait(&run.id, &calls[0])
-        .await
-        .map_err(ApiError::store)?
-        .ok_or_else(|| no_pending_request(first))?;
-    let recorded = runtime
-        .store()
-        .run_approvals(&run.id)
-        .await
-        .map_err(ApiError::store)?;
-    for (answer, call_id) in read.approvals.iter().zip(&calls) {
-        if !wait.call_ids.contains(call_id) {
-            return Err(no_pending_request(answer));
-        }
-        match recorded.iter().find(|a| &a.call_id == call_id) {
-            None => return Err(no_pending_request(answer)),
-            Some(approval) => {
-                if let Some(decision) = &approval.decision {
-                    return Err(ApiError::conflict(format!(
-                        "approval request `{}` was already decided ({decision})",
-                        answer.request_id
-                    ))
-                    .with_param(answer.param()));
-                }
-            }
-        }
-    }
-    let unanswered = recorded.iter().find(|a| {
-        a.decision.is_none() && wait.call_ids.contains(&a.call_id) && !calls.contains(&a.call_id)
-    });
-    if let Some(approval) = unanswered {
-        let id = WaitingCallRef::new(&run.id, &approval.call_id).encode(APPROVAL_REQUEST_PREFIX);
-        return Err(ApiError::invalid_request(format!(
-            "answer every approval request the run waits on: `{id}` has no mcp_approval_response"
-        ))
-        .with_param("input"));
-    }
-    let by = crate::http::runs::approvals::decider(&caller);
-    for (answer, call_id) in read.approvals.iter().zip(&calls) {
+    let mut answers = Vec::with_capacity(read.approvals.len());
+    for answer in &read.approvals {
+        let call_id = WaitingCallRef::parse(&answer.request_id, APPROVAL_REQUEST_PREFIX)
+            .filter(|named| named.run_id == run.id)
+            .map(|named| named.call_id)
+            .ok_or_else(|| no_pending_request(answer))?;
         let decision = if answer.approve {
             Decision::Approve {
                 arguments: None,
@@ -474,38 +441,29 @@ async fn continue_after_approvals(
                 reason: answer.reason.clone(),
             }
         };
-        runtime
-            .decide_approval(&run.id, call_id, decision, &by)
-            .await
-            .map_err(|error| match error {
-                ApprovalError::CallNotFound { .. } => no_pending_request(answer),
-                other => ApiError::from(other).with_param(answer.param()),
-            })?;
+        answers.push((call_id, decision));
     }
+    let by = crate::http::runs::approvals::decider(&caller);
+    let wait = runtime
+        .answer_wait(&run.id, answers, &by)
+        .await
+        .map_err(|error| {
+            wait_answer_error(
+                error,
+                &WaitAnswerParams {
+                    answer: &|index| read.approvals[index].param(),
+                arguments: &|index| read.approvals[index].param(),
+                    unanswered: "input",
+                    client_id: &|call_id| {
+                        WaitingCallRef::new(&run.id, call_id).encode(APPROVAL_REQUEST_PREFIX)
+                    },
+                },
+            )
+        })?;
     let mut echo = ResponseEcho::of(&body);
     echo.after_seq = wait.last_seq;
     let id = format!("{}_{}", response_id_of(&run.id), wait.last_seq);
     answer(&runtime, &caller, echo, &id, &run.id, read.items, None).await
-}
-
-/// The call each answer decides, once: all of `run_id`.
-fn answered_calls(answers: &[ApprovalAnswer], run_id: &str) -> Result<Vec<String>, ApiError> {
-    let mut calls: Vec<String> = Vec::with_capacity(answers.len());
-    for answer in answers {
-        let call_id = WaitingCallRef::parse(&answer.request_id, APPROVAL_REQUEST_PREFIX)
-            .filter(|named| named.run_id == run_id)
-            .map(|named| named.call_id)
-            .ok_or_else(|| no_pending_request(answer))?;
-        if calls.contains(&call_id) {
-            return Err(ApiError::invalid_request(format!(
-                "approval request `{}` is answered twice",
-                answer.request_id
-            ))
-            .with_param(answer.param()));
-        }
-        calls.push(call_id);
-    }
-    Ok(calls)
 }
 
 fn no_pending_request(answer: &ApprovalAnswer) -> ApiError {
