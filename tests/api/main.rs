@@ -6,6 +6,7 @@ mod support;
 
 mod a2a;
 mod a2a_remote;
+mod ag_ui;
 mod anthropic;
 mod approvals;
 mod auth;

@@ -12,7 +12,7 @@ use crate::agent::client_tools::ClientTools;
 use crate::http::client_tools;
 use crate::http::error::ApiError;
 use crate::http::runs::approvals::MAX_REASON_CHARS;
-use crate::llm::{ChatMessage, Role, ToolCall, ToolDefinition};
+use crate::llm::{ChatMessage, Role, ToolCall};
 
 /// Input item types that are replayed output and carry nothing the model needs again.
 const SKIPPED_ITEMS: &[&str] = &[
@@ -315,28 +315,7 @@ pub fn client_tools_of(body: &CreateResponse) -> Result<ClientTools, ApiError> {
         if tool.get("type").and_then(Value::as_str) != Some("function") {
             continue;
         }
-        let name = tool
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        if name.is_empty() {
-            return Err(ApiError::invalid_request("a function tool needs a `name`")
-                .with_param(format!("tools[{index}].name")));
-        }
-        definitions.push(ToolDefinition {
-            name,
-            description: tool
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            parameters: tool
-                .get("parameters")
-                .filter(|p| !p.is_null())
-                .cloned()
-                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-        });
+        definitions.push(client_tools::flat_definition(tool, index)?);
     }
     Ok(ClientTools {
         definitions,

@@ -452,7 +452,7 @@ async fn continue_after_approvals(
                 error,
                 &WaitAnswerParams {
                     answer: &|index| read.approvals[index].param(),
-                arguments: &|index| read.approvals[index].param(),
+                    arguments: &|index| read.approvals[index].param(),
                     unanswered: "input",
                     client_id: &|call_id| {
                         WaitingCallRef::new(&run.id, call_id).encode(APPROVAL_REQUEST_PREFIX)
