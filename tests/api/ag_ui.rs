@@ -292,3 +292,29 @@ async fn the_http_agent_runs_a_client_tool_and_resumes_an_approval() {
     assert_eq!(seen["approvedAnswer"], "It said hi.", "{seen}");
     assert_eq!(seen["pendingAfter"], 0, "{seen}");
 }
+
+#[tokio::test]
+async fn the_turn_budget_spans_the_runs_of_a_client_tool_loop() {
+    let (app, _dir) = spawn_web_app().await;
+    // `chat` has the default maxTurns; a thread whose tool loop used them all gets one final
+    // turn without tools.
+    let mut messages = vec![json!({"id": "u", "role": "user", "content": "loop"})];
+    for turn in 0..12 {
+        let call_id = format!("c{turn}");
+        messages.push(json!({"id": format!("a{turn}"), "role": "assistant", "toolCalls": [
+            {"id": call_id, "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}));
+        messages.push(json!({"id": format!("t{turn}"), "role": "tool", "toolCallId": call_id, "content": "again"}));
+    }
+    app.llm.push(Reply::text("giving up"));
+    let mut input = ag_ui_input("loop-thread", "loop");
+    input["tools"] = weather_tools();
+    input["messages"] = json!(messages);
+    let frames = run_frames(&app, "chat", &input).await;
+    assert_eq!(types(&frames).last(), Some(&"RUN_FINISHED"));
+    let sent = &app.llm.requests()[0];
+    assert!(
+        sent.get("tools").is_none(),
+        "the final turn offers no tools: {}",
+        sent["tools"]
+    );
+}
