@@ -35,7 +35,7 @@ use crate::agent::{
     AgentResult, EventSink, ProviderSet, RunControl, Session, SessionRequest, opening_conversation,
     tokenizer_of,
 };
-use crate::cache::{CacheError, ResponseCache};
+use crate::cache::{CacheError, EntryCache};
 use crate::config::models::ModelCatalog;
 use crate::config::{AgentRegistry, AgentSpec, Config};
 use crate::limits::{KeyLimiter, LimiterSetupError};
@@ -44,6 +44,7 @@ use crate::llm::catalog;
 use crate::store::{RecorderMetrics, RecorderSettings, RunRecorder, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
 use crate::tools::hub::{ToolHub, ToolSetupError};
+use crate::tools::result_cache::ToolResultCache;
 pub use admission::Overloaded;
 pub use approvals::{ApprovalError, MAX_WAITING_LISTED};
 pub use conversation::ConversationTurn;
@@ -98,7 +99,7 @@ pub struct Runtime {
     /// Persists every run and its events in batches, off the sessions' and responses' path.
     recorder: RunRecorder,
     /// Answers repeated requests to agents with a `cache` TTL.
-    cache: Arc<dyn ResponseCache>,
+    cache: Arc<dyn EntryCache>,
     metrics: Metrics,
     /// Every session task (with its recording and a conversation's answer), so shutdown can
     /// wait for them before the last flush.
@@ -299,6 +300,7 @@ impl Runtime {
             control,
         )
         .with_catalog(self.catalog.clone())
+        .with_tool_cache(ToolResultCache::new(Arc::clone(&self.cache)))
         .with_observer(Arc::new(GuardMetrics(self.metrics.clone())))
         .with_tool_instructions(self.tools.instructions_for(agent))
         .with_sub_agents(SubAgents {

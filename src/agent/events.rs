@@ -105,6 +105,12 @@ pub struct ToolFinished {
     /// `true` when `output` was cut.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub output_truncated: bool,
+    /// `true` when the output came from the tool result cache (the tool was not called).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
+    /// How many tries the call took, when more than one (`retries`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
 }
 
 /// How much of a tool's result `tool.finished` carries: events are stored and replayed, the

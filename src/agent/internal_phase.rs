@@ -1,6 +1,7 @@
 //! The session side of the internal tools: `agent__task_status` becomes a `progress` event (and,
 //! when the task is complete, makes the next turn final); `agent__batch` runs its calls in
-//! parallel through the normal tool path and answers with one result per call.
+//! parallel through the normal tool path and answers with one result per call;
+//! `agent__tool_output` reads part of an output the run kept as a handle.
 //!
 //! Each takes the run's pieces it changes explicitly; neither calls the model nor touches the
 //! conversation (the tool phase adds their replies).
@@ -14,12 +15,44 @@ use super::ending::Transcript;
 use super::events::EventSink;
 use super::events::{AgentEvent, Progress};
 use super::internal_tools::{RejectedCall, TASK_STATUS_TOOL, TaskStatus, parse_batch};
+use super::output_handles::TOOL_OUTPUT_TOOL;
 use super::result::{AccountingEntry, EntryStatus};
 use super::run::{ForcedFinal, RunFacts, TurnPlan};
+use super::tool_execution::Executed;
 use super::tool_phase::{
-    Executed, ToolContext, ToolRunner, agent_tool_entry, call_arguments, failed, scope_to_user,
+    ToolContext, ToolRunner, agent_tool_entry, call_arguments, failed, scope_to_user,
 };
 use crate::llm::ToolCall;
+
+/// `agent__tool_output`: reads part of an output the run kept as a handle.
+pub(super) async fn read_tool_output(
+    events: &EventSink,
+    facts: &RunFacts,
+    transcript: &mut Transcript,
+    call: &ToolCall,
+) -> String {
+    let started = Instant::now();
+    let read = call_arguments(call).and_then(|arguments| {
+        facts
+            .output_handles
+            .extract(&arguments)
+            .map_err(|e| failed(&e))
+    });
+    let (reply, error) = match read {
+        Ok(text) => (text, None),
+        Err(reply) => (reply.clone(), Some(reply)),
+    };
+    let entry = agent_tool_entry(
+        TOOL_OUTPUT_TOOL,
+        call,
+        started,
+        &reply,
+        error,
+        facts.lineage.clone(),
+    );
+    transcript.record(events, entry).await;
+    reply
+}
 
 /// `agent__task_status`: reports progress; `completed` forces the final turn.
 pub(super) async fn record_task_status(
@@ -134,8 +167,12 @@ pub(super) async fn run_batch(
         index,
         message,
         entry,
+        failed_tries,
     } in executed
     {
+        for failed_try in failed_tries {
+            transcript.record(runner.events, failed_try).await;
+        }
         let ok = matches!(&entry, AccountingEntry::Tool(t) if t.status == EntryStatus::Ok);
         if let Some(Value::Object(result)) = results.get_mut(index) {
             result.insert("ok".into(), json!(ok));

@@ -160,6 +160,7 @@ fn parse_batch_call(index: usize, call: &Value) -> BatchItem {
     if tool == BATCH_TOOL
         || tool == TASK_STATUS_TOOL
         || tool == super::final_report::FINAL_REPORT_TOOL
+        || tool == super::output_handles::TOOL_OUTPUT_TOOL
     {
         let error = format!("INTERNAL_NOT_ALLOWED: {tool} cannot run inside a batch");
         return reject(id, tool, error);

@@ -174,6 +174,12 @@ pub struct ToolAccounting {
     /// From `pricing.tools`; absent for unpriced tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// `true` when the output came from the tool result cache (the tool was not called).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
+    /// Which try this entry is (1 the first) for tools with `retries`; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
     /// `xml` when the call travelled through an XML tag (contract §11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
@@ -208,6 +214,8 @@ impl ToolAccounting {
             error,
             details: None,
             cost_usd: None,
+            cached: false,
+            attempt: None,
             source: None,
             lineage,
         }

@@ -76,6 +76,8 @@ pub(super) struct RunFacts {
     pub call_path: String,
     /// The tracing fields every accounting entry of this run carries.
     pub lineage: Lineage,
+    /// Tool outputs kept whole (`toolOutput: handles`); they die with the run.
+    pub output_handles: std::sync::Arc<super::output_handles::OutputHandles>,
 }
 
 impl RunFacts {
@@ -108,7 +110,14 @@ impl RunFacts {
             report: None,
             call_path,
             lineage,
+            output_handles: Default::default(),
         }
+    }
+
+    /// Whether `agent__tool_output` is offered: the agent keeps handles and has kept one.
+    pub fn offers_tool_output(&self) -> bool {
+        self.request.agent.tool_output == crate::config::agent_file::ToolOutputMode::Handles
+            && !self.output_handles.is_empty()
     }
 
     /// `finalization: text`: the model's text is the answer and streams as it is generated.

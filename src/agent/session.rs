@@ -36,6 +36,7 @@ use crate::config::agent_file::Finalization;
 use crate::config::models::ModelCatalog;
 use crate::llm::{ChatMessage, LlmError, ToolDefinition};
 use crate::tools::ToolRegistry;
+use crate::tools::result_cache::ToolResultCache;
 
 /// The contract's ephemeral notice after an empty (or, in report mode, plain-text) response.
 pub const EMPTY_RESPONSE_NOTICE: &str = "System notice: plain text responses without tool calls are ignored. Use final_report to provide your answer.";
@@ -107,6 +108,8 @@ pub struct Session {
     /// Calls that need approval make the run wait ([`Session::run_or_wait`]); otherwise
     /// they are denied at once.
     may_wait: bool,
+    /// Where results of tools with a `cache` TTL are kept.
+    tool_cache: Option<ToolResultCache>,
 }
 
 /// What the turn loop came to.
@@ -145,6 +148,7 @@ impl Session {
             tool_instructions: Vec::new(),
             sub_agents: None,
             may_wait: false,
+            tool_cache: None,
         }
     }
 
@@ -158,6 +162,12 @@ impl Session {
     /// Context windows, tokenizers and prices for the guard and cost accounting.
     pub fn with_catalog(mut self, catalog: Arc<ModelCatalog>) -> Self {
         self.catalog = catalog;
+        self
+    }
+
+    /// Keeps results of tools with a `cache` TTL in `cache` (none are cached without one).
+    pub fn with_tool_cache(mut self, cache: ToolResultCache) -> Self {
+        self.tool_cache = Some(cache);
         self
     }
 
@@ -628,6 +638,9 @@ impl Session {
             tools.push(task_status_definition());
             tools.push(batch);
         }
+        if facts.offers_tool_output() {
+            tools.push(super::output_handles::definition());
+        }
         tools.extend(facts.request.client_tools.offered().iter().cloned());
         tools.extend(final_turn_tools(facts));
         tools
@@ -650,6 +663,7 @@ impl Session {
             sub_agents: self.sub_agents.as_ref(),
             may_wait: self.may_wait,
             catalog: &self.catalog,
+            tool_cache: self.tool_cache.as_ref(),
         }
     }
 

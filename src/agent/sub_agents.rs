@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 use super::ending::Transcript;
 use super::events::EventSink;
 use super::events::{AgentEvent, Progress};
+use super::result::AccountingEntry;
 use super::run::RunFacts;
 use super::session::RunControl;
 use super::tool_phase::{ToolRunner, agent_tool_entry, failed};
@@ -21,6 +22,19 @@ use crate::llm::{ToolCall, ToolDefinition};
 
 /// Sessions nested deeper than this are refused.
 pub const MAX_SUB_AGENT_DEPTH: u32 = 4;
+
+/// How many sub-agent calls of one turn run at once; the others wait for a free place.
+pub const SUB_AGENT_CONCURRENCY: usize = 4;
+
+/// What one sub-agent call came to, for the parent to record in call order.
+pub(super) struct SubAgentReply {
+    /// What the model is told.
+    pub reply: String,
+    /// The child's own accounting, rolled into the parent's totals.
+    pub child_accounting: Vec<AccountingEntry>,
+    /// The parent's entry for the call itself.
+    pub entry: AccountingEntry,
+}
 
 /// Where a child session sits in its tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,15 +88,15 @@ impl SubAgents {
     }
 }
 
-/// Runs one sub-agent call; returns the reply for the model.
+/// Runs one sub-agent call; several may run at once (the caller records their replies in
+/// call order).
 pub(super) async fn call_sub_agent(
     runner: &ToolRunner<'_>,
     facts: &RunFacts,
-    transcript: &mut Transcript,
     call: &ToolCall,
     child: Arc<AgentSpec>,
     arguments: Map<String, Value>,
-) -> String {
+) -> SubAgentReply {
     let started = Instant::now();
     let depth = facts.request.parent.as_ref().map_or(0, |p| p.depth) + 1;
     let prompt = arguments
@@ -100,16 +114,13 @@ pub(super) async fn call_sub_agent(
         )),
         (_, _, true) => Err("`prompt` must be a non-empty string".to_string()),
         (None, _, _) => Err(format!("unknown tool {:?}", call.name)),
-        (Some(sub_agents), false, false) => Ok(run_child(
-            runner,
-            sub_agents,
-            facts,
-            transcript,
-            child.clone(),
-            prompt,
-            depth,
-        )
-        .await),
+        (Some(sub_agents), false, false) => {
+            Ok(run_child(runner, sub_agents, facts, child.clone(), prompt, depth).await)
+        }
+    };
+    let child_accounting = match &outcome {
+        Ok(result) => result.accounting.clone(),
+        Err(_) => Vec::new(),
     };
     let (reply, error) = match outcome {
         Ok(result) if result.success => (result.answer_text(), None),
@@ -134,16 +145,30 @@ pub(super) async fn call_sub_agent(
         error,
         facts.lineage.clone(),
     );
-    transcript.record(runner.events, entry).await;
-    reply
+    SubAgentReply {
+        reply,
+        child_accounting,
+        entry,
+    }
 }
 
-/// Runs the child session and rolls its accounting into the parent's transcript.
+/// Records a sub-agent call in the parent: the child's work, then the call's own entry.
+pub(super) async fn record_sub_agent(
+    events: &EventSink,
+    transcript: &mut Transcript,
+    reply: SubAgentReply,
+) -> String {
+    // The child's own work counts toward the parent's totals.
+    transcript.accounting.extend(reply.child_accounting);
+    transcript.record(events, reply.entry).await;
+    reply.reply
+}
+
+/// Runs the child session.
 async fn run_child(
     runner: &ToolRunner<'_>,
     sub_agents: &SubAgents,
     facts: &RunFacts,
-    transcript: &mut Transcript,
     child: Arc<AgentSpec>,
     prompt: String,
     depth: u32,
@@ -196,10 +221,6 @@ async fn run_child(
         Some(status.to_string()),
     )
     .await;
-    // The child's own work counts toward the parent's totals.
-    transcript
-        .accounting
-        .extend(result.accounting.iter().cloned());
     result
 }
 

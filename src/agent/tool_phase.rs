@@ -5,31 +5,32 @@
 //!
 //! Uses only the services in [`ToolRunner`] and the run's state; it never calls the model.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
-use tokio_util::task::AbortOnDropHandle;
-use tracing::{Instrument, error, warn};
+use tracing::{error, warn};
 
 use super::approval::{DecidedCall, Decision, PendingCall, WaitingTurn};
 use super::context_guard::BUDGET_EXCEEDED_STUB;
 use super::ending::Ending;
-use super::events::{
-    AgentEvent, ApprovalDecided, ApprovalRequested, EventSink, Progress, ToolFinished, ToolStarted,
-};
+use super::events::{AgentEvent, ApprovalDecided, ApprovalRequested, EventSink};
 use super::final_report::FINAL_REPORT_TOOL;
 use super::guard_phase::Refusal;
-use super::internal_phase::{record_task_status, run_batch};
+use super::internal_phase::{read_tool_output, record_task_status, run_batch};
 use super::internal_tools::{BATCH_TOOL, TASK_STATUS_TOOL};
+use super::output_handles::{OutputHandles, TOOL_OUTPUT_TOOL};
 use super::result::{AccountingEntry, EntryStatus, ExitReason, Lineage, ToolAccounting};
 use super::run::{Run, RunFacts};
 use super::session::{EMPTY_RESPONSE_NOTICE, RunControl};
-use super::sub_agents::{SubAgents, call_sub_agent};
+use super::sub_agents::{
+    SUB_AGENT_CONCURRENCY, SubAgentReply, SubAgents, call_sub_agent, record_sub_agent,
+};
 use super::tool_args::{ParsedArguments, parse_tool_arguments};
-use crate::config::agent_file::Finalization;
+use super::tool_execution::Executed;
+use crate::config::agent_file::{Finalization, ToolOutputMode};
 use crate::llm::{ChatMessage, LlmResponse, Role, ToolCall};
-use crate::tools::{ToolOutcome, ToolRegistry, ToolReport};
+use crate::tools::ToolRegistry;
+use crate::tools::result_cache::ToolResultCache;
 
 /// What the turn loop does next.
 pub(super) enum Handled {
@@ -56,13 +57,30 @@ pub(super) struct ToolContext {
     pub lineage: Lineage,
     /// `xml` when the call came through a tag.
     pub source: Option<&'static str>,
+    /// The caller, when the agent is `userScoped`: part of every tool cache key.
+    pub cache_user: Option<String>,
+    /// Where outputs past `max_bytes` are kept whole (`toolOutput: handles`).
+    pub output_handles: Option<std::sync::Arc<OutputHandles>>,
 }
 
-/// The result of one executed tool call.
-pub(super) struct Executed {
-    pub index: usize,
-    pub message: String,
-    pub entry: AccountingEntry,
+impl ToolContext {
+    /// The context of `run`'s tool calls; `source` is `xml` for calls written as tags.
+    pub fn of(facts: &RunFacts, source: Option<&'static str>) -> Self {
+        let request = &facts.request;
+        Self {
+            timeout: request.agent.limits.tool_timeout,
+            max_bytes: usize::try_from(request.agent.limits.tool_response_max_bytes)
+                .unwrap_or(usize::MAX),
+            lineage: facts.lineage.clone(),
+            source,
+            cache_user: request
+                .user_id
+                .clone()
+                .filter(|_| request.agent.user_scoped),
+            output_handles: (request.agent.tool_output == ToolOutputMode::Handles)
+                .then(|| std::sync::Arc::clone(&facts.output_handles)),
+        }
+    }
 }
 
 /// What the tool phase uses from the session: the tools, the sub-agents, where events go and the
@@ -77,6 +95,8 @@ pub(super) struct ToolRunner<'a> {
     pub may_wait: bool,
     /// Tool prices (`pricing.tools`).
     pub catalog: &'a crate::config::models::ModelCatalog,
+    /// Where results of tools with a `cache` TTL are kept; `None` caches nothing.
+    pub tool_cache: Option<&'a ToolResultCache>,
 }
 
 impl ToolRunner<'_> {
@@ -184,6 +204,7 @@ impl ToolRunner<'_> {
         let mut batches: Vec<(usize, &ToolCall)> = Vec::new();
         let mut children = Vec::new();
         let mut parked: Vec<(usize, &ToolCall, Map<String, Value>)> = Vec::new();
+        let mut extractions: Vec<(usize, &ToolCall)> = Vec::new();
         for (index, call) in calls.iter().enumerate() {
             if call.name == FINAL_REPORT_TOOL && run.facts.report.is_some() {
                 let outcome = match run.xml.as_ref() {
@@ -227,6 +248,10 @@ impl ToolRunner<'_> {
                 batches.push((index, call));
                 continue;
             }
+            if call.name == TOOL_OUTPUT_TOOL && run.facts.offers_tool_output() {
+                extractions.push((index, call));
+                continue;
+            }
             requested += 1;
             if requested > limit {
                 replies[index] = Some(failed(&format!(
@@ -256,25 +281,35 @@ impl ToolRunner<'_> {
                 (Err(reply), _) => replies[index] = Some(reply),
             }
         }
-        let context = ToolContext {
-            timeout: run.facts.request.agent.limits.tool_timeout,
-            max_bytes: usize::try_from(run.facts.request.agent.limits.tool_response_max_bytes)
-                .unwrap_or(usize::MAX),
-            lineage: run.facts.lineage.clone(),
-            source,
-        };
+        let context = ToolContext::of(&run.facts, source);
         let mut admitted = vec![false; calls.len()];
-        // Sub-agents run one after another: each needs the run to roll its accounting in.
-        for (index, call, child, arguments) in children {
-            let reply = call_sub_agent(
-                self,
-                &run.facts,
-                &mut run.transcript,
-                call,
-                child,
-                arguments,
-            )
-            .await;
+        // Reads of kept outputs are tool outputs like any other: cut and guarded.
+        for (index, call) in extractions {
+            let reply = read_tool_output(self.events, &run.facts, &mut run.transcript, call).await;
+            let reply = truncate_output(TOOL_OUTPUT_TOOL, reply, context.max_bytes);
+            replies[index] = Some(match run.context.admit_tool_output(&reply) {
+                Ok(()) => reply,
+                Err(_) => BUDGET_EXCEEDED_STUB.to_string(),
+            });
+            admitted[index] = true;
+        }
+        // Sub-agents run at once (a few at a time); their replies are recorded in call order.
+        let places = tokio::sync::Semaphore::new(SUB_AGENT_CONCURRENCY);
+        let child_calls = children.into_iter().map(|(index, call, child, arguments)| {
+            let (places, facts) = (&places, &run.facts);
+            async move {
+                let _place = places.acquire().await;
+                let reply = call_sub_agent(self, facts, call, child, arguments).await;
+                (index, reply)
+            }
+        });
+        let child_replies: Vec<(usize, SubAgentReply)> = tokio::select! {
+            biased;
+            _ = self.control.abort.cancelled() => return Err(Handled::End(self.control.aborted())),
+            replies = futures_util::future::join_all(child_calls) => replies,
+        };
+        for (index, child_reply) in child_replies {
+            let reply = record_sub_agent(self.events, &mut run.transcript, child_reply).await;
             replies[index] = Some(match run.context.admit_tool_output(&reply) {
                 Ok(()) => reply,
                 Err(_) => BUDGET_EXCEEDED_STUB.to_string(),
@@ -314,8 +349,12 @@ impl ToolRunner<'_> {
             index,
             message,
             mut entry,
+            failed_tries,
         } in executed
         {
+            for failed_try in failed_tries {
+                run.transcript.record(self.events, failed_try).await;
+            }
             let message = match run.context.admit_tool_output(&message) {
                 Ok(()) => message,
                 Err(refusal) => {
@@ -401,13 +440,7 @@ impl ToolRunner<'_> {
         waiting: WaitingTurn,
         decisions: &[DecidedCall],
     ) {
-        let context = ToolContext {
-            timeout: run.facts.request.agent.limits.tool_timeout,
-            max_bytes: usize::try_from(run.facts.request.agent.limits.tool_response_max_bytes)
-                .unwrap_or(usize::MAX),
-            lineage: run.facts.lineage.clone(),
-            source: None,
-        };
+        let context = ToolContext::of(&run.facts, None);
         let mut replies = waiting.replies;
         for pending in &waiting.pending {
             let decided = decisions.iter().find(|d| d.call_id == pending.call_id);
@@ -436,8 +469,14 @@ impl ToolRunner<'_> {
                         .execute_tool(index, &waiting.calls[index], arguments, &context)
                         .await;
                     let Executed {
-                        message, mut entry, ..
+                        message,
+                        mut entry,
+                        failed_tries,
+                        ..
                     } = executed;
+                    for failed_try in failed_tries {
+                        run.transcript.record(self.events, failed_try).await;
+                    }
                     let message = match run.context.admit_tool_output(&message) {
                         Ok(()) => message,
                         Err(refusal) => {
@@ -513,149 +552,10 @@ impl ToolRunner<'_> {
             }
         }
     }
-
-    /// Runs one tool in its own task, bounded by the tool timeout; emits its events.
-    pub(super) async fn execute_tool(
-        &self,
-        index: usize,
-        call: &ToolCall,
-        arguments: Map<String, Value>,
-        context: &ToolContext,
-    ) -> Executed {
-        let server = server_of(&call.name);
-        let arguments = Value::Object(arguments);
-        let chars_in = arguments.to_string().chars().count();
-        self.events
-            .emit(AgentEvent::ToolStarted(Box::new(ToolStarted {
-                call_id: call.id.clone(),
-                tool: call.name.clone(),
-                server: server.clone(),
-                arguments: arguments.clone(),
-            })))
-            .await;
-        let started = Instant::now();
-        let registry = self.registry.clone();
-        let name = call.name.clone();
-        let timeout = context.timeout;
-        let span = tracing::info_span!("tool", ai.tool.name = %call.name, ai.tool.server = %server);
-        let (report, forwarder) = self.progress_forwarder(&call.name, context);
-        let call_report = Arc::clone(&report);
-        let task = tokio::spawn(
-            async move {
-                registry
-                    .call_reporting(&name, arguments, timeout, call_report)
-                    .await
-            }
-            .instrument(span),
-        );
-        let abort_task = task.abort_handle();
-        let outcome = match tokio::time::timeout(timeout, task).await {
-            Err(_) => {
-                abort_task.abort();
-                ToolOutcome::Failed("timeout".into())
-            }
-            Ok(Err(join)) if join.is_panic() => {
-                error!(tool = %call.name, "tool panicked");
-                ToolOutcome::Failed("the tool crashed".into())
-            }
-            Ok(Err(_)) => ToolOutcome::Failed("the tool was cancelled".into()),
-            Ok(Ok(outcome)) => outcome,
-        };
-        let latency_ms = started.elapsed().as_millis() as u64;
-        let details = report.take_details();
-        // The last progress lines are events before `tool.finished`.
-        drop(report);
-        let _ = tokio::time::timeout(PROGRESS_DRAIN, forwarder).await;
-        let (message, error) = match outcome {
-            ToolOutcome::Ok(text) => (truncate_output(&call.name, text, context.max_bytes), None),
-            ToolOutcome::Failed(reason) => (failed(&reason), Some(reason)),
-        };
-        let chars_out = message.chars().count();
-        let status = if error.is_some() { "failed" } else { "ok" };
-        let (output, output_truncated) = ToolFinished::bounded_output(&message);
-        self.events
-            .emit(AgentEvent::ToolFinished(Box::new(ToolFinished {
-                call_id: call.id.clone(),
-                tool: call.name.clone(),
-                server: server.clone(),
-                status: status.into(),
-                latency_ms,
-                chars_in,
-                chars_out,
-                error: error.clone(),
-                output,
-                output_truncated,
-            })))
-            .await;
-        let cost_usd = self
-            .catalog
-            .tool_cost(&server, &call.name, chars_in + chars_out);
-        let entry = AccountingEntry::Tool(ToolAccounting {
-            source: context.source.map(str::to_string),
-            details,
-            cost_usd,
-            ..ToolAccounting::finished(
-                server,
-                call.name.clone(),
-                latency_ms,
-                chars_in,
-                chars_out,
-                error,
-                context.lineage.clone(),
-            )
-        });
-        Executed {
-            index,
-            message,
-            entry,
-        }
-    }
 }
-
-impl ToolRunner<'_> {
-    /// A report for one tool call whose progress lines become `progress` events
-    /// (`task_status`, the tool as `agent`) while the call runs; the task ends once the report
-    /// and every clone of it are dropped.
-    fn progress_forwarder(
-        &self,
-        tool: &str,
-        context: &ToolContext,
-    ) -> (Arc<ToolReport>, AbortOnDropHandle<()>) {
-        let (sender, mut lines) = tokio::sync::mpsc::channel::<String>(PROGRESS_LINES);
-        let events = self.events.clone();
-        let tool = tool.to_string();
-        let call_path = context.lineage.call_path.clone().unwrap_or_default();
-        let forwarder = tokio::spawn(async move {
-            while let Some(line) = lines.recv().await {
-                events
-                    .emit(AgentEvent::Progress(Box::new(Progress {
-                        kind: "task_status".into(),
-                        agent: tool.clone(),
-                        call_path: call_path.clone(),
-                        message: Some(line),
-                        done: None,
-                        pending: None,
-                        now: None,
-                    })))
-                    .await;
-            }
-        });
-        // Aborted with the call: a call the run gave up (abort) may still hold the report in
-        // its detached task, and the forwarder must not keep the run's event sink open.
-        (
-            Arc::new(ToolReport::new(sender)),
-            AbortOnDropHandle::new(forwarder),
-        )
-    }
-}
-
-/// Progress lines of one tool call buffered before further ones are dropped.
-const PROGRESS_LINES: usize = 32;
-/// How long a finished call's last progress lines may take to become events.
-const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
 
 /// The tool's server: the namespace before `__`.
-fn server_of(tool: &str) -> String {
+pub(super) fn server_of(tool: &str) -> String {
     tool.split_once("__")
         .map_or("unknown", |(namespace, _)| namespace)
         .to_string()

@@ -16,6 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use secrecy::ExposeSecret;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::agent::events::{RunStarted, TextDelta};
@@ -69,38 +70,36 @@ impl CacheKey {
         let format = request.format.as_deref().unwrap_or(&agent.output_format);
         let schema = request.schema.as_ref().or(agent.output_schema.as_ref());
         let overrides = &request.overrides;
-        let mut hasher = Sha256::new();
-        let mut field = |bytes: &[u8]| {
-            hasher.update((bytes.len() as u64).to_le_bytes());
-            hasher.update(bytes);
-        };
-        field(agent.hash.as_bytes());
-        field(request.prompt.as_bytes());
-        field(format.as_bytes());
-        field(
+        Self::of_fields(&[
+            agent.hash.as_bytes(),
+            request.prompt.as_bytes(),
+            format.as_bytes(),
             schema
                 .map(ToString::to_string)
                 .unwrap_or_default()
                 .as_bytes(),
-        );
-        field(
             serde_json::to_string(&request.history)
                 .unwrap_or_default()
                 .as_bytes(),
-        );
-        field(
             format!(
                 "{:?}/{:?}/{:?}",
                 overrides.temperature, overrides.top_p, overrides.max_output_tokens
             )
             .as_bytes(),
-        );
-        field(
             user_id
                 .filter(|_| agent.user_scoped)
                 .unwrap_or_default()
                 .as_bytes(),
-        );
+        ])
+    }
+
+    /// The sha256 of `fields`, each prefixed by its length so no two lists of fields collide.
+    pub fn of_fields(fields: &[&[u8]]) -> Self {
+        let mut hasher = Sha256::new();
+        for field in fields {
+            hasher.update((field.len() as u64).to_le_bytes());
+            hasher.update(field);
+        }
         let digest = hasher.finalize();
         Self(digest.iter().map(|b| format!("{b:02x}")).collect())
     }
@@ -117,7 +116,36 @@ pub struct CachedResult {
     pub stored_at: DateTime<Utc>,
 }
 
-/// Where cached results live. `now` is passed in so expiry is decided the same way everywhere.
+/// A JSON value found in the cache and when it was stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedEntry {
+    pub value: Value,
+    pub stored_at: DateTime<Utc>,
+}
+
+/// Where cached values live (the store's table or Redis), shared by the response cache and the
+/// tool result cache. `now` is passed in so expiry is decided the same way everywhere.
+#[async_trait]
+pub trait EntryCache: Send + Sync {
+    /// The live value under `key`, marked as used; expired entries are removed and absent.
+    async fn get_entry(
+        &self,
+        key: &CacheKey,
+        now: DateTime<Utc>,
+    ) -> Result<Option<CachedEntry>, CacheError>;
+    /// Stores `value` (made by `owner`: an agent, or `tool:<name>`) until `now + ttl`, evicting
+    /// least recently used entries past the limit.
+    async fn put_entry(
+        &self,
+        key: &CacheKey,
+        owner: &str,
+        value: &Value,
+        ttl: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<(), CacheError>;
+}
+
+/// Run results in an [`EntryCache`].
 #[async_trait]
 pub trait ResponseCache: Send + Sync {
     /// The live result under `key`, marked as used; expired entries are removed and absent.
@@ -138,6 +166,35 @@ pub trait ResponseCache: Send + Sync {
     ) -> Result<(), CacheError>;
 }
 
+#[async_trait]
+impl<T: EntryCache + ?Sized> ResponseCache for T {
+    async fn get(
+        &self,
+        key: &CacheKey,
+        now: DateTime<Utc>,
+    ) -> Result<Option<CachedResult>, CacheError> {
+        let Some(entry) = self.get_entry(key, now).await? else {
+            return Ok(None);
+        };
+        Ok(Some(CachedResult {
+            result: serde_json::from_value(entry.value)?,
+            stored_at: entry.stored_at,
+        }))
+    }
+
+    async fn put(
+        &self,
+        key: &CacheKey,
+        agent: &str,
+        result: &AgentResult,
+        ttl: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<(), CacheError> {
+        let value = serde_json::to_value(result)?;
+        self.put_entry(key, agent, &value, ttl, now).await
+    }
+}
+
 /// Checks what serde cannot: the Redis backend needs `cache.redis.url`.
 pub fn check_config(config: &CacheConfig) -> Result<(), CacheError> {
     match (config.backend, &config.redis) {
@@ -150,7 +207,7 @@ pub fn check_config(config: &CacheConfig) -> Result<(), CacheError> {
 pub async fn open(
     config: &CacheConfig,
     store: Arc<dyn CacheStore>,
-) -> Result<Arc<dyn ResponseCache>, CacheError> {
+) -> Result<Arc<dyn EntryCache>, CacheError> {
     let max_entries = config.max_entries.get();
     match config.backend {
         CacheBackend::Store => Ok(Arc::new(StoreCache::new(store, max_entries))),

@@ -1,4 +1,4 @@
-//! The response cache in Redis, for deployments with several servers.
+//! The cache in Redis, for deployments with several servers.
 //!
 //! Keys (all under the configured prefix): `e:<key>` holds `{"stored_at", "result"}` with a
 //! Redis expiry equal to the TTL; the sorted set `lru` scores entries by last use and `exp` by
@@ -15,8 +15,9 @@ use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::{Deserialize, Serialize};
 
-use super::{CacheError, CacheKey, CachedResult, ResponseCache, expiry};
-use crate::agent::AgentResult;
+use serde_json::Value;
+
+use super::{CacheError, CacheKey, CachedEntry, EntryCache, expiry};
 use crate::store::redact_password;
 
 /// A Redis that does not answer within this fails the cache call (the run goes on without it).
@@ -66,7 +67,8 @@ return 0
 struct StoredValue {
     /// Unix milliseconds.
     stored_at: i64,
-    result: AgentResult,
+    /// The value (named for what it held first: a run result).
+    result: Value,
 }
 
 pub struct RedisCache {
@@ -119,12 +121,12 @@ pub(crate) async fn connect_with_timeouts(
 }
 
 #[async_trait]
-impl ResponseCache for RedisCache {
-    async fn get(
+impl EntryCache for RedisCache {
+    async fn get_entry(
         &self,
         key: &CacheKey,
         now: DateTime<Utc>,
-    ) -> Result<Option<CachedResult>, CacheError> {
+    ) -> Result<Option<CachedEntry>, CacheError> {
         let [entry, lru, exp] = self.keys(key);
         let mut connection = self.connection.clone();
         let value: Option<String> = self
@@ -139,17 +141,17 @@ impl ResponseCache for RedisCache {
             return Ok(None);
         };
         let stored: StoredValue = serde_json::from_str(&value)?;
-        Ok(Some(CachedResult {
-            result: stored.result,
+        Ok(Some(CachedEntry {
+            value: stored.result,
             stored_at: DateTime::from_timestamp_millis(stored.stored_at).unwrap_or_default(),
         }))
     }
 
-    async fn put(
+    async fn put_entry(
         &self,
         key: &CacheKey,
-        _agent: &str,
-        result: &AgentResult,
+        _owner: &str,
+        value: &Value,
         ttl: Duration,
         now: DateTime<Utc>,
     ) -> Result<(), CacheError> {
@@ -158,7 +160,7 @@ impl ResponseCache for RedisCache {
         let ttl_ms = (expires_at - now).num_milliseconds().max(1);
         let value = serde_json::to_string(&StoredValue {
             stored_at: now.timestamp_millis(),
-            result: result.clone(),
+            result: value.clone(),
         })?;
         let mut connection = self.connection.clone();
         let _: i64 = self

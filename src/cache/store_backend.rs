@@ -1,4 +1,4 @@
-//! The response cache in the store's `response_cache` table (SQLite or PostgreSQL): one server,
+//! The cache in the store's `response_cache` table (SQLite or PostgreSQL): one server,
 //! or several sharing a PostgreSQL store.
 
 use std::sync::Arc;
@@ -7,8 +7,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{CacheError, CacheKey, CachedResult, ResponseCache, expiry};
-use crate::agent::AgentResult;
+use serde_json::Value;
+
+use super::{CacheError, CacheKey, CachedEntry, EntryCache, expiry};
 use crate::store::{CacheStore, NewCacheEntry};
 
 pub struct StoreCache {
@@ -23,33 +24,33 @@ impl StoreCache {
 }
 
 #[async_trait]
-impl ResponseCache for StoreCache {
-    async fn get(
+impl EntryCache for StoreCache {
+    async fn get_entry(
         &self,
         key: &CacheKey,
         now: DateTime<Utc>,
-    ) -> Result<Option<CachedResult>, CacheError> {
+    ) -> Result<Option<CachedEntry>, CacheError> {
         let Some(entry) = self.store.cache_get(key.as_str(), now).await? else {
             return Ok(None);
         };
-        Ok(Some(CachedResult {
-            result: serde_json::from_value(entry.value)?,
+        Ok(Some(CachedEntry {
+            value: entry.value,
             stored_at: entry.created_at,
         }))
     }
 
-    async fn put(
+    async fn put_entry(
         &self,
         key: &CacheKey,
-        agent: &str,
-        result: &AgentResult,
+        owner: &str,
+        value: &Value,
         ttl: Duration,
         now: DateTime<Utc>,
     ) -> Result<(), CacheError> {
         let entry = NewCacheEntry {
             key: key.as_str().to_string(),
-            agent: agent.to_string(),
-            value: serde_json::to_value(result)?,
+            agent: owner.to_string(),
+            value: value.clone(),
             expires_at: expiry(now, ttl),
         };
         self.store.cache_put(&entry, now, self.max_entries).await?;

@@ -32,6 +32,8 @@ pub struct AgentFrontmatter {
     pub max_output_tokens: Option<u32>,
     pub repeat_penalty: Option<f64>,
     pub tool_response_max_bytes: Option<u64>,
+    /// `truncate` (default) or `handles`.
+    pub tool_output: Option<ToolOutputMode>,
     pub reasoning: Option<Value>,
     pub reasoning_tokens: Option<Value>,
     /// How long responses are cached (`off` when absent).
@@ -81,6 +83,18 @@ pub enum Finalization {
     Report,
     /// The first assistant message without tool calls is the answer.
     Text,
+}
+
+/// What happens to a tool output longer than `toolResponseMaxBytes`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolOutputMode {
+    /// The contract: cut behind the `[TRUNCATED]` notice.
+    #[default]
+    Truncate,
+    /// Kept whole for the run; the model gets the notice, a handle, the head and the tail, and
+    /// reads the rest with `agent__tool_output`.
+    Handles,
 }
 
 /// How tools and the final report travel (contract §11).

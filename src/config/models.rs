@@ -13,12 +13,44 @@ pub const DEFAULT_BUFFER_TOKENS: u64 = 256;
 
 /// `pricing`: `tools.<server or server__tool>` prices tool calls, every other key is a provider
 /// whose models are priced per unit of tokens.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Pricing {
-    #[serde(default)]
     pub tools: BTreeMap<String, ToolPrice>,
-    #[serde(flatten)]
     pub models: BTreeMap<String, BTreeMap<String, ModelPrice>>,
+}
+
+/// Read key by key (not with `#[serde(flatten)]`, which buffers the values and loses the path
+/// an error names).
+impl<'de> Deserialize<'de> for Pricing {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct PricingVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for PricingVisitor {
+            type Value = Pricing;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of providers (and `tools`)")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Pricing, A::Error> {
+                let mut pricing = Pricing::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "tools" {
+                        pricing.tools = map.next_value()?;
+                    } else {
+                        let models = map.next_value()?;
+                        pricing.models.insert(key, models);
+                    }
+                }
+                Ok(pricing)
+            }
+        }
+
+        deserializer.deserialize_map(PricingVisitor)
+    }
 }
 
 /// `pricing.tools.<name>`: what one call of a tool costs, in USD.

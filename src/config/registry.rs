@@ -12,7 +12,8 @@ use sha2::{Digest, Sha256};
 
 use super::Config;
 use super::agent_file::{
-    AgentFile, AgentFileError, AgentFrontmatter, Finalization, Transport, read_agent_file,
+    AgentFile, AgentFileError, AgentFrontmatter, Finalization, ToolOutputMode, Transport,
+    read_agent_file,
 };
 use super::approvals::{
     ApprovalPolicy, DEFAULT_APPROVAL_TIMEOUT, configured_patterns, unmatched_pattern,
@@ -59,6 +60,8 @@ pub struct AgentSpec {
     pub sampling: SamplingParams,
     pub finalization: Finalization,
     pub transport: Transport,
+    /// What happens to tool outputs past `toolResponseMaxBytes`.
+    pub tool_output: ToolOutputMode,
     /// Expected output format (`markdown` unless the frontmatter says otherwise).
     pub output_format: String,
     pub output_schema: Option<Value>,
@@ -331,6 +334,7 @@ pub fn resolve_agent(
         sampling,
         finalization: fm.finalization.unwrap_or_default(),
         transport: fm.transport.unwrap_or_default(),
+        tool_output: fm.tool_output.unwrap_or_default(),
         output_format: output
             .and_then(|o| o.format.clone())
             .unwrap_or_else(|| "markdown".into()),

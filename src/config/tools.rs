@@ -14,11 +14,14 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::duration::HumanDuration;
+use super::duration::{CacheTtl, HumanDuration};
 use super::{Config, ConfigError};
 
 /// The queue every MCP server and REST tool uses unless it names another.
 pub const DEFAULT_QUEUE: &str = "default";
+
+/// The most times a failed tool call is tried again (seeds/002 §8: up to 3).
+pub const MAX_TOOL_RETRIES: u8 = 3;
 
 /// Namespaces agentd owns; an MCP server may not take them.
 const RESERVED_NAMESPACES: [&str; 3] = ["agent", "rest", "a2a"];
@@ -81,6 +84,16 @@ pub struct McpServerConfig {
     pub request_timeout: Option<HumanDuration>,
     /// `true` or a list of tool names: those calls wait for a person's approval (SPEC §8).
     pub require_approval: Option<super::approvals::RequireApproval>,
+    /// How long results of its tools are cached (`off`, milliseconds or `30s`, `5m`, `1h`…;
+    /// default off). Empty and failed results never are.
+    pub cache: Option<CacheTtl>,
+    /// Per-tool cache TTLs (the tool's own name, without the namespace), over `cache`.
+    #[serde(default)]
+    pub tools_cache: BTreeMap<String, CacheTtl>,
+    /// A call that fails in transport or times out is tried again up to this many times
+    /// (0 to 3, default 0), with exponential backoff and full jitter. A tool's own error is not.
+    #[serde(default)]
+    pub retries: u8,
 }
 
 impl McpServerConfig {
@@ -119,6 +132,10 @@ pub struct A2aAgentConfig {
     pub timeout: Option<HumanDuration>,
     /// `false` ignores the entry entirely.
     pub enabled: Option<bool>,
+    /// A call that fails in transport or times out is tried again up to this many times
+    /// (0 to 3, default 0), with exponential backoff and full jitter. A tool's own error is not.
+    #[serde(default)]
+    pub retries: u8,
 }
 
 impl A2aAgentConfig {
@@ -161,6 +178,13 @@ pub struct RestToolConfig {
     pub enabled: Option<bool>,
     /// `true`: calls wait for a person's approval (SPEC §8).
     pub require_approval: Option<super::approvals::RequireApproval>,
+    /// How long results of the tool are cached (`off`, milliseconds or `30s`, `5m`, `1h`…;
+    /// default off). Empty and failed results never are.
+    pub cache: Option<CacheTtl>,
+    /// A call that fails in transport or times out is tried again up to this many times
+    /// (0 to 3, default 0), with exponential backoff and full jitter. A tool's own error is not.
+    #[serde(default)]
+    pub retries: u8,
 }
 
 impl RestToolConfig {
@@ -194,6 +218,16 @@ pub struct OpenApiSpecConfig {
     /// Limit of one request, below the agent's `toolTimeout` when smaller.
     pub timeout: Option<HumanDuration>,
     pub enabled: Option<bool>,
+    /// How long results of its operations are cached (`off`, milliseconds or `30s`, `5m`, `1h`…;
+    /// default off). Empty and failed results never are.
+    pub cache: Option<CacheTtl>,
+    /// Per-tool cache TTLs (by `operationId`), over `cache`.
+    #[serde(default)]
+    pub tools_cache: BTreeMap<String, CacheTtl>,
+    /// A call that fails in transport or times out is tried again up to this many times
+    /// (0 to 3, default 0), with exponential backoff and full jitter. A tool's own error is not.
+    #[serde(default)]
+    pub retries: u8,
 }
 
 impl OpenApiSpecConfig {
@@ -267,6 +301,7 @@ pub fn validate_tools(config: &Config, file: &str) -> Result<(), ConfigError> {
         }
         check_transport_fields(server).map_err(|(key, m)| invalid(at(key), m))?;
         check_filters(server).map_err(|(key, m)| invalid(at(key), m))?;
+        check_retries(server.retries).map_err(|m| invalid(at("retries"), m))?;
         if !queue_exists(server.queue_name()) {
             return Err(invalid(at("queue"), missing_queue(server.queue_name())));
         }
@@ -286,6 +321,7 @@ pub fn validate_tools(config: &Config, file: &str) -> Result<(), ConfigError> {
         if let Some(problem) = spec.base_url.as_deref().and_then(url_problem) {
             return Err(invalid(at("baseUrl"), problem));
         }
+        check_retries(spec.retries).map_err(|m| invalid(at("retries"), m))?;
         if !queue_exists(spec.queue_name()) {
             return Err(invalid(at("queue"), missing_queue(spec.queue_name())));
         }
@@ -312,10 +348,12 @@ pub fn validate_tools(config: &Config, file: &str) -> Result<(), ConfigError> {
         if !queue_exists(tool.queue_name()) {
             return Err(invalid(at("queue"), missing_queue(tool.queue_name())));
         }
+        check_retries(tool.retries).map_err(|m| invalid(at("retries"), m))?;
     }
     for (name, agent) in config.a2a_agents.iter().filter(|(_, a)| a.is_enabled()) {
         let at = |key: &str| format!("a2aAgents.{name}.{key}");
         check_name(name).map_err(|m| invalid(format!("a2aAgents.{name}"), m))?;
+        check_retries(agent.retries).map_err(|m| invalid(at("retries"), m))?;
         match agent.url.as_deref() {
             None => return Err(invalid(at("url"), "is required".into())),
             Some(url) => {
@@ -324,6 +362,16 @@ pub fn validate_tools(config: &Config, file: &str) -> Result<(), ConfigError> {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// Retries are bounded: a tool that fails four times in a row is down, not flaky.
+fn check_retries(retries: u8) -> Result<(), String> {
+    if retries > MAX_TOOL_RETRIES {
+        return Err(format!(
+            "must be 0 to {MAX_TOOL_RETRIES} (tries after the first), not {retries}"
+        ));
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use tracing::{info, warn};
 
 use super::Runtime;
 use crate::agent::{AgentResult, EventSink, SessionRequest};
-use crate::cache::{CacheKey, cached_run_events, cached_run_result, is_cacheable};
+use crate::cache::{CacheKey, ResponseCache, cached_run_events, cached_run_result, is_cacheable};
 
 /// Where a cacheable run's answer is looked up and stored.
 pub(super) struct CacheSlot {

@@ -52,6 +52,16 @@ impl Runtime {
                         (tool.mcp_server.as_str(), tool.command.as_str())
                     };
                     let labels = [agent, server, name];
+                    if tool.cached {
+                        m.agent
+                            .tool_cache_hits_total
+                            .with_label_values(&labels)
+                            .inc();
+                        continue;
+                    }
+                    if tool.attempt.is_some_and(|attempt| attempt > 1) {
+                        m.agent.tool_retries_total.with_label_values(&labels).inc();
+                    }
                     m.agent
                         .tool_invocations_total
                         .with_label_values(&labels)

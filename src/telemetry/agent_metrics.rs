@@ -16,6 +16,10 @@ pub struct AgentMetrics {
     pub tool_errors_total: IntCounterVec,
     /// Tool cost in USD from `pricing.tools`.
     pub tool_cost_usd_total: CounterVec,
+    /// Tool calls answered from the tool result cache (not executed).
+    pub tool_cache_hits_total: IntCounterVec,
+    /// Tries after the first of tool calls that got no answer (`retries`).
+    pub tool_retries_total: IntCounterVec,
     pub final_report_total: IntCounterVec,
     pub context_guard_events_total: IntCounterVec,
     pub context_guard_remaining_tokens: IntGaugeVec,
@@ -65,6 +69,20 @@ impl AgentMetrics {
                 ),
                 TOOL_LABELS,
             )?,
+            tool_cache_hits_total: IntCounterVec::new(
+                Opts::new(
+                    "ai_agent_tool_cache_hits_total",
+                    "Tool calls answered from the tool result cache.",
+                ),
+                TOOL_LABELS,
+            )?,
+            tool_retries_total: IntCounterVec::new(
+                Opts::new(
+                    "ai_agent_tool_retries_total",
+                    "Tool call tries after the first (transport failures and timeouts).",
+                ),
+                TOOL_LABELS,
+            )?,
             final_report_total: IntCounterVec::new(
                 Opts::new(
                     "ai_agent_final_report_total",
@@ -101,6 +119,8 @@ impl AgentMetrics {
         registry.register(Box::new(metrics.tool_latency_ms.clone()))?;
         registry.register(Box::new(metrics.tool_errors_total.clone()))?;
         registry.register(Box::new(metrics.tool_cost_usd_total.clone()))?;
+        registry.register(Box::new(metrics.tool_cache_hits_total.clone()))?;
+        registry.register(Box::new(metrics.tool_retries_total.clone()))?;
         registry.register(Box::new(metrics.final_report_total.clone()))?;
         registry.register(Box::new(metrics.context_guard_events_total.clone()))?;
         registry.register(Box::new(metrics.context_guard_remaining_tokens.clone()))?;

@@ -15,6 +15,7 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 use sse_stream::SseStream;
 
+use super::policy::ToolPolicy;
 use super::{ToolOutcome, ToolProvider, ToolReport};
 use crate::config::A2aAgentConfig;
 use crate::llm::ToolDefinition;
@@ -35,6 +36,8 @@ struct RemoteAgent {
     rpc_url: String,
     headers: BTreeMap<String, String>,
     timeout: Option<Duration>,
+    /// Tries after the first for a call that got no answer.
+    retries: u8,
 }
 
 /// The remote agents behind the `a2a` namespace.
@@ -100,6 +103,7 @@ async fn read_card(client: &reqwest::Client, name: &str, config: &A2aAgentConfig
         rpc_url: base.clone(),
         headers: config.headers.clone(),
         timeout: config.timeout.map(|t| t.0),
+        retries: config.retries,
     };
     let url = format!("{base}/.well-known/agent-card.json");
     let mut request = client.get(&url).timeout(CARD_TIMEOUT);
@@ -442,7 +446,9 @@ impl RemoteAgents {
         let response = match request.send().await {
             Ok(response) => response,
             Err(error) => {
-                return ToolOutcome::Failed(format!("the remote agent cannot be reached: {error}"));
+                return ToolOutcome::Unreachable(format!(
+                    "the remote agent cannot be reached: {error}"
+                ));
             }
         };
         let status = response.status();
@@ -538,6 +544,14 @@ impl ToolProvider for RemoteAgents {
         A2A_NAMESPACE
     }
 
+    /// Remote agents are retried when configured, never cached: each call is a new task.
+    fn policy(&self, name: &str) -> ToolPolicy {
+        ToolPolicy {
+            cache_ttl: None,
+            retries: self.agents.get(name).map_or(0, |agent| agent.retries),
+        }
+    }
+
     async fn list_tools(&self) -> Vec<ToolDefinition> {
         self.agents
             .iter()
@@ -579,7 +593,7 @@ impl ToolProvider for RemoteAgents {
         let limit = agent.timeout.map_or(timeout, |cap| cap.min(timeout));
         tokio::time::timeout(limit, self.send(Arc::clone(agent), prompt, &report))
             .await
-            .unwrap_or_else(|_| ToolOutcome::Failed("timeout".into()))
+            .unwrap_or_else(|_| ToolOutcome::Unreachable("timeout".into()))
     }
 }
 

@@ -9,8 +9,10 @@ pub mod a2a;
 pub mod hub;
 pub mod mcp;
 pub mod openapi;
+pub mod policy;
 pub mod queue;
 pub mod rest;
+pub mod result_cache;
 pub mod schema;
 
 use std::collections::BTreeMap;
@@ -23,11 +25,25 @@ use tokio::sync::mpsc;
 
 use crate::llm::ToolDefinition;
 
-/// What a tool call produced; `Failed` goes back to the model as `(tool failed: <reason>)`.
+/// What a tool call produced; `Failed` and `Unreachable` go back to the model as
+/// `(tool failed: <reason>)`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolOutcome {
     Ok(String),
+    /// The tool answered with an error (or the call was refused before it was sent).
     Failed(String),
+    /// The call got no answer: a transport failure or a timeout. Only these are retried.
+    Unreachable(String),
+}
+
+impl ToolOutcome {
+    /// The reason of a call that did not succeed.
+    pub fn failure(&self) -> Option<&str> {
+        match self {
+            Self::Ok(_) => None,
+            Self::Failed(reason) | Self::Unreachable(reason) => Some(reason),
+        }
+    }
 }
 
 /// What a call may tell besides its outcome: progress lines while it runs (the session turns
@@ -73,6 +89,11 @@ pub trait ToolProvider: Send + Sync {
     fn namespace(&self) -> &str;
     /// Tool definitions with fully qualified names.
     async fn list_tools(&self) -> Vec<ToolDefinition>;
+    /// How results of `name` (without the namespace) are cached and its failed calls retried.
+    fn policy(&self, name: &str) -> policy::ToolPolicy {
+        let _ = name;
+        policy::ToolPolicy::default()
+    }
     /// Runs one tool (`name` without the namespace) within `timeout`.
     async fn call(&self, name: &str, arguments: Value, timeout: Duration) -> ToolOutcome;
     /// Like [`ToolProvider::call`], telling progress and details through `report`; providers
@@ -109,6 +130,18 @@ impl ToolRegistry {
         all
     }
 
+    /// The policy of `namespace__tool` (the default for unknown names).
+    pub fn policy(&self, qualified_name: &str) -> policy::ToolPolicy {
+        qualified_name
+            .split_once("__")
+            .and_then(|(namespace, tool)| {
+                self.providers
+                    .get(namespace)
+                    .map(|provider| provider.policy(tool))
+            })
+            .unwrap_or_default()
+    }
+
     /// Routes `namespace__tool` to its provider; an unknown name is a failure the model sees.
     pub async fn call(
         &self,
@@ -143,7 +176,9 @@ impl ToolRegistry {
         };
         // A NUL from a tool becomes U+FFFD before anything sees it (see `nul_text`).
         match &mut outcome {
-            ToolOutcome::Ok(text) | ToolOutcome::Failed(text) => crate::nul_text::scrub(text),
+            ToolOutcome::Ok(text) | ToolOutcome::Failed(text) | ToolOutcome::Unreachable(text) => {
+                crate::nul_text::scrub(text)
+            }
         }
         outcome
     }

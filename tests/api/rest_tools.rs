@@ -214,7 +214,7 @@ async fn the_tool_timeout_ends_a_slow_request() {
     let started = Instant::now();
     assert_eq!(
         rest.call("slow", json!({}), TIMEOUT).await,
-        ToolOutcome::Failed("timeout".into())
+        ToolOutcome::Unreachable("timeout".into())
     );
     assert!(started.elapsed() < Duration::from_secs(5));
     let uncapped = tools(json!({"slow": {"url": format!("{base}/slow")}}));
@@ -222,7 +222,7 @@ async fn the_tool_timeout_ends_a_slow_request() {
         uncapped
             .call("slow", json!({}), Duration::from_millis(200))
             .await,
-        ToolOutcome::Failed("timeout".into()),
+        ToolOutcome::Unreachable("timeout".into()),
         "the agent's tool timeout applies too"
     );
 }

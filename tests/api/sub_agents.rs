@@ -173,3 +173,112 @@ async fn nesting_stops_at_the_depth_limit() {
         format!("(tool failed: sub-agents may nest at most {MAX_SUB_AGENT_DEPTH} deep)")
     );
 }
+
+#[tokio::test]
+async fn sub_agent_calls_of_one_turn_run_at_once_and_answer_in_call_order() {
+    let (app, _dir) = app_with(&[text_agent("lead", "helper"), text_agent("helper", "")]).await;
+    let ask = |id: &str, prompt: &str| {
+        ToolCall::new(id, "agent__helper", json!({ "prompt": prompt }).to_string())
+    };
+    app.llm.push(Reply::tool_calls(vec![
+        ask("c1", "first"),
+        ask("c2", "second"),
+    ]));
+    // Each child answers only after a pause: run one after another, the first would finish
+    // before the second starts.
+    for answer in ["one answer", "another answer"] {
+        app.llm
+            .push(Reply::text(answer).with_first_byte_delay(std::time::Duration::from_millis(600)));
+    }
+    app.llm.push(Reply::text("Both answered."));
+    let mut handle = app
+        .runtime
+        .start_run(request(&app, "lead", "ask twice"))
+        .await
+        .expect("run starts");
+    let mut progress = Vec::new();
+    while let Some(event) = handle.events.recv().await {
+        if let AgentEvent::Progress(p) = event {
+            progress.push(p.kind.clone());
+        }
+    }
+    let result = handle.result.await.expect("result");
+    assert!(result.success, "{:?}", result.error);
+    let lifecycle: Vec<&str> = progress
+        .iter()
+        .map(String::as_str)
+        .filter(|kind| kind.starts_with("agent_"))
+        .collect();
+    assert_eq!(
+        lifecycle,
+        [
+            "agent_started",
+            "agent_started",
+            "agent_finished",
+            "agent_finished"
+        ],
+        "both children started before either finished"
+    );
+    let last = app.llm.requests().last().cloned().expect("final request");
+    let replies: Vec<&str> = last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["tool_call_id"].as_str())
+        .collect();
+    assert_eq!(replies, ["c1", "c2"], "replies in call order");
+    let helper_entries = result
+        .accounting
+        .iter()
+        .filter(|e| matches!(e, AccountingEntry::Llm(l) if l.lineage.agent_id.as_deref() == Some("helper")))
+        .count();
+    assert_eq!(helper_entries, 2, "both children's accounting rolled in");
+    app.runtime.close().await;
+}
+
+#[tokio::test]
+async fn at_most_four_sub_agents_run_at_once() {
+    use agentd::agent::sub_agents::SUB_AGENT_CONCURRENCY;
+    assert_eq!(SUB_AGENT_CONCURRENCY, 4);
+    let (app, _dir) = app_with(&[text_agent("lead", "helper"), text_agent("helper", "")]).await;
+    let calls = (1..=5)
+        .map(|n| {
+            ToolCall::new(
+                format!("c{n}"),
+                "agent__helper",
+                json!({ "prompt": format!("task {n}") }).to_string(),
+            )
+        })
+        .collect();
+    app.llm.push(Reply::tool_calls(calls));
+    for _ in 1..=5 {
+        app.llm
+            .push(Reply::text("done").with_first_byte_delay(std::time::Duration::from_millis(400)));
+    }
+    app.llm.push(Reply::text("All five answered."));
+    let mut handle = app
+        .runtime
+        .start_run(request(&app, "lead", "five tasks"))
+        .await
+        .expect("run starts");
+    let mut lifecycle = Vec::new();
+    while let Some(event) = handle.events.recv().await {
+        if let AgentEvent::Progress(p) = event
+            && p.kind.starts_with("agent_")
+        {
+            lifecycle.push(p.kind.clone());
+        }
+    }
+    assert!(handle.result.await.expect("result").success);
+    assert_eq!(lifecycle.len(), 10, "{lifecycle:?}");
+    assert!(
+        lifecycle[..4].iter().all(|k| k == "agent_started"),
+        "four at once: {lifecycle:?}"
+    );
+    assert_eq!(
+        lifecycle[4], "agent_finished",
+        "the fifth waits for a free place: {lifecycle:?}"
+    );
+    app.runtime.close().await;
+}

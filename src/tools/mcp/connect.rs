@@ -53,6 +53,11 @@ pub(crate) struct ServerSettings {
     pub(crate) required: bool,
     pub(crate) init_timeout: Duration,
     pub(crate) request_timeout: Option<Duration>,
+    /// `cache` for every tool.
+    pub(crate) cache_ttl: Option<Duration>,
+    /// `toolsCache`: TTLs of single tools, over `cache`.
+    pub(crate) tools_cache: BTreeMap<String, Option<Duration>>,
+    pub(crate) retries: u8,
 }
 
 impl ServerSettings {
@@ -76,6 +81,13 @@ impl ServerSettings {
             required: config.is_required(),
             init_timeout: config.init_timeout.map_or(DEFAULT_INIT_TIMEOUT, |d| d.0),
             request_timeout: config.request_timeout.map(|d| d.0),
+            cache_ttl: config.cache.and_then(|ttl| ttl.0),
+            tools_cache: config
+                .tools_cache
+                .iter()
+                .map(|(tool, ttl)| (tool.clone(), ttl.0))
+                .collect(),
+            retries: config.retries,
         }
     }
 }

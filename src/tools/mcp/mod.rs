@@ -26,6 +26,7 @@ use catalog::{ToolCatalog, outcome_of};
 use connect::{ServerSettings, connect};
 use supervisor::{Connection, ServerState, supervise};
 
+use super::policy::ToolPolicy;
 use super::queue::ToolQueue;
 use super::{ToolOutcome, ToolProvider};
 use crate::config::McpServerConfig;
@@ -148,11 +149,13 @@ impl McpServer {
         }
     }
 
-    fn connection(&self) -> Result<Arc<Connection>, &'static str> {
+    /// The live connection; while restarting a call gets no answer (it may be retried), a
+    /// stopped server fails it for good.
+    fn connection(&self) -> Result<Arc<Connection>, ToolOutcome> {
         match &*self.state.borrow() {
             ServerState::Ready(connection) => Ok(Arc::clone(connection)),
-            ServerState::Restarting { .. } => Err(RESTARTING),
-            ServerState::Stopped => Err("mcp server stopped"),
+            ServerState::Restarting { .. } => Err(ToolOutcome::Unreachable(RESTARTING.into())),
+            ServerState::Stopped => Err(ToolOutcome::Failed("mcp server stopped".into())),
         }
     }
 
@@ -196,11 +199,12 @@ impl McpServer {
         match error {
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 connection.broken.cancel();
-                ToolOutcome::Failed(RESTARTING.into())
+                ToolOutcome::Unreachable(RESTARTING.into())
             }
             ServiceError::McpError(data) => {
                 ToolOutcome::Failed(format!("mcp error {}: {}", data.code.0, data.message))
             }
+            ServiceError::Timeout { .. } => ToolOutcome::Unreachable("timeout".into()),
             other => ToolOutcome::Failed(format!("mcp error: {other}")),
         }
     }
@@ -212,6 +216,18 @@ impl ToolProvider for McpServer {
         &self.settings.name
     }
 
+    fn policy(&self, name: &str) -> ToolPolicy {
+        ToolPolicy {
+            cache_ttl: self
+                .settings
+                .tools_cache
+                .get(name)
+                .copied()
+                .unwrap_or(self.settings.cache_ttl),
+            retries: self.settings.retries,
+        }
+    }
+
     async fn list_tools(&self) -> Vec<ToolDefinition> {
         self.catalog()
             .map(|c| c.definitions().to_vec())
@@ -221,7 +237,7 @@ impl ToolProvider for McpServer {
     async fn call(&self, name: &str, arguments: Value, timeout: Duration) -> ToolOutcome {
         let connection = match self.connection() {
             Ok(connection) => connection,
-            Err(reason) => return ToolOutcome::Failed(reason.into()),
+            Err(outcome) => return outcome,
         };
         let (mcp_name, arguments) = match connection.catalog.prepare_call(name, arguments) {
             Ok(prepared) => prepared,
@@ -234,7 +250,7 @@ impl ToolProvider for McpServer {
         // Dropping the call on timeout makes rmcp send notifications/cancelled to the server.
         tokio::time::timeout(limit, self.call_connected(&connection, mcp_name, arguments))
             .await
-            .unwrap_or_else(|_| ToolOutcome::Failed("timeout".into()))
+            .unwrap_or_else(|_| ToolOutcome::Unreachable("timeout".into()))
     }
 }
 

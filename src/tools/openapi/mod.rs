@@ -13,9 +13,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
+use super::policy::ToolPolicy;
 use super::queue::{QueueError, ToolQueue, ToolQueues};
+use super::rest::read_capped;
 use super::rest::template::{as_text, percent_encode};
-use super::rest::{ERROR_EXCERPT_CHARS, read_capped};
 use super::schema::{ArgumentSchema, checked_arguments};
 use super::{ToolOutcome, ToolProvider};
 use crate::config::tools::OpenApiSpecConfig;
@@ -147,6 +148,7 @@ struct OpenApiTool {
     schema: ArgumentSchema,
     queue: Arc<ToolQueue>,
     timeout: Option<Duration>,
+    policy: ToolPolicy,
 }
 
 /// Every OpenAPI tool, by `<spec>__<operationId>`.
@@ -212,7 +214,7 @@ impl OpenApiTools {
         let _slot = tool.queue.acquire().await;
         let response = match request.send().await {
             Ok(response) => response,
-            Err(error) => return ToolOutcome::Failed(format!("request failed: {error}")),
+            Err(error) => return ToolOutcome::Unreachable(format!("request failed: {error}")),
         };
         let status = response.status();
         let body = match read_capped(response).await {
@@ -222,8 +224,7 @@ impl OpenApiTools {
         if status.is_success() {
             ToolOutcome::Ok(body)
         } else {
-            let excerpt: String = body.chars().take(ERROR_EXCERPT_CHARS).collect();
-            ToolOutcome::Failed(format!("HTTP {status}: {excerpt}"))
+            super::rest::http_failure(status, &body)
         }
     }
 
@@ -322,6 +323,15 @@ fn spec_tools(
                 detail: format!("the parameters' schema does not compile: {}", e.0),
             })
         })?;
+        let policy = ToolPolicy {
+            cache_ttl: spec
+                .tools_cache
+                .get(&operation.id)
+                .copied()
+                .or(spec.cache)
+                .and_then(|ttl| ttl.0),
+            retries: spec.retries,
+        };
         tools.push((
             operation.id.clone(),
             OpenApiTool {
@@ -331,6 +341,7 @@ fn spec_tools(
                 schema,
                 queue: Arc::clone(&queue),
                 timeout: spec.timeout.map(|d| d.0),
+                policy,
             },
         ));
     }
@@ -375,6 +386,13 @@ impl ToolProvider for OpenApiTools {
         OPENAPI_NAMESPACE
     }
 
+    fn policy(&self, name: &str) -> ToolPolicy {
+        self.tools
+            .get(name)
+            .map(|tool| tool.policy)
+            .unwrap_or_default()
+    }
+
     async fn list_tools(&self) -> Vec<ToolDefinition> {
         self.tools
             .iter()
@@ -397,6 +415,6 @@ impl ToolProvider for OpenApiTools {
         let limit = tool.timeout.map_or(timeout, |cap| cap.min(timeout));
         tokio::time::timeout(limit, self.execute(tool, arguments))
             .await
-            .unwrap_or_else(|_| ToolOutcome::Failed("timeout".into()))
+            .unwrap_or_else(|_| ToolOutcome::Unreachable("timeout".into()))
     }
 }

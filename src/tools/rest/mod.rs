@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
+use super::policy::ToolPolicy;
 use super::queue::{QueueError, ToolQueue, ToolQueues};
 use super::schema::{ArgumentSchema, checked_arguments};
 use super::{ToolOutcome, ToolProvider};
@@ -26,6 +27,17 @@ pub const REST_NAMESPACE: &str = "rest";
 pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 /// How much of an error response the model is shown.
 pub(crate) const ERROR_EXCERPT_CHARS: usize = 500;
+
+/// A non-success answer: the tool's own error, except a gateway that could not reach it
+/// (502, 503, 504), which is a call that got no answer and may be retried.
+pub(crate) fn http_failure(status: reqwest::StatusCode, body: &str) -> ToolOutcome {
+    let excerpt: String = body.chars().take(ERROR_EXCERPT_CHARS).collect();
+    let reason = format!("HTTP {status}: {excerpt}");
+    match status.as_u16() {
+        502..=504 => ToolOutcome::Unreachable(reason),
+        _ => ToolOutcome::Failed(reason),
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum RestToolError {
@@ -48,6 +60,7 @@ struct RestTool {
     body: Option<Value>,
     queue: Arc<ToolQueue>,
     timeout: Option<Duration>,
+    policy: ToolPolicy,
 }
 
 /// A set of REST tools behind the `rest` namespace.
@@ -102,7 +115,7 @@ impl RestTools {
         let _slot = tool.queue.acquire().await;
         let response = match request.send().await {
             Ok(response) => response,
-            Err(error) => return ToolOutcome::Failed(format!("request failed: {error}")),
+            Err(error) => return ToolOutcome::Unreachable(format!("request failed: {error}")),
         };
         let status = response.status();
         let body = match read_capped(response).await {
@@ -112,8 +125,7 @@ impl RestTools {
         if status.is_success() {
             ToolOutcome::Ok(body)
         } else {
-            let excerpt: String = body.chars().take(ERROR_EXCERPT_CHARS).collect();
-            ToolOutcome::Failed(format!("HTTP {status}: {excerpt}"))
+            http_failure(status, &body)
         }
     }
 
@@ -182,6 +194,10 @@ fn build_tool(
         body: config.body_template.clone(),
         queue,
         timeout: config.timeout.map(|d| d.0),
+        policy: ToolPolicy {
+            cache_ttl: config.cache.and_then(|ttl| ttl.0),
+            retries: config.retries,
+        },
     })
 }
 
@@ -207,6 +223,13 @@ impl ToolProvider for RestTools {
         REST_NAMESPACE
     }
 
+    fn policy(&self, name: &str) -> ToolPolicy {
+        self.tools
+            .get(name)
+            .map(|tool| tool.policy)
+            .unwrap_or_default()
+    }
+
     async fn list_tools(&self) -> Vec<ToolDefinition> {
         self.tools
             .iter()
@@ -229,6 +252,6 @@ impl ToolProvider for RestTools {
         let limit = tool.timeout.map_or(timeout, |cap| cap.min(timeout));
         tokio::time::timeout(limit, self.execute(tool, parameters))
             .await
-            .unwrap_or_else(|_| ToolOutcome::Failed("timeout".into()))
+            .unwrap_or_else(|_| ToolOutcome::Unreachable("timeout".into()))
     }
 }
