@@ -40,7 +40,7 @@ pub struct RunAgentInput {
     /// the agent's own; a call to one ends the run with `TOOL_CALL_START`/`_ARGS`/`_END` for
     /// the client to run, answered by a `role: "tool"` message in the next run's `messages`.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(value_type = Option<Vec<AgUiTool>>)]
     pub tools: Option<Vec<Value>>,
     /// `userId` names the user whose conversation the thread is, for a key not bound to one.
     #[serde(default)]
@@ -51,8 +51,50 @@ pub struct RunAgentInput {
     /// of `POST /v1/runs/{run_id}/approvals/{call_id}` (`status: "cancelled"` denies). Every
     /// waiting call of the run is answered at once; the stream then follows the resumed run.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(value_type = Option<Vec<ResumeEntry>>)]
     pub resume: Option<Vec<Value>>,
+}
+
+/// A client tool, as the document describes it (the handler reads the JSON itself, so each
+/// refusal names its field): names as the providers take them, parameters a JSON schema of an
+/// object.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // a schema only
+pub struct AgUiTool {
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    pub name: String,
+    pub description: Option<String>,
+    /// A JSON schema of an object (`{"type": "object", "properties": {…}}`); none means no
+    /// arguments.
+    #[schema(value_type = Option<Object>)]
+    pub parameters: Option<Value>,
+}
+
+/// An answer to an interrupt, as the document describes it (read by the handler).
+#[derive(Debug, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // a schema only
+pub struct ResumeEntry {
+    /// The interrupt's `id`: `approval_<run id without dashes>_<call id>`.
+    #[schema(pattern = "^approval_[0-9a-f]{32}_.+$")]
+    pub interrupt_id: String,
+    /// `resolved` (the default) or `cancelled` (denies).
+    #[schema(value_type = Option<String>, pattern = "^(resolved|cancelled)$")]
+    pub status: Option<String>,
+    /// Required unless `status` is `cancelled`.
+    pub payload: Option<ResumePayload>,
+}
+
+/// The decision `payload`: the body of `POST /v1/runs/{run_id}/approvals/{call_id}`.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // a schema only
+pub struct ResumePayload {
+    pub decision: crate::http::runs::approvals::DecisionKind,
+    /// With `approve`: the arguments the tool runs with instead of the model's.
+    #[schema(value_type = Option<Object>)]
+    pub arguments: Option<Value>,
+    #[schema(max_length = 4096)]
+    pub reason: Option<String>,
 }
 
 /// One AG-UI message; `role`, text `content`, an assistant's `toolCalls` and a tool message's
