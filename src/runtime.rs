@@ -12,6 +12,7 @@ mod conversation;
 mod follow;
 mod live;
 mod notifications;
+mod orchestration;
 mod ownership;
 mod pipeline;
 mod reload;
@@ -41,6 +42,7 @@ use crate::config::{AgentRegistry, AgentSpec, Config};
 use crate::limits::{KeyLimiter, LimiterSetupError};
 use crate::llm::ChatMessage;
 use crate::llm::catalog;
+use crate::secrets::UserSecrets;
 use crate::store::{RecorderMetrics, RecorderSettings, RunRecorder, Store, StoreError};
 use crate::telemetry::{Metrics, MetricsError};
 use crate::tools::hub::{ToolHub, ToolSetupError};
@@ -72,6 +74,8 @@ pub enum RuntimeError {
     Cache(#[from] CacheError),
     #[error(transparent)]
     Limits(#[from] LimiterSetupError),
+    #[error("secrets.key: {0}")]
+    Secrets(#[from] crate::secrets::SecretsError),
 }
 
 impl RuntimeError {
@@ -82,6 +86,7 @@ impl RuntimeError {
             Self::Tools(error) => error.is_config_error(),
             Self::Cache(error) => error.is_config(),
             Self::Limits(error) => matches!(error, LimiterSetupError::NoRedisUrl),
+            Self::Secrets(_) => true,
             Self::Store(_) | Self::Metrics(_) => false,
         }
     }
@@ -124,6 +129,8 @@ pub struct Runtime {
     admission: admission::Admission,
     /// Per-key limits (`auth.keys[].limits`), counted with every other replica.
     limits: KeyLimiter,
+    /// Users' tool secrets; `None` without `secrets.key`.
+    secrets: Option<Arc<UserSecrets>>,
 }
 
 impl Runtime {
@@ -155,6 +162,7 @@ impl Runtime {
             .await?;
         let shutdown = CancellationToken::new();
         let limits = KeyLimiter::open(&config, store.clone(), shutdown.clone()).await?;
+        let secrets = UserSecrets::from_config(&config.secrets, store.clone())?.map(Arc::new);
         let runtime = Arc::new(Self {
             config,
             agents: ArcSwap::from_pointee(agents),
@@ -175,6 +183,7 @@ impl Runtime {
             background_tasks: TaskTracker::new(),
             admission,
             limits,
+            secrets,
         });
         // A restarted process ends its previous life's runs before it takes requests.
         runtime.sweep_all().await;
@@ -224,6 +233,11 @@ impl Runtime {
 
     /// The store, for reads (runs, events, conversations); runs are written only by the
     /// pipeline's recorder.
+    /// Users' tool secrets; `None` when `secrets.key` is not set.
+    pub fn secrets(&self) -> Option<&Arc<UserSecrets>> {
+        self.secrets.as_ref()
+    }
+
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
@@ -301,6 +315,11 @@ impl Runtime {
         )
         .with_catalog(self.catalog.clone())
         .with_tool_cache(ToolResultCache::new(Arc::clone(&self.cache)))
+        .with_secrets(
+            self.secrets
+                .clone()
+                .map(|secrets| secrets as Arc<dyn crate::tools::caller::SecretSource>),
+        )
         .with_observer(Arc::new(GuardMetrics(self.metrics.clone())))
         .with_tool_instructions(self.tools.instructions_for(agent))
         .with_sub_agents(SubAgents {
@@ -330,6 +349,10 @@ impl Runtime {
                 };
                 let end = match cached {
                     Some(result) => SessionEnd::Finished(Box::new(result)),
+                    None if !agent_spec.orchestration.is_empty() => {
+                        self.run_orchestrated(&agent_spec, request, sink, control)
+                            .await
+                    }
                     None => {
                         self.session_for(&agent_spec, sink, control)
                             .waiting_for_approvals()

@@ -16,6 +16,7 @@ use super::events::EventSink;
 use super::events::{AgentEvent, Progress};
 use super::internal_tools::{RejectedCall, TASK_STATUS_TOOL, TaskStatus, parse_batch};
 use super::output_handles::TOOL_OUTPUT_TOOL;
+use super::output_questions::ask_about;
 use super::result::{AccountingEntry, EntryStatus};
 use super::run::{ForcedFinal, RunFacts, TurnPlan};
 use super::tool_execution::Executed;
@@ -26,18 +27,24 @@ use crate::llm::ToolCall;
 
 /// `agent__tool_output`: reads part of an output the run kept as a handle.
 pub(super) async fn read_tool_output(
-    events: &EventSink,
+    runner: &ToolRunner<'_>,
     facts: &RunFacts,
     transcript: &mut Transcript,
     call: &ToolCall,
 ) -> String {
     let started = Instant::now();
-    let read = call_arguments(call).and_then(|arguments| {
-        facts
+    let read = match call_arguments(call) {
+        Ok(arguments) if arguments.get("mode").and_then(Value::as_str) == Some("ask") => {
+            ask_tool_output(runner, facts, transcript, &arguments)
+                .await
+                .map_err(|e| failed(&e))
+        }
+        Ok(arguments) => facts
             .output_handles
             .extract(&arguments)
-            .map_err(|e| failed(&e))
-    });
+            .map_err(|e| failed(&e)),
+        Err(reply) => Err(reply),
+    };
     let (reply, error) = match read {
         Ok(text) => (text, None),
         Err(reply) => (reply.clone(), Some(reply)),
@@ -50,8 +57,30 @@ pub(super) async fn read_tool_output(
         error,
         facts.lineage.clone(),
     );
-    transcript.record(events, entry).await;
+    transcript.record(runner.events, entry).await;
     reply
+}
+
+/// `ask` mode: child sessions answer the question about the kept output (their accounting is
+/// rolled into the run's).
+async fn ask_tool_output(
+    runner: &ToolRunner<'_>,
+    facts: &RunFacts,
+    transcript: &mut Transcript,
+    arguments: &serde_json::Map<String, Value>,
+) -> Result<String, String> {
+    let question = arguments
+        .get("question")
+        .and_then(Value::as_str)
+        .filter(|q| !q.trim().is_empty())
+        .ok_or("mode ask needs a `question`")?;
+    let text = facts.output_handles.text(arguments)?;
+    let child_runner = runner
+        .child_runner
+        .ok_or("mode ask is not available in this session")?;
+    let answered = ask_about(child_runner, runner.control, facts, &text, question).await;
+    transcript.accounting.extend(answered.accounting);
+    answered.reply
 }
 
 /// `agent__task_status`: reports progress; `completed` forces the final turn.

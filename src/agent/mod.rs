@@ -16,7 +16,9 @@ pub mod internal_tools;
 mod llm_call;
 pub mod observer;
 pub mod output_handles;
+mod output_questions;
 pub mod result;
+pub mod router;
 mod run;
 mod session;
 pub mod sub_agents;
@@ -66,6 +68,33 @@ pub struct SessionRequest {
 }
 
 impl SessionRequest {
+    /// The request of a child session of this run (a sub-agent, an advisor, …): a new run id,
+    /// no history, this run's user, linked to this run whose call path is `call_path`.
+    pub fn child(&self, call_path: &str, agent: Arc<AgentSpec>, prompt: String) -> Self {
+        Self {
+            run_id: uuid::Uuid::now_v7().to_string(),
+            agent,
+            prompt,
+            history: Vec::new(),
+            overrides: SamplingParams::default(),
+            conversation_id: None,
+            format: None,
+            schema: None,
+            user_id: self.user_id.clone(),
+            transport: None,
+            client_tools: Default::default(),
+            parent: Some(sub_agents::ParentRun {
+                call_path: call_path.to_string(),
+                txn_id: self.run_id.clone(),
+                origin_txn_id: self
+                    .parent
+                    .as_ref()
+                    .map_or_else(|| self.run_id.clone(), |p| p.origin_txn_id.clone()),
+                depth: self.parent.as_ref().map_or(0, |p| p.depth) + 1,
+            }),
+        }
+    }
+
     /// Whether this run answers client tool calls (its history ends with their results) rather
     /// than a new prompt.
     pub fn continues_tool_calls(&self) -> bool {

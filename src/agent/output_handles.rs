@@ -53,8 +53,8 @@ impl OutputHandles {
         self.kept.lock().map_or(true, |kept| kept.is_empty())
     }
 
-    /// Reads part of a kept output as `agent__tool_output` asks; `Err` is what the model is told.
-    pub fn extract(&self, arguments: &Map<String, Value>) -> Result<String, String> {
+    /// The whole output the call's `handle` names; `Err` is what the model is told.
+    pub fn text(&self, arguments: &Map<String, Value>) -> Result<String, String> {
         let handle = arguments
             .get("handle")
             .and_then(Value::as_str)
@@ -63,23 +63,30 @@ impl OutputHandles {
             .kept
             .lock()
             .map_err(|_| "the kept outputs are unavailable")?;
-        let Some(kept) = kept.iter().find(|k| k.handle == handle) else {
-            return Err(format!(
+        match kept.iter().find(|k| k.handle == handle) {
+            Some(found) => Ok(found.text.clone()),
+            None => Err(format!(
                 "unknown handle {handle:?}: this run keeps {}",
                 kept.iter()
                     .map(|k| format!("{} ({})", k.handle, k.tool))
                     .collect::<Vec<_>>()
                     .join(", ")
-            ));
-        };
+            )),
+        }
+    }
+
+    /// Reads part of a kept output as `agent__tool_output` asks (modes `bytes`, `lines`,
+    /// `grep`; `ask` is answered by `output_questions`); `Err` is what the model is told.
+    pub fn extract(&self, arguments: &Map<String, Value>) -> Result<String, String> {
+        let text = self.text(arguments)?;
         let number = |key: &str| arguments.get(key).and_then(Value::as_u64);
         match arguments
             .get("mode")
             .and_then(Value::as_str)
             .unwrap_or("lines")
         {
-            "bytes" => Ok(byte_range(&kept.text, number("start"), number("end"))),
-            "lines" => Ok(line_range(&kept.text, number("start"), number("end"))),
+            "bytes" => Ok(byte_range(&text, number("start"), number("end"))),
+            "lines" => Ok(line_range(&text, number("start"), number("end"))),
             "grep" => {
                 let pattern = arguments
                     .get("pattern")
@@ -92,9 +99,11 @@ impl OutputHandles {
                         "`context` is at most {MAX_GREP_CONTEXT} lines, not {context}"
                     ));
                 }
-                grep(&kept.text, pattern, context as usize)
+                grep(&text, pattern, context as usize)
             }
-            other => Err(format!("unknown mode {other:?}: use bytes, lines or grep")),
+            other => Err(format!(
+                "unknown mode {other:?}: use bytes, lines, grep or ask"
+            )),
         }
     }
 }
@@ -122,8 +131,9 @@ pub fn definition() -> ToolDefinition {
     ToolDefinition {
         name: TOOL_OUTPUT_TOOL.into(),
         description: "Read part of a tool output that was too long and kept as a handle: a line \
-                      range (1-based, inclusive), a byte range (end exclusive), or the lines \
-                      matching a regular expression with `context` lines around each."
+                      range (1-based, inclusive), a byte range (end exclusive), the lines \
+                      matching a regular expression with `context` lines around each, or \
+                      (mode ask) the answer to a `question` about the whole output."
             .into(),
         parameters: json!({
             "type": "object",
@@ -131,7 +141,8 @@ pub fn definition() -> ToolDefinition {
             "required": ["handle"],
             "properties": {
                 "handle": {"type": "string", "description": "As given in the truncated output, e.g. out-1."},
-                "mode": {"type": "string", "enum": ["lines", "bytes", "grep"]},
+                "mode": {"type": "string", "enum": ["lines", "bytes", "grep", "ask"]},
+                "question": {"type": "string", "description": "For ask: what to find out from the output."},
                 "start": {"type": "integer", "minimum": 0},
                 "end": {"type": "integer", "minimum": 0},
                 "pattern": {"type": "string", "description": "A regular expression (case-insensitive), for grep."},

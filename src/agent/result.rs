@@ -316,6 +316,29 @@ pub struct AgentResult {
 }
 
 impl AgentResult {
+    /// A run that ended with `error` before its session produced anything.
+    pub fn ended_without_session(
+        run_id: &str,
+        exit_reason: ExitReason,
+        error: String,
+        duration_ms: u64,
+    ) -> Self {
+        Self {
+            run_id: run_id.to_string(),
+            success: false,
+            error: Some(error),
+            exit_reason,
+            final_report: None,
+            conversation: Vec::new(),
+            accounting: Vec::new(),
+            usage: UsageTotals::default(),
+            cost_usd: 0.0,
+            turns: 0,
+            duration_ms,
+            retry_after_secs: None,
+        }
+    }
+
     pub fn status(&self) -> RunStatus {
         match (self.success, self.exit_reason) {
             (_, ExitReason::Cancelled | ExitReason::ShuttingDown) => RunStatus::Cancelled,

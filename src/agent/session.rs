@@ -26,8 +26,9 @@ use super::internal_tools::{batch_definition, task_status_definition};
 use super::llm_call::{AttemptOutcome, LlmAccess, LlmAttempt};
 use super::observer::SessionObserver;
 use super::result::{AgentResult, ExitReason, ReportStatus};
+use super::router::Router;
 use super::run::{ForcedFinal, ReportExpectation, Run, RunFacts, TurnPlan};
-use super::sub_agents::{SubAgents, definition as sub_agent_tool};
+use super::sub_agents::{ChildRunner, SubAgents, definition as sub_agent_tool};
 use super::tool_phase::{Handled, ToolRunner};
 use super::turn_output::TurnOutput;
 use super::xml_phase::{Step, XmlTransport, handle_xml_response};
@@ -110,6 +111,12 @@ pub struct Session {
     may_wait: bool,
     /// Where results of tools with a `cache` TTL are kept.
     tool_cache: Option<ToolResultCache>,
+    /// Users' secrets for `${caller.secret.NAME}` in tool headers; `None`: not configured.
+    secrets: Option<Arc<dyn crate::tools::caller::SecretSource>>,
+    /// `router.destinations`: offered as `router__handoff-to`.
+    router: Option<Router>,
+    /// Runs child sessions (sub-agents, questions about kept tool outputs).
+    child_runner: Option<Arc<dyn ChildRunner>>,
 }
 
 /// What the turn loop came to.
@@ -149,6 +156,9 @@ impl Session {
             sub_agents: None,
             may_wait: false,
             tool_cache: None,
+            secrets: None,
+            router: None,
+            child_runner: None,
         }
     }
 
@@ -165,9 +175,24 @@ impl Session {
         self
     }
 
+    /// Offers `router__handoff-to` with these destinations (none: not offered).
+    pub fn with_router(mut self, router: Router) -> Self {
+        self.router = Some(router);
+        self
+    }
+
     /// Keeps results of tools with a `cache` TTL in `cache` (none are cached without one).
     pub fn with_tool_cache(mut self, cache: ToolResultCache) -> Self {
         self.tool_cache = Some(cache);
+        self
+    }
+
+    /// Reads users' secrets for their tool calls (`${caller.secret.NAME}`).
+    pub fn with_secrets(
+        mut self,
+        secrets: Option<Arc<dyn crate::tools::caller::SecretSource>>,
+    ) -> Self {
+        self.secrets = secrets;
         self
     }
 
@@ -179,6 +204,7 @@ impl Session {
 
     /// The agents this session may call as `agent__{name}` tools.
     pub fn with_sub_agents(mut self, sub_agents: SubAgents) -> Self {
+        self.child_runner = Some(Arc::clone(&sub_agents.runner));
         self.sub_agents = Some(sub_agents).filter(|s| !s.agents.is_empty());
         self
     }
@@ -638,6 +664,9 @@ impl Session {
             tools.push(task_status_definition());
             tools.push(batch);
         }
+        if let Some(router) = &self.router {
+            tools.push(router.definition());
+        }
         if facts.offers_tool_output() {
             tools.push(super::output_handles::definition());
         }
@@ -664,6 +693,9 @@ impl Session {
             may_wait: self.may_wait,
             catalog: &self.catalog,
             tool_cache: self.tool_cache.as_ref(),
+            secrets: self.secrets.as_ref(),
+            router: self.router.as_ref(),
+            child_runner: self.child_runner.as_ref(),
         }
     }
 

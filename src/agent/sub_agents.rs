@@ -16,7 +16,7 @@ use super::result::AccountingEntry;
 use super::run::RunFacts;
 use super::session::RunControl;
 use super::tool_phase::{ToolRunner, agent_tool_entry, failed};
-use super::{AgentResult, SamplingParams, SessionRequest};
+use super::{AgentResult, SessionRequest};
 use crate::config::AgentSpec;
 use crate::llm::{ToolCall, ToolDefinition};
 
@@ -115,7 +115,7 @@ pub(super) async fn call_sub_agent(
         (_, _, true) => Err("`prompt` must be a non-empty string".to_string()),
         (None, _, _) => Err(format!("unknown tool {:?}", call.name)),
         (Some(sub_agents), false, false) => {
-            Ok(run_child(runner, sub_agents, facts, child.clone(), prompt, depth).await)
+            Ok(run_child(runner, sub_agents, facts, child.clone(), prompt).await)
         }
     };
     let child_accounting = match &outcome {
@@ -171,33 +171,9 @@ async fn run_child(
     facts: &RunFacts,
     child: Arc<AgentSpec>,
     prompt: String,
-    depth: u32,
 ) -> AgentResult {
     let call_path = format!("{}:{}", facts.call_path, child.name);
-    let origin = facts
-        .request
-        .parent
-        .as_ref()
-        .map_or_else(|| facts.request.run_id.clone(), |p| p.origin_txn_id.clone());
-    let request = SessionRequest {
-        run_id: uuid::Uuid::now_v7().to_string(),
-        agent: child.clone(),
-        prompt,
-        history: Vec::new(),
-        overrides: SamplingParams::default(),
-        conversation_id: None,
-        format: None,
-        schema: None,
-        user_id: facts.request.user_id.clone(),
-        transport: None,
-        client_tools: Default::default(),
-        parent: Some(ParentRun {
-            call_path: facts.call_path.clone(),
-            txn_id: facts.request.run_id.clone(),
-            origin_txn_id: origin,
-            depth,
-        }),
-    };
+    let request = facts.request.child(&facts.call_path, child.clone(), prompt);
     emit_agent_progress(
         runner.events,
         &child.name,
@@ -224,7 +200,8 @@ async fn run_child(
     result
 }
 
-async fn emit_agent_progress(
+/// Emits the `progress` event `kind` (`agent_started`, `agent_finished`) of a child agent.
+pub async fn emit_agent_progress(
     events: &EventSink,
     agent: &str,
     call_path: &str,

@@ -17,6 +17,7 @@ use super::output_handles;
 use super::result::{AccountingEntry, ToolAccounting};
 use super::tool_phase::{ToolContext, ToolRunner, failed, server_of, truncate_output};
 use crate::llm::ToolCall;
+use crate::tools::caller::ToolCaller;
 use crate::tools::policy::{self, ToolPolicy};
 use crate::tools::result_cache::ToolResultCache;
 use crate::tools::{ToolOutcome, ToolReport};
@@ -85,10 +86,21 @@ impl ToolRunner<'_> {
             })))
             .await;
         let policy = self.registry.policy(&call.name);
-        let cache = self.tool_cache.zip(policy.cache_ttl).map(|(cache, ttl)| {
-            let key = ToolResultCache::key(&call.name, &arguments, context.cache_user.as_deref());
-            (cache, key, ttl)
-        });
+        // A tool that acts as the caller is cached per user, and not at all without one.
+        let cache_user = if policy.per_user {
+            context.user_id.as_deref()
+        } else {
+            context.cache_user.as_deref()
+        };
+        let cacheable = !policy.per_user || cache_user.is_some();
+        let cache = self
+            .tool_cache
+            .zip(policy.cache_ttl)
+            .filter(|_| cacheable)
+            .map(|(cache, ttl)| {
+                let key = ToolResultCache::key(&call.name, &arguments, cache_user);
+                (cache, key, ttl)
+            });
         let hit = match &cache {
             Some((cache, key, _)) => cache.get(key).await,
             None => None,
@@ -208,7 +220,7 @@ impl ToolRunner<'_> {
         let (outcome, latency_ms) = loop {
             let started = Instant::now();
             let outcome = self
-                .try_once(call, arguments.clone(), context.timeout, &report)
+                .try_once(call, arguments.clone(), context, &report)
                 .await;
             let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             let tries = u32::try_from(failed.len()).unwrap_or(u32::MAX) + 1;
@@ -244,10 +256,16 @@ impl ToolRunner<'_> {
         &self,
         call: &ToolCall,
         arguments: Value,
-        timeout: Duration,
+        context: &ToolContext,
         report: &Arc<ToolReport>,
     ) -> ToolOutcome {
+        let timeout = context.timeout;
+        let user_id = context.user_id.as_deref();
         let registry = self.registry.clone();
+        let caller = ToolCaller {
+            user_id: user_id.map(str::to_string),
+            secrets: self.secrets.cloned(),
+        };
         let name = call.name.clone();
         let server = server_of(&call.name);
         let span = tracing::info_span!("tool", ai.tool.name = %call.name, ai.tool.server = %server);
@@ -255,7 +273,7 @@ impl ToolRunner<'_> {
         let task = tokio::spawn(
             async move {
                 registry
-                    .call_reporting(&name, arguments, timeout, call_report)
+                    .call_reporting(&name, arguments, timeout, call_report, &caller)
                     .await
             }
             .instrument(span),

@@ -20,10 +20,11 @@ use super::internal_phase::{read_tool_output, record_task_status, run_batch};
 use super::internal_tools::{BATCH_TOOL, TASK_STATUS_TOOL};
 use super::output_handles::{OutputHandles, TOOL_OUTPUT_TOOL};
 use super::result::{AccountingEntry, EntryStatus, ExitReason, Lineage, ToolAccounting};
+use super::router::{ROUTER_TOOL, Router};
 use super::run::{Run, RunFacts};
 use super::session::{EMPTY_RESPONSE_NOTICE, RunControl};
 use super::sub_agents::{
-    SUB_AGENT_CONCURRENCY, SubAgentReply, SubAgents, call_sub_agent, record_sub_agent,
+    ChildRunner, SUB_AGENT_CONCURRENCY, SubAgentReply, SubAgents, call_sub_agent, record_sub_agent,
 };
 use super::tool_args::{ParsedArguments, parse_tool_arguments};
 use super::tool_execution::Executed;
@@ -59,6 +60,8 @@ pub(super) struct ToolContext {
     pub source: Option<&'static str>,
     /// The caller, when the agent is `userScoped`: part of every tool cache key.
     pub cache_user: Option<String>,
+    /// The run's user, whatever the agent: the caller of its tools (`${caller.…}`).
+    pub user_id: Option<String>,
     /// Where outputs past `max_bytes` are kept whole (`toolOutput: handles`).
     pub output_handles: Option<std::sync::Arc<OutputHandles>>,
 }
@@ -77,6 +80,7 @@ impl ToolContext {
                 .user_id
                 .clone()
                 .filter(|_| request.agent.user_scoped),
+            user_id: request.user_id.clone(),
             output_handles: (request.agent.tool_output == ToolOutputMode::Handles)
                 .then(|| std::sync::Arc::clone(&facts.output_handles)),
         }
@@ -97,6 +101,12 @@ pub(super) struct ToolRunner<'a> {
     pub catalog: &'a crate::config::models::ModelCatalog,
     /// Where results of tools with a `cache` TTL are kept; `None` caches nothing.
     pub tool_cache: Option<&'a ToolResultCache>,
+    /// Where `${caller.secret.NAME}` is read; `None` when secrets are not configured.
+    pub secrets: Option<&'a std::sync::Arc<dyn crate::tools::caller::SecretSource>>,
+    /// `router.destinations`: a `router__handoff-to` call ends the session with the choice.
+    pub router: Option<&'a Router>,
+    /// Runs child sessions (questions about kept tool outputs).
+    pub child_runner: Option<&'a std::sync::Arc<dyn ChildRunner>>,
 }
 
 impl ToolRunner<'_> {
@@ -248,6 +258,22 @@ impl ToolRunner<'_> {
                 batches.push((index, call));
                 continue;
             }
+            if let (ROUTER_TOOL, Some(router)) = (call.name.as_str(), self.router) {
+                match call_arguments(call).and_then(|a| router.choose(&a).map_err(|e| failed(&e))) {
+                    Ok(route) => {
+                        let note = format!("Handed the conversation to {}.", route.agent);
+                        return Err(Handled::End(Ending::answer(
+                            ExitReason::FinalAnswer,
+                            &run.facts.format,
+                            Some(note),
+                            None,
+                            None,
+                        )));
+                    }
+                    Err(reply) => replies[index] = Some(reply),
+                }
+                continue;
+            }
             if call.name == TOOL_OUTPUT_TOOL && run.facts.offers_tool_output() {
                 extractions.push((index, call));
                 continue;
@@ -285,7 +311,7 @@ impl ToolRunner<'_> {
         let mut admitted = vec![false; calls.len()];
         // Reads of kept outputs are tool outputs like any other: cut and guarded.
         for (index, call) in extractions {
-            let reply = read_tool_output(self.events, &run.facts, &mut run.transcript, call).await;
+            let reply = read_tool_output(self, &run.facts, &mut run.transcript, call).await;
             let reply = truncate_output(TOOL_OUTPUT_TOOL, reply, context.max_bytes);
             replies[index] = Some(match run.context.admit_tool_output(&reply) {
                 Ok(()) => reply,

@@ -48,6 +48,19 @@ pub struct AgentFrontmatter {
     pub approve: Option<OneOrMany>,
     /// How long such a call waits before it counts as denied (default 10m).
     pub approval_timeout: Option<HumanDuration>,
+    /// Agents run first, in parallel; their answers reach this agent as advisories.
+    pub advisors: Option<OneOrMany>,
+    /// Agents this one may hand the conversation to with `router__handoff-to`.
+    pub router: Option<RouterSpec>,
+    /// The agent that continues after this one finishes; its answer is the run's.
+    pub handoff: Option<String>,
+}
+
+/// `router:` frontmatter.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RouterSpec {
+    pub destinations: OneOrMany,
 }
 
 /// A YAML value that may be written as one string or a list of strings.

@@ -3,7 +3,8 @@
 //! Supported forms: `${NAME}` and `${NAME:-default}` (default used when NAME is unset or
 //! empty; the default may itself contain placeholders, nested to any depth). `$$` is not
 //! special and a `$` not followed by `{` is literal. Left untouched: `${parameters.*}`
-//! (runtime REST-tool parameters), the whole subtrees `mcpServers.<name>.env` and
+//! (runtime REST-tool parameters), `${caller.*}` (the calling user and their secrets, resolved
+//! at each tool call by `tools::caller`), the whole subtrees `mcpServers.<name>.env` and
 //! `mcpServers.<name>.headers` and the value `mcpServers.<name>.bearerToken` (expanded when the
 //! server connects, so an optional server's unset variable never stops agentd).
 
@@ -15,6 +16,9 @@ use super::env_file::is_valid_name;
 
 /// Prefix of placeholders that are resolved at tool-call time, never at load time.
 const PARAMETERS_PREFIX: &str = "parameters.";
+/// Prefix of the caller's placeholders (`${caller.userId}`, `${caller.secret.NAME}`), also
+/// resolved at tool-call time.
+const CALLER_PREFIX: &str = "caller.";
 
 /// A `${NAME}` placeholder that had no value and no default.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -204,7 +208,7 @@ fn expand_placeholder(
     lookup: &dyn Fn(&str) -> Option<String>,
     out: &mut String,
 ) -> Result<(), StrError> {
-    if inner.starts_with(PARAMETERS_PREFIX) {
+    if inner.starts_with(PARAMETERS_PREFIX) || inner.starts_with(CALLER_PREFIX) {
         out.push_str("${");
         out.push_str(inner);
         out.push('}');
@@ -469,6 +473,14 @@ mod tests {
         assert_eq!(
             expand_s("${U:-${parameters.fallback}}").unwrap(),
             "${parameters.fallback}"
+        );
+    }
+
+    #[test]
+    fn caller_placeholders_untouched() {
+        assert_eq!(
+            expand_s("Bearer ${caller.secret.TOKEN} for ${caller.userId}, key ${KEY}").unwrap(),
+            "Bearer ${caller.secret.TOKEN} for ${caller.userId}, key sk-123"
         );
     }
 

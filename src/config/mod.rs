@@ -7,6 +7,7 @@
 pub mod agent_file;
 pub mod approvals;
 pub mod cache;
+pub mod caller;
 pub mod cors;
 pub mod duration;
 pub mod env_file;
@@ -18,6 +19,7 @@ pub mod models;
 pub mod reasoning;
 pub mod registry;
 pub mod sampling;
+pub mod secrets;
 mod sub_agents;
 pub mod tools;
 
@@ -71,6 +73,9 @@ pub struct Config {
     pub auth: AuthConfig,
     #[serde(default)]
     pub store: StoreConfig,
+    /// The key that encrypts users' tool secrets (`PUT /api/{user_id}/secrets/{name}`).
+    #[serde(default)]
+    pub secrets: secrets::SecretsConfig,
     /// Directories holding `.ai` files; relative entries are resolved against the directory of
     /// the config file that named them.
     #[serde(default)]
@@ -375,6 +380,7 @@ pub fn parse_config(value: Value, file: &str) -> Result<Config, ConfigError> {
     config.server.check_ownership_timing(file)?;
     config.server.check_connection_limits(file)?;
     config.pricing.check(file)?;
+    config.secrets.check(file)?;
     Ok(config)
 }
 

@@ -47,6 +47,36 @@ pub struct SessionLimits {
     pub tool_response_max_bytes: u64,
 }
 
+/// The agents run around an agent (reference §2.1): advisors before it, a router destination
+/// it may hand over to, and the handoff agent after it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Orchestration {
+    pub advisors: Vec<String>,
+    pub destinations: Vec<String>,
+    pub handoff: Option<String>,
+}
+
+impl super::AgentSpec {
+    /// Every agent this one may run: its sub-agents and the agents around it.
+    pub fn linked_agents(&self) -> impl Iterator<Item = &String> {
+        self.sub_agents.iter().chain(self.orchestration.agents())
+    }
+}
+
+impl Orchestration {
+    pub fn is_empty(&self) -> bool {
+        self.advisors.is_empty() && self.destinations.is_empty() && self.handoff.is_none()
+    }
+
+    /// Every agent named, advisors first.
+    pub fn agents(&self) -> impl Iterator<Item = &String> {
+        self.advisors
+            .iter()
+            .chain(&self.destinations)
+            .chain(&self.handoff)
+    }
+}
+
 /// An agent ready to run.
 #[derive(Debug, Clone)]
 pub struct AgentSpec {
@@ -79,6 +109,10 @@ pub struct AgentSpec {
     pub agent_refs: Vec<String>,
     /// The agents this one may call as `agent__{name}` tools, after linking.
     pub sub_agents: Vec<String>,
+    /// `advisors`, `router.destinations` and `handoff` as written; linked into `orchestration`.
+    pub orchestration_refs: Orchestration,
+    /// The agents run around this one, after linking (agent names).
+    pub orchestration: Orchestration,
     /// How long a successful response is kept in the response cache; `None`: not cached.
     pub cache_ttl: Option<Duration>,
     /// Hash of prompt, frontmatter and model selection: part of response-cache keys.
@@ -115,6 +149,16 @@ pub enum RegistryError {
     NoModels { file: String },
     #[error("{file}: agents: {entry:?} is not an agent name or a readable .ai file")]
     UnknownSubAgent { file: String, entry: String },
+    #[error("{file}: {key}: {entry:?} is not an agent name or a readable .ai file")]
+    UnknownOrchestrationAgent {
+        file: String,
+        key: &'static str,
+        entry: String,
+    },
+    #[error(
+        "{file}: an agent with advisors, router or handoff cannot wait for tool approvals (approve: {patterns}); remove one or the other"
+    )]
+    ApprovalWithOrchestration { file: String, patterns: String },
     #[error("sub-agents call each other in a cycle: {chain}")]
     SubAgentCycle { chain: String },
     #[error(
@@ -209,7 +253,7 @@ impl AgentRegistry {
             if reached.agents.contains_key(&agent.name) {
                 continue;
             }
-            pending.extend(agent.sub_agents.iter().filter_map(|name| self.get(name)));
+            pending.extend(agent.linked_agents().filter_map(|name| self.get(name)));
             reached.agents.insert(agent.name.clone(), agent);
         }
         reached
@@ -346,6 +390,16 @@ pub fn resolve_agent(
         progress_in_reasoning: fm.progress_in_reasoning.unwrap_or(true),
         agent_refs,
         sub_agents: Vec::new(),
+        orchestration_refs: Orchestration {
+            advisors: fm.advisors.as_ref().map(|a| a.to_vec()).unwrap_or_default(),
+            destinations: fm
+                .router
+                .as_ref()
+                .map(|r| r.destinations.to_vec())
+                .unwrap_or_default(),
+            handoff: fm.handoff.clone(),
+        },
+        orchestration: Orchestration::default(),
         cache_ttl: fm.cache.and_then(|c| c.0),
         hash,
         approvals,

@@ -1,6 +1,8 @@
-//! Sub-agents: an agent's `agents:` frontmatter names other agents it may call as tools. Entries
-//! are agent names, or `.ai` paths relative to the calling agent's file (loaded if not already
-//! registered). Linking happens once at load time and rejects unknown entries and cycles.
+//! Sub-agents and the agents around an agent: `agents:` names other agents it may call as
+//! tools, `advisors`, `router.destinations` and `handoff` the agents run before, instead of and
+//! after it. Entries are agent names, or `.ai` paths relative to the agent's file (loaded if not
+//! already registered). Linking happens once at load time and rejects unknown entries and
+//! cycles.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -32,10 +34,18 @@ impl AgentRegistry {
         self.reject_approvals_in_sub_agents()
     }
 
-    /// A sub-agent's session reports only to its parent, so nobody could approve its calls.
+    /// A sub-agent's session (or an advisor's, a router destination's, a handoff's) reports only
+    /// to its parent, so nobody could approve its calls; an orchestrating agent's own wait is
+    /// not supported either.
     fn reject_approvals_in_sub_agents(&self) -> Result<(), RegistryError> {
         for parent in self.iter() {
-            for child in parent.sub_agents.iter().filter_map(|name| self.get(name)) {
+            if !parent.orchestration.is_empty() && !parent.approvals.is_empty() {
+                return Err(RegistryError::ApprovalWithOrchestration {
+                    file: display(parent.path.as_deref()),
+                    patterns: parent.approvals.patterns.join(", "),
+                });
+            }
+            for child in parent.linked_agents().filter_map(|name| self.get(name)) {
                 if !child.approvals.is_empty() {
                     return Err(RegistryError::ApprovalInSubAgent {
                         child: child.name.clone(),
@@ -54,25 +64,59 @@ impl AgentRegistry {
         };
         let mut children = Vec::new();
         for entry in &agent.agent_refs {
-            let child = if is_path(entry) {
-                let base = agent
-                    .path
-                    .as_deref()
-                    .and_then(Path::parent)
-                    .unwrap_or_else(|| Path::new("."));
-                self.agent_at(&base.join(entry), config, &agent.name)?
-            } else {
-                self.get(entry).map(|a| a.name.clone()).ok_or_else(|| {
-                    RegistryError::UnknownSubAgent {
-                        file: display(agent.path.as_deref()),
-                        entry: entry.clone(),
-                    }
-                })?
-            };
+            let child = self.resolve_entry(&agent, entry, config, |file| {
+                RegistryError::UnknownSubAgent {
+                    file,
+                    entry: entry.clone(),
+                }
+            })?;
             children.push(child);
         }
-        self.update(name, |spec| spec.sub_agents = children);
+        let refs = &agent.orchestration_refs;
+        let mut orchestration = super::registry::Orchestration::default();
+        for entry in &refs.advisors {
+            let unknown = |file| unknown_orchestration(file, "advisors", entry);
+            orchestration
+                .advisors
+                .push(self.resolve_entry(&agent, entry, config, unknown)?);
+        }
+        for entry in &refs.destinations {
+            let unknown = |file| unknown_orchestration(file, "router.destinations", entry);
+            orchestration
+                .destinations
+                .push(self.resolve_entry(&agent, entry, config, unknown)?);
+        }
+        if let Some(entry) = &refs.handoff {
+            let unknown = |file| unknown_orchestration(file, "handoff", entry);
+            orchestration.handoff = Some(self.resolve_entry(&agent, entry, config, unknown)?);
+        }
+        self.update(name, |spec| {
+            spec.sub_agents = children;
+            spec.orchestration = orchestration;
+        });
         Ok(())
+    }
+
+    /// The name of the agent an entry refers to: a registered name, or a `.ai` path relative
+    /// to `agent`'s file (loaded when needed).
+    fn resolve_entry(
+        &mut self,
+        agent: &super::AgentSpec,
+        entry: &str,
+        config: &Config,
+        unknown: impl FnOnce(String) -> RegistryError,
+    ) -> Result<String, RegistryError> {
+        if is_path(entry) {
+            let base = agent
+                .path
+                .as_deref()
+                .and_then(Path::parent)
+                .unwrap_or_else(|| Path::new("."));
+            return self.agent_at(&base.join(entry), config, &agent.name);
+        }
+        self.get(entry)
+            .map(|a| a.name.clone())
+            .ok_or_else(|| unknown(display(agent.path.as_deref())))
     }
 
     /// The name of the agent defined by the file at `path`, loading it when needed.
@@ -111,7 +155,7 @@ impl AgentRegistry {
         let Some(current) = chain.last().and_then(|name| self.get(name)) else {
             return Ok(());
         };
-        for child in &current.sub_agents {
+        for child in current.linked_agents() {
             if chain.contains(child) {
                 let mut cycle = chain.clone();
                 cycle.push(child.clone());
@@ -132,6 +176,14 @@ impl AgentRegistry {
             change(&mut spec);
             self.replace(spec);
         }
+    }
+}
+
+fn unknown_orchestration(file: String, key: &'static str, entry: &str) -> RegistryError {
+    RegistryError::UnknownOrchestrationAgent {
+        file,
+        key,
+        entry: entry.to_string(),
     }
 }
 
@@ -200,5 +252,44 @@ mod tests {
         write(dir.path(), "c.ai", "agents: [a]");
         let err = load(dir.path()).unwrap_err();
         assert!(err.contains("a -> b -> c -> a"), "{err}");
+    }
+
+    #[test]
+    fn advisors_router_and_handoff_link_and_are_checked() {
+        let dir = tempfile::tempdir().expect("dir");
+        write(
+            dir.path(),
+            "lead.ai",
+            "advisors: [a1, a2]\nrouter:\n  destinations: [billing]\nhandoff: editor",
+        );
+        for name in ["a1.ai", "a2.ai", "billing.ai", "editor.ai"] {
+            write(dir.path(), name, "");
+        }
+        let registry = load(dir.path()).expect("loads");
+        let lead = registry.get("lead").expect("lead");
+        assert_eq!(lead.orchestration.advisors, ["a1", "a2"]);
+        assert_eq!(lead.orchestration.destinations, ["billing"]);
+        assert_eq!(lead.orchestration.handoff.as_deref(), Some("editor"));
+        let reachable = registry.reachable_from(&lead);
+        assert_eq!(reachable.len(), 5, "agentd run loads them all");
+
+        write(dir.path(), "lead.ai", "handoff: nobody");
+        let error = load(dir.path()).expect_err("unknown");
+        assert!(error.contains("handoff: \"nobody\""), "{error}");
+        write(dir.path(), "lead.ai", "router:\n  destinations: [ghost]");
+        let error = load(dir.path()).expect_err("unknown");
+        assert!(error.contains("router.destinations: \"ghost\""), "{error}");
+        write(dir.path(), "lead.ai", "handoff: editor");
+        write(dir.path(), "editor.ai", "handoff: lead");
+        let error = load(dir.path()).expect_err("cycle");
+        assert!(error.contains("cycle"), "{error}");
+        write(dir.path(), "editor.ai", "");
+        write(
+            dir.path(),
+            "lead.ai",
+            "handoff: editor\nagents: [a1]\napprove: [agent__a1]",
+        );
+        let error = load(dir.path()).expect_err("approvals");
+        assert!(error.contains("advisors, router or handoff"), "{error}");
     }
 }

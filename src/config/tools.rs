@@ -14,6 +14,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::caller;
 use super::duration::{CacheTtl, HumanDuration};
 use super::{Config, ConfigError};
 
@@ -300,6 +301,7 @@ pub fn validate_tools(config: &Config, file: &str) -> Result<(), ConfigError> {
             ));
         }
         check_transport_fields(server).map_err(|(key, m)| invalid(at(key), m))?;
+        check_mcp_caller(server).map_err(|(key, m)| invalid(at(&key), m))?;
         check_filters(server).map_err(|(key, m)| invalid(at(key), m))?;
         check_retries(server.retries).map_err(|m| invalid(at("retries"), m))?;
         if !queue_exists(server.queue_name()) {
@@ -321,6 +323,13 @@ pub fn validate_tools(config: &Config, file: &str) -> Result<(), ConfigError> {
         if let Some(problem) = spec.base_url.as_deref().and_then(url_problem) {
             return Err(invalid(at("baseUrl"), problem));
         }
+        if spec.base_url.as_deref().is_some_and(caller::uses_caller) {
+            return Err(invalid(at("baseUrl"), CALLER_ONLY_IN_HEADERS.into()));
+        }
+        for (header, value) in &spec.headers {
+            caller::check_template(value, true)
+                .map_err(|m| invalid(at(&format!("headers.{header}")), m))?;
+        }
         check_retries(spec.retries).map_err(|m| invalid(at("retries"), m))?;
         if !queue_exists(spec.queue_name()) {
             return Err(invalid(at("queue"), missing_queue(spec.queue_name())));
@@ -336,6 +345,20 @@ pub fn validate_tools(config: &Config, file: &str) -> Result<(), ConfigError> {
                     return Err(invalid(at("url"), problem));
                 }
             }
+        }
+        if let Some(url) = tool.url.as_deref() {
+            caller::check_template(url, false).map_err(|m| invalid(at("url"), m))?;
+        }
+        for (header, value) in &tool.headers {
+            caller::check_template(value, true)
+                .map_err(|m| invalid(at(&format!("headers.{header}")), m))?;
+        }
+        if tool.body_template.as_ref().is_some_and(json_uses_caller) {
+            return Err(invalid(
+                at("bodyTemplate"),
+                "`${caller.…}` may be used in the url (the user id) and headers, not the body"
+                    .into(),
+            ));
         }
         if let Some(schema) = &tool.parameters_schema
             && !schema.is_object()
@@ -354,6 +377,12 @@ pub fn validate_tools(config: &Config, file: &str) -> Result<(), ConfigError> {
         let at = |key: &str| format!("a2aAgents.{name}.{key}");
         check_name(name).map_err(|m| invalid(format!("a2aAgents.{name}"), m))?;
         check_retries(agent.retries).map_err(|m| invalid(at("retries"), m))?;
+        if let Some(header) = agent.headers.iter().find(|(_, v)| caller::uses_caller(v)) {
+            return Err(invalid(
+                at(&format!("headers.{}", header.0)),
+                "`${caller.…}` is not supported for remote A2A agents".into(),
+            ));
+        }
         match agent.url.as_deref() {
             None => return Err(invalid(at("url"), "is required".into())),
             Some(url) => {
@@ -449,6 +478,70 @@ fn check_transport_fields(server: &McpServerConfig) -> Result<(), (&'static str,
                 if set {
                     return Err((key, "applies only to stdio servers".into()));
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+const CALLER_ONLY_IN_HEADERS: &str =
+    "`${caller.…}` may only be used in headers here (a URL is shown in errors and logs)";
+
+/// Whether any string in a body template holds a caller placeholder.
+fn json_uses_caller(value: &Value) -> bool {
+    match value {
+        Value::String(text) => caller::uses_caller(text),
+        Value::Array(items) => items.iter().any(json_uses_caller),
+        Value::Object(fields) => fields.values().any(json_uses_caller),
+        _ => false,
+    }
+}
+
+/// `${caller.…}` in an MCP server: well formed in an http server's `headers` and
+/// `bearerToken` (each user then gets a connection of their own); refused in a stdio server,
+/// whose one process serves every user, and in the url.
+fn check_mcp_caller(server: &McpServerConfig) -> Result<(), (String, String)> {
+    use secrecy::ExposeSecret;
+    match server.transport() {
+        McpTransport::Stdio => {
+            let places = server
+                .command
+                .iter()
+                .map(|c| ("command".to_string(), c.as_str()))
+                .chain(
+                    server
+                        .args
+                        .iter()
+                        .enumerate()
+                        .map(|(i, a)| (format!("args[{i}]"), a.as_str())),
+                )
+                .chain(
+                    server
+                        .env
+                        .iter()
+                        .map(|(k, v)| (format!("env.{k}"), v.as_str())),
+                );
+            for (key, value) in places {
+                if caller::uses_caller(value) {
+                    return Err((
+                        key,
+                        "`${caller.…}` cannot be used by a stdio server: its one process serves \
+                         every user (use an http server, which gets a connection per user)"
+                            .into(),
+                    ));
+                }
+            }
+        }
+        McpTransport::Http => {
+            if server.url.as_deref().is_some_and(caller::uses_caller) {
+                return Err(("url".into(), CALLER_ONLY_IN_HEADERS.into()));
+            }
+            for (name, value) in &server.headers {
+                caller::check_template(value, true).map_err(|m| (format!("headers.{name}"), m))?;
+            }
+            if let Some(token) = &server.bearer_token {
+                caller::check_template(token.expose_secret(), true)
+                    .map_err(|m| ("bearerToken".to_string(), m))?;
             }
         }
     }
@@ -635,5 +728,62 @@ mod tests {
             .expect("a remote agent with headers and a timeout");
         validated(json!({"a2aAgents": {"qa": {"enabled": false}}}))
             .expect("a disabled entry needs nothing");
+    }
+
+    #[test]
+    fn caller_placeholders_are_checked_where_they_stand() {
+        validated(json!({
+            "restTools": {"gh": {"url": "https://api.example/u/${caller.userId}",
+                "headers": {"Authorization": "Bearer ${caller.secret.GITHUB_TOKEN}"}}},
+            "openapiSpecs": {"api": {"spec": "x.yaml",
+                "headers": {"X-Key": "${caller.secret.API-KEY}"}}},
+            "mcpServers": {"web": {"url": "https://x/mcp",
+                "headers": {"X-User": "${caller.userId}"}, "bearerToken": "${caller.secret.T}"}}
+        }))
+        .expect("user ids and secrets in headers, the user id in a REST url");
+        let refused = [
+            (
+                json!({"mcpServers": {"fs": {"command": "srv", "env": {"TOKEN": "${caller.secret.T}"}}}}),
+                "mcpServers.fs.env.TOKEN",
+                "stdio",
+            ),
+            (
+                json!({"mcpServers": {"fs": {"command": "srv", "args": ["--user", "${caller.userId}"]}}}),
+                "mcpServers.fs.args[1]",
+                "stdio",
+            ),
+            (
+                json!({"mcpServers": {"web": {"url": "https://x/mcp", "headers": {"A": "${caller.email}"}}}}),
+                "mcpServers.web.headers.A",
+                "caller.userId",
+            ),
+            (
+                json!({"restTools": {"t": {"url": "https://h/${caller.secret.T}"}}}),
+                "restTools.t.url",
+                "only be used in headers",
+            ),
+            (
+                json!({"restTools": {"t": {"url": "https://h/", "headers": {"A": "${caller.secret.bad name}"}}}}),
+                "restTools.t.headers.A",
+                "secret name",
+            ),
+            (
+                json!({"restTools": {"t": {"url": "https://h/", "bodyTemplate": {"u": "${caller.userId}"}}}}),
+                "restTools.t.bodyTemplate",
+                "not the body",
+            ),
+            (
+                json!({"a2aAgents": {"qa": {"url": "https://h/a2a", "headers": {"A": "${caller.userId}"}}}}),
+                "a2aAgents.qa.headers.A",
+                "not supported",
+            ),
+        ];
+        for (config, path, words) in refused {
+            let error = validated(config).expect_err(path);
+            assert!(
+                error.contains(path) && error.contains(words),
+                "{path}: {error}"
+            );
+        }
     }
 }

@@ -190,6 +190,12 @@ impl ApiError {
         error
     }
 
+    /// 503 `not_configured`: the route needs a setting this server does not have (`param`
+    /// names it).
+    pub fn not_configured(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "not_configured", message)
+    }
+
     /// 503: the server cannot take the request now.
     pub fn overloaded(message: impl Into<String>, retry_after_secs: Option<u64>) -> Self {
         let mut error = Self::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", message);
@@ -269,7 +275,8 @@ pub struct ErrorDetail<'a> {
     pub kind: &'static str,
     /// agentd's code: `invalid_request`, `unauthorized`, `forbidden`, `not_found`,
     /// `unknown_model`, `conflict`, `payload_too_large`, `rate_limited`, `overloaded`,
-    /// `shutting_down`, `store_unavailable`, `upstream_error`, `internal_error`.
+    /// `shutting_down`, `store_unavailable`, `not_configured`, `upstream_error`,
+    /// `internal_error`.
     pub code: &'static str,
     /// The request field at fault (`messages[1].role`), or null.
     #[schema(required)]

@@ -19,6 +19,7 @@ pub mod openapi;
 mod ops;
 mod responses;
 mod runs;
+mod secrets;
 mod sse;
 mod ui_stream;
 mod web;
@@ -130,6 +131,8 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(chat::list_conversations))
         .routes(routes!(chat::list_approvals))
         .routes(routes!(chat::get_conversation, chat::delete_conversation))
+        .routes(routes!(secrets::list_secrets))
+        .routes(routes!(secrets::put_secret, secrets::delete_secret))
         .routes(routes!(ai_sdk::resume_stream))
         .routes(routes!(ag_ui::run))
         .routes(routes!(web::page))

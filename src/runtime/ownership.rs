@@ -18,7 +18,6 @@ use tracing::{info, warn};
 use super::Runtime;
 use super::follow::CancelMode;
 use crate::agent::events::ErrorEvent;
-use crate::agent::result::UsageTotals;
 use crate::agent::{AgentResult, ExitReason};
 use crate::store::{JsonText, OrphanEnd, OrphanedRun, Replica};
 
@@ -201,20 +200,12 @@ impl Runtime {
             orphan.owner.as_deref().unwrap_or("unknown"),
             self.replica.id
         );
-        let result = AgentResult {
-            run_id: orphan.id.clone(),
-            success: false,
-            error: Some(error.clone()),
-            exit_reason: ExitReason::OwnerLost,
-            final_report: None,
-            conversation: Vec::new(),
-            accounting: Vec::new(),
-            usage: UsageTotals::default(),
-            cost_usd: 0.0,
-            turns: 0,
+        let result = AgentResult::ended_without_session(
+            &orphan.id,
+            ExitReason::OwnerLost,
+            error.clone(),
             duration_ms,
-            retry_after_secs: None,
-        };
+        );
         let summary = result.summary();
         let error_event = ErrorEvent {
             code: ExitReason::OwnerLost.as_str().into(),

@@ -8,7 +8,7 @@
 //! the response cache table ([`CacheStore`]), the counters of per-key limits ([`KeyLimitStore`]),
 //! and what lets runs outlive a process: replicas and their heartbeats, owner loss, `requestId`s
 //! and cross-replica cancels ([`ReplicaStore`]), and the Responses API's objects
-//! ([`ResponseStore`]). It knows nothing about HTTP or sessions: callers
+//! ([`ResponseStore`]), and users' sealed tool secrets ([`SecretStore`]). It knows nothing about HTTP or sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
@@ -24,6 +24,7 @@ mod replicas;
 mod responses;
 mod run_events;
 mod runs;
+mod secrets;
 mod sql;
 mod sqlite;
 
@@ -54,6 +55,7 @@ pub use runs::{
     AccountingRecord, NewRun, RunBatch, RunBatchStore, RunCursor, RunFilter, RunOutcome,
     RunOwnerFilter, RunRecord, RunStore, RunWrite, whole_result,
 };
+pub use secrets::{SealedSecret, SecretName, SecretStore};
 pub use sqlite::SqliteStore;
 
 /// The most rows one page of a listing may ask for.
@@ -147,6 +149,7 @@ pub trait Store:
     + KeyLimitStore
     + ResponseStore
     + ApprovalStore
+    + SecretStore
     + Send
     + Sync
 {

@@ -549,6 +549,7 @@ impl ToolProvider for RemoteAgents {
         ToolPolicy {
             cache_ttl: None,
             retries: self.agents.get(name).map_or(0, |agent| agent.retries),
+            per_user: false,
         }
     }
 
@@ -568,17 +569,13 @@ impl ToolProvider for RemoteAgents {
             .collect()
     }
 
-    async fn call(&self, name: &str, arguments: Value, timeout: Duration) -> ToolOutcome {
-        self.call_reporting(name, arguments, timeout, Arc::default())
-            .await
-    }
-
     async fn call_reporting(
         &self,
         name: &str,
         arguments: Value,
         timeout: Duration,
         report: Arc<ToolReport>,
+        _caller: &super::caller::ToolCaller,
     ) -> ToolOutcome {
         let Some(agent) = self.agents.get(name) else {
             return ToolOutcome::Failed(format!("unknown tool \"{A2A_NAMESPACE}__{name}\""));

@@ -6,6 +6,7 @@
 //! gives each agent the registry its `tools:` list asks for.
 
 pub mod a2a;
+pub mod caller;
 pub mod hub;
 pub mod mcp;
 pub mod openapi;
@@ -94,18 +95,25 @@ pub trait ToolProvider: Send + Sync {
         let _ = name;
         policy::ToolPolicy::default()
     }
-    /// Runs one tool (`name` without the namespace) within `timeout`.
-    async fn call(&self, name: &str, arguments: Value, timeout: Duration) -> ToolOutcome;
-    /// Like [`ToolProvider::call`], telling progress and details through `report`; providers
-    /// with nothing to tell keep this default.
+    /// Runs one tool (`name` without the namespace) within `timeout`, for no user. A provider
+    /// implements this or [`ToolProvider::call_reporting`] (each defaults to the other).
+    async fn call(&self, name: &str, arguments: Value, timeout: Duration) -> ToolOutcome {
+        let anonymous = caller::ToolCaller::anonymous();
+        self.call_reporting(name, arguments, timeout, Arc::default(), &anonymous)
+            .await
+    }
+    /// Like [`ToolProvider::call`], for `caller` (the run's user, whose secrets
+    /// `${caller.secret.NAME}` in a tool's headers reads), telling progress and details through
+    /// `report`; providers with nothing to tell and no use for the caller keep this default.
     async fn call_reporting(
         &self,
         name: &str,
         arguments: Value,
         timeout: Duration,
         report: Arc<ToolReport>,
+        caller: &caller::ToolCaller,
     ) -> ToolOutcome {
-        let _ = report;
+        let _ = (report, caller);
         self.call(name, arguments, timeout).await
     }
 }
@@ -149,17 +157,26 @@ impl ToolRegistry {
         arguments: Value,
         timeout: Duration,
     ) -> ToolOutcome {
-        self.call_reporting(qualified_name, arguments, timeout, Arc::default())
-            .await
+        let anonymous = caller::ToolCaller::anonymous();
+        self.call_reporting(
+            qualified_name,
+            arguments,
+            timeout,
+            Arc::default(),
+            &anonymous,
+        )
+        .await
     }
 
-    /// Like [`ToolRegistry::call`], the provider telling progress and details through `report`.
+    /// Like [`ToolRegistry::call`], for `caller`, the provider telling progress and details
+    /// through `report`.
     pub async fn call_reporting(
         &self,
         qualified_name: &str,
         arguments: Value,
         timeout: Duration,
         report: Arc<ToolReport>,
+        caller: &caller::ToolCaller,
     ) -> ToolOutcome {
         let Some((namespace, tool)) = qualified_name.split_once("__") else {
             return ToolOutcome::Failed(format!(
@@ -169,7 +186,7 @@ impl ToolRegistry {
         let mut outcome = match self.providers.get(namespace) {
             Some(provider) => {
                 provider
-                    .call_reporting(tool, arguments, timeout, report)
+                    .call_reporting(tool, arguments, timeout, report, caller)
                     .await
             }
             None => ToolOutcome::Failed(format!("unknown tool {qualified_name:?}")),

@@ -18,6 +18,10 @@ pub struct ToolPolicy {
     pub cache_ttl: Option<Duration>,
     /// Tries after the first for calls that fail in transport or time out.
     pub retries: u8,
+    /// The tool's requests depend on the caller (`${caller.…}` in its URL or headers): its
+    /// cached results are kept per user whatever the agent's `userScoped`, and never for a
+    /// run without a user.
+    pub per_user: bool,
 }
 
 impl ToolPolicy {

@@ -12,6 +12,7 @@ mod nul_checks;
 mod outage;
 mod response_checks;
 mod run_listing;
+mod secret_conformance;
 mod server;
 
 use backends::Backend;
@@ -51,6 +52,11 @@ on_both_backends!(
 on_both_backends!(
     response_checks => responses_sqlite, responses_postgres:
     responses_are_kept_per_user_and_deleted_once,
+);
+
+on_both_backends!(
+    secret_conformance => secrets_sqlite, secrets_postgres:
+    secrets_are_kept_per_user_replaced_listed_and_deleted_once,
 );
 
 on_both_backends!(

@@ -8,8 +8,8 @@ use agentd::agent::sub_agents::MAX_SUB_AGENT_DEPTH;
 use agentd::runtime::RunSubmission;
 use serde_json::json;
 
+use crate::support::TestApp;
 use crate::support::mock_llm::{Reply, ToolCall};
-use crate::support::{TestApp, spawn_app_with};
 
 fn text_agent(name: &str, children: &str) -> (String, String) {
     let agents = if children.is_empty() {
@@ -26,19 +26,7 @@ fn text_agent(name: &str, children: &str) -> (String, String) {
 }
 
 async fn app_with(agents: &[(String, String)]) -> (TestApp, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("dir");
-    for (file, text) in agents {
-        std::fs::write(dir.path().join(file), text).expect("agent");
-    }
-    let path = dir.path().display().to_string();
-    let app = spawn_app_with(|config| {
-        config["agents"]
-            .as_array_mut()
-            .expect("agents")
-            .push(json!(path))
-    })
-    .await;
-    (app, dir)
+    crate::support::spawn_app_with_agents(agents).await
 }
 
 fn request(app: &TestApp, agent: &str, prompt: &str) -> RunSubmission {

@@ -42,6 +42,23 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }
 
+/// The test app with these agent files (name, text) added; keep the directory alive.
+pub async fn spawn_app_with_agents(agents: &[(String, String)]) -> (TestApp, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("dir");
+    for (file, text) in agents {
+        std::fs::write(dir.path().join(file), text).expect("agent");
+    }
+    let path = dir.path().display().to_string();
+    let app = spawn_app_with(|config| {
+        config["agents"]
+            .as_array_mut()
+            .expect("agents")
+            .push(serde_json::json!(path))
+    })
+    .await;
+    (app, dir)
+}
+
 /// Like [`spawn_app`], letting the test adjust the config JSON first.
 pub async fn spawn_app_with(adjust: impl FnOnce(&mut Value)) -> TestApp {
     let llm = MockLlm::start().await;

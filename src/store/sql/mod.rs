@@ -16,6 +16,7 @@ pub mod responses;
 pub mod run_batch;
 pub mod run_events;
 pub mod runs;
+pub mod secrets;
 
 use chrono::{DateTime, SubsecRound, Utc};
 
@@ -66,6 +67,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::key_limits::impl_key_limit_store!($store, $db);
         $crate::store::sql::responses::impl_response_store!($store, $db);
         $crate::store::sql::approvals::impl_approval_store!($store, $db);
+        $crate::store::sql::secrets::impl_secret_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {

@@ -2,7 +2,9 @@
 //! (stderr forwarded to the logs) or opening a streamable HTTP session (headers, bearer token),
 //! then initialising and listing the tools, all within `initTimeout`. `${VAR}` placeholders in
 //! `env` and `headers` are expanded here, from the process environment, because the config
-//! loader leaves them as written (contract §7).
+//! loader leaves them as written (contract §7). `${caller.…}` placeholders in `headers` and
+//! `bearerToken` are filled from one user's resolved values for that user's connection
+//! ([`connect_as`]); the shared connection leaves those headers out.
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::Stdio;
@@ -25,6 +27,7 @@ use super::McpError;
 use super::catalog::{ToolCatalog, ToolFilter};
 use crate::config::tools::McpTransport;
 use crate::config::{McpServerConfig, expand};
+use crate::tools::caller::{self, Resolved};
 
 /// `initTimeout` when the config names none.
 const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -58,6 +61,8 @@ pub(crate) struct ServerSettings {
     /// `toolsCache`: TTLs of single tools, over `cache`.
     pub(crate) tools_cache: BTreeMap<String, Option<Duration>>,
     pub(crate) retries: u8,
+    /// Its headers or bearer token use `${caller.…}`: every user gets a connection of their own.
+    pub(crate) per_user: bool,
 }
 
 impl ServerSettings {
@@ -88,6 +93,32 @@ impl ServerSettings {
                 .map(|(tool, ttl)| (tool.clone(), ttl.0))
                 .collect(),
             retries: config.retries,
+            per_user: config.transport() == McpTransport::Http
+                && (config
+                    .headers
+                    .values()
+                    .any(|value| caller::uses_caller(value))
+                    || config
+                        .bearer_token
+                        .as_ref()
+                        .is_some_and(|token| caller::uses_caller(token.expose_secret()))),
+        }
+    }
+
+    /// The values holding `${caller.…}` placeholders (headers, bearer token).
+    pub(crate) fn caller_templates(&self) -> Vec<&str> {
+        match &self.endpoint {
+            Endpoint::Http {
+                headers,
+                bearer_token,
+                ..
+            } => headers
+                .values()
+                .map(String::as_str)
+                .chain(bearer_token.as_ref().map(|t| t.expose_secret()))
+                .filter(|value| caller::uses_caller(value))
+                .collect(),
+            Endpoint::Stdio { .. } => Vec::new(),
         }
     }
 }
@@ -101,8 +132,24 @@ pub(crate) struct Live {
     pub(crate) process_group: Option<u32>,
 }
 
-/// Starts the server and initialises it within `initTimeout`.
+/// Starts the server and initialises it within `initTimeout`: the shared connection, without
+/// the headers that need a caller.
 pub(crate) async fn connect(settings: &ServerSettings) -> Result<Live, McpError> {
+    connect_with(settings, None).await
+}
+
+/// One user's connection to an HTTP server: its caller placeholders filled from `resolved`.
+pub(crate) async fn connect_as(
+    settings: &ServerSettings,
+    resolved: &Resolved,
+) -> Result<Live, McpError> {
+    connect_with(settings, Some(resolved)).await
+}
+
+async fn connect_with(
+    settings: &ServerSettings,
+    resolved: Option<&Resolved>,
+) -> Result<Live, McpError> {
     match &settings.endpoint {
         Endpoint::Stdio { command, args, env } => {
             let (transport, process_group) = spawn_stdio(settings, command, args, env)?;
@@ -119,7 +166,8 @@ pub(crate) async fn connect(settings: &ServerSettings) -> Result<Live, McpError>
             headers,
             bearer_token,
         } => {
-            let transport = http_transport(settings, url, headers, bearer_token.as_ref())?;
+            let transport =
+                http_transport(settings, url, headers, bearer_token.as_ref(), resolved)?;
             initialise(settings, transport, None).await
         }
     }
@@ -217,27 +265,55 @@ fn http_transport(
     url: &str,
     headers: &BTreeMap<String, String>,
     bearer_token: Option<&SecretString>,
+    resolved: Option<&Resolved>,
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, McpError> {
     let mut custom = HashMap::new();
     for (name, value) in headers {
         let at = format!("headers.{name}");
-        let value = expand_at_connect(settings, &at, value)?;
+        let Some(value) = with_caller(settings, &at, value, resolved)? else {
+            continue;
+        };
         let bad = |detail: String| McpError::Config {
             server: settings.name.clone(),
             detail: format!("{at}: {detail}"),
         };
         let header_name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
             .map_err(|e| bad(format!("invalid header name ({e})")))?;
-        let header_value = reqwest::header::HeaderValue::from_str(&value)
-            .map_err(|e| bad(format!("invalid header value ({e})")))?;
+        let mut header_value = reqwest::header::HeaderValue::from_str(&value)
+            .map_err(|_| bad("invalid header value".into()))?;
+        header_value.set_sensitive(caller::uses_secret(headers.get(name).map_or("", |v| v)));
         custom.insert(header_name, header_value);
     }
     let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
-    if let Some(token) = bearer_token {
-        let token = expand_at_connect(settings, "bearerToken", token.expose_secret())?;
+    if let Some(token) = bearer_token
+        && let Some(token) = with_caller(settings, "bearerToken", token.expose_secret(), resolved)?
+    {
         config = config.auth_header(token);
     }
     Ok(StreamableHttpClientTransport::from_config(config))
+}
+
+/// A header value expanded from the environment, then its caller placeholders filled from
+/// `resolved`; `None` for a value that needs a caller on the shared connection (no caller).
+fn with_caller(
+    settings: &ServerSettings,
+    key: &str,
+    value: &str,
+    resolved: Option<&Resolved>,
+) -> Result<Option<String>, McpError> {
+    let expanded = expand_at_connect(settings, key, value)?;
+    if !caller::uses_caller(&expanded) {
+        return Ok(Some(expanded));
+    }
+    let Some(resolved) = resolved else {
+        return Ok(None);
+    };
+    caller::render(&expanded, resolved, str::to_string)
+        .map(Some)
+        .map_err(|error| McpError::Config {
+            server: settings.name.clone(),
+            detail: format!("mcpServers.{}.{key}: {error}", settings.name),
+        })
 }
 
 /// Expands `${VAR}` / `${VAR:-default}` in one `env`, `headers` or `bearerToken` value from the process

@@ -2,10 +2,13 @@
 //! this module). One [`McpServer`] per configured server is shared by all sessions: it keeps a
 //! single connection, restarts it when it dies (callers meanwhile get
 //! `mcp server restarting`), validates arguments against each tool's schema before calling, and
-//! bounds each call by the tool timeout and its queue. It knows nothing about sessions or LLMs.
+//! bounds each call by the tool timeout and its queue. An HTTP server whose headers use
+//! `${caller.…}` also gets one connection per user for its calls ([`per_user`]). It knows
+//! nothing about sessions or LLMs.
 
 mod catalog;
 mod connect;
+pub mod per_user;
 mod supervisor;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,9 +29,10 @@ use catalog::{ToolCatalog, outcome_of};
 use connect::{ServerSettings, connect};
 use supervisor::{Connection, ServerState, supervise};
 
+use super::caller::ToolCaller;
 use super::policy::ToolPolicy;
 use super::queue::ToolQueue;
-use super::{ToolOutcome, ToolProvider};
+use super::{ToolOutcome, ToolProvider, ToolReport};
 use crate::config::McpServerConfig;
 use crate::llm::ToolDefinition;
 
@@ -63,6 +67,8 @@ pub struct McpServer {
     state: watch::Receiver<ServerState>,
     stop: CancellationToken,
     supervisor: Mutex<Option<JoinHandle<()>>>,
+    /// Each user's connection, for a server whose headers use `${caller.…}`.
+    users: Option<Arc<per_user::UserConnections>>,
 }
 
 impl McpServer {
@@ -86,12 +92,18 @@ impl McpServer {
         let (sender, state) = watch::channel(ServerState::Restarting { last_catalog: None });
         let stop = CancellationToken::new();
         let supervisor = tokio::spawn(supervise(Arc::clone(&settings), live, sender, stop.clone()));
+        let users = settings.per_user.then(|| {
+            let users = per_user::UserConnections::new(Arc::clone(&settings));
+            tokio::spawn(Arc::clone(&users).sweep_until(stop.clone()));
+            users
+        });
         let server = Arc::new(Self {
             settings,
             queue,
             state,
             stop,
             supervisor: Mutex::new(Some(supervisor)),
+            users,
         });
         if connected {
             server.wait_until_ready().await;
@@ -225,6 +237,7 @@ impl ToolProvider for McpServer {
                 .copied()
                 .unwrap_or(self.settings.cache_ttl),
             retries: self.settings.retries,
+            per_user: self.settings.per_user,
         }
     }
 
@@ -234,8 +247,19 @@ impl ToolProvider for McpServer {
             .unwrap_or_default()
     }
 
-    async fn call(&self, name: &str, arguments: Value, timeout: Duration) -> ToolOutcome {
-        let connection = match self.connection() {
+    async fn call_reporting(
+        &self,
+        name: &str,
+        arguments: Value,
+        timeout: Duration,
+        _report: Arc<ToolReport>,
+        caller: &ToolCaller,
+    ) -> ToolOutcome {
+        let connection = match &self.users {
+            Some(users) => users.connection_for(caller).await,
+            None => self.connection(),
+        };
+        let connection = match connection {
             Ok(connection) => connection,
             Err(outcome) => return outcome,
         };

@@ -13,12 +13,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
+use super::caller::{self, Resolved, ToolCaller};
 use super::policy::ToolPolicy;
 use super::queue::{QueueError, ToolQueue, ToolQueues};
 use super::rest::read_capped;
 use super::rest::template::{as_text, percent_encode};
 use super::schema::{ArgumentSchema, checked_arguments};
-use super::{ToolOutcome, ToolProvider};
+use super::{ToolOutcome, ToolProvider, ToolReport};
 use crate::config::tools::OpenApiSpecConfig;
 use crate::llm::ToolDefinition;
 use document::{DocumentError, MAX_TOOL_NAME_CHARS, Operation, ParameterIn};
@@ -206,15 +207,33 @@ impl OpenApiTools {
         self.tools.is_empty()
     }
 
-    async fn execute(&self, tool: &OpenApiTool, arguments: Map<String, Value>) -> ToolOutcome {
-        let request = match self.request(tool, &arguments) {
+    async fn execute(
+        &self,
+        tool: &OpenApiTool,
+        arguments: Map<String, Value>,
+        caller: &ToolCaller,
+    ) -> ToolOutcome {
+        // Resolved before anything is sent: a missing secret fails the call, naming it.
+        let resolved = match caller
+            .resolve(tool.headers.values().map(String::as_str))
+            .await
+        {
+            Ok(resolved) => resolved,
+            Err(error) => return ToolOutcome::Failed(error.to_string()),
+        };
+        let request = match self.request(tool, &arguments, &resolved) {
             Ok(request) => request,
             Err(reason) => return ToolOutcome::Failed(reason),
         };
         let _slot = tool.queue.acquire().await;
         let response = match request.send().await {
             Ok(response) => response,
-            Err(error) => return ToolOutcome::Unreachable(format!("request failed: {error}")),
+            Err(error) => {
+                return ToolOutcome::Unreachable(format!(
+                    "request failed: {}",
+                    error.without_url()
+                ));
+            }
         };
         let status = response.status();
         let body = match read_capped(response).await {
@@ -232,6 +251,7 @@ impl OpenApiTools {
         &self,
         tool: &OpenApiTool,
         arguments: &Map<String, Value>,
+        resolved: &Resolved,
     ) -> Result<reqwest::RequestBuilder, String> {
         let operation = &tool.operation;
         let mut path = operation.path.clone();
@@ -268,11 +288,16 @@ impl OpenApiTools {
         let method = reqwest::Method::from_bytes(operation.method.as_bytes())
             .map_err(|e| format!("method {}: {e}", operation.method))?;
         let mut request = self.client.request(method, url);
-        for (name, value) in tool
-            .headers
-            .iter()
-            .chain(headers.iter().map(|(n, v)| (n, v)))
-        {
+        for (name, template) in &tool.headers {
+            let value = caller::render(template, resolved, str::to_string)
+                .map_err(|e| format!("header {name}: {e}"))?;
+            let mut value = reqwest::header::HeaderValue::from_str(&value)
+                .map_err(|_| format!("header {name}: the value is not a valid header value"))?;
+            // Kept out of reqwest's and hyper's Debug output.
+            value.set_sensitive(caller::uses_secret(template));
+            request = request.header(name.as_str(), value);
+        }
+        for (name, value) in &headers {
             request = request.header(name.as_str(), value.as_str());
         }
         if operation.has_body
@@ -331,6 +356,10 @@ fn spec_tools(
                 .or(spec.cache)
                 .and_then(|ttl| ttl.0),
             retries: spec.retries,
+            per_user: spec
+                .headers
+                .values()
+                .any(|value| caller::uses_caller(value)),
         };
         tools.push((
             operation.id.clone(),
@@ -404,7 +433,14 @@ impl ToolProvider for OpenApiTools {
             .collect()
     }
 
-    async fn call(&self, name: &str, arguments: Value, timeout: Duration) -> ToolOutcome {
+    async fn call_reporting(
+        &self,
+        name: &str,
+        arguments: Value,
+        timeout: Duration,
+        _report: Arc<ToolReport>,
+        caller: &ToolCaller,
+    ) -> ToolOutcome {
         let Some(tool) = self.tools.get(name) else {
             return ToolOutcome::Failed(format!("unknown tool \"{OPENAPI_NAMESPACE}__{name}\""));
         };
@@ -413,7 +449,7 @@ impl ToolProvider for OpenApiTools {
             Err(reason) => return ToolOutcome::Failed(reason),
         };
         let limit = tool.timeout.map_or(timeout, |cap| cap.min(timeout));
-        tokio::time::timeout(limit, self.execute(tool, arguments))
+        tokio::time::timeout(limit, self.execute(tool, arguments, caller))
             .await
             .unwrap_or_else(|_| ToolOutcome::Unreachable("timeout".into()))
     }

@@ -13,10 +13,11 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
+use super::caller::{self, Resolved, ToolCaller};
 use super::policy::ToolPolicy;
 use super::queue::{QueueError, ToolQueue, ToolQueues};
 use super::schema::{ArgumentSchema, checked_arguments};
-use super::{ToolOutcome, ToolProvider};
+use super::{ToolOutcome, ToolProvider, ToolReport};
 use crate::config::RestToolConfig;
 use crate::config::tools::RestMethod;
 use crate::llm::ToolDefinition;
@@ -107,15 +108,32 @@ impl RestTools {
         }
     }
 
-    async fn execute(&self, tool: &RestTool, parameters: Map<String, Value>) -> ToolOutcome {
-        let request = match self.request(tool, &parameters) {
+    async fn execute(
+        &self,
+        tool: &RestTool,
+        parameters: Map<String, Value>,
+        caller: &ToolCaller,
+    ) -> ToolOutcome {
+        // Resolved before anything is sent: a missing secret fails the call, naming it.
+        let templates =
+            std::iter::once(tool.url.as_str()).chain(tool.headers.values().map(String::as_str));
+        let resolved = match caller.resolve(templates).await {
+            Ok(resolved) => resolved,
+            Err(error) => return ToolOutcome::Failed(error.to_string()),
+        };
+        let request = match self.request(tool, &parameters, &resolved) {
             Ok(request) => request,
             Err(reason) => return ToolOutcome::Failed(reason),
         };
         let _slot = tool.queue.acquire().await;
         let response = match request.send().await {
             Ok(response) => response,
-            Err(error) => return ToolOutcome::Unreachable(format!("request failed: {error}")),
+            Err(error) => {
+                return ToolOutcome::Unreachable(format!(
+                    "request failed: {}",
+                    error.without_url()
+                ));
+            }
         };
         let status = response.status();
         let body = match read_capped(response).await {
@@ -133,14 +151,20 @@ impl RestTools {
         &self,
         tool: &RestTool,
         parameters: &Map<String, Value>,
+        resolved: &Resolved,
     ) -> Result<reqwest::RequestBuilder, String> {
-        let url = template::render_url(&tool.url, parameters).map_err(|e| format!("url: {e}"))?;
+        let url = template::render_url(&tool.url, parameters, resolved)
+            .map_err(|e| format!("url: {e}"))?;
         let mut request = self.client.request(tool.method.clone(), url);
         let mut has_content_type = false;
-        for (name, value) in &tool.headers {
-            let value = template::render_header(value, parameters)
+        for (name, template) in &tool.headers {
+            let value = template::render_header(template, parameters, resolved)
                 .map_err(|e| format!("header {name}: {e}"))?;
             has_content_type |= name.eq_ignore_ascii_case("content-type");
+            let mut value = reqwest::header::HeaderValue::from_str(&value)
+                .map_err(|_| format!("header {name}: the value is not a valid header value"))?;
+            // Kept out of reqwest's and hyper's Debug output.
+            value.set_sensitive(caller::uses_secret(template));
             request = request.header(name, value);
         }
         if let Some(template) = &tool.body {
@@ -197,6 +221,11 @@ fn build_tool(
         policy: ToolPolicy {
             cache_ttl: config.cache.and_then(|ttl| ttl.0),
             retries: config.retries,
+            per_user: config.url.as_deref().is_some_and(caller::uses_caller)
+                || config
+                    .headers
+                    .values()
+                    .any(|value| caller::uses_caller(value)),
         },
     })
 }
@@ -241,7 +270,14 @@ impl ToolProvider for RestTools {
             .collect()
     }
 
-    async fn call(&self, name: &str, arguments: Value, timeout: Duration) -> ToolOutcome {
+    async fn call_reporting(
+        &self,
+        name: &str,
+        arguments: Value,
+        timeout: Duration,
+        _report: Arc<ToolReport>,
+        caller: &ToolCaller,
+    ) -> ToolOutcome {
         let Some(tool) = self.tools.get(name) else {
             return ToolOutcome::Failed(format!("unknown tool \"{REST_NAMESPACE}__{name}\""));
         };
@@ -250,7 +286,7 @@ impl ToolProvider for RestTools {
             Err(reason) => return ToolOutcome::Failed(reason),
         };
         let limit = tool.timeout.map_or(timeout, |cap| cap.min(timeout));
-        tokio::time::timeout(limit, self.execute(tool, parameters))
+        tokio::time::timeout(limit, self.execute(tool, parameters, caller))
             .await
             .unwrap_or_else(|_| ToolOutcome::Unreachable("timeout".into()))
     }
