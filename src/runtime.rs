@@ -18,6 +18,7 @@ mod pipeline;
 mod reload;
 mod run_events;
 mod run_metrics;
+mod waits;
 
 use std::sync::Arc;
 
@@ -53,6 +54,7 @@ pub use follow::{CancelMode, CancelOutcome, FollowError, FollowedEvent};
 pub use ownership::ReplicaIdentity;
 pub use pipeline::{RunHandle, RunSubmission, StartError};
 pub use reload::{ReloadError, ReloadReport};
+pub use waits::{WaitAnswerError, WaitPoint, WaitingCallRef};
 
 /// The longest a clean stop waits for each store step (writing what is queued, leaving the
 /// replica table, closing connections) after the sessions are drained.

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::error::ApiError;
 use crate::agent::client_tools::ClientToolChoice;
+use crate::llm::ToolDefinition;
 use crate::runtime::StartError;
 use crate::runtime::continuation::ClientToolError;
 
@@ -18,6 +19,29 @@ pub struct ToolFields {
     pub name: &'static str,
     /// A tool's schema inside one tool: `function.parameters`, `parameters`, `input_schema`.
     pub schema: &'static str,
+}
+
+/// A tool given flat as `{name, description?, parameters?}` (Responses `function` tools, AG-UI
+/// tools): a missing name is a 400 naming `tools[index].name`; no parameters mean none.
+pub fn flat_definition(tool: &Value, index: usize) -> Result<ToolDefinition, ApiError> {
+    let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+    if name.trim().is_empty() {
+        return Err(ApiError::invalid_request("a client tool needs a `name`")
+            .with_param(format!("tools[{index}].name")));
+    }
+    Ok(ToolDefinition {
+        name: name.to_string(),
+        description: tool
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        parameters: tool
+            .get("parameters")
+            .filter(|p| !p.is_null())
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
+    })
 }
 
 /// Reads `tool_choice`: `"auto"`, `"none"`, `"required"`/`"any"`, `{"type": "function",

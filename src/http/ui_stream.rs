@@ -14,7 +14,9 @@ use serde_json::Value;
 
 use crate::agent::AgentEvent;
 use crate::config::OnDisconnect;
-use crate::runtime::{RunHandle, Runtime};
+use crate::llm::ToolCall;
+use crate::runtime::{FollowError, FollowedEvent, RunHandle, Runtime};
+use tokio_util::sync::DropGuard;
 
 /// One thing a UI protocol shows, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +107,8 @@ impl RunEnd {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingApproval {
+    /// agentd's run that waits.
+    pub run_id: String,
     pub call_id: String,
     pub tool: String,
     pub arguments: Value,
@@ -311,6 +315,7 @@ impl UiTranslator {
     fn approval_requested(&mut self, data: &Value, parts: &mut Vec<UiPart>) {
         self.close_block(parts);
         let approval = PendingApproval {
+            run_id: self.run_id.clone(),
             call_id: text(data, "call_id").unwrap_or_default(),
             tool: text(data, "tool").unwrap_or_default(),
             arguments: data.get("arguments").cloned().unwrap_or(Value::Null),
@@ -335,6 +340,26 @@ impl UiTranslator {
     }
 
     fn run_finished(&mut self, data: &Value, parts: &mut Vec<UiPart>) {
+        let parent_message_id = match &self.open {
+            Some((OpenBlock::Text, id)) => Some(id.clone()),
+            _ => None,
+        };
+        self.close_block(parts);
+        // Client tools (SPEC §9.2): the calls the client is to run end the run, without results.
+        let client_calls = data.get("client_tool_calls").and_then(Value::as_array);
+        let client_calls = client_calls
+            .into_iter()
+            .flatten()
+            .filter_map(|call| serde_json::from_value::<ToolCall>(call.clone()).ok());
+        for call in client_calls {
+            parts.push(UiPart::ToolCall {
+                call_id: call.id,
+                tool: call.name,
+                arguments: serde_json::from_str(&call.arguments)
+                    .unwrap_or(Value::String(call.arguments)),
+                parent_message_id: parent_message_id.clone(),
+            });
+        }
         self.close_step(parts);
         let usage = data.get("usage");
         let count = |field: &str| {
@@ -394,18 +419,50 @@ pub fn followed_events(
     run_id: String,
     after: i64,
 ) -> impl Stream<Item = RunEventJson> + Send + 'static + use<> {
-    runtime
-        .follow_run_events(run_id, after)
-        .map(|event| match event {
-            Ok(event) => (
-                event.kind.to_string(),
-                serde_json::from_str(event.data.as_str()).unwrap_or(Value::Null),
-            ),
-            Err(error) => (
-                "error".to_string(),
-                serde_json::json!({"code": "follow_failed", "message": error.to_string()}),
-            ),
-        })
+    runtime.follow_run_events(run_id, after).map(event_json)
+}
+
+/// Like [`followed_events`], up to the run's end or its next wait for approvals
+/// ([`Runtime::follow_until_wait`]): the stream of a protocol whose answer ends at the wait
+/// (then [`UiTranslator::end_of_stream`] shows the pending calls). `abort_guard` (a client that
+/// leaves cancels the run) goes with the stream, unless the stream ended at a wait.
+pub fn stretch_events(
+    runtime: &Arc<Runtime>,
+    run_id: String,
+    after: i64,
+    abort_guard: Option<DropGuard>,
+) -> impl Stream<Item = RunEventJson> + Send + 'static + use<> {
+    let events = runtime.follow_until_wait(run_id, after);
+    async_stream::stream! {
+        let mut abort_guard = abort_guard;
+        let mut waiting = false;
+        futures_util::pin_mut!(events);
+        while let Some(event) = events.next().await {
+            let (kind, data) = event_json(event);
+            waiting = kind == "tool.approval_requested";
+            let finished = kind == "run.finished";
+            yield (kind, data);
+            if finished {
+                return;
+            }
+        }
+        if waiting {
+            drop(abort_guard.take().map(DropGuard::disarm));
+        }
+    }
+}
+
+fn event_json(event: Result<FollowedEvent, FollowError>) -> RunEventJson {
+    match event {
+        Ok(event) => (
+            event.kind.to_string(),
+            serde_json::from_str(event.data.as_str()).unwrap_or(Value::Null),
+        ),
+        Err(error) => (
+            "error".to_string(),
+            serde_json::json!({"code": "follow_failed", "message": error.to_string()}),
+        ),
+    }
 }
 
 /// The parts of a run's events, closed by [`UiTranslator::end_of_stream`] when the events stop
@@ -527,6 +584,31 @@ mod tests {
                 .is_empty()
         );
         assert!(translator.end_of_stream().is_empty());
+    }
+
+    #[test]
+    fn client_tool_calls_close_the_run_as_calls_without_results() {
+        let parts = translate_all(&[
+            ("turn.started", json!({"turn": 1})),
+            (
+                "run.finished",
+                json!({"status": "completed", "exit_reason": "client_tool_calls",
+                    "client_tool_calls": [{"id": "c1", "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]}),
+            ),
+        ]);
+        assert_eq!(
+            parts[1],
+            UiPart::ToolCall {
+                call_id: "c1".into(),
+                tool: "get_weather".into(),
+                arguments: json!({"city": "Paris"}),
+                parent_message_id: None,
+            }
+        );
+        assert_eq!(parts[2], UiPart::StepFinished { step: 1 });
+        assert!(matches!(parts[3], UiPart::Finished(_)));
+        assert_eq!(parts.len(), 4);
     }
 
     #[test]

@@ -165,7 +165,7 @@ fn echo_call(id: &str, text: &str) -> ToolCall {
 }
 
 /// The `tool` message replying to `call_id` in the model's last request.
-fn tool_reply(llm: &MockLlm, call_id: &str) -> String {
+pub(crate) fn tool_reply(llm: &MockLlm, call_id: &str) -> String {
     let requests = llm.requests();
     let last = requests.last().expect("a request");
     last["messages"]

@@ -6,6 +6,7 @@ mod support;
 
 mod a2a;
 mod a2a_remote;
+mod ag_ui;
 mod anthropic;
 mod approvals;
 mod auth;
@@ -32,6 +33,7 @@ mod providers;
 mod reload;
 mod replicas;
 mod responses;
+mod responses_approvals;
 mod responses_clients;
 mod rest_tools;
 mod retried_streams;

@@ -26,7 +26,7 @@ async fn post(app: &TestApp, body: &Value) -> (u16, Value) {
 }
 
 /// `(event name, data)` of every frame of a Responses stream.
-async fn events(response: reqwest::Response) -> Vec<(String, Value)> {
+pub(crate) async fn events(response: reqwest::Response) -> Vec<(String, Value)> {
     let body = response.text().await.expect("body");
     body.split("\n\n")
         .filter_map(|frame| {
@@ -37,7 +37,7 @@ async fn events(response: reqwest::Response) -> Vec<(String, Value)> {
         .collect()
 }
 
-fn names(events: &[(String, Value)]) -> Vec<&str> {
+pub(crate) fn names(events: &[(String, Value)]) -> Vec<&str> {
     events.iter().map(|(name, _)| name.as_str()).collect()
 }
 

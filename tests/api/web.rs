@@ -19,14 +19,17 @@ use crate::support::mock_llm::{Reply, ToolCall};
 use crate::support::{TestApp, json_frames, spawn_app_with};
 
 const TOOL_AGENT: &str = "---\ndescription: Echoes with a tool\nmodels: llm/upstream-model\nfinalization: text\ntools: [test]\n---\nYou use your tools.\n";
+const APPROVER_AGENT: &str = "---\ndescription: Echoes, with a person approving\nmodels: llm/upstream-model\nfinalization: text\ntools: [test]\napprove: [test__echo]\n---\nYou echo.\n";
 const ADMIN_KEY: &str = "admin-key";
-const ADA_KEY: &str = "ada-key";
+pub(crate) const ADA_KEY: &str = "ada-key";
 
-/// The test app with keys (an admin, and one bound to user `ada`), the test MCP server and an
-/// agent using it. Keep the directory alive.
-async fn spawn_web_app() -> (TestApp, tempfile::TempDir) {
+/// The test app with keys (an admin, and one bound to user `ada`), the test MCP server and two
+/// agents using it (`tooly`, and `approver`, whose echo waits for approval). Keep the directory
+/// alive.
+pub(crate) async fn spawn_web_app() -> (TestApp, tempfile::TempDir) {
     let extra = tempfile::tempdir().expect("dir");
     std::fs::write(extra.path().join("tooly.ai"), TOOL_AGENT).expect("agent");
+    std::fs::write(extra.path().join("approver.ai"), APPROVER_AGENT).expect("agent");
     let extra_path = extra.path().display().to_string();
     let app = spawn_app_with(|config| {
         config["mcpServers"] = json!({"test": test_server_config(json!({}))});
@@ -43,7 +46,7 @@ async fn spawn_web_app() -> (TestApp, tempfile::TempDir) {
     (app, extra)
 }
 
-async fn post(app: &TestApp, key: &str, path: &str, body: &Value) -> reqwest::Response {
+pub(crate) async fn post(app: &TestApp, key: &str, path: &str, body: &Value) -> reqwest::Response {
     app.client
         .post(app.url(path))
         .bearer_auth(key)
@@ -53,7 +56,7 @@ async fn post(app: &TestApp, key: &str, path: &str, body: &Value) -> reqwest::Re
         .expect("request")
 }
 
-async fn body_text(response: reqwest::Response) -> String {
+pub(crate) async fn body_text(response: reqwest::Response) -> String {
     let mut body = String::new();
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
@@ -62,7 +65,7 @@ async fn body_text(response: reqwest::Response) -> String {
     body
 }
 
-fn data_frames(body: &str) -> Vec<String> {
+pub(crate) fn data_frames(body: &str) -> Vec<String> {
     body.split("\n\n")
         .filter_map(|frame| {
             let data: Vec<&str> = frame
@@ -74,7 +77,7 @@ fn data_frames(body: &str) -> Vec<String> {
         .collect()
 }
 
-fn types(frames: &[Value]) -> Vec<&str> {
+pub(crate) fn types(frames: &[Value]) -> Vec<&str> {
     frames.iter().filter_map(|f| f["type"].as_str()).collect()
 }
 
@@ -99,7 +102,7 @@ fn web_python() -> PathBuf {
     python
 }
 
-async fn run_python(script: &str, args: &[String]) -> String {
+pub(crate) async fn run_python(script: &str, args: &[String]) -> String {
     let python = tokio::task::spawn_blocking(web_python)
         .await
         .expect("python");
@@ -119,7 +122,7 @@ async fn run_python(script: &str, args: &[String]) -> String {
 }
 
 /// Runs `tests/node/SCRIPT` with node (as user `ada`'s key) and returns the JSON it printed last.
-async fn run_node(script: &str, args: &[String]) -> Value {
+pub(crate) async fn run_node(script: &str, args: &[String]) -> Value {
     let node_dir = repo().join("tests/node");
     assert!(
         node_dir.join("node_modules/@ag-ui/client").exists()
@@ -142,6 +145,22 @@ async fn run_node(script: &str, args: &[String]) -> Value {
     );
     let last = stdout.lines().last().unwrap_or_default();
     serde_json::from_str(last).unwrap_or_else(|e| panic!("{script} printed {stdout:?}: {e}"))
+}
+
+/// Every frame validates against the `ag-ui-protocol` event models (tests/web/ag_ui_frames.py).
+pub(crate) async fn validate_ag_ui_frames(frames: &[Value]) {
+    let file = tempfile::NamedTempFile::new().expect("file");
+    std::fs::write(file.path(), serde_json::to_string(frames).expect("json")).expect("write");
+    let checked = run_python(
+        "tests/web/ag_ui_frames.py",
+        &[file.path().display().to_string()],
+    )
+    .await;
+    assert_eq!(
+        checked.lines().filter(|l| l.ends_with(" ok")).count(),
+        frames.len(),
+        "{checked}"
+    );
 }
 
 // ---------- the page and its calls ----------
@@ -269,7 +288,7 @@ fn agentd_markdown_limit() -> usize {
 
 // ---------- AG-UI ----------
 
-fn ag_ui_input(thread: &str, prompt: &str) -> Value {
+pub(crate) fn ag_ui_input(thread: &str, prompt: &str) -> Value {
     json!({
         "threadId": thread, "runId": "client-run", "state": {}, "tools": [], "context": [],
         "forwardedProps": {},
@@ -336,18 +355,7 @@ async fn every_ag_ui_frame_of_a_run_with_thinking_a_tool_and_an_error_validates(
         json!({"text": "ping"})
     );
 
-    let file = tempfile::NamedTempFile::new().expect("file");
-    std::fs::write(file.path(), serde_json::to_string(&frames).expect("json")).expect("write");
-    let checked = run_python(
-        "tests/web/ag_ui_frames.py",
-        &[file.path().display().to_string()],
-    )
-    .await;
-    assert_eq!(
-        checked.lines().filter(|l| l.ends_with(" ok")).count(),
-        frames.len(),
-        "{checked}"
-    );
+    validate_ag_ui_frames(&frames).await;
 
     // The thread is the user's conversation, kept by the server.
     let conversation: Value = app
@@ -367,12 +375,12 @@ async fn every_ag_ui_frame_of_a_run_with_thinking_a_tool_and_an_error_validates(
 async fn ag_ui_refuses_what_it_cannot_do_naming_the_field() {
     let (app, _dir) = spawn_web_app().await;
     let mut with_tools = ag_ui_input("t", "hi");
-    with_tools["tools"] = json!([{"name": "confirm", "description": "asks", "parameters": {}}]);
+    with_tools["tools"] = json!([{"description": "asks", "parameters": {}}]);
     let cases = [
-        (with_tools, "tools"),
+        (with_tools, "tools[0].name"),
         (
             json!({"threadId": "t", "runId": "r", "messages": [], "resume": [{"interruptId": "x"}]}),
-            "resume",
+            "resume[0].interruptId",
         ),
         (ag_ui_input("../etc", "hi"), "threadId"),
         (ag_ui_input(&"t".repeat(129), "hi"), "threadId"),

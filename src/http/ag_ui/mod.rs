@@ -2,9 +2,13 @@
 //! and streams the run as AG-UI events (SSE `data:` frames). A `threadId` is one of the
 //! caller's conversations (created under that id when new); a key bound to no user names one
 //! with `forwardedProps.userId`, or runs without a stored conversation, the posted messages
-//! being the history. Client `tools` are refused with a 400 naming the field until client tools
-//! land. This module checks the input and starts the run; [`wire`] renders the frames from the
-//! shared [`ui_stream`](super::ui_stream) parts.
+//! being the history. Client `tools` (SPEC §9.2) are offered beside the agent's own; a call to
+//! one ends the run with the call for the client, whose next run sends the result as a `tool`
+//! message (that run goes on from the posted messages). A run waiting for tool approvals ends
+//! with an interrupt per call; `resume` answers them (the runtime decides, as the runs route
+//! does) and the stream follows the resumed run. This module checks the input and starts or
+//! resumes the run; [`wire`] renders the frames from the shared [`ui_stream`](super::ui_stream)
+//! parts.
 
 pub mod wire;
 
@@ -16,14 +20,28 @@ use axum::response::Response;
 use axum::response::sse::Event;
 use futures_util::{Stream, StreamExt};
 
+use serde_json::Value;
+
 use super::auth::Caller;
 use super::chat::check_user;
+use super::client_tools::{self, ToolFields};
 use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
+use super::runs::approvals::{MAX_REASON_CHARS, WaitAnswerParams, decider, wait_answer_error};
 use super::sse::{sse_response, with_run_headers};
-use super::ui_stream::{live_events, ui_parts};
-use crate::llm::ChatMessage;
-use crate::runtime::{ConversationTurn, RunSubmission, Runtime};
-use wire::{AgUiMessage, AgUiPath, FrameIds, RunAgentInput, frames};
+use super::ui_stream::{UiPart, stretch_events, ui_parts};
+use crate::agent::approval::Decision;
+use crate::agent::client_tools::{ClientToolChoice, ClientTools};
+use crate::config::{AgentSpec, OnDisconnect};
+use crate::llm::{ChatMessage, Role, ToolCall};
+use crate::runtime::{ConversationTurn, RunSubmission, Runtime, WaitingCallRef};
+use wire::{AgUiMessage, AgUiPath, FrameIds, INTERRUPT_PREFIX, RunAgentInput, frames};
+
+/// Where AG-UI keeps a client tool's parts, for error `param`s.
+const AG_UI_TOOL_FIELDS: ToolFields = ToolFields {
+    list: "tools",
+    name: "name",
+    schema: "parameters",
+};
 
 /// The longest `threadId` accepted: it becomes a conversation id.
 const MAX_THREAD_ID_CHARS: usize = 128;
@@ -54,25 +72,42 @@ pub async fn run(
     })?;
     caller.check_agent(&agent.name)?;
     let user_id = thread_user(&caller, &input)?;
-    let Some((prompt, earlier)) = prompt_and_history(&input.messages) else {
+    if input.resume.as_ref().is_some_and(|r| !r.is_empty()) {
+        return resume(runtime, caller, &agent, input, user_id).await;
+    }
+    let client_tools = client_tools_of(input.tools.as_deref().unwrap_or_default())?;
+    let Some(turn) = read_messages(&input.messages)? else {
         return Ok(nothing_to_answer(&runtime, input.thread_id, input.run_id));
     };
-    let mut submission = RunSubmission::new(agent, prompt);
+    let mut submission = RunSubmission::new(agent, turn.prompt);
     submission.key = caller.limited_key.clone();
     submission.on_disconnect = runtime.config().server.on_disconnect;
+    submission.client_tools = client_tools;
+    submission.user_id = user_id.clone();
     match user_id {
-        Some(user_id) => {
-            submission.user_id = Some(user_id);
+        // A stored conversation keeps text only: a run going on from tool results takes the
+        // posted messages, which hold the calls and their results.
+        Some(_) if !turn.continues_tool_calls => {
             submission.conversation = Some(ConversationTurn::Named(input.thread_id.clone()));
         }
-        None => submission.history = earlier,
+        _ => submission.history = turn.history,
     }
     let on_disconnect = submission.on_disconnect;
-    let handle = runtime.start_run(submission).await?;
+    let handle = runtime.start_run(submission).await.map_err(|error| {
+        client_tools::start_error(error, &AG_UI_TOOL_FIELDS, |call_id| {
+            tool_message_param(&input.messages, call_id)
+        })
+    })?;
     let run_id = handle.run_id.clone();
     let conversation_id = handle.conversation_id.clone();
+    let guard = (on_disconnect == OnDisconnect::Cancel).then(|| handle.abort_on_drop());
+    // The stream follows the run's recorded events up to its end or its wait for approvals.
+    drop(handle.into_result());
     let events = ag_ui_events(
-        ui_parts(run_id.clone(), live_events(handle, on_disconnect)),
+        ui_parts(
+            run_id.clone(),
+            stretch_events(&runtime, run_id.clone(), 0, guard),
+        ),
         input.thread_id,
         input.run_id,
     );
@@ -84,24 +119,148 @@ pub async fn run(
     ))
 }
 
+/// `resume`: decides the waiting calls the entries answer (all of one wait of one run of this
+/// thread's user) and streams the resumed run from after the wait: `RUN_STARTED`, its events,
+/// then `RUN_FINISHED` (or the next wait's interrupts) or `RUN_ERROR`.
+async fn resume(
+    runtime: Arc<Runtime>,
+    caller: Caller,
+    agent: &AgentSpec,
+    input: RunAgentInput,
+    user_id: Option<String>,
+) -> Result<Response, ApiError> {
+    let entries = input.resume.as_deref().unwrap_or_default();
+    let mut run_id: Option<String> = None;
+    let mut answers = Vec::with_capacity(entries.len());
+    for (index, entry) in entries.iter().enumerate() {
+        let named = entry
+            .get("interruptId")
+            .and_then(Value::as_str)
+            .and_then(|id| WaitingCallRef::parse(id, INTERRUPT_PREFIX))
+            .filter(|named| run_id.as_ref().is_none_or(|run| *run == named.run_id))
+            .ok_or_else(|| no_interrupt(entry, index))?;
+        answers.push((named.call_id, resume_decision(entry, index)?));
+        run_id = Some(named.run_id);
+    }
+    let run_id = run_id.unwrap_or_default();
+    let run = runtime
+        .find_run(&run_id)
+        .await
+        .map_err(ApiError::store)?
+        .filter(|run| run.agent == agent.name)
+        .filter(|run| run.user_id == user_id || (caller.admin && user_id.is_none()))
+        .ok_or_else(|| no_interrupt(&entries[0], 0))?;
+    let wait = runtime
+        .answer_wait(&run.id, answers, &decider(&caller))
+        .await
+        .map_err(|error| {
+            wait_answer_error(
+                error,
+                &WaitAnswerParams {
+                    answer: &|index| format!("resume[{index}].interruptId"),
+                    arguments: &|index| format!("resume[{index}].payload.arguments"),
+                    unanswered: "resume",
+                    client_id: &|call_id| {
+                        WaitingCallRef::new(&run.id, call_id).encode(INTERRUPT_PREFIX)
+                    },
+                },
+            )
+        })?;
+    let started = UiPart::RunStarted {
+        run_id: run.id.clone(),
+        conversation_id: run.conversation_id.clone(),
+    };
+    let parts = futures_util::stream::once(async move { started }).chain(ui_parts(
+        run.id.clone(),
+        stretch_events(&runtime, run.id.clone(), wait.last_seq, None),
+    ));
+    let events = ag_ui_events(parts, input.thread_id, input.run_id);
+    let response = sse_response(&runtime, events);
+    Ok(with_run_headers(
+        response,
+        &run.id,
+        run.conversation_id.as_deref(),
+    ))
+}
+
+fn no_interrupt(entry: &Value, index: usize) -> ApiError {
+    let id = entry.get("interruptId").unwrap_or(&Value::Null);
+    ApiError::invalid_request(format!(
+        "`resume[{index}].interruptId` {id} matches no interrupt of a run of this thread waiting for approval"
+    ))
+    .with_param(format!("resume[{index}].interruptId"))
+}
+
+/// A `resume` entry's decision: `status: "cancelled"` denies; else `payload` is the runs
+/// decision body `{decision: "approve"|"deny", arguments?, reason?}`.
+fn resume_decision(entry: &Value, index: usize) -> Result<Decision, ApiError> {
+    let param = |field: &str| format!("resume[{index}].{field}");
+    let payload = entry.get("payload").filter(|p| !p.is_null());
+    let reason = match payload.and_then(|p| p.get("reason")) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(reason)) if reason.chars().count() <= MAX_REASON_CHARS => {
+            Some(reason.clone())
+        }
+        Some(_) => {
+            return Err(ApiError::invalid_request(format!(
+                "`reason` is a string of at most {MAX_REASON_CHARS} characters"
+            ))
+            .with_param(param("payload.reason")));
+        }
+    };
+    if entry.get("status").and_then(Value::as_str) == Some("cancelled") {
+        return Ok(Decision::Deny {
+            reason: reason.or_else(|| Some("the user cancelled the approval".into())),
+        });
+    }
+    match payload.and_then(|p| p.get("decision")).and_then(Value::as_str) {
+        Some("approve") => {
+            let arguments = match payload.and_then(|p| p.get("arguments")) {
+                None | Some(Value::Null) => None,
+                Some(Value::Object(arguments)) => Some(arguments.clone()),
+                Some(_) => {
+                    return Err(ApiError::invalid_request("`arguments` must be an object")
+                        .with_param(param("payload.arguments")));
+                }
+            };
+            Ok(Decision::Approve {
+                arguments,
+                note: reason,
+            })
+        }
+        Some("deny") => Ok(Decision::Deny { reason }),
+        _ => Err(ApiError::invalid_request(
+            "`payload.decision` must be \"approve\" or \"deny\" (payload: {decision, arguments?, reason?})",
+        )
+        .with_param(param("payload.decision"))),
+    }
+}
+
+/// `tools` as client tools; names, schemas and clashes are the runtime's to check.
+fn client_tools_of(tools: &[Value]) -> Result<ClientTools, ApiError> {
+    let mut definitions = Vec::with_capacity(tools.len());
+    for (index, tool) in tools.iter().enumerate() {
+        definitions.push(client_tools::flat_definition(tool, index)?);
+    }
+    Ok(ClientTools {
+        definitions,
+        choice: ClientToolChoice::Auto,
+        turns_used: 0,
+    })
+}
+
+/// The `messages[N].toolCallId` of the tool message answering `call_id`.
+fn tool_message_param(messages: &[AgUiMessage], call_id: &str) -> String {
+    messages
+        .iter()
+        .position(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(call_id))
+        .map_or_else(
+            || "messages".into(),
+            |index| format!("messages[{index}].toolCallId"),
+        )
+}
+
 fn check_input(input: &RunAgentInput) -> Result<(), ApiError> {
-    if input.tools.as_ref().is_some_and(|tools| !tools.is_empty()) {
-        return Err(ApiError::invalid_request(
-            "Client tools are not supported yet: send `tools` empty or leave it out",
-        )
-        .with_param("tools"));
-    }
-    if input
-        .resume
-        .as_ref()
-        .is_some_and(|resume| !resume.is_empty())
-    {
-        return Err(ApiError::invalid_request(
-            "`resume` is not supported: decide a pending approval with \
-             POST /v1/runs/{run_id}/approvals/{call_id}",
-        )
-        .with_param("resume"));
-    }
     let length = input.thread_id.chars().count();
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
     if !(1..=MAX_THREAD_ID_CHARS).contains(&length) || !input.thread_id.chars().all(allowed) {
@@ -116,26 +275,101 @@ fn check_input(input: &RunAgentInput) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The last user message's text (the prompt) and the messages before it as history; `None`
-/// when no user message has text.
-fn prompt_and_history(messages: &[AgUiMessage]) -> Option<(String, Vec<ChatMessage>)> {
-    let last_user = messages.iter().rposition(|m| m.role == "user")?;
+/// What a thread's messages ask for.
+struct ThreadTurn {
+    /// The last user message's text; empty when the run goes on from tool results.
+    prompt: String,
+    /// The messages before the prompt, or all of them when they end with tool results.
+    history: Vec<ChatMessage>,
+    /// Whether tool messages follow the last user message: the run answers those calls.
+    continues_tool_calls: bool,
+}
+
+/// Reads the thread: the last user message is the prompt, unless tool results follow it (the
+/// run then goes on from them); `None` when no user message has text.
+fn read_messages(messages: &[AgUiMessage]) -> Result<Option<ThreadTurn>, ApiError> {
+    let Some(last_user) = messages.iter().rposition(|m| m.role == "user") else {
+        return Ok(None);
+    };
     let prompt = messages[last_user].text();
     if prompt.trim().is_empty() {
-        return None;
+        return Ok(None);
     }
-    let earlier = messages[..last_user]
-        .iter()
-        .filter_map(|m| {
-            let text = m.text();
-            match m.role.as_str() {
-                "user" => Some(ChatMessage::user(text)),
-                "assistant" if !text.is_empty() => Some(ChatMessage::assistant(text)),
-                _ => None,
+    let continues_tool_calls = messages[last_user..].iter().any(|m| m.role == "tool");
+    let mut history = Vec::with_capacity(messages.len());
+    let upto = if continues_tool_calls {
+        messages.len()
+    } else {
+        last_user
+    };
+    for (index, message) in messages[..upto].iter().enumerate() {
+        if let Some(message) = chat_message(message, index)? {
+            history.push(message);
+        }
+    }
+    Ok(Some(ThreadTurn {
+        prompt: if continues_tool_calls {
+            String::new()
+        } else {
+            prompt
+        },
+        history,
+        continues_tool_calls,
+    }))
+}
+
+/// One AG-UI message as history: user and assistant text, an assistant's tool calls, a tool
+/// message's result; other roles are left out.
+fn chat_message(message: &AgUiMessage, index: usize) -> Result<Option<ChatMessage>, ApiError> {
+    let text = message.text();
+    Ok(match message.role.as_str() {
+        "user" => Some(ChatMessage::user(text)),
+        "assistant" => {
+            let calls = assistant_calls(message, index)?;
+            if text.is_empty() && calls.is_empty() {
+                return Ok(None);
             }
-        })
-        .collect();
-    Some((prompt, earlier))
+            let mut chat = ChatMessage::assistant(text);
+            if chat.content.as_deref() == Some("") {
+                chat.content = None;
+            }
+            chat.tool_calls = calls;
+            Some(chat)
+        }
+        "tool" => {
+            let call_id = message
+                .tool_call_id
+                .clone()
+                .filter(|id| !id.is_empty())
+                .ok_or_else(|| {
+                    ApiError::invalid_request("a tool message needs `toolCallId`")
+                        .with_param(format!("messages[{index}].toolCallId"))
+                })?;
+            let mut chat = ChatMessage::new(Role::Tool, text);
+            chat.tool_call_id = Some(call_id);
+            Some(chat)
+        }
+        _ => None,
+    })
+}
+
+fn assistant_calls(message: &AgUiMessage, index: usize) -> Result<Vec<ToolCall>, ApiError> {
+    let mut calls = Vec::new();
+    for (position, call) in message.tool_calls.iter().flatten().enumerate() {
+        let field = |pointer: &str| call.pointer(pointer).and_then(Value::as_str);
+        let (Some(id), Some(name)) = (field("/id"), field("/function/name")) else {
+            return Err(
+                ApiError::invalid_request("a tool call needs `id` and `function.name`")
+                    .with_param(format!("messages[{index}].toolCalls[{position}]")),
+            );
+        };
+        calls.push(ToolCall {
+            id: id.to_string(),
+            name: name.to_string(),
+            arguments: field("/function/arguments").unwrap_or("{}").to_string(),
+        });
+    }
+    Ok(calls)
 }
 
 /// A thread with no user message to answer: AG-UI clients are told in the stream, as

@@ -7,6 +7,10 @@ use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::http::ui_stream::{RunEnd, UiPart};
+use crate::runtime::WaitingCallRef;
+
+/// The prefix of an interrupt's id: `approval_<run id without dashes>_<call id>`.
+pub const INTERRUPT_PREFIX: &str = "approval";
 
 /// The `{agent}` of `POST /ag-ui/{agent}`.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -32,22 +36,69 @@ pub struct RunAgentInput {
     /// and no `forwardedProps.userId`) the earlier ones are the history.
     #[serde(default)]
     pub messages: Vec<AgUiMessage>,
-    /// Client tools: not supported yet, must be absent or empty.
+    /// Client tools (SPEC §9.2), `{name, description, parameters}`: offered to the model beside
+    /// the agent's own; a call to one ends the run with `TOOL_CALL_START`/`_ARGS`/`_END` for
+    /// the client to run, answered by a `role: "tool"` message in the next run's `messages`.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Object>>, max_items = 0)]
+    #[schema(value_type = Option<Vec<AgUiTool>>)]
     pub tools: Option<Vec<Value>>,
     /// `userId` names the user whose conversation the thread is, for a key not bound to one.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub forwarded_props: Option<Value>,
-    /// Answers to interrupts: not supported here; decide approvals with
-    /// `POST /v1/runs/{run_id}/approvals/{call_id}`.
+    /// Answers to the interrupts of a run waiting for tool approvals, `{interruptId, status?,
+    /// payload}`: `payload` is `{decision: "approve"|"deny", arguments?, reason?}` as the body
+    /// of `POST /v1/runs/{run_id}/approvals/{call_id}` (`status: "cancelled"` denies). Every
+    /// waiting call of the run is answered at once; the stream then follows the resumed run.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Object>>, max_items = 0)]
+    #[schema(value_type = Option<Vec<ResumeEntry>>)]
     pub resume: Option<Vec<Value>>,
 }
 
-/// One AG-UI message; only `role` and text `content` are read (`id` and the rest are ignored).
+/// A client tool, as the document describes it (the handler reads the JSON itself, so each
+/// refusal names its field): names as the providers take them, parameters a JSON schema of an
+/// object.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // a schema only
+pub struct AgUiTool {
+    #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    pub name: String,
+    pub description: Option<String>,
+    /// A JSON schema of an object (`{"type": "object", "properties": {…}}`); none means no
+    /// arguments.
+    #[schema(value_type = Option<Object>)]
+    pub parameters: Option<Value>,
+}
+
+/// An answer to an interrupt, as the document describes it (read by the handler).
+#[derive(Debug, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // a schema only
+pub struct ResumeEntry {
+    /// The interrupt's `id`: `approval_<run id without dashes>_<call id>`.
+    #[schema(pattern = "^approval_[0-9a-f]{32}_.+$")]
+    pub interrupt_id: String,
+    /// `resolved` (the default) or `cancelled` (denies).
+    #[schema(value_type = Option<String>, pattern = "^(resolved|cancelled)$")]
+    pub status: Option<String>,
+    /// Required unless `status` is `cancelled`.
+    pub payload: Option<ResumePayload>,
+}
+
+/// The decision `payload`: the body of `POST /v1/runs/{run_id}/approvals/{call_id}`.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // a schema only
+pub struct ResumePayload {
+    pub decision: crate::http::runs::approvals::DecisionKind,
+    /// With `approve`: the arguments the tool runs with instead of the model's.
+    #[schema(value_type = Option<Object>)]
+    pub arguments: Option<Value>,
+    #[schema(max_length = 4096)]
+    pub reason: Option<String>,
+}
+
+/// One AG-UI message; `role`, text `content`, an assistant's `toolCalls` and a tool message's
+/// `toolCallId` are read (`id` and the rest are ignored).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct AgUiMessage {
     /// `user`, `assistant`, `system`, `developer`, `tool`, …
@@ -56,6 +107,13 @@ pub struct AgUiMessage {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub content: Option<Value>,
+    /// An assistant message's calls: `{id, type: "function", function: {name, arguments}}`.
+    #[serde(default, rename = "toolCalls")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tool_calls: Option<Vec<Value>>,
+    /// A tool message's call.
+    #[serde(default, rename = "toolCallId")]
+    pub tool_call_id: Option<String>,
 }
 
 impl AgUiMessage {
@@ -165,6 +223,19 @@ fn tool_call_frames(
     ]
 }
 
+/// What a `resume` entry's `payload` holds: the runs decision body.
+fn resume_payload_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "decision": {"enum": ["approve", "deny"]},
+            "arguments": {"type": "object"},
+            "reason": {"type": "string"},
+        },
+        "required": ["decision"],
+    })
+}
+
 /// `RUN_FINISHED` (success, cancelled, or an interrupt per pending approval) or `RUN_ERROR`.
 fn finished_frame(end: RunEnd, ids: &FrameIds<'_>) -> Value {
     let usage = json!([{
@@ -190,8 +261,10 @@ fn finished_frame(end: RunEnd, ids: &FrameIds<'_>) -> Value {
             .pending_approvals
             .iter()
             .map(|p| {
+                let id = WaitingCallRef::new(&p.run_id, &p.call_id).encode(INTERRUPT_PREFIX);
                 let mut interrupt = json!({
-                    "id": p.call_id, "reason": "tool_approval", "toolCallId": p.call_id,
+                    "id": id, "reason": "tool_approval", "toolCallId": p.call_id,
+                    "responseSchema": resume_payload_schema(),
                     "message": format!("Approve or deny the call of `{}` with {}", p.tool, p.arguments),
                 });
                 if let Some(expires_at) = &p.expires_at {
@@ -229,6 +302,7 @@ mod tests {
     fn a_run_waiting_for_approval_finishes_with_one_interrupt_per_call() {
         let mut waiting = end("waiting_approval");
         waiting.pending_approvals = vec![PendingApproval {
+            run_id: "0192e4a0-0000-7000-8000-000000000001".into(),
             call_id: "c1".into(),
             tool: "rm".into(),
             arguments: json!({"path": "/tmp/x"}),
@@ -239,6 +313,11 @@ mod tests {
         assert_eq!(frame["outcome"]["type"], "interrupt");
         let interrupt = &frame["outcome"]["interrupts"][0];
         assert_eq!(interrupt["toolCallId"], "c1");
+        assert_eq!(
+            interrupt["id"],
+            "approval_0192e4a0000070008000000000000001_c1"
+        );
+        assert_eq!(interrupt["responseSchema"]["required"], json!(["decision"]));
         assert!(interrupt.get("expiresAt").is_none(), "absent, never null");
     }
 

@@ -2,7 +2,8 @@
 //! history messages and a prompt, `tools` into client tools, `text.format` into the run's
 //! output format and schema. Every refusal is a 400 naming the field (`input[3].call_id`).
 //! Items stateless clients replay that carry nothing for the model (`reasoning`, agentd's own
-//! `mcp_call`s, hosted tool calls) are skipped.
+//! `mcp_call`s, hosted tool calls) are skipped. `mcp_approval_response` items are read into
+//! [`ApprovalAnswer`]s: a request holding them continues the run that waits for them.
 
 use serde_json::{Value, json};
 
@@ -10,7 +11,8 @@ use super::wire::{CreateResponse, TextFormat};
 use crate::agent::client_tools::ClientTools;
 use crate::http::client_tools;
 use crate::http::error::ApiError;
-use crate::llm::{ChatMessage, Role, ToolCall, ToolDefinition};
+use crate::http::runs::approvals::MAX_REASON_CHARS;
+use crate::llm::{ChatMessage, Role, ToolCall};
 
 /// Input item types that are replayed output and carry nothing the model needs again.
 const SKIPPED_ITEMS: &[&str] = &[
@@ -34,6 +36,26 @@ pub struct ReadInput {
     pub prompt: String,
     /// The items as given, each with an `id`, for `input_items`.
     pub items: Vec<Value>,
+    /// The `mcp_approval_response` items, in order.
+    pub approvals: Vec<ApprovalAnswer>,
+}
+
+/// One `mcp_approval_response` item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalAnswer {
+    /// The item's position in `input`, for errors naming it.
+    pub index: usize,
+    /// The `id` of the `mcp_approval_request` item it answers.
+    pub request_id: String,
+    pub approve: bool,
+    pub reason: Option<String>,
+}
+
+impl ApprovalAnswer {
+    /// `input[N].approval_request_id`.
+    pub fn param(&self) -> String {
+        format!("input[{}].approval_request_id", self.index)
+    }
 }
 
 /// Reads `input`; its items get their ids later ([`with_ids`]), once the response has one.
@@ -58,9 +80,28 @@ pub fn read_input(input: Option<&Value>) -> Result<ReadInput, ApiError> {
     }
     let mut read = ReadInput::default();
     for (index, item) in items.iter().enumerate() {
+        if item.get("type").and_then(Value::as_str) == Some("mcp_approval_response") {
+            read.approvals.push(approval_answer(item, index)?);
+            continue;
+        }
+        if let Some(first) = read.approvals.first()
+            && !is_replayed_output(item)
+        {
+            return Err(ApiError::invalid_request(format!(
+                "items after an mcp_approval_response (input[{}]) may only be more of them: \
+                 the response continues the waiting run; send new messages in the next request",
+                first.index
+            ))
+            .with_param(format!("input[{index}]")));
+        }
         read_item(item, index, &mut read.history)?;
     }
     read.items = items;
+    if !read.approvals.is_empty() {
+        // The run that waits keeps its own conversation: replayed items are not needed.
+        read.history.clear();
+        return Ok(read);
+    }
     let ends_with_prompt = read.history.last().is_some_and(|m| m.role == Role::User);
     let ends_with_results = read.history.last().is_some_and(|m| m.role == Role::Tool);
     if ends_with_prompt {
@@ -152,21 +193,57 @@ fn read_item(item: &Value, index: usize, history: &mut Vec<ChatMessage>) -> Resu
             message.tool_call_id = Some(call_id);
             history.push(message);
         }
-        "mcp_approval_response" => {
-            return Err(ApiError::invalid_request(
-                "mcp_approval_response items are not supported yet: decide approvals with POST /v1/runs/{run_id}/approvals/{call_id}",
-            )
-            .with_param(param(".type")));
-        }
         skipped if SKIPPED_ITEMS.contains(&skipped) => {}
         other => {
             return Err(ApiError::invalid_request(format!(
-                "input item type {other:?} is not supported; send message, function_call or function_call_output items"
+                "input item type {other:?} is not supported; send message, function_call, function_call_output or mcp_approval_response items"
             ))
             .with_param(param(".type")));
         }
     }
     Ok(())
+}
+
+/// Whether `item` is replayed output that carries nothing for the model.
+fn is_replayed_output(item: &Value) -> bool {
+    item.get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|kind| SKIPPED_ITEMS.contains(&kind))
+}
+
+fn approval_answer(item: &Value, index: usize) -> Result<ApprovalAnswer, ApiError> {
+    let param = |field: &str| format!("input[{index}].{field}");
+    let request_id = required_str(item, "approval_request_id", &param("approval_request_id"))?;
+    let approve = item
+        .get("approve")
+        .and_then(Value::as_bool)
+        .ok_or_else(|| {
+            ApiError::invalid_request("an mcp_approval_response needs `approve` (true or false)")
+                .with_param(param("approve"))
+        })?;
+    let reason = match item.get("reason") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(reason)) if reason.chars().count() <= MAX_REASON_CHARS => {
+            Some(reason.clone())
+        }
+        Some(Value::String(_)) => {
+            return Err(ApiError::invalid_request(format!(
+                "`reason` is at most {MAX_REASON_CHARS} characters"
+            ))
+            .with_param(param("reason")));
+        }
+        Some(_) => {
+            return Err(
+                ApiError::invalid_request("`reason` must be a string").with_param(param("reason"))
+            );
+        }
+    };
+    Ok(ApprovalAnswer {
+        index,
+        request_id,
+        approve,
+        reason,
+    })
 }
 
 fn required_str(item: &Value, field: &str, param: &str) -> Result<String, ApiError> {
@@ -238,28 +315,7 @@ pub fn client_tools_of(body: &CreateResponse) -> Result<ClientTools, ApiError> {
         if tool.get("type").and_then(Value::as_str) != Some("function") {
             continue;
         }
-        let name = tool
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        if name.is_empty() {
-            return Err(ApiError::invalid_request("a function tool needs a `name`")
-                .with_param(format!("tools[{index}].name")));
-        }
-        definitions.push(ToolDefinition {
-            name,
-            description: tool
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            parameters: tool
-                .get("parameters")
-                .filter(|p| !p.is_null())
-                .cloned()
-                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-        });
+        definitions.push(client_tools::flat_definition(tool, index)?);
     }
     Ok(ClientTools {
         definitions,
@@ -319,6 +375,48 @@ mod tests {
             vec![Role::System, Role::User, Role::Assistant, Role::Tool]
         );
         assert_eq!(read.items.len(), 5);
+    }
+
+    #[test]
+    fn approval_responses_are_read_and_replayed_history_is_left_to_the_run() {
+        let input = json!([
+            {"role": "user", "content": "echo hi"},
+            {"type": "mcp_approval_request", "id": "mcpr_x_c1", "name": "t", "server_label": "s", "arguments": "{}"},
+            {"type": "mcp_approval_response", "approval_request_id": "mcpr_x_c1", "approve": false, "reason": "no"},
+        ]);
+        let read = read_input(Some(&input)).expect("valid");
+        assert!(read.history.is_empty());
+        assert_eq!(read.prompt, "");
+        assert_eq!(
+            read.approvals,
+            vec![ApprovalAnswer {
+                index: 2,
+                request_id: "mcpr_x_c1".into(),
+                approve: false,
+                reason: Some("no".into()),
+            }]
+        );
+        let param = |input: Value| {
+            read_input(Some(&input))
+                .unwrap_err()
+                .param
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            param(json!([{"type": "mcp_approval_response", "approve": true}])),
+            "input[0].approval_request_id"
+        );
+        assert_eq!(
+            param(json!([{"type": "mcp_approval_response", "approval_request_id": "a"}])),
+            "input[0].approve"
+        );
+        assert_eq!(
+            param(json!([
+                {"type": "mcp_approval_response", "approval_request_id": "a", "approve": true},
+                {"role": "user", "content": "and then?"}
+            ])),
+            "input[1]"
+        );
     }
 
     #[test]

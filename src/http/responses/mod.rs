@@ -5,6 +5,11 @@
 //! `input_items` complete the family. Client tools (SPEC §9.2) end a response with
 //! `function_call` items; the next request answers them with `function_call_output` items,
 //! after `previous_response_id` or replaying the whole conversation (`store: false` clients).
+//! Tool approvals (SPEC §8) end a response where the run waits, with `mcp_approval_request`
+//! items; a request answering them with `mcp_approval_response` items decides the calls (the
+//! runtime's decision call, as `POST /v1/runs/{id}/approvals/{call}`) and its response follows
+//! the same run from after the wait. A response is thus a stretch of its run's events: the
+//! first one `resp_<run id>`, each after a wait `resp_<run id>_<seq the wait ended at>`.
 //!
 //! Handlers only translate: [`input`] reads the request, the runtime runs it, [`projector`]
 //! turns the run's events into the stream and the object; [`wire`] holds the bodies.
@@ -30,11 +35,15 @@ use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use super::sse::{sse_response, with_run_headers};
 use super::wire::ListObject;
 use crate::agent::SamplingParams;
+use crate::agent::approval::Decision;
 use crate::config::OnDisconnect;
+use crate::http::runs::approvals::{WaitAnswerParams, wait_answer_error};
 use crate::llm::ChatMessage;
-use crate::runtime::{CancelMode, RunSubmission, Runtime};
+use crate::runtime::{CancelMode, RunSubmission, Runtime, WaitingCallRef};
 use crate::store::StoredResponse;
-use projector::ResponseProjector;
+use input::{ApprovalAnswer, ReadInput};
+use projector::{APPROVAL_REQUEST_PREFIX, ResponseProjector};
+use tokio_util::sync::DropGuard;
 use wire::{
     CreateResponse, DeletedKind, DeletedResponse, InputItemList, ResponseKind, ResponseObject,
     ResponsePath, ResponseStatus, ResponseStreamFrame, RetrieveQuery, TextFormat, TextOptions,
@@ -64,6 +73,13 @@ struct ResponseEcho {
     store: bool,
     parallel_tool_calls: bool,
     previous_response_id: Option<String>,
+    /// The seq of the run event the response's stretch starts after: 0, or the end of the
+    /// wait for approvals it continues from.
+    #[serde(default)]
+    after_seq: i64,
+    /// Whether this request streams (not kept: `GET` says for itself).
+    #[serde(skip)]
+    stream: bool,
 }
 
 impl ResponseEcho {
@@ -83,6 +99,8 @@ impl ResponseEcho {
             store: body.store.unwrap_or(true),
             parallel_tool_calls: body.parallel_tool_calls.unwrap_or(true),
             previous_response_id: body.previous_response_id.clone(),
+            after_seq: 0,
+            stream: body.stream.unwrap_or(false),
         }
     }
 
@@ -243,6 +261,9 @@ pub async fn create_response(
     let agent = caller.model_agent(&runtime, &body.model)?;
     check_body(&body)?;
     let read = input::read_input(body.input.as_ref())?;
+    if !read.approvals.is_empty() {
+        return continue_after_approvals(runtime, caller, body, read, &agent.name).await;
+    }
     let mut history = Vec::new();
     if let Some(instructions) = body
         .instructions
@@ -286,14 +307,39 @@ pub async fn create_response(
     // The response follows the run's recorded events, as any replica would.
     drop(handle.into_result());
     let id = response_id_of(&run_id);
+    answer(
+        &runtime,
+        &caller,
+        echo,
+        &id,
+        &run_id,
+        read.items,
+        Some(abort_guard),
+    )
+    .await
+}
+
+/// Stores the response (unless `store: false`) and answers it: streamed, at once
+/// (`background`), or once its stretch of the run ends. `abort_guard` cancels the run of a
+/// foreground response whose client leaves.
+async fn answer(
+    runtime: &Arc<Runtime>,
+    caller: &Caller,
+    echo: ResponseEcho,
+    id: &str,
+    run_id: &str,
+    items: Vec<Value>,
+    abort_guard: Option<DropGuard>,
+) -> Result<Response, ApiError> {
+    let disarm = |guard: Option<DropGuard>| drop(guard.map(DropGuard::disarm));
     if echo.store {
         let stored = StoredResponse {
-            id: id.clone(),
-            run_id: run_id.clone(),
-            user_key: user_key(&caller),
-            previous_response_id: body.previous_response_id.clone(),
+            id: id.to_string(),
+            run_id: run_id.to_string(),
+            user_key: user_key(caller),
+            previous_response_id: echo.previous_response_id.clone(),
             request: serde_json::to_value(&echo).unwrap_or(Value::Null),
-            input_items: Value::Array(input::with_ids(read.items, &id)),
+            input_items: Value::Array(input::with_ids(items, id)),
             created_at: chrono::Utc::now(),
         };
         runtime
@@ -302,26 +348,26 @@ pub async fn create_response(
             .await
             .map_err(ApiError::store)?;
     }
-    let projector = ResponseProjector::new(echo.object(&id), &run_id);
-    let response = match (body.stream.unwrap_or(false), echo.background) {
+    let projector = ResponseProjector::new(echo.object(id), run_id, echo.after_seq);
+    let response = match (echo.stream, echo.background) {
         (true, background) => {
             // A background response runs on when its streaming client leaves.
             let guard = if background {
-                abort_guard.disarm();
+                disarm(abort_guard);
                 None
             } else {
-                Some(abort_guard)
+                abort_guard
             };
-            let frames = stream_frames(runtime.clone(), run_id.clone(), projector, 0, guard);
-            sse_response(&runtime, frames)
+            let frames = stream_frames(runtime.clone(), projector, 0, guard);
+            sse_response(runtime, frames)
         }
         (false, true) => {
-            abort_guard.disarm();
+            disarm(abort_guard);
             axum::Json(projector.response().clone()).into_response()
         }
         (false, false) => {
-            let projector = follow_to_end(&runtime, &run_id, projector).await;
-            abort_guard.disarm();
+            let projector = follow_to_end(runtime, projector).await;
+            disarm(abort_guard);
             match projector.summary() {
                 // A failed run is an error in OpenAI's shape with its status (SPEC §4).
                 Some(summary) if projector.response().status == ResponseStatus::Failed => {
@@ -331,27 +377,121 @@ pub async fn create_response(
             }
         }
     };
-    Ok(with_run_headers(response, &run_id, None))
+    Ok(with_run_headers(response, run_id, None))
 }
 
-/// A response's frames after `starting_after`: replayed from the run's events, then live.
-/// Dropping the stream drops `abort_guard` (a foreground response's client left: cancel it).
+/// A request answering `mcp_approval_request` items: decides each call through the runtime (as
+/// `POST /v1/runs/{id}/approvals/{call}` does) and answers with the run's next stretch. The
+/// run is the previous response's, or (`store: false` clients replaying the request items)
+/// the one the first item's id names. Every call still waiting in that wait must be answered:
+/// the run resumes only once none waits.
+async fn continue_after_approvals(
+    runtime: Arc<Runtime>,
+    caller: Caller,
+    body: CreateResponse,
+    read: ReadInput,
+    agent: &str,
+) -> Result<Response, ApiError> {
+    let first = &read.approvals[0];
+    let named_run = match &body.previous_response_id {
+        Some(previous) => {
+            stored_response(&runtime, &caller, previous, "previous_response_id")
+                .await?
+                .run_id
+        }
+        None => {
+            WaitingCallRef::parse(&first.request_id, APPROVAL_REQUEST_PREFIX)
+                .ok_or_else(|| no_pending_request(first))?
+                .run_id
+        }
+    };
+    let run = runtime
+        .find_run(&named_run)
+        .await
+        .map_err(ApiError::store)?
+        .filter(|run| caller.admin || run.user_id.as_deref() == caller.user_id.as_deref())
+        // Another user's run is as unknown as their response.
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "No approval request with id `{}`",
+                first.request_id
+            ))
+            .with_param(first.param())
+        })?;
+    if run.agent != agent {
+        return Err(ApiError::invalid_request(format!(
+            "the approval requests are of a response of `{}`; send that as `model`",
+            run.agent
+        ))
+        .with_param("model"));
+    }
+    let mut answers = Vec::with_capacity(read.approvals.len());
+    for answer in &read.approvals {
+        let call_id = WaitingCallRef::parse(&answer.request_id, APPROVAL_REQUEST_PREFIX)
+            .filter(|named| named.run_id == run.id)
+            .map(|named| named.call_id)
+            .ok_or_else(|| no_pending_request(answer))?;
+        let decision = if answer.approve {
+            Decision::Approve {
+                arguments: None,
+                note: answer.reason.clone(),
+            }
+        } else {
+            Decision::Deny {
+                reason: answer.reason.clone(),
+            }
+        };
+        answers.push((call_id, decision));
+    }
+    let by = crate::http::runs::approvals::decider(&caller);
+    let wait = runtime
+        .answer_wait(&run.id, answers, &by)
+        .await
+        .map_err(|error| {
+            wait_answer_error(
+                error,
+                &WaitAnswerParams {
+                    answer: &|index| read.approvals[index].param(),
+                    arguments: &|index| read.approvals[index].param(),
+                    unanswered: "input",
+                    client_id: &|call_id| {
+                        WaitingCallRef::new(&run.id, call_id).encode(APPROVAL_REQUEST_PREFIX)
+                    },
+                },
+            )
+        })?;
+    let mut echo = ResponseEcho::of(&body);
+    echo.after_seq = wait.last_seq;
+    let id = format!("{}_{}", response_id_of(&run.id), wait.last_seq);
+    answer(&runtime, &caller, echo, &id, &run.id, read.items, None).await
+}
+
+fn no_pending_request(answer: &ApprovalAnswer) -> ApiError {
+    ApiError::invalid_request(format!(
+        "`{}` matches no tool call waiting for approval in this conversation",
+        answer.request_id
+    ))
+    .with_param(answer.param())
+}
+
+/// A response's frames after `starting_after`: its stretch of the run's events, replayed, then
+/// live. Dropping the stream drops `abort_guard` (a foreground response's client left: cancel
+/// it); a response that ends where the run waits leaves the run to wait.
 fn stream_frames(
     runtime: Arc<Runtime>,
-    run_id: String,
     mut projector: ResponseProjector,
     starting_after: u64,
-    abort_guard: Option<tokio_util::sync::DropGuard>,
+    abort_guard: Option<DropGuard>,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
     let skip = move |frame: &ResponseStreamFrame| {
         starting_after > 0 && frame.sequence_number <= starting_after
     };
     async_stream::stream! {
-        let _abort_guard = abort_guard;
+        let mut abort_guard = abort_guard;
         for frame in projector.start() {
             if !skip(&frame) { yield Ok(sse_frame(&frame)); }
         }
-        let events = runtime.follow_run_events(run_id, 0);
+        let events = runtime.follow_until_wait(projector.run_id().to_string(), projector.after());
         tokio::pin!(events);
         while let Some(event) = events.next().await {
             let frames = match event {
@@ -365,7 +505,10 @@ fn stream_frames(
                 return;
             }
         }
-        for frame in projector.fail("internal_error", "the run ended without a final event") {
+        if projector.is_waiting() {
+            drop(abort_guard.take().map(DropGuard::disarm));
+        }
+        for frame in projector.end_of_stretch() {
             if !skip(&frame) { yield Ok(sse_frame(&frame)); }
         }
     }
@@ -378,41 +521,44 @@ fn sse_frame(frame: &ResponseStreamFrame) -> Event {
         .data(serde_json::to_string(frame).unwrap_or_default())
 }
 
-/// Feeds the run's events until it ends.
-async fn follow_to_end(
-    runtime: &Arc<Runtime>,
-    run_id: &str,
-    mut projector: ResponseProjector,
-) -> ResponseProjector {
-    projector.start();
-    let events = runtime.follow_run_events(run_id.to_string(), 0);
-    tokio::pin!(events);
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(event) => drop(projector.apply(&event.kind, &event.data.to_value())),
-            Err(error) => drop(projector.fail("stream_interrupted", &error.to_string())),
-        }
-        if projector.is_finished() {
-            break;
-        }
-    }
-    projector
+/// Feeds the response's stretch of the run's events until it ends.
+async fn follow_to_end(runtime: &Arc<Runtime>, projector: ResponseProjector) -> ResponseProjector {
+    follow(runtime, projector, None).await
 }
 
 /// Feeds the events there are now (waiting up to `quiet` for each next one).
 async fn follow_for_now(
     runtime: &Arc<Runtime>,
-    run_id: &str,
-    mut projector: ResponseProjector,
+    projector: ResponseProjector,
     quiet: Duration,
 ) -> ResponseProjector {
+    follow(runtime, projector, Some(quiet)).await
+}
+
+/// Feeds the stretch's events; with `quiet`, stops when none came for that long.
+async fn follow(
+    runtime: &Arc<Runtime>,
+    mut projector: ResponseProjector,
+    quiet: Option<Duration>,
+) -> ResponseProjector {
     projector.start();
-    let events = runtime.follow_run_events(run_id.to_string(), 0);
+    let events = runtime.follow_until_wait(projector.run_id().to_string(), projector.after());
     tokio::pin!(events);
-    while let Ok(Some(event)) = tokio::time::timeout(quiet, events.next()).await {
-        match event {
-            Ok(event) => drop(projector.apply(&event.kind, &event.data.to_value())),
-            Err(error) => drop(projector.fail("stream_interrupted", &error.to_string())),
+    loop {
+        let next = match quiet {
+            Some(quiet) => match tokio::time::timeout(quiet, events.next()).await {
+                Ok(next) => next,
+                Err(_) => break,
+            },
+            None => events.next().await,
+        };
+        match next {
+            Some(Ok(event)) => drop(projector.apply(&event.kind, &event.data.to_value())),
+            Some(Err(error)) => drop(projector.fail("stream_interrupted", &error.to_string())),
+            None => {
+                drop(projector.end_of_stretch());
+                break;
+            }
         }
         if projector.is_finished() {
             break;
@@ -430,6 +576,7 @@ fn projector_of(stored: &StoredResponse) -> Result<ResponseProjector, ApiError> 
     Ok(ResponseProjector::new(
         echo.object(&stored.id),
         &stored.run_id,
+        echo.after_seq,
     ))
 }
 
@@ -459,7 +606,6 @@ pub async fn get_response(
     if query.stream.unwrap_or(false) {
         let frames = stream_frames(
             runtime.clone(),
-            stored.run_id.clone(),
             projector,
             query.starting_after.unwrap_or(0),
             None,
@@ -476,7 +622,7 @@ pub async fn get_response(
                 .with_param("starting_after"),
         );
     }
-    let projector = follow_for_now(&runtime, &stored.run_id, projector, SNAPSHOT_QUIET).await;
+    let projector = follow_for_now(&runtime, projector, SNAPSHOT_QUIET).await;
     Ok(axum::Json(projector.response().clone()).into_response())
 }
 
@@ -502,23 +648,11 @@ pub async fn cancel_response(
         .await
         .map_err(ApiError::store)?;
     let projector = projector_of(&stored)?;
-    let projector = match tokio::time::timeout(
-        CANCEL_WAIT,
-        follow_to_end(&runtime, &stored.run_id, projector),
-    )
-    .await
-    {
-        Ok(projector) => projector,
-        Err(_) => {
-            follow_for_now(
-                &runtime,
-                &stored.run_id,
-                projector_of(&stored)?,
-                SNAPSHOT_QUIET,
-            )
-            .await
-        }
-    };
+    let projector =
+        match tokio::time::timeout(CANCEL_WAIT, follow_to_end(&runtime, projector)).await {
+            Ok(projector) => projector,
+            Err(_) => follow_for_now(&runtime, projector_of(&stored)?, SNAPSHOT_QUIET).await,
+        };
     Ok(axum::Json(projector.response().clone()).into_response())
 }
 

@@ -3,7 +3,14 @@
 //! the same events always give the same frames and `sequence_number`s, so a stream resumed
 //! with `starting_after` on any replica continues exactly where the client stopped.
 //!
+//! A response is one stretch of its run (see [`Runtime::follow_until_wait`]): it ends with the
+//! run, or where the run waits for tool approvals — then with one `mcp_approval_request` item
+//! per waiting call and `response.completed`, as OpenAI ends a response at a hosted MCP
+//! approval. The response that answers them follows the same run from after the wait.
+//!
 //! Owns no I/O: the handlers feed it events and write what it returns.
+//!
+//! [`Runtime::follow_until_wait`]: crate::runtime::Runtime::follow_until_wait
 
 use std::collections::HashMap;
 
@@ -17,6 +24,10 @@ use super::wire::{
 use crate::agent::result::{ExitReason, ReportStatus, RunSummary};
 use crate::http::error::ApiError;
 use crate::http::wire::AssistantRole;
+use crate::runtime::WaitingCallRef;
+
+/// The prefix of an `mcp_approval_request` item's id (OpenAI's).
+pub const APPROVAL_REQUEST_PREFIX: &str = "mcpr";
 
 /// The item being streamed: one text or reasoning item is open at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +39,9 @@ enum Open {
 /// The response of one run, as its events have built it so far.
 pub struct ResponseProjector {
     response: ResponseObject,
+    run_id: String,
+    /// The seq the stretch starts after.
+    after: i64,
     /// Item ids are the run's id plus the item's position: the same on every replay.
     item_prefix: String,
     next_sequence: u64,
@@ -37,25 +51,52 @@ pub struct ResponseProjector {
     /// agentd's failure report, shown as the message when no answer text came.
     failure_report: Option<String>,
     wrote_text: bool,
+    /// Whether the stretch holds calls waiting for approval.
+    waiting: bool,
     finished: bool,
     /// The run's `run.finished`, once it came.
     summary: Option<RunSummary>,
 }
 
 impl ResponseProjector {
-    /// A projector for `response` (its request fields set, no output yet).
-    pub fn new(response: ResponseObject, run_id: &str) -> Self {
+    /// A projector for `response` (its request fields set, no output yet), the stretch of the
+    /// run's events after seq `after`.
+    pub fn new(response: ResponseObject, run_id: &str, after: i64) -> Self {
+        let run = run_id.replace('-', "");
         Self {
             response,
-            item_prefix: run_id.replace('-', ""),
+            run_id: run_id.to_string(),
+            after,
+            // A later stretch of the same run numbers its items apart from the first one's.
+            item_prefix: if after > 0 {
+                format!("{run}s{after}")
+            } else {
+                run
+            },
             next_sequence: 0,
             open: None,
             running_tools: HashMap::new(),
             failure_report: None,
             wrote_text: false,
+            waiting: false,
             finished: false,
             summary: None,
         }
+    }
+
+    /// The run this response is a stretch of.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The seq of the run's event this response's stretch starts after.
+    pub fn after(&self) -> i64 {
+        self.after
+    }
+
+    /// Whether the response ended (or will end) where the run waits for approvals.
+    pub fn is_waiting(&self) -> bool {
+        self.waiting
     }
 
     /// The run's end, once its `run.finished` event came.
@@ -104,6 +145,7 @@ impl ResponseProjector {
             }
             "tool.started" => self.tool_started(data),
             "tool.finished" => self.tool_finished(data),
+            "tool.approval_requested" => self.approval_requested(data),
             "final_report" => {
                 if data.get("status").and_then(Value::as_str)
                     == Some(report_status(ReportStatus::Failure))
@@ -121,6 +163,24 @@ impl ResponseProjector {
             },
             _ => Vec::new(),
         }
+    }
+
+    /// The frames that close a stretch whose events stopped before `run.finished`: a run that
+    /// waits for approvals ends the response `completed` with its `mcp_approval_request`
+    /// items; anything else broke off.
+    pub fn end_of_stretch(&mut self) -> Vec<ResponseStreamFrame> {
+        if self.finished {
+            return Vec::new();
+        }
+        if !self.waiting {
+            return self.fail("internal_error", "the run ended without a final event");
+        }
+        let mut frames = self.close_open();
+        self.finished = true;
+        self.response.status = ResponseStatus::Completed;
+        let response = self.snapshot();
+        frames.push(self.frame(ResponseStreamEvent::Completed { response }));
+        frames
     }
 
     /// An `error` event and `response.failed`: the stream broke before the run's end.
@@ -331,18 +391,9 @@ impl ResponseProjector {
 
     fn tool_started(&mut self, data: &Value) -> Vec<ResponseStreamFrame> {
         let mut frames = self.close_open();
-        let field = |name: &str| {
-            data.get(name)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
+        let field = |name: &str| text_field(data, name);
         let call_id = field("call_id");
-        let arguments = match data.get("arguments") {
-            Some(Value::String(text)) => text.clone(),
-            Some(value) => value.to_string(),
-            None => "{}".into(),
-        };
+        let arguments = arguments_text(data);
         let id = self.item_id("mcp", self.response.output.len());
         let (index, added) = self.add_item(OutputItem::McpCall {
             id: id.clone(),
@@ -414,6 +465,26 @@ impl ResponseProjector {
                 item,
             }),
         ]
+    }
+
+    fn approval_requested(&mut self, data: &Value) -> Vec<ResponseStreamFrame> {
+        let mut frames = self.close_open();
+        let field = |name: &str| text_field(data, name);
+        let arguments = arguments_text(data);
+        let item = OutputItem::McpApprovalRequest {
+            id: WaitingCallRef::new(&self.run_id, field("call_id")).encode(APPROVAL_REQUEST_PREFIX),
+            server_label: field("server"),
+            name: field("tool"),
+            arguments,
+        };
+        let (index, added) = self.add_item(item.clone());
+        frames.push(added);
+        frames.push(self.frame(ResponseStreamEvent::OutputItemDone {
+            output_index: index,
+            item,
+        }));
+        self.waiting = true;
+        frames
     }
 
     fn client_calls(&mut self, summary: &RunSummary) -> Vec<ResponseStreamFrame> {
@@ -545,6 +616,23 @@ fn usage_of(summary: &RunSummary) -> ResponseUsage {
             reasoning_tokens: 0,
         },
         total_tokens: usage.input_tokens + usage.output_tokens,
+    }
+}
+
+/// A text field of an event's data, empty when absent.
+fn text_field(data: &Value, name: &str) -> String {
+    data.get(name)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A tool call's arguments as JSON text.
+fn arguments_text(data: &Value) -> String {
+    match data.get("arguments") {
+        Some(Value::String(text)) => text.clone(),
+        Some(value) => value.to_string(),
+        None => "{}".into(),
     }
 }
 

@@ -17,7 +17,9 @@ pub struct CreateResponse {
     /// The agent to run (see `GET /v1/models`).
     pub model: String,
     /// A prompt, or input items: `message` (also without `type`), `function_call`,
-    /// `function_call_output`; `reasoning` and other items a client replays are skipped.
+    /// `function_call_output`, `mcp_approval_response` (`{approval_request_id, approve,
+    /// reason?}`: decides a call the run waits on; the response then follows that run on);
+    /// `reasoning` and other items a client replays are skipped.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub input: Option<Value>,
@@ -103,7 +105,8 @@ pub enum ResponseStatus {
 /// The `response` object.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ResponseObject {
-    /// `resp_` followed by the run id.
+    /// `resp_` followed by the run id (and, for a response continuing a run after a wait for
+    /// approvals, `_<seq>`).
     pub id: String,
     pub object: ResponseKind,
     /// Unix seconds.
@@ -211,6 +214,18 @@ pub enum OutputItem {
         output: Option<String>,
         #[schema(required)]
         error: Option<String>,
+    },
+    /// A call of an agent tool that waits for a person's approval (SPEC §8): the response ends
+    /// with it (`completed`); answer it with an `mcp_approval_response` item naming `id` and
+    /// `previous_response_id`. `id` is `mcpr_<run id without dashes>_<call id>`, so a
+    /// `store: false` client that replays this item with its answer needs nothing else.
+    McpApprovalRequest {
+        id: String,
+        /// The tool's server (MCP server, REST tools, `agent` for sub-agents).
+        server_label: String,
+        name: String,
+        /// The arguments as JSON text.
+        arguments: String,
     },
     /// A client tool for the client to run; answer it with a `function_call_output` item.
     FunctionCall {

@@ -16,7 +16,7 @@ use crate::agent::approval::Decision;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use crate::http::wire::ListObject;
-use crate::runtime::{ApprovalError, Runtime};
+use crate::runtime::{ApprovalError, Runtime, WaitAnswerError};
 use crate::store::ApprovalRecord;
 
 /// The longest `reason` kept with a denial (the model reads it).
@@ -124,7 +124,7 @@ impl ApprovalList {
 }
 
 /// Who decided, as `tool.approval_decided` names them.
-fn decider(caller: &Caller) -> String {
+pub(crate) fn decider(caller: &Caller) -> String {
     caller.user_id.clone().unwrap_or_else(|| "admin".into())
 }
 
@@ -160,6 +160,62 @@ impl From<ApprovalError> for ApiError {
             }
             ApprovalError::Store(error) => ApiError::store(error),
         }
+    }
+}
+
+/// Where a headend that answers a whole wait at once keeps what an error names.
+pub struct WaitAnswerParams<'a> {
+    /// The field of the answer at an index (`input[2].approval_request_id`).
+    pub answer: &'a dyn Fn(usize) -> String,
+    /// The field of the edited arguments of the answer at an index.
+    pub arguments: &'a dyn Fn(usize) -> String,
+    /// The field to name when a waiting call has no answer (`input`, `resume`).
+    pub unanswered: &'static str,
+    /// The id the client knows a call by.
+    pub client_id: &'a dyn Fn(&str) -> String,
+}
+
+/// The runtime's refusal of a wait's answers as the headend's error: an answer naming no
+/// waiting call (or answering one twice, or a call left out) is a 400, a call already decided
+/// or expired a 409, as on the decision route.
+pub fn wait_answer_error(error: WaitAnswerError, params: &WaitAnswerParams<'_>) -> ApiError {
+    let message = |call_id: &str, text: &str| format!("`{}` {text}", (params.client_id)(call_id));
+    match error {
+        WaitAnswerError::NotWaiting { index, call_id } => ApiError::invalid_request(message(
+            &call_id,
+            "matches no tool call waiting for approval",
+        ))
+        .with_param((params.answer)(index)),
+        WaitAnswerError::Twice { index, call_id } => {
+            ApiError::invalid_request(message(&call_id, "is answered twice"))
+                .with_param((params.answer)(index))
+        }
+        WaitAnswerError::AlreadyDecided {
+            index,
+            call_id,
+            decision,
+        } => ApiError::conflict(message(
+            &call_id,
+            &format!("was already decided ({decision})"),
+        ))
+        .with_param((params.answer)(index)),
+        WaitAnswerError::Unanswered { call_id } => ApiError::invalid_request(message(
+            &call_id,
+            "waits too and has no answer: answer every call of the wait together",
+        ))
+        .with_param(params.unanswered),
+        WaitAnswerError::Decision { index, source } => match source {
+            ApprovalError::CallNotFound { call_id, .. } => ApiError::invalid_request(message(
+                &call_id,
+                "matches no tool call waiting for approval",
+            ))
+            .with_param((params.answer)(index)),
+            ApprovalError::InvalidArguments { .. } => {
+                ApiError::from(source).with_param((params.arguments)(index))
+            }
+            other => ApiError::from(other).with_param((params.answer)(index)),
+        },
+        WaitAnswerError::Store(error) => ApiError::store(error),
     }
 }
 
