@@ -33,6 +33,8 @@ async fn schemathesis_finds_no_server_error_and_no_contradiction_of_the_document
         "server": {"listen": "127.0.0.1:0"},
         "auth": {"keys": [{"key": KEY, "admin": true}]},
         "store": {"url": "sqlite://agentd.db"},
+        // The secrets routes answer 503 without a key: give them one so they are exercised.
+        "secrets": {"key": "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"},
     }));
     let mut command = binary::command(dir.path());
     command.args(["serve", "--config", "agentd.json"]);
