@@ -444,7 +444,14 @@ impl Runtime {
         }
         self.background.cancel();
         self.background_tasks.close();
-        self.background_tasks.wait().await;
+        // Bounded too: a heartbeat or sweep caught in a store call that hangs must not hold
+        // the exit.
+        if tokio::time::timeout(STORE_CLOSE_GRACE, self.background_tasks.wait())
+            .await
+            .is_err()
+        {
+            warn!("background tasks did not stop in time; leaving them");
+        }
         // A clean stop: nobody needs to wait for this replica's heartbeat to age.
         match tokio::time::timeout(
             STORE_CLOSE_GRACE,
