@@ -5,15 +5,15 @@
 //! | module | owns |
 //! |---|---|
 //! | [`config`] | layered JSON config, `.ai-agent.env`, `${VAR}` expansion, `.ai` agent files, the agent registry |
-//! | [`agent`] | the session loop: turns, retries, provider cycling, final report, events, `AgentResult` |
+//! | [`agent`] | the session loop: turns, retries, provider cycling, final report, events, `AgentResult`; one tool call under its policy (cache, retries), oversized outputs as handles, sub-agents and `router__handoff-to` |
 //! | [`llm`] | the `Provider` trait and the vendor adapters (OpenAI-compatible first), SSE decoding |
-//! | [`tools`] | the `ToolProvider` trait and the registry of tools a session may call |
+//! | [`tools`] | the `ToolProvider` trait and the registry of tools a session may call; each tool's policy (cache TTL, retries) and the tool result cache |
 //! | [`store`] | the `Store` trait with SQLite and PostgreSQL backends; migrations; the run recorder (runs and run events written in batches) |
 //! | [`cache`] | the response cache: keys, what may be cached, store and Redis backends |
 //! | [`limits`] | per-key limits (requests per minute, runs at once, daily budgets) counted in the store or Redis |
 //! | [`http`] | the router, one folder per API family (its wire types and one translator of run events), generated OpenAPI, the edge layers, connections, errors, SSE |
 //! | [`telemetry`] | Prometheus metrics and log setup |
-//! | [`runtime`] | the composition root, and the one run pipeline every headend starts runs through ([`runtime::Runtime::start_run`]); this process as a replica (heartbeats, owner loss, notifications from other replicas), following and cancelling runs anywhere; tool approvals (runs parked in the store while they wait, [`runtime::Runtime::decide_approval`] resuming them on any replica) |
+//! | [`runtime`] | the composition root, and the one run pipeline every headend starts runs through ([`runtime::Runtime::start_run`]); this process as a replica (heartbeats, owner loss, notifications from other replicas), following and cancelling runs anywhere; tool approvals (runs parked in the store while they wait, [`runtime::Runtime::decide_approval`] resuming them on any replica); advisors, router and handoff around an agent |
 //! | [`secrets`] | users' tool secrets: sealed with `secrets.key` (ChaCha20-Poly1305) into the store, opened for `${caller.secret.NAME}` |
 //! | [`json_text`], [`nul_text`] | JSON kept as its text; what happens to NUL characters |
 //! | [`tls`] | the TLS crypto provider (rustls with ring) every HTTPS and PostgreSQL client uses |
