@@ -67,6 +67,29 @@ const BURST: usize = 64;
 /// write timeout) only stops getting events; they are still numbered and recorded. What the session emitted between two of its
 /// waits (a run's start and first turn, or its answer, accounting and end) is taken at once and
 /// queued for the store as one item.
+/// Joins consecutive `output` (and `thinking`) deltas of one burst — events that were already
+/// waiting together — into one, before they are numbered: fewer stored rows and client frames
+/// for a fast upstream, no added wait for a slow one, and live and stored events stay the same.
+/// A delta that replaces what came before (`replace`) starts a new event.
+fn merge_queued_deltas(burst: &mut Vec<AgentEvent>) {
+    if burst.len() < 2 {
+        return;
+    }
+    let mut merged: Vec<AgentEvent> = Vec::with_capacity(burst.len());
+    for event in burst.drain(..) {
+        match (merged.last_mut(), event) {
+            (Some(AgentEvent::Output(last)), AgentEvent::Output(next))
+            | (Some(AgentEvent::Thinking(last)), AgentEvent::Thinking(next))
+                if !next.replace =>
+            {
+                last.text.push_str(&next.text);
+            }
+            (_, event) => merged.push(event),
+        }
+    }
+    *burst = merged;
+}
+
 pub(super) async fn tee(
     mut from_session: mpsc::Receiver<AgentEvent>,
     client: Client,
@@ -79,6 +102,7 @@ pub(super) async fn tee(
     let mut seq = first_seq;
     let mut burst = Vec::with_capacity(8);
     while from_session.recv_many(&mut burst, BURST).await > 0 {
+        merge_queued_deltas(&mut burst);
         let ts = chrono::Utc::now();
         let mut followed = Vec::with_capacity(burst.len());
         let records = burst
@@ -111,4 +135,50 @@ pub(super) async fn tee(
         }
     }
     (seq, listener)
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+    use crate::agent::events::TextDelta;
+
+    fn texts(events: &[AgentEvent]) -> Vec<(String, String)> {
+        events
+            .iter()
+            .map(|e| match e {
+                AgentEvent::Output(d) => ("output".into(), d.text.clone()),
+                AgentEvent::Thinking(d) => ("thinking".into(), d.text.clone()),
+                other => (other.kind().to_string(), String::new()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn queued_deltas_of_a_kind_join_and_a_replacement_starts_anew() {
+        let replacement = TextDelta {
+            text: "C".into(),
+            replace: true,
+        };
+        let mut burst = vec![
+            AgentEvent::Thinking(TextDelta::new("t1")),
+            AgentEvent::Thinking(TextDelta::new("t2")),
+            AgentEvent::Output(TextDelta::new("a")),
+            AgentEvent::Output(TextDelta::new("b")),
+            AgentEvent::Output(replacement),
+            AgentEvent::Output(TextDelta::new("d")),
+        ];
+        merge_queued_deltas(&mut burst);
+        assert_eq!(
+            texts(&burst),
+            [
+                ("thinking".to_string(), "t1t2".to_string()),
+                ("output".into(), "ab".into()),
+                ("output".into(), "Cd".into()),
+            ]
+        );
+        assert!(matches!(&burst[2], AgentEvent::Output(d) if d.replace));
+        let mut one = vec![AgentEvent::Output(TextDelta::new("x"))];
+        merge_queued_deltas(&mut one);
+        assert_eq!(one.len(), 1);
+    }
 }
