@@ -7,6 +7,7 @@
 #   bench/instructions.sh /path/to/old/agentd target/release/agentd
 #   AGENTD_INSTR_STREAM=1 bench/instructions.sh        # streamed: 64 chunks from upstream and to client
 #   bench/instructions.sh relay target/release/agentd  # the do-nothing relay (bench/load/src/relay.rs) beside agentd
+#   AGENTD_INSTR_STREAM=1 AGENTD_INSTR_GAP=5 bench/instructions.sh  # chunks 5 ms apart: none queue together
 # Needs valgrind and python3; builds the bench driver (for its mock upstream) if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,9 @@ export CARGO_TARGET_DIR="$root/target"
 warmup=${AGENTD_INSTR_WARMUP:-300}
 requests=${AGENTD_INSTR_REQUESTS:-2000}
 stream=${AGENTD_INSTR_STREAM:-0}
+# Milliseconds between the upstream's chunks of a streamed answer: 0 sends them at once (they
+# queue and agentd merges the deltas waiting together), a few ms paces them as a model does.
+gap=${AGENTD_INSTR_GAP:-0}
 binaries=("$@")
 [[ ${#binaries[@]} -gt 0 ]] || binaries=("$CARGO_TARGET_DIR/release/agentd")
 [[ -x "$CARGO_TARGET_DIR/release/agentd-bench" ]] ||
@@ -31,7 +35,7 @@ agent() {
     "$3" "$2" >"$work/agents/$1.ai"
 }
 agent single whole/fb0-c1-g0 bench
-agent streamed llm/fb0-c64-g0 "bench, streamed"
+agent streamed "llm/fb0-c64-g$gap" "bench, streamed"
 "$CARGO_TARGET_DIR/release/agentd-bench" mock --listen 127.0.0.1:19290 >"$work/mock.log" 2>&1 &
 pids+=($!)
 
@@ -55,7 +59,7 @@ PY
 
 total_of() { grep -E '^(summary|totals):' "$1" | head -1 | awk '{print $2}'; }
 
-echo "| agentd binary | instructions per $([[ $stream == 1 ]] && echo "streamed request (64 chunks)" || echo request) | requests counted |"
+echo "| agentd binary | instructions per $([[ $stream == 1 ]] && echo "streamed request (64 chunks, ${gap} ms apart)" || echo request) | requests counted |"
 echo "|---|---|---|"
 for binary in "${binaries[@]}"; do
   rm -f "$work"/store.db* "$work"/callgrind.*
@@ -69,7 +73,7 @@ JSON
   # The relay forwards the mock's own model names; agentd maps its agents' names to them.
   if [[ $binary == relay ]]; then
     command=("$CARGO_TARGET_DIR/release/agentd-bench" relay --listen 127.0.0.1:19280 --upstream 127.0.0.1:19290)
-    model=$([[ $stream == 1 ]] && echo fb0-c64-g0 || echo fb0-c1-g0)
+    model=$([[ $stream == 1 ]] && echo "fb0-c64-g$gap" || echo fb0-c1-g0)
   else
     command=("$binary" serve --config "$work/agentd.json")
     model=$([[ $stream == 1 ]] && echo streamed || echo single)

@@ -43,6 +43,12 @@ impl From<Value> for JsonText {
     }
 }
 
+impl From<Box<RawValue>> for JsonText {
+    fn from(raw: Box<RawValue>) -> Self {
+        Self(raw.into())
+    }
+}
+
 impl PartialEq for JsonText {
     fn eq(&self, other: &Self) -> bool {
         self.as_str() == other.as_str() || self.to_value() == other.to_value()

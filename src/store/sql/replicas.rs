@@ -20,7 +20,8 @@ pub const ORPHANED_RUNS: &str = "SELECT r.id, r.owner, r.created_at FROM runs r 
 pub const END_ORPHANED_RUN: &str = "UPDATE runs SET status = 'failed', exit_reason = 'owner_lost', \
      success = $2, error = $3, finished_at = $4, duration_ms = $5, result = $6 \
      WHERE id = $1 AND status = 'running'";
-pub const LAST_EVENT_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) FROM run_events WHERE run_id = $1";
+pub const LAST_EVENT_SEQ: &str =
+    "SELECT COALESCE(MAX(COALESCE(last_seq, seq)), 0) FROM run_events WHERE run_id = $1";
 
 pub const CLAIM_REQUEST: &str = "INSERT INTO run_requests (user_key, request_id, run_id, created_at) \
      VALUES ($1, $2, $3, $4) ON CONFLICT (user_key, request_id) DO NOTHING";

@@ -101,14 +101,16 @@ macro_rules! impl_run_batch_store {
                 events: &[$crate::store::NewRunEvent],
             ) -> Result<(), sqlx::Error> {
                 use $crate::store::sql::{ROWS_PER_INSERT, at, run_events as sql};
-                for chunk in events.chunks(ROWS_PER_INSERT) {
+                let rows = sql::rows_of(events);
+                for chunk in rows.chunks(ROWS_PER_INSERT) {
                     let mut insert = sqlx::QueryBuilder::<$db>::new(sql::INSERT_EVENTS);
-                    insert.push_values(chunk, |mut row, event| {
-                        row.push_bind(&event.run_id)
-                            .push_bind(event.seq)
-                            .push_bind(&event.event_type)
-                            .push_bind(sqlx::types::Json(&event.data))
-                            .push_bind(at(event.ts));
+                    insert.push_values(chunk, |mut row, stored| {
+                        row.push_bind(stored.run_id)
+                            .push_bind(stored.seq)
+                            .push_bind(stored.last_seq)
+                            .push_bind(stored.event_type)
+                            .push_bind(sqlx::types::Json(&stored.data))
+                            .push_bind(at(stored.ts));
                     });
                     insert.push(sql::INSERT_EVENTS_END);
                     insert.build().execute(&mut **tx).await?;

@@ -1,37 +1,167 @@
-//! Statements and rows of `run_events`.
+//! Statements and rows of `run_events`, and how events are packed into rows: every event of a
+//! run that reaches one write (a recorder batch) goes into one row, so a streamed answer costs
+//! the store a row per batch instead of a row per token. A row of one event keeps the plain
+//! layout (`type`, `data`, `last_seq` NULL); a row of several has `type` `''`, `seq` and
+//! `last_seq` the first and last of its events, and `data` a JSON array of
+//! `[seq, type, ts in µs, data]`. Readers expand rows back into the events as numbered, so a
+//! replay is event for event what a live client saw (migration 0011).
 
 use chrono::{DateTime, Utc};
+use serde_json::value::RawValue;
 use sqlx::types::Json;
 
-use crate::store::{JsonText, RunEventRecord};
+use crate::store::{JsonText, NewRunEvent, RunEventRecord};
 
 /// Followed by the VALUES rows; a repeated `(run_id, seq)` is skipped so a retry cannot duplicate.
-pub const INSERT_EVENTS: &str = "INSERT INTO run_events (run_id, seq, type, data, ts) ";
+pub const INSERT_EVENTS: &str = "INSERT INTO run_events (run_id, seq, last_seq, type, data, ts) ";
 pub const INSERT_EVENTS_END: &str = " ON CONFLICT (run_id, seq) DO NOTHING";
 
-pub const LIST_EVENTS: &str = "SELECT run_id, seq, type, data, ts FROM run_events \
-     WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3";
+/// The most events one row holds, and the widest seq range it covers: a reader finds the row
+/// holding seq `n` among the rows starting after `n - MAX_ROW_SPAN`, on the primary key.
+pub const MAX_ROW_SPAN: i64 = 64;
+
+/// `type` of a row holding several events.
+const PACKED: &str = "";
+
+/// Rows holding an event after `$2`: those starting after it, and one that starts at most
+/// `MAX_ROW_SPAN` before it and reaches past it. Every row returned holds at least one such
+/// event, so `$3` rows hold at least `$3` events (or all there are).
+pub const LIST_EVENTS: &str = "SELECT run_id, seq, last_seq, type, data, ts FROM run_events \
+     WHERE run_id = $1 AND seq > $2 - 64 AND COALESCE(last_seq, seq) > $2 ORDER BY seq LIMIT $3";
+
+/// One row to insert: a single event, or several of one run packed.
+pub struct StoredRow<'a> {
+    pub run_id: &'a str,
+    pub seq: i64,
+    pub last_seq: Option<i64>,
+    pub event_type: &'a str,
+    pub data: JsonText,
+    pub ts: DateTime<Utc>,
+}
+
+/// The rows for `events`: each run's events in seq order, packed `MAX_ROW_SPAN` seqs at most
+/// per row; runs in the order they first appear.
+pub fn rows_of(events: &[NewRunEvent]) -> Vec<StoredRow<'_>> {
+    let mut runs: Vec<Vec<&NewRunEvent>> = Vec::new();
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for event in events {
+        let slot = *index.entry(event.run_id.as_str()).or_insert_with(|| {
+            runs.push(Vec::new());
+            runs.len() - 1
+        });
+        runs[slot].push(event);
+    }
+    let mut rows = Vec::with_capacity(runs.len());
+    for mut run in runs {
+        run.sort_by_key(|event| event.seq);
+        let mut rest = run.as_slice();
+        while let Some(first) = rest.first() {
+            let len = rest
+                .iter()
+                .take_while(|event| event.seq - first.seq < MAX_ROW_SPAN)
+                .count();
+            let (packed, after) = rest.split_at(len);
+            rows.push(row_of(packed));
+            rest = after;
+        }
+    }
+    rows
+}
+
+/// One row for `events` (one run's, in seq order, at least one).
+fn row_of<'a>(events: &[&'a NewRunEvent]) -> StoredRow<'a> {
+    let first = events[0];
+    if let [only] = events {
+        return StoredRow {
+            run_id: &only.run_id,
+            seq: only.seq,
+            last_seq: None,
+            event_type: &only.event_type,
+            data: only.data.clone(),
+            ts: only.ts,
+        };
+    }
+    let packed: Vec<(i64, &str, i64, &JsonText)> = events
+        .iter()
+        .map(|e| {
+            (
+                e.seq,
+                e.event_type.as_str(),
+                e.ts.timestamp_micros(),
+                &e.data,
+            )
+        })
+        .collect();
+    StoredRow {
+        run_id: &first.run_id,
+        seq: first.seq,
+        last_seq: events.last().map(|last| last.seq),
+        event_type: PACKED,
+        data: JsonText::of(&packed),
+        ts: first.ts,
+    }
+}
 
 #[derive(sqlx::FromRow)]
 pub struct EventRow {
     run_id: String,
     seq: i64,
+    last_seq: Option<i64>,
     #[sqlx(rename = "type")]
     event_type: String,
     data: Json<JsonText>,
     ts: DateTime<Utc>,
 }
 
-impl From<EventRow> for RunEventRecord {
-    fn from(row: EventRow) -> Self {
-        Self {
-            run_id: row.run_id,
-            seq: row.seq,
-            event_type: row.event_type,
-            data: row.data.0,
-            ts: row.ts,
+/// The events of `rows` (in seq order) after `after`, each once, at most `limit`. A packed row
+/// whose data does not read back as events is an error naming the run and seq.
+pub fn expand(
+    rows: Vec<EventRow>,
+    after: i64,
+    limit: usize,
+) -> Result<Vec<RunEventRecord>, crate::store::StoreError> {
+    let mut events: Vec<RunEventRecord> = Vec::with_capacity(limit.min(rows.len() * 4));
+    let mut last = after;
+    let mut keep = |event: RunEventRecord, events: &mut Vec<RunEventRecord>| {
+        if event.seq > last && events.len() < limit {
+            last = event.seq;
+            events.push(event);
+        }
+    };
+    for row in rows {
+        if row.last_seq.is_none() || row.event_type != PACKED {
+            keep(
+                RunEventRecord {
+                    run_id: row.run_id,
+                    seq: row.seq,
+                    event_type: row.event_type,
+                    data: row.data.0,
+                    ts: row.ts,
+                },
+                &mut events,
+            );
+            continue;
+        }
+        let packed: Vec<(i64, String, i64, Box<RawValue>)> =
+            serde_json::from_str(row.data.0.as_str()).map_err(|error| {
+                crate::store::StoreError::Query(sqlx::Error::Decode(
+                    format!("run {} events from seq {}: {error}", row.run_id, row.seq).into(),
+                ))
+            })?;
+        for (seq, event_type, micros, data) in packed {
+            keep(
+                RunEventRecord {
+                    run_id: row.run_id.clone(),
+                    seq,
+                    event_type,
+                    data: JsonText::from(data),
+                    ts: DateTime::from_timestamp_micros(micros).unwrap_or(row.ts),
+                },
+                &mut events,
+            );
         }
     }
+    Ok(events)
 }
 
 /// Implements [`RunEventStore`](crate::store::RunEventStore) for a backend.
@@ -66,9 +196,63 @@ macro_rules! impl_run_event_store {
                     .bind(limit)
                     .fetch_all(&self.reader)
                     .await?;
-                Ok(rows.into_iter().map(Into::into).collect())
+                sql::expand(
+                    rows,
+                    after_seq,
+                    usize::try_from(limit).unwrap_or(usize::MAX),
+                )
             }
         }
     };
 }
 pub(crate) use impl_run_event_store;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(run_id: &str, seq: i64) -> NewRunEvent {
+        NewRunEvent {
+            run_id: run_id.into(),
+            seq,
+            event_type: "output".into(),
+            data: JsonText::of(&serde_json::json!({"text": seq.to_string()})),
+            ts: DateTime::from_timestamp_micros(seq).unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn a_runs_events_in_one_write_share_rows_of_at_most_the_span() {
+        let mut events = Vec::new();
+        for seq in 1..=150 {
+            events.push(event("x", seq));
+            if seq <= 2 {
+                events.push(event("y", seq));
+            }
+        }
+        events.push(event("z", 9));
+        let rows = rows_of(&events);
+        let shape: Vec<(&str, i64, Option<i64>)> = rows
+            .iter()
+            .map(|row| (row.run_id, row.seq, row.last_seq))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("x", 1, Some(64)),
+                ("x", 65, Some(128)),
+                ("x", 129, Some(150)),
+                ("y", 1, Some(2)),
+                ("z", 9, None),
+            ]
+        );
+        assert_eq!(rows[3].event_type, PACKED);
+        assert_eq!(rows[4].event_type, "output");
+        assert!(
+            rows[3]
+                .data
+                .as_str()
+                .starts_with(r#"[[1,"output",1,{"text":"1"}]"#)
+        );
+    }
+}
