@@ -48,6 +48,16 @@ enum Cmd {
         #[arg(long, default_value = "127.0.0.1:19090")]
         upstream: String,
     },
+    /// nginx configured as `run` starts it (in DIR), in the foreground until interrupted.
+    Nginx {
+        #[arg(long, default_value = "127.0.0.1:19050")]
+        listen: String,
+        #[arg(long, default_value = "127.0.0.1:19090")]
+        upstream: String,
+        /// Its config, error log and temp dirs.
+        #[arg(long)]
+        dir: PathBuf,
+    },
     /// Every scenario; prints the markdown table.
     Run(Box<RunArgs>),
 }
@@ -171,6 +181,11 @@ fn main() -> ExitCode {
         Cmd::Relay { listen, upstream } => runtime
             .block_on(relay::serve(&listen, &upstream))
             .map_err(|e| format!("relay: {e}")),
+        Cmd::Nginx {
+            listen,
+            upstream,
+            dir,
+        } => runtime.block_on(standalone_nginx(&listen, &upstream, &dir)),
         Cmd::Run(args) => runtime.block_on(run(*args)),
     };
     match result {
@@ -180,6 +195,31 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `agentd-bench nginx`: nginx as `run` starts it, until Ctrl-C (then stopped with its workers).
+async fn standalone_nginx(
+    listen: &str,
+    upstream: &str,
+    dir: &std::path::Path,
+) -> Result<(), String> {
+    let binary = nginx::ensure()?;
+    let process = nginx::start(&nginx::Setup {
+        binary: &binary,
+        dir,
+        listen,
+        upstream,
+        files: open_file_limit(),
+    })
+    .await?;
+    eprintln!(
+        "nginx pid {} on {listen}, upstream {upstream}, config {}/nginx.conf",
+        process.pid(),
+        dir.display()
+    );
+    let _ = tokio::signal::ctrl_c().await;
+    drop(process);
+    Ok(())
 }
 
 fn parse_peer(text: &str) -> Result<(String, String), String> {
