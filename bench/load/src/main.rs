@@ -261,24 +261,28 @@ async fn run(args: RunArgs) -> Result<(), String> {
             chunks: 1,
             gap_ms: 0,
             script_turns: None,
+            scheduled: false,
         },
         streamed: Shape {
             first_byte_ms: 5,
             chunks: 64,
             gap_ms: 1,
             script_turns: None,
+            scheduled: false,
         },
         slow: Shape {
             first_byte_ms: 0,
             chunks: 4,
             gap_ms: 0,
             script_turns: None,
+            scheduled: false,
         },
         turns: Shape {
             first_byte_ms: 0,
             chunks: 1,
             gap_ms: 0,
             script_turns: Some(5),
+            scheduled: false,
         },
         // 40 chunks 25 ms apart; content starts 300 ms after the run, so both followers are
         // attached before the first `output` exists (the report checks it).
@@ -287,6 +291,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
             chunks: 40,
             gap_ms: 25,
             script_turns: None,
+            scheduled: false,
         },
         // Scenario 7: 50 content frames per second, --capacity-chunks of them.
         paced: Shape {
@@ -294,6 +299,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
             chunks: args.capacity_chunks.max(2),
             gap_ms: 20,
             script_turns: None,
+            scheduled: true,
         },
         // Scenario 8: 64 chunks as fast as the mock writes them.
         burst64: Shape {
@@ -301,6 +307,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
             chunks: 64,
             gap_ms: 0,
             script_turns: None,
+            scheduled: false,
         },
     };
     let (only, soak_requested) = match &args.only {

@@ -460,16 +460,18 @@ impl Report {
             out.push_str(line);
             out.push('\n');
         }
-        out.push_str("\n## 1. Non-streaming single turn, open loop (latency in ms)\n\n");
-        out.push_str("| req/s | target | p50 | p90 | p99 | max | errors | generator lag p99 | sustained |\n|---|---|---|---|---|---|---|---|---|\n");
-        for line in &self.rates {
-            out.push_str(line);
-            out.push('\n');
-        }
-        out.push_str("\n| req/s | target | added p50 ms | added p99 ms | p50 ratio | p99 ratio |\n|---|---|---|---|---|---|\n");
-        for line in &self.added {
-            out.push_str(line);
-            out.push('\n');
+        if !self.rates.is_empty() {
+            out.push_str("\n## 1. Non-streaming single turn, open loop (latency in ms)\n\n");
+            out.push_str("| req/s | target | p50 | p90 | p99 | max | errors | generator lag p99 | sustained |\n|---|---|---|---|---|---|---|---|---|\n");
+            for line in &self.rates {
+                out.push_str(line);
+                out.push('\n');
+            }
+            out.push_str("\n| req/s | target | added p50 ms | added p99 ms | p50 ratio | p99 ratio |\n|---|---|---|---|---|---|\n");
+            for line in &self.added {
+                out.push_str(line);
+                out.push('\n');
+            }
         }
         if !self.follow.is_empty() {
             out.push_str(
