@@ -245,6 +245,9 @@ pub struct Closed {
     pub completed: usize,
     /// Requests that failed in the window.
     pub errors: usize,
+    /// Every request sent, warm-up and the drain after the window included (for CPU per
+    /// request).
+    pub sent: usize,
     /// Latency of the window's answers.
     pub latency: Summary,
     pub failures: String,
@@ -271,22 +274,26 @@ pub async fn closed_loop(
     for _ in 0..connections {
         let (client, call) = (client.clone(), call.clone());
         tasks.push(tokio::spawn(async move {
-            let mut samples = Vec::new();
+            let (mut samples, mut sent) = (Vec::new(), 0);
             while Instant::now() < until {
                 let sample = one(&client, &call, Instant::now()).await;
+                sent += 1;
                 let finished = Instant::now();
                 if finished >= from && finished < until {
                     samples.push(sample);
                 }
             }
-            samples
+            (samples, sent)
         }));
     }
-    let mut samples = Vec::new();
+    let (mut samples, mut sent) = (Vec::new(), 0);
     let mut task_failures = 0;
     for task in tasks {
         match task.await {
-            Ok(mut some) => samples.append(&mut some),
+            Ok((mut some, count)) => {
+                samples.append(&mut some);
+                sent += count;
+            }
             Err(_) => task_failures += 1,
         }
     }
@@ -300,6 +307,7 @@ pub async fn closed_loop(
         seconds: seconds.as_secs_f64(),
         completed: samples.iter().filter(|s| s.ok).count(),
         errors: latency.errors + task_failures,
+        sent,
         latency,
         failures,
     }

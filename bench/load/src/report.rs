@@ -187,9 +187,8 @@ impl Report {
         target: &str,
         m: &crate::load::Closed,
         cpu: Option<f64>,
-        warmup: std::time::Duration,
     ) {
-        let total = (m.completed + m.errors) as f64 * (1.0 + warmup.as_secs_f64() / m.seconds);
+        let total = m.sent as f64;
         let line = format!(
             "| {case} | {target} | {} | {:.0} | {} | {} | {} | {}/{} | {} |",
             m.connections,
@@ -217,9 +216,9 @@ impl Report {
             let Some(rate) = of(peer) else { continue };
             let ratio = percent(agentd, rate);
             self.summary.push(format!(
-                "| 8. closed loop, {case}, agentd / {peer} | {agentd:.0} / {rate:.0} req/s = {ratio:.0} % | {} | {} |",
+                "| 8. closed loop, {case}, agentd / {peer} | {agentd:.0} / {rate:.0} req/s = {ratio:.0} % | {} |{} |",
                 target.map_or("—".into(), |t| format!("≥ {t:.0} %")),
-                target.map_or("", |t| verdict(ratio >= t))
+                target.map_or(String::new(), |t| format!(" {}", verdict(ratio >= t)))
             ));
         }
     }

@@ -535,12 +535,12 @@ pub async fn closed(
                 bench.closed_seconds,
             )
             .await;
-            // The CPU covers the warm-up and the drain too: per request of the whole run.
+            // The CPU covers the warm-up and the drain too: per request sent in all of them.
             let cpu = process
                 .map(|p| p.cpu_seconds())
                 .zip(cpu_before)
                 .map(|(after, before)| after - before);
-            report.closed_row(case, name, &measured, cpu, bench.closed_warmup);
+            report.closed_row(case, name, &measured, cpu);
             if measured.errors > 0 {
                 report.note(format!(
                     "  8. {case}, {name}: {} errors: {}",
