@@ -1,8 +1,9 @@
 //! Scenario 7, streaming capacity: N client slots each keep one paced stream open (the mock
 //! sends a content frame every 20 ms, 50 chunks/s; a slot opens its next stream as soon as the
-//! previous one ends), N climbing per target. The client is kept cheap per chunk: it reads the
-//! body chunks as they come, counts content frames by a byte search and notes their arrival
-//! times, never parsing JSON. A step passes when the gap between consecutive content frames of
+//! previous one ends), N climbing per target. The client is kept cheap per chunk: each slot
+//! drives its own hyper HTTP/1.1 connection in its own task, reads the body chunks as they
+//! come, counts content frames by a byte search and notes their arrival times, never parsing
+//! JSON. A step passes when the gap between consecutive content frames of
 //! a stream has p99 ≤ 100 ms and no stream failed; the step's counters only cover the hold
 //! window after the ramp.
 
@@ -11,6 +12,10 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use futures_util::future::{Either, select};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
 
 use crate::load::{Call, Failure};
 use crate::procs::{self, Process};
@@ -126,8 +131,14 @@ struct Shared {
 
 /// One step: `n` slots against `call` for the ramp and the hold window.
 pub async fn measure(call: &Call, n: usize, pacing: Pacing, process: Option<&Process>) -> Step {
-    let client = match crate::load::client(n + 16) {
-        Ok(client) => client,
+    let shared = Arc::new(Shared {
+        gaps: Mutex::new(Histogram::new()),
+        chunks: AtomicU64::new(0),
+        started: AtomicU64::new(0),
+        failures: Mutex::new(BTreeMap::new()),
+    });
+    let target = match Endpoint::of(call) {
+        Ok(target) => Arc::new(target),
         Err(error) => {
             return Step {
                 streams: n,
@@ -138,61 +149,22 @@ pub async fn measure(call: &Call, n: usize, pacing: Pacing, process: Option<&Pro
                 gap_max: f64::NAN,
                 started: 0,
                 failed: 1,
-                failures: format!("http client: {error}"),
+                failures: error,
                 server_cpu: None,
                 generator_cpu: 0.0,
             };
         }
     };
-    let shared = Arc::new(Shared {
-        gaps: Mutex::new(Histogram::new()),
-        chunks: AtomicU64::new(0),
-        started: AtomicU64::new(0),
-        failures: Mutex::new(BTreeMap::new()),
-    });
     let start = Instant::now();
     let window = (start + pacing.ramp, start + pacing.ramp + pacing.hold);
     let limit = pacing.stream * 3 + Duration::from_secs(30);
     let mut slots = Vec::with_capacity(n);
     for index in 0..n {
         let opens = start + pacing.ramp.mul_f64(index as f64 / n as f64);
-        let (client, call, shared) = (client.clone(), call.clone(), shared.clone());
+        let (target, shared) = (target.clone(), shared.clone());
         slots.push(tokio::spawn(async move {
             tokio::time::sleep_until(opens.into()).await;
-            let mut gaps = Vec::with_capacity(512);
-            while Instant::now() < window.1 {
-                shared.started.fetch_add(1, Ordering::Relaxed);
-                let outcome =
-                    tokio::time::timeout(limit, stream(&client, &call, window, &mut gaps)).await;
-                let failure = match outcome {
-                    Ok(Ok(chunks)) => {
-                        shared.chunks.fetch_add(chunks, Ordering::Relaxed);
-                        None
-                    }
-                    Ok(Err((failure, chunks))) => {
-                        shared.chunks.fetch_add(chunks, Ordering::Relaxed);
-                        Some(failure)
-                    }
-                    Err(_) => Some(Failure::Send {
-                        timeout: true,
-                        connect: false,
-                    }),
-                };
-                if !gaps.is_empty()
-                    && let Ok(mut histogram) = shared.gaps.lock()
-                {
-                    for gap in gaps.drain(..) {
-                        histogram.add(gap);
-                    }
-                }
-                if let Some(failure) = failure {
-                    if let Ok(mut failures) = shared.failures.lock() {
-                        *failures.entry(failure).or_insert(0) += 1;
-                    }
-                    // No hot loop of refused connections.
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
+            slot(&target, window, limit, &shared).await;
         }));
     }
     // CPU of the serving process and of this generator over the window only.
@@ -244,25 +216,138 @@ pub async fn measure(call: &Call, n: usize, pacing: Pacing, process: Option<&Pro
     }
 }
 
+/// Where a slot's streams go: `host:port`, the path, the body.
+struct Endpoint {
+    address: String,
+    path: String,
+    body: bytes::Bytes,
+}
+
+impl Endpoint {
+    fn of(call: &Call) -> Result<Self, String> {
+        let rest = call
+            .url
+            .strip_prefix("http://")
+            .ok_or_else(|| format!("{}: only http:// URLs", call.url))?;
+        let (address, path) = rest.split_once('/').unwrap_or((rest, ""));
+        Ok(Self {
+            address: address.to_string(),
+            path: format!("/{path}"),
+            body: call.body.clone(),
+        })
+    }
+}
+
+/// One client slot: its own HTTP/1.1 connection (hyper's, driven in this very task, so a
+/// chunk costs one wake-up of one task: no pool, no connection task, no channel between
+/// tasks), one stream after the other until the window ends; a new connection after a failure.
+async fn slot(target: &Endpoint, window: (Instant, Instant), limit: Duration, shared: &Shared) {
+    let mut gaps = Vec::with_capacity(512);
+    while Instant::now() < window.1 {
+        let connection = match tokio::net::TcpStream::connect(&target.address).await {
+            Ok(tcp) => {
+                let _ = tcp.set_nodelay(true);
+                hyper::client::conn::http1::handshake::<_, Full<bytes::Bytes>>(TokioIo::new(tcp))
+                    .await
+            }
+            Err(_) => {
+                shared.failed(Failure::Send {
+                    timeout: false,
+                    connect: true,
+                });
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok((mut sender, connection)) = connection else {
+            shared.failed(Failure::Send {
+                timeout: false,
+                connect: true,
+            });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let mut connection = std::pin::pin!(connection);
+        while Instant::now() < window.1 {
+            shared.started.fetch_add(1, Ordering::Relaxed);
+            // The connection is polled beside the exchange; if it ends first (closed), the
+            // exchange still gets what was already read, then the slot reconnects.
+            let (outcome, open) = {
+                let exchange = std::pin::pin!(tokio::time::timeout(
+                    limit,
+                    stream(&mut sender, target, window, &mut gaps)
+                ));
+                match select(connection.as_mut(), exchange).await {
+                    Either::Left((_, exchange)) => (exchange.await, false),
+                    Either::Right((outcome, _)) => (outcome, true),
+                }
+            };
+            let failure = match outcome {
+                Ok(Ok(chunks)) => {
+                    shared.chunks.fetch_add(chunks, Ordering::Relaxed);
+                    None
+                }
+                Ok(Err((failure, chunks))) => {
+                    shared.chunks.fetch_add(chunks, Ordering::Relaxed);
+                    Some(failure)
+                }
+                Err(_) => Some(Failure::Send {
+                    timeout: true,
+                    connect: false,
+                }),
+            };
+            if !gaps.is_empty()
+                && let Ok(mut histogram) = shared.gaps.lock()
+            {
+                for gap in gaps.drain(..) {
+                    histogram.add(gap);
+                }
+            }
+            if let Some(failure) = failure {
+                shared.failed(failure);
+                // No hot loop of refused requests; a fresh connection after a failure.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                break;
+            }
+            if !open {
+                break;
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn failed(&self, failure: Failure) {
+        if let Ok(mut failures) = self.failures.lock() {
+            *failures.entry(failure).or_insert(0) += 1;
+        }
+    }
+}
+
 /// One stream: the content frames that arrived in `window`, their gaps (ms) pushed to `gaps`.
 async fn stream(
-    client: &reqwest::Client,
-    call: &Call,
+    sender: &mut hyper::client::conn::http1::SendRequest<Full<bytes::Bytes>>,
+    target: &Endpoint,
     window: (Instant, Instant),
     gaps: &mut Vec<f64>,
 ) -> Result<u64, (Failure, u64)> {
-    let response = client
-        .post(&*call.url)
-        .header("content-type", "application/json")
-        .body(call.body.clone())
-        .send()
-        .await;
-    let mut response = match response {
+    let request = hyper::Request::post(&target.path)
+        .header(hyper::header::HOST, &target.address)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(target.body.clone()));
+    let Ok(request) = request else {
+        return Err((Failure::Task, 0));
+    };
+    let sent = async {
+        sender.ready().await?;
+        sender.send_request(request).await
+    };
+    let response = match sent.await {
         Ok(response) => response,
-        Err(error) => {
+        Err(_) => {
             let failure = Failure::Send {
-                timeout: error.is_timeout(),
-                connect: error.is_connect(),
+                timeout: false,
+                connect: false,
             };
             return Err((failure, 0));
         }
@@ -270,15 +355,19 @@ async fn stream(
     if !response.status().is_success() {
         return Err((Failure::Status(response.status().as_u16()), 0));
     }
+    let mut body = response.into_body();
     let in_window = |at: Instant| at >= window.0 && at < window.1;
     let (mut chunks, mut any_content, mut done) = (0u64, false, false);
     let mut last_content: Option<Instant> = None;
     let mut tail = bytes::Bytes::new();
     loop {
-        let chunk = match response.chunk().await {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) => break,
-            Err(_) => return Err((Failure::Body, chunks)),
+        let chunk = match body.frame().await {
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(chunk) => chunk,
+                Err(_) => continue,
+            },
+            None => break,
+            Some(Err(_)) => return Err((Failure::Body, chunks)),
         };
         let now = Instant::now();
         let frames = count(&chunk, CONTENT);
