@@ -55,8 +55,9 @@ pub struct Setup<'a> {
     pub files: usize,
 }
 
-/// The config: one worker per CPU, no access log, HTTP/1.1 kept-alive upstream connections,
-/// unbuffered answers and TCP_NODELAY, so streams flow chunk by chunk.
+/// The config: one worker per CPU, each with its own listening socket (`reuseport`: the kernel
+/// spreads connections evenly over the workers), no access log, HTTP/1.1 kept-alive upstream
+/// connections, unbuffered answers and TCP_NODELAY, so streams flow chunk by chunk.
 pub fn config(setup: &Setup, workers: usize) -> String {
     let dir = setup.dir.display();
     let files = setup.files.max(1024);
@@ -69,7 +70,6 @@ error_log {dir}/error.log warn;
 
 events {{
     worker_connections {files};
-    multi_accept on;
 }}
 
 http {{
@@ -91,7 +91,7 @@ http {{
     }}
 
     server {{
-        listen {listen} backlog=4096;
+        listen {listen} reuseport backlog=4096;
         location / {{
             proxy_pass http://mock;
             proxy_http_version 1.1;
