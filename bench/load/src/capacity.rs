@@ -439,7 +439,7 @@ pub async fn climb(
                     // The pass rule is the gap alone (frames read together count as gaps of
                     // 0), so a target falling behind in bursts can pass: say so.
                     report.note(format!(
-                        "  7. {} passed at {n} streams but delivered {:.0} of {expected:.0} chunks/s ({:.0} %): streams fell behind in bursts (gap p50 {:.1} ms)",
+                        "  7. {} passed at {n} streams but delivered {:.0} of {expected:.0} chunks/s ({:.0} %): its streams fell behind their schedule (gap p50 {:.1} ms)",
                         target.name,
                         step.chunks_per_second(),
                         step.chunks_per_second() / expected * 100.0,
