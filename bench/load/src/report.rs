@@ -144,7 +144,7 @@ impl Report {
             step.started,
             step.server_cpu.map_or("—".into(), per_chunk),
             per_chunk(step.generator_cpu),
-            if step.passed() { "yes" } else { "no" }
+            if step.passed(expected) { "yes" } else { "no" }
         );
         eprintln!("{line}");
         self.capacity.push(line);
