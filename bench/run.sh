@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # agentd's end-to-end benchmark: builds agentd, the MCP test server and the bench driver in
-# release, raises the open-file limit, runs scenarios 1-4 (6 with --postgres URL: see
-# bench/README.md) (through agentd and direct to the mock,
-# same run) and scenario 5 (store_events), and prints one markdown report.
-# Arguments go to `agentd-bench run` (e.g. --rates 100,1000 --step-seconds 2 --only 1,2).
+# release, raises the open-file limit, runs scenarios 1-4, 7, 8 and 9's idle RSS (6 with
+# --postgres URL, 9's soak with --only 9; see bench/README.md) through agentd and direct to the
+# mock (and the relay and nginx), same run, and scenario 5 (store_events), and prints one
+# markdown report. Arguments go to `agentd-bench run` (e.g. --rates 100,1000 --step-seconds 2
+# --only 1,2; --no-nginx without nginx).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

@@ -235,3 +235,80 @@ pub fn lag_p99(samples: &[Sample]) -> f64 {
     lags.get(lags.len() * 99 / 100)
         .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
 }
+
+/// What a closed loop measured in its window (after the warm-up).
+#[derive(Debug, Clone)]
+pub struct Closed {
+    pub connections: usize,
+    pub seconds: f64,
+    /// Answers (200 and complete) that finished in the window.
+    pub completed: usize,
+    /// Requests that failed in the window.
+    pub errors: usize,
+    /// Every request sent, warm-up and the drain after the window included (for CPU per
+    /// request).
+    pub sent: usize,
+    /// Latency of the window's answers.
+    pub latency: Summary,
+    pub failures: String,
+}
+
+impl Closed {
+    pub fn per_second(&self) -> f64 {
+        self.completed as f64 / self.seconds
+    }
+}
+
+/// `connections` loops, each sending its next call as soon as the previous answer is complete,
+/// for `warmup` (not counted) and then `seconds`; counts what finished in the window.
+pub async fn closed_loop(
+    client: &reqwest::Client,
+    call: &Call,
+    connections: usize,
+    warmup: Duration,
+    seconds: Duration,
+) -> Closed {
+    let start = Instant::now();
+    let (from, until) = (start + warmup, start + warmup + seconds);
+    let mut tasks = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        let (client, call) = (client.clone(), call.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut samples, mut sent) = (Vec::new(), 0);
+            while Instant::now() < until {
+                let sample = one(&client, &call, Instant::now()).await;
+                sent += 1;
+                let finished = Instant::now();
+                if finished >= from && finished < until {
+                    samples.push(sample);
+                }
+            }
+            (samples, sent)
+        }));
+    }
+    let (mut samples, mut sent) = (Vec::new(), 0);
+    let mut task_failures = 0;
+    for task in tasks {
+        match task.await {
+            Ok((mut some, count)) => {
+                samples.append(&mut some);
+                sent += count;
+            }
+            Err(_) => task_failures += 1,
+        }
+    }
+    let mut failures = failures(&samples);
+    if task_failures > 0 {
+        failures.push_str(&format!(" ({task_failures} driver tasks failed)"));
+    }
+    let latency = latency(&samples);
+    Closed {
+        connections,
+        seconds: seconds.as_secs_f64(),
+        completed: samples.iter().filter(|s| s.ok).count(),
+        errors: latency.errors + task_failures,
+        sent,
+        latency,
+        failures,
+    }
+}

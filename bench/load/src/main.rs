@@ -1,12 +1,15 @@
 //! agentd's end-to-end benchmark (see bench/README.md). `agentd-bench run` starts the mock
-//! upstream and agentd (release builds) on 127.0.0.1, runs every scenario through agentd and
-//! directly against the mock in the same run, and prints the table; `agentd-bench mock` is the
-//! mock upstream process itself.
+//! upstream, the do-nothing relay, nginx and agentd (release builds) on 127.0.0.1, runs every
+//! scenario through agentd and directly against the mock in the same run, and prints the
+//! table; `agentd-bench mock` is the mock upstream process itself. This file owns the command
+//! line and the order of the scenarios.
 
+mod capacity;
 mod follow;
 mod load;
 mod mcp_probe;
 mod mock;
+mod nginx;
 mod procs;
 mod relay;
 mod report;
@@ -45,8 +48,18 @@ enum Cmd {
         #[arg(long, default_value = "127.0.0.1:19090")]
         upstream: String,
     },
+    /// nginx configured as `run` starts it (in DIR), in the foreground until interrupted.
+    Nginx {
+        #[arg(long, default_value = "127.0.0.1:19050")]
+        listen: String,
+        #[arg(long, default_value = "127.0.0.1:19090")]
+        upstream: String,
+        /// Its config, error log and temp dirs.
+        #[arg(long)]
+        dir: PathBuf,
+    },
     /// Every scenario; prints the markdown table.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 #[derive(clap::Args)]
@@ -60,6 +73,12 @@ struct RunArgs {
     agentd_listen: String,
     #[arg(long, default_value = "127.0.0.1:19070")]
     relay_listen: String,
+    /// nginx's port (agentd's − 30: − 20 is LiteLLM's in bench/peers.sh).
+    #[arg(long, default_value = "127.0.0.1:19050")]
+    nginx_listen: String,
+    /// Do not start nginx (scenarios 1, 7 and 8 then go without it).
+    #[arg(long)]
+    no_nginx: bool,
     /// Another server measured in scenario 1 beside agentd, as NAME=HOST:PORT (repeatable). It
     /// must serve the model `single` as the mock's `fb0-c1-g0` (bench/peers.sh sets LiteLLM up).
     #[arg(long, value_parser = parse_peer)]
@@ -80,10 +99,11 @@ struct RunArgs {
     /// Runs of the multi-turn agent in scenario 4.
     #[arg(long, default_value_t = 200)]
     runs: usize,
-    /// Scenarios to run (1-4 and 6; 5 is store_events, run by bench/run.sh; 6 needs
-    /// --postgres).
-    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4")]
-    only: Vec<u8>,
+    /// Scenarios to run (1-4 and 6-9; 5 is store_events, run by bench/run.sh; 6 needs
+    /// --postgres). Without it: 1,2,3,4,7,8,9 with scenario 9's idle RSS only; the soak (9 b)
+    /// runs only when --only names 9.
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<u8>>,
     /// PostgreSQL server, `postgres://user@host:port`: every agentd the bench starts gets a
     /// fresh database there (createdb; dropped at the end) instead of a SQLite file.
     /// Scenario 6 needs it.
@@ -102,6 +122,47 @@ struct RunArgs {
     /// Scenario 6: rounds of --follow-concurrent runs.
     #[arg(long, default_value_t = 2)]
     follow_rounds: usize,
+    /// Scenario 7: the steps of N, concurrent paced streams (capped by the open-file limit).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "250,500,1000,2000,3000,4000,6000,8000,12000,16000"
+    )]
+    capacity_streams: Vec<usize>,
+    /// Scenario 7: seconds measured per step, after the ramp.
+    #[arg(long, default_value_t = 15.0)]
+    capacity_seconds: f64,
+    /// Scenario 7: seconds over which a step's streams are opened (not measured).
+    #[arg(long, default_value_t = 2.0)]
+    capacity_ramp_seconds: f64,
+    /// Scenario 7: content frames per stream, 20 ms apart (250: 5 s per stream).
+    #[arg(long, default_value_t = 250)]
+    capacity_chunks: usize,
+    /// Scenario 8: connections, each sending its next request when its answer is complete.
+    #[arg(long, default_value_t = 32)]
+    closed_connections: usize,
+    /// Scenario 8: seconds measured per target and case.
+    #[arg(long, default_value_t = 10.0)]
+    closed_seconds: f64,
+    /// Scenario 8: warm-up seconds before each measurement (not counted).
+    #[arg(long, default_value_t = 2.0)]
+    closed_warmup_seconds: f64,
+    /// Scenario 9: soak rate, req/s (default: half of scenario 1's agentd maximum when
+    /// scenario 1 ran, else 2000).
+    #[arg(long)]
+    soak_rate: Option<f64>,
+    /// Scenario 9: soak length in seconds (0: no soak).
+    #[arg(long, default_value_t = 600)]
+    soak_seconds: u64,
+    /// Scenario 9: seconds between agentd RSS samples.
+    #[arg(long, default_value_t = 10)]
+    soak_sample_seconds: u64,
+    /// Scenario 9: the RSS baseline is the first sample at or after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    soak_baseline_seconds: u64,
+    /// Scenario 9: errors and p99 are reported per this many seconds.
+    #[arg(long, default_value_t = 60)]
+    soak_bucket_seconds: u64,
 }
 
 fn main() -> ExitCode {
@@ -120,7 +181,12 @@ fn main() -> ExitCode {
         Cmd::Relay { listen, upstream } => runtime
             .block_on(relay::serve(&listen, &upstream))
             .map_err(|e| format!("relay: {e}")),
-        Cmd::Run(args) => runtime.block_on(run(args)),
+        Cmd::Nginx {
+            listen,
+            upstream,
+            dir,
+        } => runtime.block_on(standalone_nginx(&listen, &upstream, &dir)),
+        Cmd::Run(args) => runtime.block_on(run(*args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -129,6 +195,31 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `agentd-bench nginx`: nginx as `run` starts it, until Ctrl-C (then stopped with its workers).
+async fn standalone_nginx(
+    listen: &str,
+    upstream: &str,
+    dir: &std::path::Path,
+) -> Result<(), String> {
+    let binary = nginx::ensure()?;
+    let process = nginx::start(&nginx::Setup {
+        binary: &binary,
+        dir,
+        listen,
+        upstream,
+        files: open_file_limit(),
+    })
+    .await?;
+    eprintln!(
+        "nginx pid {} on {listen}, upstream {upstream}, config {}/nginx.conf",
+        process.pid(),
+        dir.display()
+    );
+    let _ = tokio::signal::ctrl_c().await;
+    drop(process);
+    Ok(())
 }
 
 fn parse_peer(text: &str) -> Result<(String, String), String> {
@@ -170,24 +261,28 @@ async fn run(args: RunArgs) -> Result<(), String> {
             chunks: 1,
             gap_ms: 0,
             script_turns: None,
+            scheduled: false,
         },
         streamed: Shape {
             first_byte_ms: 5,
             chunks: 64,
             gap_ms: 1,
             script_turns: None,
+            scheduled: false,
         },
         slow: Shape {
             first_byte_ms: 0,
             chunks: 4,
             gap_ms: 0,
             script_turns: None,
+            scheduled: false,
         },
         turns: Shape {
             first_byte_ms: 0,
             chunks: 1,
             gap_ms: 0,
             script_turns: Some(5),
+            scheduled: false,
         },
         // 40 chunks 25 ms apart; content starts 300 ms after the run, so both followers are
         // attached before the first `output` exists (the report checks it).
@@ -196,7 +291,28 @@ async fn run(args: RunArgs) -> Result<(), String> {
             chunks: 40,
             gap_ms: 25,
             script_turns: None,
+            scheduled: false,
         },
+        // Scenario 7: 50 content frames per second, --capacity-chunks of them.
+        paced: Shape {
+            first_byte_ms: 0,
+            chunks: args.capacity_chunks.max(2),
+            gap_ms: 20,
+            script_turns: None,
+            scheduled: true,
+        },
+        // Scenario 8: 64 chunks as fast as the mock writes them.
+        burst64: Shape {
+            first_byte_ms: 0,
+            chunks: 64,
+            gap_ms: 0,
+            script_turns: None,
+            scheduled: false,
+        },
+    };
+    let (only, soak_requested) = match &args.only {
+        Some(only) => (only.clone(), only.contains(&9)),
+        None => (vec![1, 2, 3, 4, 7, 8, 9], false),
     };
     let limit = open_file_limit();
     // Descriptors agentd holds besides the streams: its store, MCP server and listener, and
@@ -212,8 +328,17 @@ async fn run(args: RunArgs) -> Result<(), String> {
         ..shapes.slow
     };
     let shapes = procs::Agents { slow, ..shapes };
+    // Scenario 7: each stream costs a proxy (agentd, the relay, nginx) two descriptors.
+    let capacity_cap = limit.saturating_sub(AGENTD_OTHER_FDS) / 2;
+    let mut capacity_steps: Vec<usize> = args
+        .capacity_streams
+        .iter()
+        .map(|&n| n.min(capacity_cap))
+        .filter(|&n| n > 0)
+        .collect();
+    capacity_steps.dedup();
 
-    if args.only.contains(&6) && args.postgres.is_none() {
+    if only.contains(&6) && args.postgres.is_none() {
         return Err("scenario 6 needs --postgres postgres://user@host:port".into());
     }
     // A store for each agentd the bench starts: a fresh PostgreSQL database with --postgres,
@@ -240,6 +365,24 @@ async fn run(args: RunArgs) -> Result<(), String> {
     };
     let mut mock = procs::start_mock(&args.mock_listen)?;
     let mut relay = procs::start_relay(&args.relay_listen, &args.mock_listen)?;
+    // nginx beside the relay for scenarios 1, 7 and 8 (its own dir, config and error log).
+    let wants_nginx = !args.no_nginx && [1, 7, 8].iter().any(|n| only.contains(n));
+    let mut nginx = if wants_nginx {
+        let binary = nginx::ensure()?;
+        let nginx_dir = dir.join("nginx");
+        Some(
+            nginx::start(&nginx::Setup {
+                binary: &binary,
+                dir: &nginx_dir,
+                listen: &args.nginx_listen,
+                upstream: &args.mock_listen,
+                files: limit,
+            })
+            .await?,
+        )
+    } else {
+        None
+    };
     let agentd_instance = procs::Instance {
         binary: &agentd_bin,
         name: "agentd",
@@ -255,7 +398,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     )?;
     // The other builds of scenario 1, each on its own port (agentd's + 30, + 31, …) and store.
     let mut compared = Vec::new();
-    if args.only.contains(&1) {
+    if only.contains(&1) {
         let port: u16 = port_of(&args.agentd_listen)?;
         for (index, (name, path)) in args.compare.iter().enumerate() {
             let listen = format!("127.0.0.1:{}", port + 30 + index as u16);
@@ -299,13 +442,25 @@ async fn run(args: RunArgs) -> Result<(), String> {
         agentd: args.agentd_listen.clone(),
         mock: args.mock_listen.clone(),
         relay: args.relay_listen.clone(),
+        nginx: nginx.as_ref().map(|_| args.nginx_listen.clone()),
         peers: args.peer.clone(),
         step_seconds: args.step_seconds,
         rates: args.rates.clone(),
         open_streams,
         runs: args.runs,
+        capacity_steps: capacity_steps.clone(),
+        capacity_pacing: capacity::Pacing {
+            ramp: Duration::from_secs_f64(args.capacity_ramp_seconds),
+            hold: Duration::from_secs_f64(args.capacity_seconds),
+            stream: Duration::from_millis(shapes.paced.gap_ms * shapes.paced.chunks as u64),
+            gap: Duration::from_millis(shapes.paced.gap_ms),
+        },
+        closed_connections: args.closed_connections,
+        closed_warmup: Duration::from_secs_f64(args.closed_warmup_seconds),
+        closed_seconds: Duration::from_secs_f64(args.closed_seconds),
     };
     let mut report = report::Report::default();
+    let mut agentd_max: Option<f64> = None;
     report.note(format!(
         "agentd pid {}, mock pid {}, relay pid {}, open-file limit {limit}, {} CPUs",
         agentd.pid(),
@@ -313,13 +468,26 @@ async fn run(args: RunArgs) -> Result<(), String> {
         relay.pid(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     ));
-    if open_streams < args.open_streams {
+    if let Some(nginx) = &nginx {
+        report.note(format!(
+            "nginx pid {} on {}, {} worker processes (CPU summed over master and workers)",
+            nginx.pid(),
+            args.nginx_listen,
+            procs::children_of(nginx.pid()).len()
+        ));
+    }
+    if only.contains(&7) && args.capacity_streams.iter().any(|&n| n > capacity_cap) {
+        report.note(format!(
+            "scenario 7 steps capped at {capacity_cap} streams: the open-file limit is {limit}, a proxy needs two descriptors per stream and keeps {AGENTD_OTHER_FDS} for the rest"
+        ));
+    }
+    if only.contains(&3) && open_streams < args.open_streams {
         report.note(format!(
             "scenario 3 holds {open_streams} streams, not {}: the open-file limit is {limit}, agentd needs two descriptors per stream and keeps {AGENTD_OTHER_FDS} for the rest",
             args.open_streams,
         ));
     }
-    if args.only.contains(&1) {
+    if only.contains(&1) {
         eprintln!("scenario 1: non-streaming single turn");
         for (name, listen, process) in &compared {
             report.note(format!(
@@ -331,28 +499,30 @@ async fn run(args: RunArgs) -> Result<(), String> {
             .iter()
             .map(|(n, l, p)| (n.as_str(), l.as_str(), p))
             .collect();
-        scenarios::single_turn(
-            &bench,
-            &shapes.single,
-            (&agentd, &relay),
-            &compared,
-            &mut report,
-        )
-        .await;
+        agentd_max = Some(
+            scenarios::single_turn(
+                &bench,
+                &shapes.single,
+                (&agentd, &relay, nginx.as_ref()),
+                &compared,
+                &mut report,
+            )
+            .await,
+        );
     }
     for (name, _, process) in &mut compared {
         process.check_alive().map_err(|e| format!("{name}: {e}"))?;
     }
     drop(compared);
-    if args.only.contains(&2) {
+    if only.contains(&2) {
         eprintln!("scenario 2: streaming, 64 chunks");
         scenarios::streaming(&bench, &shapes.streamed, &mut report).await;
     }
-    if args.only.contains(&4) {
+    if only.contains(&4) {
         eprintln!("scenario 4: 5-turn agent with an MCP tool each turn");
         scenarios::turns(&bench, &shapes.turns, &mcp_server, &mut report).await;
     }
-    if args.only.contains(&6) {
+    if only.contains(&6) {
         eprintln!("scenario 6: cross-replica follow latency");
         let port: u16 = port_of(&args.agentd_listen)?;
         let store_url = store("replicas")?;
@@ -423,7 +593,29 @@ async fn run(args: RunArgs) -> Result<(), String> {
             replica.check_alive()?;
         }
     }
-    if args.only.contains(&3) {
+    if only.contains(&7) {
+        eprintln!("scenario 7: streaming capacity");
+        scenarios::capacity(
+            &bench,
+            &shapes.paced,
+            (&mock, &relay, nginx.as_ref(), &agentd),
+            &mut report,
+        )
+        .await;
+        agentd.check_alive()?;
+    }
+    if only.contains(&8) {
+        eprintln!("scenario 8: closed loop");
+        scenarios::closed(
+            &bench,
+            (&shapes.single, &shapes.burst64),
+            (&mock, &relay, nginx.as_ref(), &agentd),
+            &mut report,
+        )
+        .await;
+        agentd.check_alive()?;
+    }
+    if only.contains(&3) {
         eprintln!("scenario 3: {open_streams} open streams");
         // A fresh agentd: its RSS baseline is not a heap grown (and kept) by the earlier
         // scenarios, and no descriptors are held by their idle connections.
@@ -449,11 +641,58 @@ async fn run(args: RunArgs) -> Result<(), String> {
         ));
         scenarios::open_streams(&bench, &shapes.slow, &agentd, &mut report).await;
     }
+    if only.contains(&9) {
+        // Again a fresh agentd: its idle RSS is that of a server that has served nothing.
+        drop(agentd);
+        let log = dir.join("agentd.log");
+        let _ = std::fs::rename(&log, dir.join("agentd-before-9.log"));
+        agentd = procs::start_agentd(
+            &agentd_instance,
+            &mcp_server,
+            &dir,
+            &args.mock_listen,
+            &shapes,
+        )?;
+        procs::wait_ready(
+            &bench.client,
+            &format!("http://{}/health", args.agentd_listen),
+            Duration::from_secs(60),
+        )
+        .await?;
+        let soak = scenarios::Soak {
+            rate: args
+                .soak_rate
+                .or(agentd_max.filter(|&m| m > 0.0).map(|m| m / 2.0))
+                .unwrap_or(2000.0),
+            seconds: args.soak_seconds,
+            sample_every: Duration::from_secs(args.soak_sample_seconds.max(1)),
+            baseline_after: Duration::from_secs(args.soak_baseline_seconds),
+            bucket: Duration::from_secs(args.soak_bucket_seconds.max(1)),
+        };
+        let soak = (soak_requested && soak.seconds > 0).then_some(soak);
+        eprintln!(
+            "scenario 9: memory (fresh agentd, pid {}){}",
+            agentd.pid(),
+            soak.as_ref().map_or(String::new(), |s| format!(
+                ", soak at {} req/s for {} s",
+                s.rate, s.seconds
+            ))
+        );
+        report.note(format!(
+            "scenario 9 runs on a fresh agentd, pid {}",
+            agentd.pid()
+        ));
+        scenarios::memory(&bench, &shapes.single, &agentd, soak.as_ref(), &mut report).await;
+    }
     agentd.check_alive()?;
     mock.check_alive()?;
     relay.check_alive()?;
+    if let Some(nginx) = &mut nginx {
+        nginx.check_alive()?;
+    }
     println!("{}", report.render());
     drop(agentd);
+    drop(nginx);
     drop(relay);
     drop(mock);
     drop(databases);

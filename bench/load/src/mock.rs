@@ -4,8 +4,11 @@
 //! so its own cost stays flat at any rate (the `direct` rows measure it).
 //!
 //! Model names: `fb{ms}-c{chunks}-g{gap_ms}` answers text after `ms` milliseconds, streamed in
-//! `chunks` pieces `gap_ms` apart; `script{turns}` answers with a call of the request's first
-//! tool until the conversation holds `turns - 1` tool results, then with text.
+//! `chunks` pieces `gap_ms` apart (each frame waits `gap_ms` after the previous one was
+//! written); with `-s` appended (`fb0-c250-g20-s`) the frames leave on a fixed schedule instead,
+//! `ms + i × gap_ms` after the request, so the rate holds (50 frames/s at `g20`) and a late
+//! frame is followed by the next one on time; `script{turns}` answers with a call of the
+//! request's first tool until the conversation holds `turns - 1` tool results, then with text.
 
 use std::time::Duration;
 
@@ -29,6 +32,8 @@ pub struct Shape {
     pub gap_ms: u64,
     /// `Some(turns)`: the scripted multi-turn mode.
     pub script_turns: Option<usize>,
+    /// Frames on a fixed schedule from the request (`-s`), not each `gap_ms` after the last.
+    pub scheduled: bool,
 }
 
 impl Shape {
@@ -36,7 +41,13 @@ impl Shape {
     pub fn model(&self) -> String {
         match self.script_turns {
             Some(turns) => format!("script{turns}"),
-            None => format!("fb{}-c{}-g{}", self.first_byte_ms, self.chunks, self.gap_ms),
+            None => format!(
+                "fb{}-c{}-g{}{}",
+                self.first_byte_ms,
+                self.chunks,
+                self.gap_ms,
+                if self.scheduled { "-s" } else { "" }
+            ),
         }
     }
 
@@ -47,17 +58,24 @@ impl Shape {
                 chunks: 1,
                 gap_ms: 0,
                 script_turns: Some(turns.parse().ok()?),
+                scheduled: false,
             });
         }
         let mut parts = model.split('-');
         let first_byte_ms = parts.next()?.strip_prefix("fb")?.parse().ok()?;
         let chunks = parts.next()?.strip_prefix('c')?.parse().ok()?;
         let gap_ms = parts.next()?.strip_prefix('g')?.parse().ok()?;
+        let scheduled = match parts.next() {
+            None => false,
+            Some("s") => true,
+            Some(_) => return None,
+        };
         Some(Self {
             first_byte_ms,
             chunks,
             gap_ms,
             script_turns: None,
+            scheduled,
         })
     }
 }
@@ -201,12 +219,15 @@ fn streamed(shape: Shape, answer: Answer) -> Response {
     frames.push(Bytes::from_static(b"data: [DONE]\n\n"));
     let first = Duration::from_millis(shape.first_byte_ms);
     let gap = Duration::from_millis(shape.gap_ms);
+    let (scheduled, start) = (shape.scheduled, tokio::time::Instant::now());
     // The role frame goes out at once (as real providers do); content waits for the first byte.
     let body = stream::unfold(
         (frames.into_iter(), 0usize),
         move |(mut rest, index)| async move {
             let next = rest.next()?;
-            if index == 1 && !first.is_zero() {
+            if scheduled && index >= 1 {
+                tokio::time::sleep_until(start + first + gap * (index as u32 - 1)).await;
+            } else if index == 1 && !first.is_zero() {
                 tokio::time::sleep(first).await;
             } else if index > 1 && !gap.is_zero() {
                 tokio::time::sleep(gap).await;
@@ -235,8 +256,19 @@ mod tests {
             chunks: 64,
             gap_ms: 1,
             script_turns: None,
+            scheduled: false,
         };
         assert_eq!(Shape::parse(&shape.model()), Some(shape));
+        let paced = Shape {
+            first_byte_ms: 0,
+            chunks: 250,
+            gap_ms: 20,
+            script_turns: None,
+            scheduled: true,
+        };
+        assert_eq!(paced.model(), "fb0-c250-g20-s");
+        assert_eq!(Shape::parse(&paced.model()), Some(paced));
+        assert_eq!(Shape::parse("fb0-c1-g0-x"), None);
         assert_eq!(
             Shape::parse("script5").and_then(|s| s.script_turns),
             Some(5)

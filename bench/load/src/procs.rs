@@ -1,5 +1,6 @@
-//! The processes under test: starting the mock upstream and agentd on 127.0.0.1, waiting until
-//! they answer, reading agentd's RSS and metrics, and killing exactly the children it started.
+//! The processes under test: starting the mock upstream, the relay and agentd on 127.0.0.1
+//! (nginx is started by `nginx.rs` as a `Process` too), waiting until they answer, reading their
+//! RSS, CPU time and metrics, and killing exactly the children it started.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,6 +14,9 @@ use crate::mock::Shape;
 pub struct Process {
     child: Child,
     name: &'static str,
+    /// A master with worker processes (nginx): CPU time is summed over its children too, and
+    /// it is asked to stop (SIGTERM) before it is killed, so no worker is left behind.
+    tree: bool,
 }
 
 /// `sysconf(_SC_CLK_TCK)` on Linux.
@@ -25,33 +29,26 @@ impl Process {
 
     /// Resident set size in KiB, from `/proc/PID/status`.
     pub fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()));
-        status
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            })
-            .unwrap_or(0)
+        rss_kib_of(self.pid())
     }
 
-    /// CPU time used so far (user + system, all threads), from `/proc/PID/stat`, in seconds.
+    /// A process started elsewhere (nginx.rs); `tree` as on the field.
+    pub fn adopt(child: Child, name: &'static str, tree: bool) -> Self {
+        Self { child, name, tree }
+    }
+
+    /// CPU time used so far (user + system, all threads), from `/proc/PID/stat`, in seconds;
+    /// for a tree (nginx) the sum over the master and its current children (the workers).
     pub fn cpu_seconds(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()));
-        // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
-        let ticks: u64 = stat
-            .ok()
-            .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.to_string()))
-            .map(|rest| {
-                rest.split_whitespace()
-                    .skip(11)
-                    .take(2)
-                    .filter_map(|v| v.parse::<u64>().ok())
-                    .sum()
-            })
-            .unwrap_or(0);
-        ticks as f64 / CLOCK_TICKS_PER_SECOND
+        let own = cpu_seconds_of(self.pid());
+        if self.tree {
+            own + children_of(self.pid())
+                .into_iter()
+                .map(cpu_seconds_of)
+                .sum::<f64>()
+        } else {
+            own
+        }
     }
 
     pub fn check_alive(&mut self) -> Result<(), String> {
@@ -65,9 +62,86 @@ impl Process {
 
 impl Drop for Process {
     fn drop(&mut self) {
+        if self.tree {
+            // nginx's workers outlive a SIGKILLed master: ask it to stop them (fast shutdown),
+            // then kill whatever is left of this tree only.
+            let workers = children_of(self.pid());
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.pid().to_string()])
+                .status();
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(5) {
+                if matches!(self.child.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            for worker in workers {
+                if std::path::Path::new(&format!("/proc/{worker}")).exists() {
+                    let _ = Command::new("kill")
+                        .args(["-KILL", &worker.to_string()])
+                        .status();
+                }
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Fields of `/proc/PID/stat` after the parenthesised command name (state is the first).
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// CPU time (user + system) of one process, in seconds; 0 when it is gone.
+pub fn cpu_seconds_of(pid: u32) -> f64 {
+    // utime and stime are the 12th and 13th fields after the command name.
+    let ticks: u64 = stat_fields(pid)
+        .map(|fields| {
+            fields
+                .iter()
+                .skip(11)
+                .take(2)
+                .filter_map(|v| v.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0);
+    ticks as f64 / CLOCK_TICKS_PER_SECOND
+}
+
+/// This process's own CPU time (the load generator's), in seconds.
+pub fn own_cpu_seconds() -> f64 {
+    cpu_seconds_of(std::process::id())
+}
+
+/// Resident set size of `pid` in KiB, from `/proc/PID/status` (0 when it is gone).
+pub fn rss_kib_of(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The pids whose parent is `pid` (a scan of /proc: the `children` file is not everywhere).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&child| {
+            stat_fields(child)
+                .and_then(|fields| fields.get(1)?.parse::<u32>().ok())
+                .is_some_and(|parent| parent == pid)
+        })
+        .collect()
 }
 
 /// Starts this binary's subcommand `args` as a child named `name`.
@@ -78,7 +152,11 @@ fn start_own(args: &[&str], name: &'static str) -> Result<Process, String> {
         .stdout(Stdio::null())
         .spawn()
         .map_err(|e| format!("starting the {name}: {e}"))?;
-    Ok(Process { child, name })
+    Ok(Process {
+        child,
+        name,
+        tree: false,
+    })
 }
 
 pub fn start_mock(listen: &str) -> Result<Process, String> {
@@ -100,6 +178,10 @@ pub struct Agents {
     pub turns: Shape,
     /// Scenario 6: a streamed answer followed from two replicas.
     pub follow: Shape,
+    /// Scenario 7: a long stream paced at 50 chunks/s (`fb0-c{K}-g20`).
+    pub paced: Shape,
+    /// Scenario 8: 64 chunks at once (`fb0-c64-g0`), streamed.
+    pub burst64: Shape,
 }
 
 /// One agentd the bench starts: its binary, its name (config `NAME.json`, log `NAME.log`),
@@ -198,6 +280,8 @@ pub fn start_agentd(
     write("slow", agent("llm", &agents.slow, ""))?;
     write("turns", agent("whole", &agents.turns, "tools: [mcp]\n"))?;
     write("follow", agent("llm", &agents.follow, ""))?;
+    write("paced", agent("llm", &agents.paced, ""))?;
+    write("burst64", agent("llm", &agents.burst64, ""))?;
     let config = json!({
         "providers": {
             "llm": {"type": "openai-compatible", "baseUrl": format!("http://{upstream}/v1")},
@@ -233,6 +317,7 @@ pub fn start_agentd(
     Ok(Process {
         child,
         name: "agentd",
+        tree: false,
     })
 }
 

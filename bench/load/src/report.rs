@@ -1,5 +1,5 @@
 //! The printed result: markdown tables with the direct and through-agentd numbers side by side,
-//! the added time and the ratio, and the targets of issue 11 checked where they apply.
+//! the added time and the ratio, and the targets of issues 11 and 27 checked where they apply.
 
 use crate::load::Summary;
 use crate::mock::Shape;
@@ -10,7 +10,18 @@ pub struct Report {
     added: Vec<String>,
     summary: Vec<String>,
     follow: Vec<String>,
+    capacity: Vec<String>,
+    closed: Vec<String>,
+    memory: Vec<String>,
     notes: Vec<String>,
+}
+
+fn percent(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b * 100.0 } else { f64::NAN }
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
 }
 
 fn ms(value: f64) -> String {
@@ -98,6 +109,199 @@ impl Report {
             "| 1. max sustained rate, agentd / relay | {agentd} / {relay} req/s = {:.0} % | — | |",
             ratio(agentd, relay)
         ));
+        if maxima.iter().any(|(n, _)| *n == "nginx") {
+            let nginx = rate_of("nginx");
+            self.summary.push(format!(
+                "| 1. max sustained rate, agentd / nginx | {agentd} / {nginx} req/s = {:.0} % | — | |",
+                ratio(agentd, nginx)
+            ));
+        }
+    }
+
+    /// Scenario 7: one step of one target.
+    pub fn capacity_row(
+        &mut self,
+        target: &str,
+        step: &crate::capacity::Step,
+        gap: std::time::Duration,
+    ) {
+        let expected = step.streams as f64 * 1000.0 / gap.as_millis().max(1) as f64;
+        let per_chunk = |cpu: f64| {
+            if step.chunks > 0 {
+                format!("{:.1}", cpu * 1e6 / step.chunks as f64)
+            } else {
+                "—".into()
+            }
+        };
+        let line = format!(
+            "| {target} | {} | {:.0} / {expected:.0} | {} | {} | {} | {}/{} | {} | {} | {} |",
+            step.streams,
+            step.chunks_per_second(),
+            ms(step.gap_p50),
+            ms(step.gap_p99),
+            ms(step.gap_max),
+            step.failed,
+            step.started,
+            step.server_cpu.map_or("—".into(), per_chunk),
+            per_chunk(step.generator_cpu),
+            if step.passed(expected) { "yes" } else { "no" }
+        );
+        eprintln!("{line}");
+        self.capacity.push(line);
+    }
+
+    /// Scenario 7's headline: each target's highest passing N, agentd against relay and nginx.
+    pub fn capacity_summary(&mut self, best: &[(&str, usize)], highest_step: usize) {
+        let of = |name: &str| best.iter().find(|(n, _)| *n == name).map(|b| b.1);
+        let agentd = of("agentd").unwrap_or(0);
+        let shown = |n: usize| {
+            if n == highest_step {
+                format!("≥ {n}")
+            } else {
+                n.to_string()
+            }
+        };
+        for (name, n) in best {
+            self.notes.push(format!(
+                "7. {name}: highest passing step {} streams",
+                shown(*n)
+            ));
+        }
+        for peer in ["relay", "nginx"] {
+            if let Some(n) = of(peer) {
+                let ratio = percent(agentd as f64, n as f64);
+                self.summary.push(format!(
+                    "| 7. streaming capacity (50 chunks/s each, gap p99 ≤ 100 ms), agentd / {peer} | {} / {} streams = {ratio:.0} % | ≥ 50 % | {} |",
+                    shown(agentd),
+                    shown(n),
+                    verdict(ratio >= 50.0)
+                ));
+            }
+        }
+    }
+
+    /// Scenario 8: one target of one case.
+    pub fn closed_row(
+        &mut self,
+        case: &str,
+        target: &str,
+        m: &crate::load::Closed,
+        cpu: Option<f64>,
+    ) {
+        let total = m.sent as f64;
+        let line = format!(
+            "| {case} | {target} | {} | {:.0} | {} | {} | {} | {}/{} | {} |",
+            m.connections,
+            m.per_second(),
+            ms(m.latency.p50),
+            ms(m.latency.p99),
+            ms(m.latency.max),
+            m.errors,
+            m.completed + m.errors,
+            cpu.map_or("—".into(), |cpu| if total > 0.0 {
+                format!("{:.0}", cpu * 1e6 / total)
+            } else {
+                "—".into()
+            })
+        );
+        eprintln!("{line}");
+        self.closed.push(line);
+    }
+
+    /// Scenario 8's ratios: agentd against nginx (the target) and the relay.
+    pub fn closed_summary(&mut self, case: &str, rates: &[(&str, f64)]) {
+        let of = |name: &str| rates.iter().find(|(n, _)| *n == name).map(|r| r.1);
+        let agentd = of("agentd").unwrap_or(0.0);
+        for (peer, target) in [("nginx", Some(50.0)), ("relay", None)] {
+            let Some(rate) = of(peer) else { continue };
+            let ratio = percent(agentd, rate);
+            self.summary.push(format!(
+                "| 8. closed loop, {case}, agentd / {peer} | {agentd:.0} / {rate:.0} req/s = {ratio:.0} % | {} |{} |",
+                target.map_or("—".into(), |t| format!("≥ {t:.0} %")),
+                target.map_or(String::new(), |t| format!(" {}", verdict(ratio >= t)))
+            ));
+        }
+    }
+
+    /// Scenario 9 (a): a fresh agentd's RSS, 2 s after /health answered.
+    pub fn idle_rss(&mut self, kib: u64) {
+        self.summary.push(format!(
+            "| 9. idle RSS of a fresh agentd | {kib} KiB ({}) | ≤ 30 MiB | {} |",
+            mib(kib),
+            verdict(kib <= 30 * 1024)
+        ));
+    }
+
+    /// Scenario 9 (b): agentd's RSS through the soak against its baseline, errors and p99 per
+    /// bucket.
+    pub fn soak(
+        &mut self,
+        soak: &crate::scenarios::Soak,
+        rss: &[(std::time::Duration, u64)],
+        buckets: &[(std::time::Duration, Summary, f64)],
+    ) {
+        let baseline = rss
+            .iter()
+            .find(|(at, _)| *at >= soak.baseline_after)
+            .or(rss.first())
+            .map(|(at, kib)| (*at, *kib));
+        let samples = rss
+            .iter()
+            .map(|(at, kib)| format!("{}s {kib}", at.as_secs()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.memory.push(format!(
+            "9. soak at {} req/s for {} s, agentd RSS (KiB) every {} s: {samples}",
+            soak.rate,
+            soak.seconds,
+            soak.sample_every.as_secs()
+        ));
+        let errors: usize = buckets.iter().map(|(_, s, _)| s.errors).sum();
+        let sent: usize = buckets.iter().map(|(_, s, _)| s.count).sum();
+        if let Some((at, base)) = baseline {
+            let after: Vec<u64> = rss
+                .iter()
+                .filter(|(t, _)| *t >= at)
+                .map(|(_, kib)| *kib)
+                .collect();
+            let (min, max) = (
+                after.iter().copied().min().unwrap_or(base),
+                after.iter().copied().max().unwrap_or(base),
+            );
+            let deviation = after
+                .iter()
+                .map(|&kib| (kib as f64 - base as f64) / base.max(1) as f64 * 100.0)
+                .fold(
+                    0.0f64,
+                    |worst, d| if d.abs() > worst.abs() { d } else { worst },
+                );
+            self.memory.push(format!(
+                "9. baseline {base} KiB (the sample at {} s); after it min {min} KiB, max {max} KiB; largest deviation {deviation:+.1} %",
+                at.as_secs()
+            ));
+            self.summary.push(format!(
+                "| 9. soak RSS, largest deviation from the baseline ({base} KiB at {} s; {errors}/{sent} errors) | {deviation:+.1} % | ± 5 % | {} |",
+                at.as_secs(),
+                verdict(deviation.abs() <= 5.0 && errors == 0)
+            ));
+        } else {
+            self.memory
+                .push("9. no RSS sample (the soak was shorter than one sampling interval)".into());
+        }
+        self.memory
+            .push("| until | requests | errors | p50 ms | p99 ms | max ms | generator lag p99 ms |\n|---|---|---|---|---|---|---|".into());
+        for (at, s, lag) in buckets {
+            self.memory.push(format!(
+                "| {:.0} s | {} | {} | {} | {} | {} | {} |",
+                at.as_secs_f64(),
+                s.count,
+                s.errors,
+                ms(s.p50),
+                ms(s.p99),
+                ms(s.max),
+                ms(*lag)
+            ));
+        }
     }
 
     /// agentd (this build) against another build of scenario 1 (`--compare`).
@@ -222,8 +426,8 @@ impl Report {
                 "; agentd RSS {baseline} KiB idle → {peak} KiB with all open"
             ));
             self.summary.push(format!(
-                "| 3. agentd RSS per open stream ({completed}/{count} completed) | {per_stream:.1} KiB | ≤ 64 KiB | {} |",
-                verdict(per_stream <= 64.0 && completed == count)));
+                "| 3. agentd RSS per open idle stream ({completed}/{count} completed) | {per_stream:.1} KiB | ≤ 32 KiB | {} |",
+                verdict(per_stream <= 32.0 && completed == count)));
         }
         eprintln!("{line}");
         self.notes.push(line);
@@ -255,16 +459,18 @@ impl Report {
             out.push_str(line);
             out.push('\n');
         }
-        out.push_str("\n## 1. Non-streaming single turn, open loop (latency in ms)\n\n");
-        out.push_str("| req/s | target | p50 | p90 | p99 | max | errors | generator lag p99 | sustained |\n|---|---|---|---|---|---|---|---|---|\n");
-        for line in &self.rates {
-            out.push_str(line);
-            out.push('\n');
-        }
-        out.push_str("\n| req/s | target | added p50 ms | added p99 ms | p50 ratio | p99 ratio |\n|---|---|---|---|---|---|\n");
-        for line in &self.added {
-            out.push_str(line);
-            out.push('\n');
+        if !self.rates.is_empty() {
+            out.push_str("\n## 1. Non-streaming single turn, open loop (latency in ms)\n\n");
+            out.push_str("| req/s | target | p50 | p90 | p99 | max | errors | generator lag p99 | sustained |\n|---|---|---|---|---|---|---|---|---|\n");
+            for line in &self.rates {
+                out.push_str(line);
+                out.push('\n');
+            }
+            out.push_str("\n| req/s | target | added p50 ms | added p99 ms | p50 ratio | p99 ratio |\n|---|---|---|---|---|---|\n");
+            for line in &self.added {
+                out.push_str(line);
+                out.push('\n');
+            }
         }
         if !self.follow.is_empty() {
             out.push_str(
@@ -274,6 +480,29 @@ impl Report {
             for line in &self.follow {
                 out.push_str(line);
                 out.push('\n');
+            }
+        }
+        if !self.capacity.is_empty() {
+            out.push_str("\n## 7. Streaming capacity: N streams of 50 chunks/s each (gaps between content frames in ms)\n\n");
+            out.push_str("| target | streams | chunks/s delivered / expected | gap p50 | gap p99 | gap max | failed/started streams | server CPU µs per chunk | generator CPU µs per chunk | passed |\n|---|---|---|---|---|---|---|---|---|---|\n");
+            for line in &self.capacity {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        if !self.closed.is_empty() {
+            out.push_str("\n## 8. Closed loop (latency in ms)\n\n");
+            out.push_str("| case | target | connections | req/s | p50 | p99 | max | errors | server CPU µs per request |\n|---|---|---|---|---|---|---|---|---|\n");
+            for line in &self.closed {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        if !self.memory.is_empty() {
+            out.push_str("\n## 9. Memory soak\n\n");
+            for line in &self.memory {
+                out.push_str(line);
+                out.push_str(if line.starts_with('|') { "\n" } else { "\n\n" });
             }
         }
         out.push_str("\n## Details\n\n");

@@ -1,5 +1,7 @@
-//! The scenarios of bench/README.md. Each one is measured through agentd and directly against
-//! the mock in the same run, and reports the difference and the ratio, never one absolute time.
+//! The scenarios of bench/README.md (scenario 7's client and climb live in `capacity.rs`).
+//! Each one is measured through agentd and directly against the mock in the same run (and,
+//! where it applies, through the do-nothing relay and nginx), and reports the difference and
+//! the ratio, never one absolute time.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,6 +20,8 @@ pub struct Bench {
     pub mock: String,
     /// The do-nothing relay in front of the mock (`relay.rs`).
     pub relay: String,
+    /// nginx in front of the mock (`nginx.rs`), unless `--no-nginx`.
+    pub nginx: Option<String>,
     /// Other servers measured beside agentd in scenario 1: (name, host:port); each serves the
     /// agent names (`single`, `streamed`) as models routed to the mock.
     pub peers: Vec<(String, String)>,
@@ -25,13 +29,21 @@ pub struct Bench {
     pub rates: Vec<f64>,
     pub open_streams: usize,
     pub runs: usize,
+    /// Scenario 7: the N of each step (already capped by the open-file limit).
+    pub capacity_steps: Vec<usize>,
+    pub capacity_pacing: crate::capacity::Pacing,
+    /// Scenario 8: connections, warm-up and measured time per target.
+    pub closed_connections: usize,
+    pub closed_warmup: Duration,
+    pub closed_seconds: Duration,
 }
 
-/// Where a request goes: the mock itself, something that forwards the mock's model name to it
-/// unchanged (the relay), or a server that maps an agent name to the mock's model (agentd, peers).
+/// Where a request goes: the mock itself, something at this host that forwards the mock's model
+/// name to it unchanged (the relay, nginx), or a server that maps an agent name to the mock's
+/// model (agentd, peers).
 enum Via<'a> {
     Direct,
-    Relay,
+    Forward(&'a str),
     Named(&'a str),
 }
 
@@ -48,7 +60,7 @@ impl Bench {
     fn call_via(&self, via: Via, shape: &Shape, agent: &str, streamed: bool) -> Call {
         let (host, model) = match via {
             Via::Direct => (self.mock.as_str(), shape.model()),
-            Via::Relay => (self.relay.as_str(), shape.model()),
+            Via::Forward(host) => (host, shape.model()),
             Via::Named(host) => (host, agent.to_string()),
         };
         let body = json!({"model": model, "stream": streamed,
@@ -105,21 +117,35 @@ impl<'a> Ladder<'a> {
 /// the mock directly, the do-nothing relay and agentd one after another at each rate; then
 /// each peer climbs alone, so that a peer's backlog (work it is still doing after its step)
 /// never lands on agentd's steps.
+/// Returns agentd's highest sustained rate.
 pub async fn single_turn(
     bench: &Bench,
     shape: &Shape,
-    (agentd, relay): (&Process, &Process),
+    (agentd, relay, nginx): (&Process, &Process, Option<&Process>),
     compared: &[(&str, &str, &Process)],
     report: &mut Report,
-) {
+) -> f64 {
     let mut ours = vec![
         Ladder::new(
             "direct",
             bench.call_via(Via::Direct, shape, "single", false),
         ),
-        Ladder::new("relay", bench.call_via(Via::Relay, shape, "single", false)).served_by(relay),
-        Ladder::new("agentd", bench.call(true, shape, "single", false)).served_by(agentd),
+        Ladder::new(
+            "relay",
+            bench.call_via(Via::Forward(&bench.relay), shape, "single", false),
+        )
+        .served_by(relay),
     ];
+    if let (Some(host), Some(process)) = (&bench.nginx, nginx) {
+        ours.push(
+            Ladder::new(
+                "nginx",
+                bench.call_via(Via::Forward(host), shape, "single", false),
+            )
+            .served_by(process),
+        );
+    }
+    ours.push(Ladder::new("agentd", bench.call(true, shape, "single", false)).served_by(agentd));
     // Other agentd builds climb the same ladder, each right after agentd at every rate.
     for (name, host, process) in compared {
         ours.push(
@@ -156,6 +182,7 @@ pub async fn single_turn(
         let max = maxima.iter().find(|(n, _)| n == name).map_or(0.0, |m| m.1);
         report.compare_row(name, max, agentd_max);
     }
+    agentd_max
 }
 
 /// Climbs `ladders` (the first is `direct`) rate by rate until none sustains its rate, or,
@@ -248,7 +275,11 @@ async fn climb(
             report.note(format!(
                 "  {name} CPU at {rate} req/s: {:.0} µs per request (user + system, {sent} requests{})",
                 cpu * 1e6 / sent as f64,
-                if name == "agentd" { ", store writes included" } else { "" }
+                match name.as_str() {
+                    "agentd" => ", store writes included",
+                    "nginx" => ", master and workers",
+                    _ => "",
+                }
             ));
             if name == "agentd" {
                 report.note(format!(
@@ -389,4 +420,199 @@ pub fn tool_summary(latencies: &[Duration]) -> Summary {
         })
         .collect();
     load::latency(&samples)
+}
+
+/// The servers of scenarios 7 and 8, in order: the mock itself, the relay, nginx, agentd.
+fn forwarding_targets<'a>(
+    bench: &'a Bench,
+    shape: &Shape,
+    agent: &str,
+    streamed: bool,
+    (mock, relay, nginx, agentd): (&'a Process, &'a Process, Option<&'a Process>, &'a Process),
+) -> Vec<(String, Call, &'a Process)> {
+    let mut targets = vec![
+        (
+            "direct".to_string(),
+            bench.call_via(Via::Direct, shape, agent, streamed),
+            mock,
+        ),
+        (
+            "relay".to_string(),
+            bench.call_via(Via::Forward(&bench.relay), shape, agent, streamed),
+            relay,
+        ),
+    ];
+    if let (Some(host), Some(process)) = (&bench.nginx, nginx) {
+        targets.push((
+            "nginx".to_string(),
+            bench.call_via(Via::Forward(host), shape, agent, streamed),
+            process,
+        ));
+    }
+    targets.push((
+        "agentd".to_string(),
+        bench.call(true, shape, agent, streamed),
+        agentd,
+    ));
+    targets
+}
+
+/// Scenario 7: streaming capacity, N paced streams kept open, N climbing per target.
+pub async fn capacity(
+    bench: &Bench,
+    shape: &Shape,
+    processes: (&Process, &Process, Option<&Process>, &Process),
+    report: &mut Report,
+) {
+    let targets: Vec<crate::capacity::Target> =
+        forwarding_targets(bench, shape, "paced", true, processes)
+            .into_iter()
+            .map(|(name, call, process)| crate::capacity::Target {
+                name,
+                call,
+                process: Some(process),
+            })
+            .collect();
+    report.note(format!(
+        "7. upstream `{}` ({} content frames {} ms apart per stream); streams opened over {:.1} s, then {:.1} s measured; steps {:?}",
+        shape.model(),
+        shape.chunks,
+        shape.gap_ms,
+        bench.capacity_pacing.ramp.as_secs_f64(),
+        bench.capacity_pacing.hold.as_secs_f64(),
+        bench.capacity_steps
+    ));
+    let best = crate::capacity::climb(
+        &targets,
+        &bench.capacity_steps,
+        bench.capacity_pacing,
+        report,
+    )
+    .await;
+    let best: Vec<(&str, usize)> = best.iter().map(|(n, b)| (n.as_str(), *b)).collect();
+    let highest_step = bench.capacity_steps.iter().copied().max().unwrap_or(0);
+    report.capacity_summary(&best, highest_step);
+}
+
+/// Scenario 8: closed loop, `closed_connections` connections each sending its next request as
+/// soon as its answer is complete; every target alone, one after the other: the non-streaming
+/// single turn (peers too) and 64-chunk streams.
+pub async fn closed(
+    bench: &Bench,
+    (single, burst): (&Shape, &Shape),
+    processes: (&Process, &Process, Option<&Process>, &Process),
+    report: &mut Report,
+) {
+    let client =
+        load::client(bench.closed_connections + 16).unwrap_or_else(|_| bench.client.clone());
+    for (case, shape, agent, streamed) in [
+        ("non-streaming single turn", single, "single", false),
+        ("64-chunk stream", burst, "burst64", true),
+    ] {
+        let mut targets: Vec<(String, Call, Option<&Process>)> =
+            forwarding_targets(bench, shape, agent, streamed, processes)
+                .into_iter()
+                .map(|(name, call, process)| (name, call, Some(process)))
+                .collect();
+        if !streamed {
+            for (name, host) in &bench.peers {
+                targets.push((
+                    name.clone(),
+                    bench.call_via(Via::Named(host), shape, agent, streamed),
+                    None,
+                ));
+            }
+        }
+        let mut rates = Vec::new();
+        for (name, call, process) in &targets {
+            eprintln!("8. {case}: {name}");
+            let cpu_before = process.map(|p| p.cpu_seconds());
+            let measured = load::closed_loop(
+                &client,
+                call,
+                bench.closed_connections,
+                bench.closed_warmup,
+                bench.closed_seconds,
+            )
+            .await;
+            // The CPU covers the warm-up and the drain too: per request sent in all of them.
+            let cpu = process
+                .map(|p| p.cpu_seconds())
+                .zip(cpu_before)
+                .map(|(after, before)| after - before);
+            report.closed_row(case, name, &measured, cpu);
+            if measured.errors > 0 {
+                report.note(format!(
+                    "  8. {case}, {name}: {} errors: {}",
+                    measured.errors, measured.failures
+                ));
+            }
+            rates.push((name.clone(), measured.per_second()));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let rates: Vec<(&str, f64)> = rates.iter().map(|(n, r)| (n.as_str(), *r)).collect();
+        report.closed_summary(case, &rates);
+    }
+}
+
+/// Scenario 9 (b)'s settings.
+pub struct Soak {
+    pub rate: f64,
+    pub seconds: u64,
+    /// agentd's RSS is sampled this often.
+    pub sample_every: Duration,
+    /// The baseline is the first sample at or after this time.
+    pub baseline_after: Duration,
+    /// Errors and p99 are reported per bucket of this length.
+    pub bucket: Duration,
+}
+
+/// Scenario 9: (a) idle RSS of a freshly started agentd (2 s after /health answered), and,
+/// with `soak`, (b) an open loop of the non-streaming single turn with agentd's RSS sampled.
+pub async fn memory(
+    bench: &Bench,
+    shape: &Shape,
+    agentd: &Process,
+    soak: Option<&Soak>,
+    report: &mut Report,
+) {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    report.idle_rss(agentd.rss_kib());
+    let Some(soak) = soak else {
+        return;
+    };
+    let pid = agentd.pid();
+    let start = Instant::now();
+    let total = Duration::from_secs(soak.seconds);
+    let every = soak.sample_every;
+    let sampler = tokio::spawn(async move {
+        let mut samples = Vec::new();
+        let mut next = start + every;
+        while next <= start + total {
+            tokio::time::sleep_until(next.into()).await;
+            samples.push((next - start, procs::rss_kib_of(pid)));
+            next += every;
+        }
+        samples
+    });
+    let call = bench.call(true, shape, "single", false);
+    let mut buckets = Vec::new();
+    let mut elapsed = Duration::ZERO;
+    while elapsed < total {
+        let length = soak.bucket.min(total - elapsed);
+        let count = ((soak.rate * length.as_secs_f64()) as usize).max(1);
+        let samples = load::open_loop(&bench.client, &call, soak.rate, count).await;
+        elapsed = start.elapsed();
+        let summary = load::latency(&samples);
+        if summary.errors > 0 {
+            report.note(format!(
+                "  9. soak errors until {:.0} s: {}",
+                elapsed.as_secs_f64(),
+                load::failures(&samples)
+            ));
+        }
+        buckets.push((elapsed, summary, load::lag_p99(&samples)));
+    }
+    let rss = sampler.await.unwrap_or_default();
+    report.soak(soak, &rss, &buckets);
 }
