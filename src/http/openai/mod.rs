@@ -209,16 +209,15 @@ pub async fn chat_completions(
         })
     })?;
     let run_id = handle.run_id.clone();
-    let reply = Completion {
-        id: format!("chatcmpl-{run_id}"),
-        model: body.model.clone(),
-        created: chrono::Utc::now().timestamp(),
-        include_usage: body
-            .stream_options
+    let reply = Completion::new(
+        format!("chatcmpl-{run_id}"),
+        body.model.clone(),
+        chrono::Utc::now().timestamp(),
+        body.stream_options
             .as_ref()
             .is_some_and(|o| o.include_usage),
         sent_messages,
-    };
+    );
     let response = if body.stream.unwrap_or(false) {
         sse_response(&runtime, stream_chunks(handle, reply, show_progress))
     } else {
@@ -385,9 +384,67 @@ struct Completion {
     /// Messages before this run's own in its conversation: the system prompt, the history
     /// the client sent, the prompt.
     sent_messages: usize,
+    /// A text chunk's JSON up to its delta's field name: `{"id":…,…,"choices":[{"index":0,"delta":{`.
+    text_frame_head: String,
+}
+
+/// Which delta field a text chunk fills.
+#[derive(Clone, Copy)]
+enum TextField {
+    Content,
+    Reasoning,
 }
 
 impl Completion {
+    fn new(
+        id: String,
+        model: String,
+        created: i64,
+        include_usage: bool,
+        sent_messages: usize,
+    ) -> Self {
+        let head = ChatCompletionChunk {
+            id: &id,
+            object: ChunkObject::ChatCompletionChunk,
+            created,
+            model: &model,
+            choices: &[],
+            usage: None,
+        };
+        // `…,"choices":[]}` with its closing `]}` cut, then the choice up to its delta's fields.
+        let mut text_frame_head = serde_json::to_string(&head).unwrap_or_default();
+        text_frame_head.truncate(text_frame_head.len().saturating_sub(2));
+        text_frame_head.push_str(r#"{"index":0,"delta":{"#);
+        Self {
+            id,
+            model,
+            created,
+            include_usage,
+            sent_messages,
+            text_frame_head,
+        }
+    }
+
+    /// A chunk carrying only text (a token of the answer or of its reasoning): the frame's
+    /// fixed part is written once per stream, each token only adds its escaped text. The
+    /// bytes are those [`Self::chunk`] writes for the same delta.
+    fn text_chunk(&self, field: TextField, text: &str) -> Event {
+        let name = match field {
+            TextField::Content => r#""content":"#,
+            TextField::Reasoning => r#""reasoning_content":"#,
+        };
+        const TAIL: &str = r#"},"finish_reason":null}]}"#;
+        let mut frame = Vec::with_capacity(
+            self.text_frame_head.len() + name.len() + text.len() + 8 + TAIL.len(),
+        );
+        frame.extend_from_slice(self.text_frame_head.as_bytes());
+        frame.extend_from_slice(name.as_bytes());
+        // A string always serialises.
+        let _ = serde_json::to_writer(&mut frame, text);
+        frame.extend_from_slice(TAIL.as_bytes());
+        Event::default().data(String::from_utf8(frame).unwrap_or_default())
+    }
+
     /// One `chat.completion.chunk` serialised straight from borrowed fields: a streamed token
     /// costs one string for its frame, not a JSON tree built and dropped.
     fn chunk(&self, delta: Delta<'_>, finish_reason: Option<FinishReason>) -> Event {
@@ -444,15 +501,15 @@ fn stream_chunks(
             match event {
                 AgentEvent::Output(delta) => {
                     streamed_text = true;
-                    yield Ok(reply.chunk(Delta::content(&delta.appended_text()), None));
+                    yield Ok(reply.text_chunk(TextField::Content, &delta.appended_text()));
                 }
-                AgentEvent::Thinking(delta) => yield Ok(reply.chunk(Delta::reasoning(&delta.text), None)),
+                AgentEvent::Thinking(delta) => yield Ok(reply.text_chunk(TextField::Reasoning, &delta.text)),
                 AgentEvent::FinalReport(report) if report.status == ReportStatus::Failure => failure_report = report.content,
                 AgentEvent::RunFinished(summary) => {
                     match finish_reason(&summary) {
                         Some(reason) => {
                             if let Some(text) = failure_report.take().filter(|_| !streamed_text) {
-                                yield Ok(reply.chunk(Delta::content(&text), None));
+                                yield Ok(reply.text_chunk(TextField::Content, &text));
                             }
                             if !summary.client_tool_calls.is_empty() {
                                 let calls = response_tool_calls(&summary.client_tool_calls, true);
@@ -472,12 +529,12 @@ fn stream_chunks(
                 // progress line whatever the agent's progress setting (SPEC §8).
                 AgentEvent::ApprovalRequested(_) | AgentEvent::ApprovalDecided(_) => {
                     if let Some(line) = approval_line(&event, &run_id) {
-                        yield Ok(reply.chunk(Delta::reasoning(&line), None));
+                        yield Ok(reply.text_chunk(TextField::Reasoning, &line));
                     }
                 }
                 other if show_progress => {
                     if let Some(line) = progress_line(&other) {
-                        yield Ok(reply.chunk(Delta::reasoning(&line), None));
+                        yield Ok(reply.text_chunk(TextField::Reasoning, &line));
                     }
                 }
                 _ => {}
@@ -643,6 +700,30 @@ mod tests {
             last["choices"][0],
             json!({"index": 0, "delta": {}, "finish_reason": "stop"})
         );
+    }
+
+    /// The frame as axum holds it (its buffer, `data: …` included).
+    fn frame_text(event: Event) -> String {
+        format!("{event:?}")
+    }
+
+    #[test]
+    fn text_chunks_are_byte_for_byte_the_serialised_frame() {
+        let reply = Completion::new("chatcmpl-r\"1".into(), "chat ✓".into(), 7, false, 0);
+        assert!(
+            frame_text(reply.text_chunk(TextField::Content, "x"))
+                .contains(r#"\"delta\":{\"content\":\"x\"},"#)
+        );
+        for text in ["", "token ", "to\"ken ✓", "line\nbreak\t\u{1}", "\\"] {
+            assert_eq!(
+                frame_text(reply.text_chunk(TextField::Content, text)),
+                frame_text(reply.chunk(Delta::content(text), None)),
+            );
+            assert_eq!(
+                frame_text(reply.text_chunk(TextField::Reasoning, text)),
+                frame_text(reply.chunk(Delta::reasoning(text), None)),
+            );
+        }
     }
 
     #[test]

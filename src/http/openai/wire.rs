@@ -378,6 +378,9 @@ pub struct Delta<'a> {
     pub tool_calls: Option<Vec<ResponseToolCall>>,
 }
 
+/// Text deltas as the serialised frame has them (the stream writes them through
+/// `Completion::text_chunk`; tests compare the two).
+#[cfg(test)]
 impl<'a> Delta<'a> {
     pub fn content(text: &'a str) -> Self {
         Self {
