@@ -344,20 +344,22 @@ impl Runtime {
             pipeline::SessionStart::New(request) => {
                 let slot = self.cache_slot(&request);
                 let cached = match &slot {
-                    Some(slot) => self.answer_from_cache(slot, &request, &sink).await,
+                    Some(slot) => Box::pin(self.answer_from_cache(slot, &request, &sink)).await,
                     None => None,
                 };
                 let end = match cached {
                     Some(result) => SessionEnd::Finished(Box::new(result)),
+                    // Each way of running is boxed: the task then holds only the one it
+                    // takes, sized to it, instead of room for the largest (bench/README.md,
+                    // "memory per open stream").
                     None if !agent_spec.orchestration.is_empty() => {
-                        self.run_orchestrated(&agent_spec, request, sink, control)
-                            .await
+                        Box::pin(self.run_orchestrated(&agent_spec, request, sink, control)).await
                     }
                     None => {
-                        self.session_for(&agent_spec, sink, control)
-                            .waiting_for_approvals()
-                            .run_or_wait(request)
-                            .await
+                        let session = self
+                            .session_for(&agent_spec, sink, control)
+                            .waiting_for_approvals();
+                        Box::pin(session.run_or_wait(request)).await
                     }
                 };
                 (end, slot)
@@ -368,11 +370,10 @@ impl Runtime {
                 decisions,
                 ..
             } => {
-                let end = self
+                let session = self
                     .session_for(&agent_spec, sink, control)
-                    .waiting_for_approvals()
-                    .resume(request, *checkpoint, decisions)
-                    .await;
+                    .waiting_for_approvals();
+                let end = Box::pin(session.resume(request, *checkpoint, decisions)).await;
                 (end, None)
             }
         };

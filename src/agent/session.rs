@@ -241,10 +241,11 @@ impl Session {
         let started = Instant::now();
         self.emit_started(&request).await;
         let mut run = self.open(request);
-        let stop = self
-            .contained(run.facts.request.run_id.clone(), self.drive(&mut run))
-            .await;
-        self.settle(run, started, stop).await
+        let run_id = run.facts.request.run_id.clone();
+        // Boxed, as the turn below: an async fn holds room for every future it awaits, and
+        // `contained` held the loop twice (its argument and the future it polls).
+        let stop = self.contained(run_id, Box::pin(self.drive(&mut run))).await;
+        Box::pin(self.settle(run, started, stop)).await
     }
 
     /// Continues a run from its checkpoint once its waiting calls are decided: emits
@@ -263,13 +264,14 @@ impl Session {
             .unwrap_or_else(Instant::now);
         let mut run = Run::restore(request, &checkpoint, &self.catalog, self.observer.clone());
         let waiting = checkpoint.waiting;
+        let run_id = run.facts.request.run_id.clone();
         let stop = self
             .contained(
-                run.facts.request.run_id.clone(),
-                self.continue_after_wait(&mut run, waiting, &decisions),
+                run_id,
+                Box::pin(self.continue_after_wait(&mut run, waiting, &decisions)),
             )
             .await;
-        self.settle(run, started, stop).await
+        Box::pin(self.settle(run, started, stop)).await
     }
 
     async fn emit_started(&self, request: &SessionRequest) {
@@ -425,8 +427,7 @@ impl Session {
                 .await;
             let is_final = prepared.is_final;
             let span = tracing::info_span!("turn", ai.turn = turn, ai.turn.is_final = is_final);
-            match self
-                .turn(run, turn, is_final, prepared.tools)
+            match Box::pin(self.turn(run, turn, is_final, prepared.tools))
                 .instrument(span)
                 .await
             {
