@@ -65,10 +65,10 @@ if [[ $peers == *,portkey,* ]]; then
   version=${PORTKEY_VERSION:-1.15.2}
   port=19061
   dir=bench/.peers/portkey
-  # @hono/node-server 1.14 and later (npm would pick the newest for Portkey's ^1.3.3) hand
-  # Portkey the upstream fetch() response's immutable headers: every streamed answer fails with
-  # "TypeError: immutable" (Portkey-AI/gateway#1389); 1.13.8 is the last 1.13. Its postinstall
-  # (patch-package) has no patches in the published package: --ignore-scripts.
+  # @hono/node-server 1.19.19 (the newest, which npm would pick for Portkey's ^1.3.3) and 1.14.2
+  # hand Portkey the upstream fetch() response's immutable headers: every streamed answer fails
+  # with "TypeError: immutable" (Portkey-AI/gateway#1389); 1.13.8 (the last 1.13) works. Its
+  # postinstall (patch-package) has no patches in the published package: --ignore-scripts.
   package="{\"private\": true, \"dependencies\": {\"@portkey-ai/gateway\": \"$version\"}, \"overrides\": {\"@hono/node-server\": \"1.13.8\"}}"
   server=$dir/node_modules/@portkey-ai/gateway/build/start-server.js
   if [[ ! -f $server || $(cat "$dir/package.json" 2>/dev/null) != "$package" ]]; then
