@@ -223,11 +223,12 @@ pub async fn measure(call: &Call, n: usize, pacing: Pacing, process: Option<&Pro
     }
 }
 
-/// Where a slot's streams go: `host:port`, the path, the body.
+/// Where a slot's streams go: `host:port`, the path, the body, any extra headers.
 struct Endpoint {
     address: String,
     path: String,
     body: bytes::Bytes,
+    headers: std::sync::Arc<[(String, String)]>,
 }
 
 impl Endpoint {
@@ -241,6 +242,7 @@ impl Endpoint {
             address: address.to_string(),
             path: format!("/{path}"),
             body: call.body.clone(),
+            headers: call.headers.clone(),
         })
     }
 }
@@ -338,10 +340,13 @@ async fn stream(
     window: (Instant, Instant),
     gaps: &mut Vec<f64>,
 ) -> Result<u64, (Failure, u64)> {
-    let request = hyper::Request::post(&target.path)
+    let mut request = hyper::Request::post(&target.path)
         .header(hyper::header::HOST, &target.address)
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(target.body.clone()));
+        .header(hyper::header::CONTENT_TYPE, "application/json");
+    for (name, value) in target.headers.iter() {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let request = request.body(Full::new(target.body.clone()));
     let Ok(request) = request else {
         return Err((Failure::Task, 0));
     };

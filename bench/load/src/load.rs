@@ -14,6 +14,8 @@ pub struct Call {
     pub url: Arc<str>,
     pub body: Bytes,
     pub streamed: bool,
+    /// Extra request headers (a peer's routing headers, e.g. Portkey's `x-portkey-*`).
+    pub headers: Arc<[(String, String)]>,
 }
 
 /// Why a request did not count as answered.
@@ -122,12 +124,13 @@ pub async fn one(client: &reqwest::Client, call: &Call, due: Instant) -> Sample 
 type Sent = Result<Option<Duration>, (Failure, Option<Duration>)>;
 
 async fn send(client: &reqwest::Client, call: &Call, sent: Instant) -> Sent {
-    let response = client
+    let mut request = client
         .post(&*call.url)
-        .header("content-type", "application/json")
-        .body(call.body.clone())
-        .send()
-        .await;
+        .header("content-type", "application/json");
+    for (name, value) in call.headers.iter() {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let response = request.body(call.body.clone()).send().await;
     let response = match response {
         Ok(response) => response,
         Err(error) => {

@@ -48,6 +48,27 @@ enum Cmd {
         #[arg(long, default_value = "127.0.0.1:19090")]
         upstream: String,
     },
+    /// One open-loop series against any chat-completions server (no agentd: e.g. a gateway in
+    /// front of `agentd-bench mock`); prints its latency percentiles and failures.
+    Load {
+        /// Base URL, e.g. http://127.0.0.1:19061 (POSTs to URL/v1/chat/completions).
+        #[arg(long)]
+        url: String,
+        /// The model sent (the mock's own names pick its answer, e.g. fb0-c1-g0).
+        #[arg(long, default_value = "fb0-c1-g0")]
+        model: String,
+        /// Requests per second.
+        #[arg(long, default_value_t = 100.0)]
+        rate: f64,
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// Ask for an SSE stream.
+        #[arg(long)]
+        stream: bool,
+        /// A request header, HEADER=VALUE (repeatable).
+        #[arg(long, value_parser = parse_header)]
+        header: Vec<(String, String)>,
+    },
     /// nginx configured as `run` starts it (in DIR), in the foreground until interrupted.
     Nginx {
         #[arg(long, default_value = "127.0.0.1:19050")]
@@ -83,6 +104,15 @@ struct RunArgs {
     /// must serve the model `single` as the mock's `fb0-c1-g0` (bench/peers.sh sets LiteLLM up).
     #[arg(long, value_parser = parse_peer)]
     peer: Vec<(String, String)>,
+    /// A peer like --peer that is sent the mock's own model names (`fb0-c1-g0`), as the relay
+    /// is, for a gateway that passes `model` through (bench/peers.sh's Portkey), as
+    /// NAME=HOST:PORT (repeatable).
+    #[arg(long, value_parser = parse_peer)]
+    peer_forward: Vec<(String, String)>,
+    /// A header on every request to the peer NAME, as NAME:HEADER=VALUE (repeatable; e.g.
+    /// `portkey:x-portkey-provider=openai`).
+    #[arg(long, value_parser = parse_peer_header)]
+    peer_header: Vec<(String, (String, String))>,
     /// Seconds per rate step of scenario 1.
     #[arg(long, default_value_t = 3.0)]
     step_seconds: f64,
@@ -186,6 +216,14 @@ fn main() -> ExitCode {
             upstream,
             dir,
         } => runtime.block_on(standalone_nginx(&listen, &upstream, &dir)),
+        Cmd::Load {
+            url,
+            model,
+            rate,
+            seconds,
+            stream,
+            header,
+        } => runtime.block_on(standalone_load(&url, &model, rate, seconds, stream, header)),
         Cmd::Run(args) => runtime.block_on(run(*args)),
     };
     match result {
@@ -222,6 +260,114 @@ async fn standalone_nginx(
     Ok(())
 }
 
+/// `agentd-bench load`: `seconds` of requests at `rate`, then the latency percentiles (time to
+/// the first content too when streamed) and the failures, on stdout.
+async fn standalone_load(
+    url: &str,
+    model: &str,
+    rate: f64,
+    seconds: f64,
+    streamed: bool,
+    headers: Vec<(String, String)>,
+) -> Result<(), String> {
+    if !(rate > 0.0 && seconds > 0.0) {
+        return Err("--rate and --seconds must be positive".to_string());
+    }
+    let client = load::client(CLIENT_IDLE).map_err(|e| format!("http client: {e}"))?;
+    let body = serde_json::json!({"model": model, "stream": streamed,
+        "messages": [{"role": "user", "content": "Say something."}]});
+    let call = load::Call {
+        url: std::sync::Arc::from(format!("{}/v1/chat/completions", url.trim_end_matches('/'))),
+        body: bytes::Bytes::from(body.to_string()),
+        streamed,
+        headers: std::sync::Arc::from(headers),
+    };
+    let count = (rate * seconds).ceil() as usize;
+    let started = std::time::Instant::now();
+    let samples = load::open_loop(&client, &call, rate, count).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let print = |what: &str, s: load::Summary| {
+        println!(
+            "{what}: p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            s.p50, s.p90, s.p99, s.max
+        );
+    };
+    let latency = load::latency(&samples);
+    println!(
+        "{} requests at {rate}/s to {} ({model}{}) in {elapsed:.2} s: {} ok, {} failed{}; generator lag p99 {:.2} ms",
+        latency.count,
+        call.url,
+        if streamed { ", streamed" } else { "" },
+        latency.count - latency.errors,
+        latency.errors,
+        if latency.errors > 0 {
+            format!(" ({})", load::failures(&samples))
+        } else {
+            String::new()
+        },
+        load::lag_p99(&samples),
+    );
+    print("latency", latency);
+    if streamed {
+        print("first content", load::first_content(&samples));
+    }
+    if latency.errors > 0 {
+        return Err(format!(
+            "{} of {} requests failed",
+            latency.errors, latency.count
+        ));
+    }
+    Ok(())
+}
+
+/// `--peer`, `--peer-forward` and `--peer-header` as the scenarios' peers (a header's NAME must
+/// be one of theirs).
+fn peers(args: &RunArgs) -> Result<Vec<scenarios::Peer>, String> {
+    let named = args.peer.iter().map(|p| (p, false));
+    let forwarded = args.peer_forward.iter().map(|p| (p, true));
+    let peers: Vec<scenarios::Peer> = named
+        .chain(forwarded)
+        .map(|((name, host), forward)| scenarios::Peer {
+            name: name.clone(),
+            host: host.clone(),
+            forward,
+            headers: args
+                .peer_header
+                .iter()
+                .filter(|(peer, _)| peer == name)
+                .map(|(_, header)| header.clone())
+                .collect(),
+        })
+        .collect();
+    for (i, peer) in peers.iter().enumerate() {
+        if peers[..i].iter().any(|p| p.name == peer.name) {
+            return Err(format!("peer {:?} given twice", peer.name));
+        }
+    }
+    for (name, _) in &args.peer_header {
+        if !peers.iter().any(|p| &p.name == name) {
+            return Err(format!(
+                "--peer-header {name}:…: no --peer or --peer-forward {name}=…"
+            ));
+        }
+    }
+    Ok(peers)
+}
+
+fn parse_header(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
+        _ => Err(format!("expected HEADER=VALUE, got {text:?}")),
+    }
+}
+
+fn parse_peer_header(text: &str) -> Result<(String, (String, String)), String> {
+    match text.split_once(':') {
+        Some((peer, header)) if !peer.is_empty() => Ok((peer.to_string(), parse_header(header)?)),
+        _ => Err(format!("expected NAME:HEADER=VALUE, got {text:?}")),
+    }
+}
+
 fn parse_peer(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((name, host)) if !name.is_empty() && !host.is_empty() => {
@@ -251,6 +397,7 @@ fn open_file_limit() -> usize {
 }
 
 async fn run(args: RunArgs) -> Result<(), String> {
+    let peers = peers(&args)?;
     let agentd_bin = procs::release_binary(&args.target, "release/agentd")?;
     let mcp_server = procs::release_binary(&args.target, "release/examples/mcp_test_server")?;
     let dir = std::env::temp_dir().join(format!("agentd-bench-{}", std::process::id()));
@@ -443,7 +590,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         mock: args.mock_listen.clone(),
         relay: args.relay_listen.clone(),
         nginx: nginx.as_ref().map(|_| args.nginx_listen.clone()),
-        peers: args.peer.clone(),
+        peers,
         step_seconds: args.step_seconds,
         rates: args.rates.clone(),
         open_streams,

@@ -22,9 +22,8 @@ pub struct Bench {
     pub relay: String,
     /// nginx in front of the mock (`nginx.rs`), unless `--no-nginx`.
     pub nginx: Option<String>,
-    /// Other servers measured beside agentd in scenario 1: (name, host:port); each serves the
-    /// agent names (`single`, `streamed`) as models routed to the mock.
-    pub peers: Vec<(String, String)>,
+    /// Other servers measured beside agentd in scenarios 1 and 8 (`--peer`, `--peer-forward`).
+    pub peers: Vec<Peer>,
     pub step_seconds: f64,
     pub rates: Vec<f64>,
     pub open_streams: usize,
@@ -36,6 +35,17 @@ pub struct Bench {
     pub closed_connections: usize,
     pub closed_warmup: Duration,
     pub closed_seconds: Duration,
+}
+
+/// A server measured beside agentd: it serves the agent names (`single`) as models routed to
+/// the mock (`--peer`, LiteLLM), or, `forward`, passes the mock's own model names through to it
+/// as the relay does (`--peer-forward`, Portkey); `headers` go on each of its requests
+/// (`--peer-header`, e.g. Portkey's provider and upstream).
+pub struct Peer {
+    pub name: String,
+    pub host: String,
+    pub forward: bool,
+    pub headers: Arc<[(String, String)]>,
 }
 
 /// Where a request goes: the mock itself, something at this host that forwards the mock's model
@@ -69,6 +79,19 @@ impl Bench {
             url: Arc::from(format!("http://{host}/v1/chat/completions")),
             body: Bytes::from(body.to_string()),
             streamed,
+            headers: Arc::from([]),
+        }
+    }
+
+    fn call_peer(&self, peer: &Peer, shape: &Shape, agent: &str, streamed: bool) -> Call {
+        let via = if peer.forward {
+            Via::Forward(&peer.host)
+        } else {
+            Via::Named(&peer.host)
+        };
+        Call {
+            headers: peer.headers.clone(),
+            ..self.call_via(via, shape, agent, streamed)
         }
     }
 }
@@ -158,19 +181,16 @@ pub async fn single_turn(
     }
     climb(bench, &mut ours, true, report).await;
     let mut maxima: Vec<(String, f64)> = ours.iter().map(|l| (l.name.clone(), l.max)).collect();
-    for (name, host) in &bench.peers {
-        let mut peer = vec![
+    for peer in &bench.peers {
+        let mut ladders = vec![
             Ladder::new(
                 "direct",
                 bench.call_via(Via::Direct, shape, "single", false),
             ),
-            Ladder::new(
-                name,
-                bench.call_via(Via::Named(host), shape, "single", false),
-            ),
+            Ladder::new(&peer.name, bench.call_peer(peer, shape, "single", false)),
         ];
-        climb(bench, &mut peer, false, report).await;
-        maxima.push((name.clone(), peer[1].max));
+        climb(bench, &mut ladders, false, report).await;
+        maxima.push((peer.name.clone(), ladders[1].max));
     }
     let maxima: Vec<(&str, f64)> = maxima.iter().map(|(n, m)| (n.as_str(), *m)).collect();
     report.throughput(&maxima);
@@ -361,7 +381,7 @@ pub async fn turns(
             }
             let body = json!({"model": shape.model(), "stream": false, "messages": messages,
                 "tools": [{"type": "function", "function": {"name": "mcp__echo", "parameters": {"type": "object"}}}]});
-            Call { url: Arc::from(format!("http://{}/v1/chat/completions", bench.mock)), body: Bytes::from(body.to_string()), streamed: false }
+            Call { url: Arc::from(format!("http://{}/v1/chat/completions", bench.mock)), body: Bytes::from(body.to_string()), streamed: false, headers: Arc::from([]) }
         })
         .collect();
     for _ in 0..20 {
@@ -515,10 +535,10 @@ pub async fn closed(
                 .map(|(name, call, process)| (name, call, Some(process)))
                 .collect();
         if !streamed {
-            for (name, host) in &bench.peers {
+            for peer in &bench.peers {
                 targets.push((
-                    name.clone(),
-                    bench.call_via(Via::Named(host), shape, agent, streamed),
+                    peer.name.clone(),
+                    bench.call_peer(peer, shape, agent, streamed),
                     None,
                 ));
             }
