@@ -111,8 +111,9 @@ mod tests {
     }
 
     /// Every multi-row shape the recorder writes stays prepared: a batch of each size of event
-    /// INSERT, then all of them are still in the writer's statement cache (with sqlx's default
-    /// capacity of 100, the first ones had been evicted and were prepared again next time).
+    /// INSERT (one event of each of `size` runs: a run's events in one batch share a row), then
+    /// all of them are still in the writer's statement cache (with sqlx's default capacity of
+    /// 100, the first ones had been evicted and were prepared again next time).
     #[tokio::test]
     async fn every_batch_shape_stays_prepared() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -121,7 +122,7 @@ mod tests {
         for size in 1..=ROWS_PER_INSERT {
             let batch = RunBatch {
                 runs: Vec::new(),
-                events: events(size, size),
+                events: (0..size).flat_map(|run| events(run, 1)).collect(),
             };
             store.write_run_batch(&batch).await.expect("write");
         }
