@@ -102,7 +102,7 @@ macro_rules! impl_run_batch_store {
             ) -> Result<(), sqlx::Error> {
                 use $crate::store::sql::{ROWS_PER_INSERT, at, run_events as sql};
                 let rows = sql::rows_of(events);
-                for chunk in rows.chunks(ROWS_PER_INSERT) {
+                for chunk in sql::statements(&rows, ROWS_PER_INSERT) {
                     let mut insert = sqlx::QueryBuilder::<$db>::new(sql::INSERT_EVENTS);
                     insert.push_values(chunk, |mut row, stored| {
                         row.push_bind(stored.run_id)

@@ -20,6 +20,13 @@ pub const INSERT_EVENTS_END: &str = " ON CONFLICT (run_id, seq) DO NOTHING";
 /// holding seq `n` among the rows starting after `n - MAX_ROW_SPAN`, on the primary key.
 pub const MAX_ROW_SPAN: i64 = 64;
 
+/// Event data a packed row stops taking more events at, and a multi-row INSERT stops taking
+/// more rows at. sqlx 0.9.0 leaves Nagle's algorithm on (`ROWS_PER_INSERT`'s note): a statement
+/// of a few tens of KB waits ~40 ms for PostgreSQL's delayed ACK, so packing may not make
+/// statements larger than the 100 one-event rows they used to be.
+pub const ROW_DATA_BYTES: usize = 4 * 1024;
+pub const STATEMENT_DATA_BYTES: usize = 8 * 1024;
+
 /// `type` of a row holding several events.
 const PACKED: &str = "";
 
@@ -39,8 +46,9 @@ pub struct StoredRow<'a> {
     pub ts: DateTime<Utc>,
 }
 
-/// The rows for `events`: each run's events in seq order, packed `MAX_ROW_SPAN` seqs at most
-/// per row; runs in the order they first appear.
+/// The rows for `events`: each run's events in seq order, packed `MAX_ROW_SPAN` seqs and
+/// `ROW_DATA_BYTES` of data at most per row (a larger event has a row of its own); runs in the
+/// order they first appear.
 pub fn rows_of(events: &[NewRunEvent]) -> Vec<StoredRow<'_>> {
     let mut runs: Vec<Vec<&NewRunEvent>> = Vec::new();
     let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
@@ -56,9 +64,15 @@ pub fn rows_of(events: &[NewRunEvent]) -> Vec<StoredRow<'_>> {
         run.sort_by_key(|event| event.seq);
         let mut rest = run.as_slice();
         while let Some(first) = rest.first() {
+            let mut bytes = 0;
             let len = rest
                 .iter()
-                .take_while(|event| event.seq - first.seq < MAX_ROW_SPAN)
+                .take_while(|event| {
+                    let fits = event.seq - first.seq < MAX_ROW_SPAN
+                        && (bytes == 0 || bytes + event.data.as_str().len() <= ROW_DATA_BYTES);
+                    bytes += event.data.as_str().len();
+                    fits
+                })
                 .count();
             let (packed, after) = rest.split_at(len);
             rows.push(row_of(packed));
@@ -100,6 +114,34 @@ fn row_of<'a>(events: &[&'a NewRunEvent]) -> StoredRow<'a> {
         data: JsonText::of(&packed),
         ts: first.ts,
     }
+}
+
+/// `rows` cut into INSERT statements of at most `max_rows` rows and, past its first row,
+/// `STATEMENT_DATA_BYTES` of data.
+pub fn statements<'r, 'a>(
+    rows: &'r [StoredRow<'a>],
+    max_rows: usize,
+) -> impl Iterator<Item = &'r [StoredRow<'a>]> {
+    let mut rest = rows;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let len = rest
+            .iter()
+            .take(max_rows)
+            .take_while(|row| {
+                let fits = bytes == 0 || bytes + row.data.as_str().len() <= STATEMENT_DATA_BYTES;
+                bytes += row.data.as_str().len();
+                fits
+            })
+            .count()
+            .max(1);
+        let (statement, after) = rest.split_at(len);
+        rest = after;
+        Some(statement)
+    })
 }
 
 #[derive(sqlx::FromRow)]
@@ -254,5 +296,40 @@ mod tests {
                 .as_str()
                 .starts_with(r#"[[1,"output",1,{"text":"1"}]"#)
         );
+    }
+
+    /// Neither a packed row nor a statement grows past its byte limit (PostgreSQL's delayed
+    /// ACK stall); an event larger than a row's limit still gets a row of its own.
+    #[test]
+    fn rows_and_statements_stay_under_their_byte_limits() {
+        let text = "x".repeat(1000);
+        let mut events: Vec<NewRunEvent> = (1..=40)
+            .map(|seq| NewRunEvent {
+                data: JsonText::of(&serde_json::json!({ "text": text })),
+                ..event("x", seq)
+            })
+            .collect();
+        events.push(NewRunEvent {
+            data: JsonText::of(&serde_json::json!({ "text": "y".repeat(20_000) })),
+            ..event("x", 41)
+        });
+        let rows = rows_of(&events);
+        let spans: Vec<(i64, Option<i64>)> = rows.iter().map(|r| (r.seq, r.last_seq)).collect();
+        assert_eq!(
+            spans[..2],
+            [(1, Some(4)), (5, Some(8))],
+            "four events of ~1 KB per 4 KiB row"
+        );
+        assert_eq!(spans.last(), Some(&(41, None)));
+        let packed = &rows[..rows.len() - 1];
+        assert!(
+            packed
+                .iter()
+                .all(|r| r.data.as_str().len() <= ROW_DATA_BYTES + 200)
+        );
+        let sizes: Vec<usize> = statements(&rows, 100).map(<[StoredRow]>::len).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), rows.len());
+        assert!(sizes.iter().all(|&n| n <= 2), "{sizes:?}");
+        assert_eq!(sizes.last(), Some(&1));
     }
 }
