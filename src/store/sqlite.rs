@@ -110,6 +110,32 @@ mod tests {
             .collect()
     }
 
+    /// The replica's poll for cancellations reads `runs` by key, never by scanning it: a scan
+    /// grew with every run ever stored and, under a long soak, held the write lock for seconds.
+    #[tokio::test]
+    async fn taking_cancellations_never_scans_the_runs() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("store.db").display());
+        let store = SqliteStore::open(&url).await.expect("open");
+        let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN {}",
+            crate::store::sql::replicas::TAKE_CANCELS
+        )))
+        .bind("replica")
+        .fetch_all(&store.reader)
+        .await
+        .expect("plan");
+        let steps: Vec<&str> = plan.iter().map(|step| step.3.as_str()).collect();
+        assert!(
+            steps.iter().any(|s| s.starts_with("SEARCH runs USING")),
+            "{steps:?}"
+        );
+        assert!(
+            !steps.iter().any(|s| s.starts_with("SCAN runs")),
+            "{steps:?}"
+        );
+    }
+
     /// Every multi-row shape the recorder writes stays prepared: a batch of each size of event
     /// INSERT (one event of each of `size` runs: a run's events in one batch share a row), then
     /// all of them are still in the writer's statement cache (with sqlx's default capacity of

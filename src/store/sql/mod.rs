@@ -27,6 +27,42 @@ use super::StoreError;
 /// delayed ACK (sqlx issue #4335); 256 events in one statement took ~46 ms, in three ~8 ms.
 pub const ROWS_PER_INSERT: usize = 100;
 
+/// Large values a multi-row statement stops taking more rows at. sqlx 0.9.0 leaves Nagle's
+/// algorithm on (see [`ROWS_PER_INSERT`]): on PostgreSQL a statement of a few tens of KB waits
+/// ~40 ms for the server's delayed ACK, and a batch of 25 finished runs with their results, or
+/// of a run's packed events, is that large.
+pub const STATEMENT_DATA_BYTES: usize = 8 * 1024;
+
+/// `rows` cut into multi-row statements of at most `max_rows` rows and, past a statement's
+/// first row, `STATEMENT_DATA_BYTES` of what `bytes` counts (its large values).
+pub fn statements<'r, T>(
+    rows: &'r [T],
+    max_rows: usize,
+    bytes: impl Fn(&T) -> usize,
+) -> impl Iterator<Item = &'r [T]> {
+    let mut rest = rows;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut total = 0;
+        let len = rest
+            .iter()
+            .take(max_rows)
+            .take_while(|row| {
+                let size = bytes(row);
+                let fits = total == 0 || total + size <= STATEMENT_DATA_BYTES;
+                total += size;
+                fits
+            })
+            .count()
+            .max(1);
+        let (statement, after) = rest.split_at(len);
+        rest = after;
+        Some(statement)
+    })
+}
+
 /// Prepared statements each connection keeps. A multi-row INSERT of n rows is its own statement
 /// for each n, so the recorder alone has up to `RUNS_PER_INSERT + 2 × ROWS_PER_INSERT` shapes
 /// (runs, accounting, events); with sqlx's default of 100 they evicted each other under load

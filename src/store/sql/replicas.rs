@@ -34,8 +34,13 @@ pub const PRUNE_REQUESTS: &str = "DELETE FROM run_requests WHERE created_at < $1
 pub const REQUEST_CANCEL: &str = "INSERT INTO run_cancellations (run_id, mode, requested_at) \
      VALUES ($1, $2, $3) ON CONFLICT (run_id) DO UPDATE SET mode = excluded.mode, \
      requested_at = excluded.requested_at";
-pub const TAKE_CANCELS: &str = "DELETE FROM run_cancellations WHERE run_id IN \
-     (SELECT id FROM runs WHERE owner = $1) RETURNING run_id, mode";
+/// Driven by the (small) cancellations table, each looked up in `runs` by its key: selecting
+/// `runs` by owner first scanned every run ever stored (the owner index is for running runs
+/// only), which under a long soak took over a second per poll and, on SQLite, held the write
+/// lock the recorder needs.
+pub const TAKE_CANCELS: &str = "DELETE FROM run_cancellations WHERE EXISTS \
+     (SELECT 1 FROM runs WHERE runs.id = run_cancellations.run_id AND runs.owner = $1) \
+     RETURNING run_id, mode";
 
 #[derive(sqlx::FromRow)]
 pub struct ReplicaRow {

@@ -123,7 +123,10 @@ macro_rules! impl_run_batch_store {
                 rows: &[(&str, i64, &$crate::store::AccountingRecord)],
             ) -> Result<(), sqlx::Error> {
                 use $crate::store::sql::{ROWS_PER_INSERT, at, runs};
-                for chunk in rows.chunks(ROWS_PER_INSERT) {
+                let large = |row: &(&str, i64, &$crate::store::AccountingRecord)| {
+                    row.2.entry.as_str().len()
+                };
+                for chunk in $crate::store::sql::statements(rows, ROWS_PER_INSERT, large) {
                     let mut insert = sqlx::QueryBuilder::<$db>::new(runs::INSERT_ACCOUNTING);
                     insert.push_values(chunk, |mut row, (run_id, idx, entry)| {
                         row.push_bind(*run_id)
@@ -150,7 +153,14 @@ macro_rules! impl_run_batch_store {
                 use $crate::store::sql::run_batch::{
                     EndColumns, RUNS_PER_INSERT, UPSERT_RUNS, UPSERT_RUNS_END,
                 };
-                for chunk in writes.chunks(RUNS_PER_INSERT) {
+                let large = |write: &$crate::store::RunWrite| {
+                    write.outcome.as_ref().map_or(0, |end| {
+                        end.result.as_ref().map_or(0, |r| r.as_str().len())
+                            + end.final_report.as_ref().map_or(0, |r| r.as_str().len())
+                            + end.error.as_ref().map_or(0, String::len)
+                    })
+                };
+                for chunk in $crate::store::sql::statements(writes, RUNS_PER_INSERT, large) {
                     let mut upsert = sqlx::QueryBuilder::<$db>::new(UPSERT_RUNS);
                     upsert.push_values(chunk, |mut row, write| {
                         let run = &write.run;

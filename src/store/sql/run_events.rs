@@ -20,12 +20,9 @@ pub const INSERT_EVENTS_END: &str = " ON CONFLICT (run_id, seq) DO NOTHING";
 /// holding seq `n` among the rows starting after `n - MAX_ROW_SPAN`, on the primary key.
 pub const MAX_ROW_SPAN: i64 = 64;
 
-/// Event data a packed row stops taking more events at, and a multi-row INSERT stops taking
-/// more rows at. sqlx 0.9.0 leaves Nagle's algorithm on (`ROWS_PER_INSERT`'s note): a statement
-/// of a few tens of KB waits ~40 ms for PostgreSQL's delayed ACK, so packing may not make
-/// statements larger than the 100 one-event rows they used to be.
+/// Event data a packed row stops taking more events at, so that packing keeps rows (and the
+/// statements of [`super::statements`]) as small as the one-event rows they replace.
 pub const ROW_DATA_BYTES: usize = 4 * 1024;
-pub const STATEMENT_DATA_BYTES: usize = 8 * 1024;
 
 /// `type` of a row holding several events.
 const PACKED: &str = "";
@@ -116,32 +113,13 @@ fn row_of<'a>(events: &[&'a NewRunEvent]) -> StoredRow<'a> {
     }
 }
 
-/// `rows` cut into INSERT statements of at most `max_rows` rows and, past its first row,
-/// `STATEMENT_DATA_BYTES` of data.
+/// `rows` cut into INSERT statements of at most `max_rows` rows and `STATEMENT_DATA_BYTES` of
+/// event data (see [`super::statements`]).
 pub fn statements<'r, 'a>(
     rows: &'r [StoredRow<'a>],
     max_rows: usize,
 ) -> impl Iterator<Item = &'r [StoredRow<'a>]> {
-    let mut rest = rows;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let mut bytes = 0;
-        let len = rest
-            .iter()
-            .take(max_rows)
-            .take_while(|row| {
-                let fits = bytes == 0 || bytes + row.data.as_str().len() <= STATEMENT_DATA_BYTES;
-                bytes += row.data.as_str().len();
-                fits
-            })
-            .count()
-            .max(1);
-        let (statement, after) = rest.split_at(len);
-        rest = after;
-        Some(statement)
-    })
+    super::statements(rows, max_rows, |row| row.data.as_str().len())
 }
 
 #[derive(sqlx::FromRow)]
