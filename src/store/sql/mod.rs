@@ -35,11 +35,11 @@ pub const STATEMENT_DATA_BYTES: usize = 8 * 1024;
 
 /// `rows` cut into multi-row statements of at most `max_rows` rows and, past a statement's
 /// first row, `STATEMENT_DATA_BYTES` of what `bytes` counts (its large values).
-pub fn statements<'r, T>(
-    rows: &'r [T],
+pub fn statements<T>(
+    rows: &[T],
     max_rows: usize,
     bytes: impl Fn(&T) -> usize,
-) -> impl Iterator<Item = &'r [T]> {
+) -> impl Iterator<Item = &[T]> {
     let mut rest = rows;
     std::iter::from_fn(move || {
         if rest.is_empty() {
