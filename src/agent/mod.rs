@@ -57,7 +57,8 @@ pub struct SessionRequest {
     pub format: Option<String>,
     /// JSON schema of the `json` output for this run; the agent's when `None`.
     pub schema: Option<serde_json::Value>,
-    /// The caller, for `userScoped` agents: written into every tool call's `user_id`.
+    /// The run's owner (`config::owner`): a user, or `key:ID` for a key bound to no user. Its
+    /// user ([`SessionRequest::user`]) is what tools and `userScoped` agents act for.
     pub user_id: Option<String>,
     /// The session that called this one as a sub-agent (`None` for a root session).
     pub parent: Option<sub_agents::ParentRun>,
@@ -68,6 +69,11 @@ pub struct SessionRequest {
 }
 
 impl SessionRequest {
+    /// The user this run acts for: its owner when that is a user, `None` for a key's run.
+    pub fn user(&self) -> Option<&str> {
+        crate::config::owner::user_of(self.user_id.as_deref())
+    }
+
     /// The request of a child session of this run (a sub-agent, an advisor, …): a new run id,
     /// no history, this run's user, linked to this run whose call path is `call_path`.
     pub fn child(&self, call_path: &str, agent: Arc<AgentSpec>, prompt: String) -> Self {

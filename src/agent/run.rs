@@ -339,7 +339,7 @@ pub fn tokenizer_of(agent: &AgentSpec, catalog: &ModelCatalog) -> Tokenizer {
 
 fn system_prompt(request: &SessionRequest, instructions: &[(String, String)]) -> String {
     let mut prompt = request.agent.system_prompt.clone();
-    if let (Some(user), true) = (&request.user_id, request.agent.user_scoped) {
+    if let (Some(user), true) = (request.user(), request.agent.user_scoped) {
         prompt.push_str(&format!(
             "\n\nYou act for user `{user}` only. Every tool call runs with `user_id` = `{user}`, set by the system; \
              you cannot read or change another user's data."

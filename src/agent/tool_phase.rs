@@ -77,10 +77,10 @@ impl ToolContext {
             lineage: facts.lineage.clone(),
             source,
             cache_user: request
-                .user_id
-                .clone()
+                .user()
+                .map(str::to_string)
                 .filter(|_| request.agent.user_scoped),
-            user_id: request.user_id.clone(),
+            user_id: request.user().map(str::to_string),
             output_handles: (request.agent.tool_output == ToolOutputMode::Handles)
                 .then(|| std::sync::Arc::clone(&facts.output_handles)),
         }
@@ -680,8 +680,8 @@ pub(super) fn scope_to_user(
     facts: &RunFacts,
     mut arguments: Map<String, Value>,
 ) -> Map<String, Value> {
-    if let (true, Some(user)) = (facts.request.agent.user_scoped, &facts.request.user_id) {
-        arguments.insert("user_id".into(), Value::String(user.clone()));
+    if let (true, Some(user)) = (facts.request.agent.user_scoped, facts.request.user()) {
+        arguments.insert("user_id".into(), Value::String(user.to_string()));
     }
     arguments
 }

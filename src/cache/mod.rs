@@ -63,9 +63,11 @@ pub struct CacheKey(String);
 impl CacheKey {
     /// Hashes everything that changes the answer: the agent's hash (prompt, frontmatter, models),
     /// the user prompt, the output format and schema, plus the earlier messages and sampling
-    /// overrides (the same prompt in another conversation is another question) and, for
-    /// `userScoped` agents, the user (their tools see only that user's data).
-    pub fn for_request(request: &SessionRequest, user_id: Option<&str>) -> Self {
+    /// overrides (the same prompt in another conversation is another question) and the run's
+    /// owner (a user, or a key bound to no user): tools may act as the caller
+    /// (`${caller.secret.…}`, `${caller.userId}`, `userScoped`), so an answer is only ever given
+    /// back to whoever it was first given to, whatever the agent's tools do.
+    pub fn for_request(request: &SessionRequest) -> Self {
         let agent = &request.agent;
         let format = request.format.as_deref().unwrap_or(&agent.output_format);
         let schema = request.schema.as_ref().or(agent.output_schema.as_ref());
@@ -86,10 +88,7 @@ impl CacheKey {
                 overrides.temperature, overrides.top_p, overrides.max_output_tokens
             )
             .as_bytes(),
-            user_id
-                .filter(|_| agent.user_scoped)
-                .unwrap_or_default()
-                .as_bytes(),
+            request.user_id.as_deref().unwrap_or_default().as_bytes(),
         ])
     }
 

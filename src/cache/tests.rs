@@ -70,8 +70,8 @@ fn answered(text: &str) -> AgentResult {
 fn identical_requests_share_a_key_and_any_difference_changes_it() {
     let chat = agent("cache: 1h\n");
     let base = request(chat.clone(), "What is 2+2?");
-    let key = CacheKey::for_request(&base, None);
-    assert_eq!(key, CacheKey::for_request(&base.clone(), None));
+    let key = CacheKey::for_request(&base);
+    assert_eq!(key, CacheKey::for_request(&base.clone()));
     assert_eq!(key.as_str().len(), 64, "hex sha256");
 
     let mut other_prompt = base.clone();
@@ -93,22 +93,28 @@ fn identical_requests_share_a_key_and_any_difference_changes_it() {
         ("temperature", other_temperature),
         ("agent hash", other_agent),
     ] {
-        assert_ne!(key, CacheKey::for_request(&changed, None), "{what}");
+        assert_ne!(key, CacheKey::for_request(&changed), "{what}");
     }
 }
 
 #[test]
-fn the_user_is_part_of_the_key_only_for_user_scoped_agents() {
-    let shared = request(agent("cache: 1h\n"), "my tasks");
-    assert_eq!(
-        CacheKey::for_request(&shared, Some("alice")),
-        CacheKey::for_request(&shared, Some("bob"))
-    );
-    let scoped = request(agent("cache: 1h\nuserScoped: true\n"), "my tasks");
-    assert_ne!(
-        CacheKey::for_request(&scoped, Some("alice")),
-        CacheKey::for_request(&scoped, Some("bob"))
-    );
+fn the_owner_is_part_of_every_key() {
+    for frontmatter in ["cache: 1h\n", "cache: 1h\nuserScoped: true\n"] {
+        let owned_by = |owner: Option<&str>| {
+            let mut asked = request(agent(frontmatter), "my tasks");
+            asked.user_id = owner.map(str::to_string);
+            CacheKey::for_request(&asked)
+        };
+        let alice = owned_by(Some("alice"));
+        assert_eq!(alice, owned_by(Some("alice")), "{frontmatter}");
+        assert_ne!(alice, owned_by(Some("bob")), "{frontmatter}");
+        assert_ne!(
+            owned_by(Some("key:a")),
+            owned_by(Some("key:b")),
+            "{frontmatter}"
+        );
+        assert_ne!(alice, owned_by(None), "{frontmatter}");
+    }
 }
 
 #[test]

@@ -16,6 +16,7 @@ pub mod key_limits;
 pub mod layers;
 pub mod model_settings;
 pub mod models;
+pub mod owner;
 pub mod reasoning;
 pub mod registry;
 pub mod sampling;
@@ -269,6 +270,20 @@ impl AuthConfig {
             .filter(|(_, k)| !k.key.expose_secret().trim().is_empty())
             .map(|(index, k)| (k, k.id.clone().unwrap_or_else(|| format!("keys[{index}]"))))
     }
+
+    /// A key's `userId` must name a user, not a key's owner (`key:…`, [`owner`]).
+    fn check_user_ids(&self, file: &str) -> Result<(), ConfigError> {
+        for (index, key) in self.keys.iter().enumerate() {
+            if let Some(user) = &key.user_id {
+                owner::check_user_id(user).map_err(|message| ConfigError::Invalid {
+                    file: file.to_string(),
+                    path: format!("auth.keys[{index}].userId"),
+                    message,
+                })?;
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -381,6 +396,7 @@ pub fn parse_config(value: Value, file: &str) -> Result<Config, ConfigError> {
     config.server.check_connection_limits(file)?;
     config.pricing.check(file)?;
     config.secrets.check(file)?;
+    config.auth.check_user_ids(file)?;
     Ok(config)
 }
 

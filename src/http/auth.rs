@@ -12,15 +12,20 @@ use secrecy::ExposeSecret;
 use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
-use crate::config::AuthConfig;
+use crate::config::{AuthConfig, owner};
 use crate::limits::LimitedKey;
+use crate::store::{RunOwnerFilter, RunRecord};
 
-/// Who is calling, as far as authorization cares.
+/// Who is calling, as far as authorization cares. Everything a caller starts is owned by
+/// [`Caller::owner`]; only admins reach what another owner started ([`Caller::may_reach`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Caller {
     pub admin: bool,
     /// A key bound to a user may only act for that user.
     pub user_id: Option<String>,
+    /// The presenting key's id (`auth.keys[].id`, else `keys[N]`); `None` on a server without
+    /// keys. A key bound to no user owns what it starts as `key:ID`.
+    pub key_id: Option<String>,
     /// The agents this key may run; `None` is all.
     pub agents: Option<Vec<String>>,
     /// The key's id and limits, when it has limits: its runs are counted against them.
@@ -28,13 +33,64 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// The caller of a server without keys (loopback only), and of the public routes.
     fn admin() -> Self {
         Self {
             admin: true,
             user_id: None,
+            key_id: None,
             agents: None,
             limited_key: None,
         }
+    }
+
+    /// The owner id of what this caller starts: its user, else its key (`key:ID`), else none
+    /// (a server without keys).
+    pub fn owner(&self) -> Option<String> {
+        self.user_id
+            .clone()
+            .or_else(|| self.key_id.as_deref().map(owner::key_owner))
+    }
+
+    /// Whether this caller may read, change or end something owned by `owner`: its own, or
+    /// anyone's for an admin.
+    pub fn may_reach(&self, owner: Option<&str>) -> bool {
+        self.admin || self.owner().as_deref() == owner
+    }
+
+    /// Whether this caller may see `run`: it may reach the run's owner and use its agent (a
+    /// key limited to some agents sees none of its user's runs of other agents).
+    pub fn may_see_run(&self, run: &RunRecord) -> bool {
+        self.may_reach(run.user_id.as_deref()) && self.may_use_agent(&run.agent)
+    }
+
+    /// The runs a listing shows this caller by default: everyone's for an admin, else its own.
+    pub fn own_runs(&self) -> RunOwnerFilter {
+        if self.admin {
+            RunOwnerFilter::Everyone
+        } else {
+            RunOwnerFilter::User(self.owner())
+        }
+    }
+
+    /// The agents a listing of runs is limited to: `None` is every agent.
+    pub fn visible_agents(&self) -> Option<Vec<String>> {
+        if self.admin {
+            None
+        } else {
+            self.agents.clone()
+        }
+    }
+
+    /// Whether this caller may read an agent's definition (its system prompt): admins only.
+    pub fn may_read_definitions(&self) -> bool {
+        self.admin
+    }
+
+    /// Who decided, as approvals record it: the user, else the key (`key:ID`), else `admin`
+    /// (a server without keys).
+    pub fn decider(&self) -> String {
+        self.owner().unwrap_or_else(|| "admin".into())
     }
 
     pub fn may_use_agent(&self, agent: &str) -> bool {
@@ -91,6 +147,7 @@ impl KeyTable {
                 let caller = Caller {
                     admin: k.admin,
                     user_id: k.user_id.clone(),
+                    key_id: Some(id.clone()),
                     agents: k.agents.clone(),
                     limited_key: k.limits.filter(|limits| !limits.is_empty()).map(|limits| {
                         LimitedKey {
@@ -213,7 +270,9 @@ mod tests {
     fn keys_map_to_their_callers() {
         let table = table();
         assert!(table.enforced);
-        assert_eq!(table.lookup("admin-key"), Some(Caller::admin()));
+        let admin = table.lookup("admin-key").expect("admin");
+        assert!(admin.admin && admin.user_id.is_none());
+        assert_eq!(admin.owner().as_deref(), Some("key:keys[0]"));
         let alice = table.lookup("alice-key").expect("alice");
         assert!(alice.may_use_agent("chat") && !alice.may_use_agent("other"));
         assert!(alice.may_act_for("alice") && !alice.may_act_for("bob"));

@@ -25,7 +25,7 @@ impl Runtime {
             return None;
         }
         Some(CacheSlot {
-            key: CacheKey::for_request(request, request.user_id.as_deref()),
+            key: CacheKey::for_request(request),
             ttl,
         })
     }

@@ -53,19 +53,9 @@ impl Runtime {
                     .ok_or_else(|| StartError::ConversationNotFound(id.clone()))?
                     .id
             }
-            ConversationTurn::Named(id) => match self.store.get_conversation(user_id, id).await? {
-                Some(existing) => existing.id,
-                None => {
-                    let new = NewConversation {
-                        id: id.clone(),
-                        user_id: user_id.to_string(),
-                        agent: agent.name.clone(),
-                        title: Some(message.trim().chars().take(TITLE_CHARS).collect()),
-                        created_at: Utc::now(),
-                    };
-                    self.store.create_conversation(&new).await?.id
-                }
-            },
+            ConversationTurn::Named(id) => {
+                self.named_conversation(user_id, agent, id, message).await?
+            }
             ConversationTurn::Start => {
                 let new = NewConversation {
                     id: uuid::Uuid::now_v7().to_string(),
@@ -83,6 +73,33 @@ impl Runtime {
             .append_messages(user_id, &id, &[user_message])
             .await?;
         Ok(OpenedConversation { id, history })
+    }
+
+    /// The owner's conversation a client named, created under that id when the owner has none
+    /// (ids are per owner: another owner's `t1` is not this one's). Two first messages at once
+    /// both land in the one conversation the first of them created.
+    async fn named_conversation(
+        &self,
+        user_id: &str,
+        agent: &AgentSpec,
+        id: &str,
+        message: &str,
+    ) -> Result<String, StoreError> {
+        if let Some(existing) = self.store.get_conversation(user_id, id).await? {
+            return Ok(existing.id);
+        }
+        let new = NewConversation {
+            id: id.to_string(),
+            user_id: user_id.to_string(),
+            agent: agent.name.clone(),
+            title: Some(message.trim().chars().take(TITLE_CHARS).collect()),
+            created_at: Utc::now(),
+        };
+        match self.store.create_conversation(&new).await {
+            Ok(created) => Ok(created.id),
+            Err(StoreError::Conflict { .. }) => Ok(id.to_string()),
+            Err(error) => Err(error),
+        }
     }
 
     /// The newest messages of one of the user's conversations, oldest first.

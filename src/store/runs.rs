@@ -108,6 +108,8 @@ pub struct RunCursor {
 pub struct RunFilter {
     pub owner: RunOwnerFilter,
     pub agent: Option<String>,
+    /// Only runs of these agents (what a key limited to some agents may see); `None`: any.
+    pub agents_allowed: Option<Vec<String>>,
     /// Any of these statuses; empty is every status.
     pub statuses: Vec<String>,
     pub conversation_id: Option<String>,

@@ -45,7 +45,7 @@ async fn serve(dir: &std::path::Path, llm: &MockLlm) -> Server {
         "mcpServers": {"test": test_server_config(json!({}))},
         "server": {"heartbeatSeconds": 1},
         "auth": {"keys": [
-            {"key": ADMIN, "admin": true},
+            {"key": ADMIN, "admin": true, "id": "ops"},
             {"key": ALICE, "userId": "alice"},
             {"key": BOB, "userId": "bob"}
         ]},
@@ -443,7 +443,8 @@ async fn another_user_may_not_decide_and_an_admin_may() {
         .iter()
         .find(|(_, kind, _)| kind == "tool.approval_decided")
         .expect("decided");
-    assert_eq!(decided.2["by"], "admin");
+    // The decider is named: the admin key bound to no user by its id.
+    assert_eq!(decided.2["by"], "key:ops");
     server.stop().await;
 }
 

@@ -31,7 +31,7 @@ use crate::config::{AgentSpec, OnDisconnect};
 use crate::runtime::{
     CancelMode, CancelOutcome, ConversationTurn, RunSubmission, Runtime, StartError,
 };
-use crate::store::{RunCursor, RunFilter, RunOwnerFilter, RunRecord};
+use crate::store::{RunCursor, RunFilter, RunRecord};
 use wire::{Dialect, StreamFrame, TaskState};
 
 /// The user that owns the conversations (`contextId`s) of callers whose key has no user.
@@ -383,8 +383,7 @@ async fn task_run(
         .await
         .map_err(|_| RpcError::new(code::INTERNAL, "the task could not be read"))?
         .ok_or_else(|| RpcError::task_not_found(id))?;
-    let visible = caller.admin || run.user_id.as_deref() == caller.user_id.as_deref();
-    if !visible || run.agent != agent.name {
+    if !caller.may_see_run(&run) || run.agent != agent.name {
         return Err(RpcError::task_not_found(id));
     }
     Ok(run)
@@ -435,8 +434,7 @@ fn submission(
     let mut submission = RunSubmission::new(agent, prompt);
     submission.user_id = Some(
         caller
-            .user_id
-            .clone()
+            .owner()
             .unwrap_or_else(|| KEYLESS_A2A_USER.to_string()),
     );
     submission.key = caller.limited_key.clone();
@@ -655,12 +653,9 @@ async fn list(
         None => Vec::new(),
     };
     let filter = RunFilter {
-        owner: if caller.admin {
-            RunOwnerFilter::Everyone
-        } else {
-            RunOwnerFilter::User(caller.user_id.clone())
-        },
+        owner: caller.own_runs(),
         agent: Some(agent.name.clone()),
+        agents_allowed: None,
         statuses,
         conversation_id: params.context_id.filter(|c| !c.is_empty()),
         after: params

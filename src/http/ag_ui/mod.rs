@@ -83,7 +83,8 @@ pub async fn run(
     submission.key = caller.limited_key.clone();
     submission.on_disconnect = runtime.config().server.on_disconnect;
     submission.client_tools = client_tools;
-    submission.user_id = user_id.clone();
+    // A thread without a user sends its messages as history; its run is still the key's own.
+    submission.user_id = user_id.clone().or_else(|| caller.owner());
     match user_id {
         // A stored conversation keeps text only: a run going on from tool results takes the
         // posted messages, which hold the calls and their results.
@@ -148,7 +149,7 @@ async fn resume(
         .await
         .map_err(ApiError::store)?
         .filter(|run| run.agent == agent.name)
-        .filter(|run| run.user_id == user_id || (caller.admin && user_id.is_none()))
+        .filter(|run| caller.may_see_run(run) && (user_id.is_none() || run.user_id == user_id))
         .ok_or_else(|| no_interrupt(&entries[0], 0))?;
     let wait = runtime
         .answer_wait(&run.id, answers, &decider(&caller))

@@ -180,6 +180,7 @@ pub async fn resume_stream(
     let filter = RunFilter {
         owner: RunOwnerFilter::User(Some(user_id)),
         agent: None,
+        agents_allowed: caller.visible_agents(),
         statuses: vec!["queued".into(), "running".into(), "waiting_approval".into()],
         conversation_id: Some(conversation_id),
         after: None,

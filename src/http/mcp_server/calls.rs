@@ -50,10 +50,10 @@ struct CancelledParams {
     request_id: Option<serde_json::Value>,
 }
 
-/// Who a call belongs to, as a key: the key's user (or admin) and, for limited keys, its id.
+/// Who a call belongs to, as a key: its owner (the user, else the key), so one caller can
+/// never cancel another's call that happens to use the same JSON-RPC id.
 pub fn caller_identity(caller: &Caller) -> String {
-    let key = caller.limited_key.as_ref().map(|k| k.id.as_str());
-    format!("{}|{:?}|{:?}", caller.admin, caller.user_id, key)
+    format!("{}|{:?}", caller.admin, caller.owner())
 }
 
 /// A JSON-RPC id as the key of the table (`7` and `"7"` are different ids).

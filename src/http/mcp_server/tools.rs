@@ -268,7 +268,7 @@ impl ServerHandler for AgentTools {
         let input = call_input(&agent, request.arguments)?;
         let mut submission = RunSubmission::new(agent, input.prompt);
         submission.format = input.format;
-        submission.user_id = caller.user_id.clone();
+        submission.user_id = caller.owner();
         submission.key = caller.limited_key.clone();
         submission.on_disconnect = OnDisconnect::Cancel;
         let handle = self

@@ -197,7 +197,7 @@ pub async fn chat_completions(
     };
     submission.format = format;
     submission.schema = schema;
-    submission.user_id = caller.user_id.clone();
+    submission.user_id = caller.owner();
     submission.key = caller.limited_key.clone();
     submission.client_tools = client_tools_of(&body)?;
     let handle = runtime.start_run(submission).await.map_err(|error| {

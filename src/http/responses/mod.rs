@@ -158,7 +158,7 @@ fn response_id_of(run_id: &str) -> String {
 }
 
 fn user_key(caller: &Caller) -> String {
-    caller.user_id.clone().unwrap_or_default()
+    caller.owner().unwrap_or_default()
 }
 
 fn check_body(body: &CreateResponse) -> Result<(), ApiError> {
@@ -288,7 +288,7 @@ pub async fn create_response(
         max_output_tokens: body.max_output_tokens,
         ..SamplingParams::default()
     };
-    submission.user_id = caller.user_id.clone();
+    submission.user_id = caller.owner();
     submission.key = caller.limited_key.clone();
     submission.client_tools = input::client_tools_of(&body)?;
     if echo.background {
@@ -409,7 +409,7 @@ async fn continue_after_approvals(
         .find_run(&named_run)
         .await
         .map_err(ApiError::store)?
-        .filter(|run| caller.admin || run.user_id.as_deref() == caller.user_id.as_deref())
+        .filter(|run| caller.may_see_run(run))
         // Another user's run is as unknown as their response.
         .ok_or_else(|| {
             ApiError::not_found(format!(

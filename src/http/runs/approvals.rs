@@ -123,9 +123,9 @@ impl ApprovalList {
     }
 }
 
-/// Who decided, as `tool.approval_decided` names them.
+/// Who decided, as `tool.approval_decided` names them: the user, else the key.
 pub(crate) fn decider(caller: &Caller) -> String {
-    caller.user_id.clone().unwrap_or_else(|| "admin".into())
+    caller.decider()
 }
 
 fn decision_of(request: ApprovalRequest) -> Result<Decision, ApiError> {

@@ -167,6 +167,7 @@ fn run_filter(caller: &Caller, query: RunListQuery) -> Result<RunFilter, ApiErro
     Ok(RunFilter {
         owner: owner_filter(caller, query.user)?,
         agent: query.agent,
+        agents_allowed: caller.visible_agents(),
         statuses: statuses(query.status.as_deref())?,
         conversation_id: query.conversation_id,
         after: query.after.as_deref().map(cursor).transpose()?,
@@ -198,11 +199,8 @@ fn cursor(text: &str) -> Result<RunCursor, ApiError> {
 /// Admins see everyone's runs (or one user's); any other key its own user's runs only.
 fn owner_filter(caller: &Caller, user: Option<String>) -> Result<RunOwnerFilter, ApiError> {
     match user {
-        None if caller.admin => Ok(RunOwnerFilter::Everyone),
-        None => Ok(RunOwnerFilter::User(caller.user_id.clone())),
-        Some(user) if caller.admin || caller.user_id.as_deref() == Some(user.as_str()) => {
-            Ok(RunOwnerFilter::User(Some(user)))
-        }
+        None => Ok(caller.own_runs()),
+        Some(user) if caller.may_reach(Some(user.as_str())) => Ok(RunOwnerFilter::User(Some(user))),
         Some(_) => Err(ApiError::forbidden(
             "This API key may list only its own user's runs",
         )),

@@ -17,6 +17,7 @@ use super::sse::{sse_response, with_run_headers};
 use super::wire::ListObject;
 use crate::agent::AgentEvent;
 use crate::config::{AgentSpec, OnDisconnect};
+use crate::llm::Role;
 use crate::runtime::{CancelOutcome, RunHandle, RunSubmission, Runtime, StartError};
 use crate::store::{RunRecord, whole_result};
 use axum::extract::{Extension, State};
@@ -126,7 +127,7 @@ pub async fn create_run(
     submission.history = body.history;
     submission.format = body.format;
     submission.schema = body.schema;
-    submission.user_id = caller.user_id.clone();
+    submission.user_id = caller.owner();
     submission.key = caller.limited_key.clone();
     submission.request_id = body.request_id;
     submission.on_disconnect = on_disconnect;
@@ -145,7 +146,7 @@ pub async fn create_run(
     } else if wants_stream {
         sse_response(&runtime, numbered_events(handle, on_disconnect))
     } else {
-        finished_result(handle, on_disconnect).await?
+        finished_result(&caller, handle, on_disconnect).await?
     };
     Ok(with_run_headers(response, &run_id, None))
 }
@@ -180,7 +181,7 @@ async fn existing_run(
         .await
         .map_err(ApiError::store)?;
     match visible_run(runtime, caller, run_id).await {
-        Ok(run) => Ok(axum::Json(run_status(runtime, &run).await?).into_response()),
+        Ok(run) => Ok(axum::Json(run_status(runtime, caller, &run).await?).into_response()),
         // The first submission has not recorded its run yet.
         Err(_) => Ok(accepted(run_id)),
     }
@@ -225,15 +226,35 @@ pub fn numbered_events(
 }
 
 async fn finished_result(
+    caller: &Caller,
     handle: RunHandle,
     on_disconnect: OnDisconnect,
 ) -> Result<Response, ApiError> {
     let _cancel_on_drop = (on_disconnect == OnDisconnect::Cancel).then(|| handle.abort_on_drop());
-    let result = handle
+    let mut result = handle
         .into_result()
         .await
         .map_err(|_| ApiError::internal())?;
+    if !caller.may_read_definitions() {
+        result
+            .conversation
+            .retain(|message| message.role != Role::System);
+    }
     Ok(axum::Json(result).into_response())
+}
+
+/// A stored result as `caller` may see it: the agent's system prompt (the conversation's
+/// system messages) only for callers who may read agent definitions.
+fn shown_result(caller: &Caller, mut result: serde_json::Value) -> serde_json::Value {
+    if !caller.may_read_definitions()
+        && let Some(conversation) = result
+            .get_mut("conversation")
+            .and_then(serde_json::Value::as_array_mut)
+    {
+        conversation
+            .retain(|message| message.get("role").and_then(|r| r.as_str()) != Some("system"));
+    }
+    result
 }
 
 /// Stored events after `after`, then new ones as they are stored, until `run.finished`.
@@ -263,14 +284,18 @@ pub(super) async fn visible_run(
 ) -> Result<RunRecord, ApiError> {
     let run = runtime.find_run(run_id).await.map_err(ApiError::store)?;
     let run = run.ok_or_else(|| ApiError::not_found(format!("No run `{run_id}`")))?;
-    if !caller.admin && run.user_id.as_deref() != caller.user_id.as_deref() {
+    if !caller.may_see_run(&run) {
         return Err(ApiError::forbidden("This API key may not read that run"));
     }
     Ok(run)
 }
 
 /// The run as `GET /v1/runs/{id}` shows it, with its whole result once it has finished.
-async fn run_status<'a>(runtime: &Runtime, run: &'a RunRecord) -> Result<RunStatus<'a>, ApiError> {
+async fn run_status<'a>(
+    runtime: &Runtime,
+    caller: &Caller,
+    run: &'a RunRecord,
+) -> Result<RunStatus<'a>, ApiError> {
     let accounting = match &run.result {
         Some(_) => runtime
             .store()
@@ -279,7 +304,8 @@ async fn run_status<'a>(runtime: &Runtime, run: &'a RunRecord) -> Result<RunStat
             .map_err(ApiError::store)?,
         None => Vec::new(),
     };
-    Ok(RunStatus::new(run, whole_result(run, &accounting)))
+    let result = whole_result(run, &accounting).map(|result| shown_result(caller, result));
+    Ok(RunStatus::new(run, result))
 }
 
 #[utoipa::path(
@@ -299,7 +325,7 @@ pub async fn get_run(
     ApiPath(RunPath { run_id }): ApiPath<RunPath>,
 ) -> Result<Response, ApiError> {
     let run = visible_run(&runtime, &caller, &run_id).await?;
-    Ok(axum::Json(run_status(&runtime, &run).await?).into_response())
+    Ok(axum::Json(run_status(&runtime, &caller, &run).await?).into_response())
 }
 
 #[utoipa::path(

@@ -1,5 +1,6 @@
-//! Statements and rows of `conversations` and `messages`. Every statement matches `user_id`:
-//! messages are reached only through a conversation row of the same user.
+//! Statements and rows of `conversations` and `messages`. Every statement matches `user_id` (the
+//! owner): a conversation id is unique per owner only (migration 0012), and messages belong to
+//! their owner's conversation.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -27,11 +28,11 @@ pub const DELETE_CONVERSATION: &str = "DELETE FROM conversations WHERE user_id =
 pub const RESERVE_MESSAGE_SEQS: &str = "UPDATE conversations SET next_seq = next_seq + $3, updated_at = $4 \
      WHERE user_id = $1 AND id = $2 RETURNING next_seq";
 
-pub const INSERT_MESSAGES: &str = "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, reasoning, created_at) ";
+pub const INSERT_MESSAGES: &str = "INSERT INTO messages (user_id, conversation_id, seq, role, content, tool_calls, tool_call_id, reasoning, created_at) ";
 
 pub const LIST_MESSAGES: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.reasoning, m.created_at \
-     FROM messages m JOIN conversations c ON c.id = m.conversation_id \
-     WHERE c.user_id = $1 AND m.conversation_id = $2 AND m.seq > $3 ORDER BY m.seq LIMIT $4";
+     FROM messages m WHERE m.user_id = $1 AND m.conversation_id = $2 AND m.seq > $3 \
+     ORDER BY m.seq LIMIT $4";
 
 #[derive(sqlx::FromRow)]
 pub struct ConversationRow {
@@ -191,7 +192,8 @@ macro_rules! impl_conversation_store {
                 for chunk in numbered.chunks(ROWS_PER_INSERT) {
                     let mut insert = sqlx::QueryBuilder::<$db>::new(sql::INSERT_MESSAGES);
                     insert.push_values(chunk, |mut row, (seq, message)| {
-                        row.push_bind(conversation_id)
+                        row.push_bind(user_id)
+                            .push_bind(conversation_id)
                             .push_bind(**seq)
                             .push_bind(&message.role)
                             .push_bind(&message.content)

@@ -36,6 +36,18 @@ where
     if let Some(agent) = &filter.agent {
         query.push(" AND agent = ").push_bind(agent.clone());
     }
+    if let Some(allowed) = &filter.agents_allowed {
+        if allowed.is_empty() {
+            query.push(" AND 1 = 0");
+        } else {
+            query.push(" AND agent IN (");
+            let mut agents = query.separated(", ");
+            for agent in allowed {
+                agents.push_bind(agent.clone());
+            }
+            query.push(")");
+        }
+    }
     if let Some(conversation) = &filter.conversation_id {
         query
             .push(" AND conversation_id = ")

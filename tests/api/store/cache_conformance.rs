@@ -15,7 +15,7 @@ use crate::support::scripted::Harness;
 
 fn key(prompt: &str) -> CacheKey {
     let agent = crate::support::scripted::agent("cache: 1h\n");
-    CacheKey::for_request(&Harness::request(agent, prompt), None)
+    CacheKey::for_request(&Harness::request(agent, prompt))
 }
 
 fn answer(text: &str) -> AgentResult {

@@ -24,6 +24,7 @@ fn everyone(limit: u32) -> RunFilter {
     RunFilter {
         owner: RunOwnerFilter::Everyone,
         agent: None,
+        agents_allowed: None,
         statuses: Vec::new(),
         conversation_id: None,
         after: None,
