@@ -166,6 +166,11 @@ pub struct Checkpoint {
     pub waiting: WaitingTurn,
     /// Time the run spent running before it waited (its `duration_ms` goes on from here).
     pub elapsed_ms: u64,
+    /// The id of the API key whose limits the run counts against (`auth.keys[].limits`), set
+    /// by the runtime as it parks the run: whichever replica resumes it takes one of that key's
+    /// run slots and adds the run's usage to the key's budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited_key: Option<String>,
 }
 
 impl Checkpoint {

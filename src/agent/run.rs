@@ -302,6 +302,7 @@ impl Run {
             }),
             waiting,
             elapsed_ms,
+            limited_key: None,
         })
     }
 }

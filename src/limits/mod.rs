@@ -5,8 +5,10 @@
 //! This module owns the decision: [`KeyLimiter::admit`] counts a run submission and refuses it
 //! ([`LimitRefusal`]) past a limit, or hands back a [`KeyReservation`] that the run pipeline
 //! finishes when the run ends (adding its usage, freeing its slot). Budgets are only checked at
-//! admission: a run already started is never cut off. It knows nothing about HTTP (the edge maps
-//! a refusal to 429) and nothing about sessions.
+//! admission: a run already started is never cut off. A run that stopped to wait for tool
+//! approvals gives its slot back while it waits and takes one again (waiting for it) when it
+//! goes on, [`KeyLimiter::resume`], so its whole usage is added when it ends. It knows nothing
+//! about HTTP (the edge maps a refusal to 429) and nothing about sessions.
 //!
 //! A failing counter (store or Redis down) lets the request through and logs an error: the
 //! limits protect budgets, and an outage of their counter must not become an outage of agentd.
@@ -24,9 +26,9 @@ use secrecy::ExposeSecret;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentResult;
-use crate::config::Config;
 use crate::config::cache::CacheBackend;
 use crate::config::key_limits::KeyLimits;
+use crate::config::{AuthConfig, Config};
 use crate::store::{DailyUsage, RunSlotClaim, Store};
 pub use counter::{CountError, HeldSlot, LimitCounter, StoreCounter};
 pub use redis::RedisCounter;
@@ -42,6 +44,9 @@ pub const SLOT_LEASE: TimeDelta = TimeDelta::seconds(30);
 /// How often held slots are renewed (and stale counts pruned): a third of the lease, so two
 /// renewals may fail before a live run loses its slot.
 const RENEW_EVERY: Duration = Duration::from_secs(10);
+/// How often a run resumed after a wait asks again for one of its key's run slots while every
+/// slot is held.
+const RESUMED_SLOT_POLL: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
 pub enum LimiterSetupError {
@@ -59,6 +64,31 @@ pub enum LimiterSetupError {
 pub struct LimitedKey {
     pub id: String,
     pub limits: KeyLimits,
+}
+
+impl LimitedKey {
+    /// The configured key with this id, if it has limits: how a run that outlives its request
+    /// (resumed after a wait, on any replica) finds the key it is counted against.
+    pub fn configured(auth: &AuthConfig, id: &str) -> Option<Self> {
+        auth.keys_with_ids()
+            .find(|(_, key_id)| key_id == id)
+            .and_then(|(key, key_id)| {
+                key.limits
+                    .filter(|limits| !limits.is_empty())
+                    .map(|limits| Self { id: key_id, limits })
+            })
+    }
+}
+
+/// What became of an attempt to take one of a key's run slots.
+enum SlotClaim {
+    Taken,
+    /// Every one of the key's `limit` slots is held.
+    Full {
+        limit: u32,
+    },
+    /// The key has no `concurrentRuns`, or its counter failed (the run goes on without one).
+    NotHeld,
 }
 
 /// Why a run submission was refused: each is a 429 at the edge.
@@ -159,14 +189,52 @@ impl KeyLimiter {
         let now = Utc::now();
         self.check_request_rate(key, now).await?;
         self.check_budgets(key, now).await?;
-        let holds_slot = self.claim_slot(key, run_id, now).await?;
-        Ok(Some(KeyReservation {
+        let holds_slot = match self.claim_slot(key, run_id, now).await {
+            SlotClaim::Taken => true,
+            SlotClaim::NotHeld => false,
+            SlotClaim::Full { limit } => return Err(LimitRefusal::ConcurrentRuns { limit }),
+        };
+        Ok(Some(self.reservation(key, run_id, holds_slot)))
+    }
+
+    /// The reservation of a run of `key` that goes on after a wait for approvals (it was
+    /// admitted when it started, so no request is counted and no budget checked): one of the
+    /// key's run slots, waited for while every slot is held, until `given_up` fires (the run
+    /// was cancelled, or the server stops: it then ends without running). Its usage is added
+    /// when it ends, as for any run.
+    pub async fn resume(
+        &self,
+        key: &LimitedKey,
+        run_id: &str,
+        given_up: &CancellationToken,
+    ) -> KeyReservation {
+        let mut logged = false;
+        let holds_slot = loop {
+            match self.claim_slot(key, run_id, Utc::now()).await {
+                SlotClaim::Taken => break true,
+                SlotClaim::NotHeld => break false,
+                SlotClaim::Full { .. } if !logged => {
+                    logged = true;
+                    tracing::info!(key_id = %key.id, %run_id, "a resumed run waits for one of its key's run slots");
+                }
+                SlotClaim::Full { .. } => {}
+            }
+            tokio::select! {
+                () = given_up.cancelled() => break false,
+                () = tokio::time::sleep(RESUMED_SLOT_POLL) => {}
+            }
+        };
+        self.reservation(key, run_id, holds_slot)
+    }
+
+    fn reservation(&self, key: &LimitedKey, run_id: &str, holds_slot: bool) -> KeyReservation {
+        KeyReservation {
             key: key.clone(),
             run_id: run_id.to_string(),
             holds_slot,
             counter: Arc::clone(&self.counter),
             held: Arc::clone(&self.held),
-        }))
+        }
     }
 
     async fn check_request_rate(
@@ -218,16 +286,10 @@ impl KeyLimiter {
         }
     }
 
-    /// Whether a slot was taken (false when the key has no `concurrentRuns` or the counter
-    /// failed); refused when every slot is held.
-    async fn claim_slot(
-        &self,
-        key: &LimitedKey,
-        run_id: &str,
-        now: DateTime<Utc>,
-    ) -> Result<bool, LimitRefusal> {
+    /// One of the key's run slots for the run, if it has `concurrentRuns` and one is free.
+    async fn claim_slot(&self, key: &LimitedKey, run_id: &str, now: DateTime<Utc>) -> SlotClaim {
         let Some(limit) = key.limits.concurrent_runs else {
-            return Ok(false);
+            return SlotClaim::NotHeld;
         };
         // Held before the claim, so a renewal running meanwhile keeps it alive.
         self.held_slots().insert(run_id.to_string(), key.id.clone());
@@ -244,11 +306,11 @@ impl KeyLimiter {
             self.held_slots().remove(run_id);
         }
         match claimed {
-            Ok(true) => Ok(true),
-            Ok(false) => Err(LimitRefusal::ConcurrentRuns { limit: limit.get() }),
+            Ok(true) => SlotClaim::Taken,
+            Ok(false) => SlotClaim::Full { limit: limit.get() },
             Err(error) => {
                 counter_failed(&key.id, &error);
-                Ok(false)
+                SlotClaim::NotHeld
             }
         }
     }
@@ -311,6 +373,11 @@ pub struct KeyReservation {
 }
 
 impl KeyReservation {
+    /// The id of the key the run is counted against.
+    pub fn key_id(&self) -> &str {
+        &self.key.id
+    }
+
     /// Adds the finished run's tokens (`total_tokens`) and cost to today's usage of a key with
     /// a daily budget, then frees its run slot.
     pub async fn finish(mut self, result: &AgentResult) {

@@ -3,7 +3,11 @@
 //! session task ends, freeing its admission slot; the headend that started it keeps receiving
 //! its events from the store. A decision, on any replica, is recorded there, and once every
 //! waiting call of the run is decided the replica that takes the checkpoint first resumes the
-//! session from it: same run id, events numbered on, accounting summed. The sweeper ends waits
+//! session from it: same run id, events numbered on, accounting summed. Of decisions made at
+//! once (or a decision and a cancel) exactly one is taken, by the store; the others are refused
+//! and resume nothing. A resumed run is counted against the key that started it (its id is kept
+//! in the checkpoint): it takes one of the key's run slots, waiting for one while they are all
+//! held, and its whole usage is added to the key's budget when it ends. The sweeper ends waits
 //! past `approvalTimeout` as `expired` (a denial) and resumes those runs; a cancel of a waiting
 //! run resumes it already aborted, so it ends `cancelled` with a stored result.
 //!
@@ -19,14 +23,17 @@ use tokio::sync::oneshot;
 use tracing::{error, info, warn};
 
 use super::Runtime;
+use super::follow::CancelMode;
+use super::live::ResumingGuard;
 use super::pipeline::{RunEnding, SessionStart, SessionTask};
 use super::run_events::Client;
 use crate::agent::approval::{Checkpoint, DecidedCall, Decision};
 use crate::agent::{AgentEvent, AgentResult, RunControl};
 use crate::config::OnDisconnect;
+use crate::limits::LimitedKey;
 use crate::store::{
     ApprovalDecision, ApprovalRecord, DecisionWritten, JsonText, NewApproval, NewRun, ParkedRun,
-    StoreError, whole_result,
+    StoreError, TakenCheckpoint, whole_result,
 };
 
 /// Expired waits ended per sweep; the next sweep takes the rest.
@@ -56,7 +63,9 @@ impl Runtime {
     /// Records `decision` on a waiting call of `run_id`, made by `by` (a user id or `admin`):
     /// the caller has checked the run is theirs. Edited arguments must fit the tool's schema.
     /// Once no call of the run waits any more, the run resumes — here, unless another replica
-    /// took it first. Works on any replica, whichever owned the run before.
+    /// took it first. Works on any replica, whichever owned the run before. A decision that
+    /// lost to another made at the same moment (or to a cancel) is `AlreadyDecided`, naming
+    /// the one that won, and resumes nothing.
     pub async fn decide_approval(
         self: &Arc<Self>,
         run_id: &str,
@@ -235,7 +244,7 @@ impl Runtime {
     pub(super) async fn park(
         self: &Arc<Self>,
         ending: RunEnding,
-        checkpoint: Box<Checkpoint>,
+        mut checkpoint: Box<Checkpoint>,
         last_seq: i64,
         client: Option<Client>,
     ) {
@@ -247,6 +256,10 @@ impl Runtime {
             result,
         } = ending;
         let run_id = new_run.id.clone();
+        // The key's slot is given back below; the replica that resumes the run takes one again.
+        checkpoint.limited_key = key_reservation
+            .as_ref()
+            .map(|reservation| reservation.key_id().to_string());
         // The run's row and events go first: parking updates the row.
         self.recorder.flush().await;
         let approvals: Vec<NewApproval> = checkpoint
@@ -342,6 +355,13 @@ impl Runtime {
     /// Takes the run's checkpoint if nothing of it waits any more (with `cancel`, whatever
     /// still waits is cancelled) and runs it on here; `false` when another replica took it, it
     /// still waits, or it is not waiting at all.
+    ///
+    /// The run's controls are registered here before the take ([`LiveRuns::resuming`]), so a
+    /// cancel that finds the run `running` with this replica its owner reaches it, however
+    /// long the session takes to start; a cancel that reached them while the take failed is
+    /// made again where the run now is.
+    ///
+    /// [`LiveRuns::resuming`]: super::live::LiveRuns::resuming
     pub(super) async fn resume_waiting_run(
         self: &Arc<Self>,
         run_id: &str,
@@ -352,36 +372,95 @@ impl Runtime {
         if self.is_draining() && !cancel {
             return Ok(false);
         }
-        let Some(taken) = self
+        let resuming = self.live.resuming(run_id, &self.shutdown);
+        let control = resuming.control().clone();
+        if cancel {
+            control.abort.cancel();
+        }
+        let taken = self
             .store
             .take_checkpoint(run_id, &self.replica.id, cancel)
-            .await?
-        else {
-            return Ok(false);
+            .await;
+        let taken = match taken {
+            Ok(Some(taken)) => taken,
+            not_taken => {
+                drop(resuming);
+                if !cancel {
+                    self.forward_cancel(run_id, &control).await;
+                }
+                return not_taken.map(|_| false);
+            }
         };
         self.metrics.runs_waiting_approval.dec();
+        let runtime = Arc::clone(self);
+        let run_id = run_id.to_string();
+        // Off the caller's path: the session may wait for a slot of its key or of the server.
+        self.sessions.spawn(async move {
+            if let Err(error) = runtime.launch_taken(&run_id, taken, &resuming).await {
+                error!(%error, %run_id, "a run taken to resume could not be read; the run is lost");
+            }
+            drop(resuming);
+        });
+        Ok(true)
+    }
+
+    /// A cancel reached the controls of a resume that did not take the run (it still waits,
+    /// or another replica took it): cancels the run again, wherever it is now.
+    async fn forward_cancel(self: &Arc<Self>, run_id: &str, control: &RunControl) {
+        if control.shutdown.is_cancelled() {
+            return;
+        }
+        let mode = if control.abort.is_cancelled() {
+            CancelMode::Abort
+        } else if control.stop.is_cancelled() {
+            CancelMode::Stop
+        } else {
+            return;
+        };
+        match Box::pin(self.cancel_run(run_id, mode)).await {
+            Ok(outcome) => info!(%run_id, ?outcome, "a cancel that met a resume is made again"),
+            Err(error) => {
+                warn!(%error, %run_id, "a cancel that met a resume could not be made again")
+            }
+        }
+    }
+
+    /// Starts the session of a run whose checkpoint this replica took, once the run has one of
+    /// its key's run slots (waited for while its key's slots are held) and, if the server has
+    /// room, a session slot (else it runs anyway, its wait having been its queue).
+    async fn launch_taken(
+        self: &Arc<Self>,
+        run_id: &str,
+        taken: TakenCheckpoint,
+        resuming: &ResumingGuard,
+    ) -> Result<(), StoreError> {
         let Some(run) = self.store.get_run(run_id).await? else {
-            return Ok(false);
+            return Ok(());
         };
         let approvals = self.store.run_approvals(run_id).await?;
         let checkpoint: Checkpoint = match serde_json::from_str(taken.checkpoint.as_str()) {
             Ok(checkpoint) => checkpoint,
             Err(error) => {
                 error!(%error, %run_id, "a waiting run's checkpoint cannot be read; the run is lost");
-                return Ok(false);
+                return Ok(());
             }
         };
         let Some(agent) = self.agents().get(&checkpoint.agent) else {
             error!(%run_id, agent = %checkpoint.agent, "a waiting run's agent is no longer configured here");
-            return Ok(false);
+            return Ok(());
         };
+        let control = resuming.control().clone();
+        let key_reservation = match checkpoint
+            .limited_key
+            .as_deref()
+            .and_then(|id| LimitedKey::configured(&self.config.auth, id))
+        {
+            Some(key) => Some(self.limits.resume(&key, run_id, &control.abort).await),
+            None => None,
+        };
+        let slot = self.admission.admit().await.ok();
         let decisions = approvals.iter().filter_map(decided_call).collect();
         let request = checkpoint.request(agent);
-        let control = RunControl::child_of(&self.shutdown);
-        if cancel {
-            control.abort.cancel();
-        }
-        let slot = self.admission.admit().await.ok();
         let conversation = run.user_id.clone().zip(run.conversation_id.clone());
         let new_run = NewRun {
             id: run.id.clone(),
@@ -391,11 +470,11 @@ impl Runtime {
             created_at: run.created_at,
             owner: Some(self.replica.id.clone()),
         };
-        info!(%run_id, cancel, "resuming a run that waited for approval");
+        info!(%run_id, cancelled = control.abort.is_cancelled(), "resuming a run that waited for approval");
         // Nobody holds this handle: the events reach followers through the store.
         drop(self.launch(SessionTask {
             slot,
-            key_reservation: None,
+            key_reservation,
             new_run,
             conversation,
             on_disconnect: OnDisconnect::Continue,
@@ -407,7 +486,7 @@ impl Runtime {
                 last_seq: taken.last_seq,
             },
         }));
-        Ok(true)
+        Ok(())
     }
 
     /// Ends waits past their `approvalTimeout` as `expired` and resumes those runs, and any run

@@ -26,6 +26,9 @@ const RECENT_RUN_WAIT: Duration = Duration::from_secs(2);
 
 /// The event that ends every run's stream.
 const RUN_FINISHED: &str = "run.finished";
+/// How often a cancel looks for its run again: a waiting run that a decision resumed as the
+/// cancel tried to take it runs (and is found running) on the next look.
+const CANCEL_ATTEMPTS: usize = 3;
 
 /// How a run is cancelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,36 +151,43 @@ impl Runtime {
         }
     }
 
-    /// Cancels a run wherever it executes.
+    /// Cancels a run wherever it executes. A run waiting for approvals that a decision resumes
+    /// (here or on another replica) as the cancel lands is cancelled where it now runs.
     pub async fn cancel_run(
         self: &Arc<Self>,
         run_id: &str,
         mode: CancelMode,
     ) -> Result<CancelOutcome, StoreError> {
-        if let Some(control) = self.live.control(run_id) {
-            match mode {
-                CancelMode::Stop => control.stop.cancel(),
-                CancelMode::Abort => control.abort.cancel(),
+        let mut status = String::new();
+        for _ in 0..CANCEL_ATTEMPTS {
+            if let Some(control) = self.live.control(run_id) {
+                match mode {
+                    CancelMode::Stop => control.stop.cancel(),
+                    CancelMode::Abort => control.abort.cancel(),
+                }
+                return Ok(CancelOutcome::Cancelled);
             }
-            return Ok(CancelOutcome::Cancelled);
+            let Some(run) = self.recorded_run(run_id).await? else {
+                return Ok(CancelOutcome::NotFound);
+            };
+            status = run.status;
+            if status == "waiting_approval" {
+                // It holds no process: whoever takes its checkpoint first ends it, here.
+                if self.resume_waiting_run(run_id, true).await? {
+                    return Ok(CancelOutcome::Cancelled);
+                }
+                // A decision resumed it first: it runs now, here or elsewhere.
+                continue;
+            }
+            if status != "running" {
+                return Ok(CancelOutcome::NotRunning(status));
+            }
+            self.store
+                .request_cancel(run_id, mode.as_str(), chrono::Utc::now())
+                .await?;
+            return Ok(CancelOutcome::Requested);
         }
-        let Some(run) = self.recorded_run(run_id).await? else {
-            return Ok(CancelOutcome::NotFound);
-        };
-        if run.status == "waiting_approval" {
-            // It holds no process: whoever takes its checkpoint first ends it, here.
-            return Ok(match self.resume_waiting_run(run_id, true).await? {
-                true => CancelOutcome::Cancelled,
-                false => CancelOutcome::NotRunning(run.status),
-            });
-        }
-        if run.status != "running" {
-            return Ok(CancelOutcome::NotRunning(run.status));
-        }
-        self.store
-            .request_cancel(run_id, mode.as_str(), chrono::Utc::now())
-            .await?;
-        Ok(CancelOutcome::Requested)
+        Ok(CancelOutcome::NotRunning(status))
     }
 
     /// The run's events after seq `after`, then new ones as they happen, until `run.finished`

@@ -4,13 +4,16 @@
 //! followers waiting for runs executing on other replicas, woken by the store's notifications.
 //!
 //! A run stays here from its start until its end is written to the store; from then on the store
-//! holds everything a follower needs.
+//! holds everything a follower needs. A run being resumed after a wait for approvals has its
+//! controls here from before it is taken from the store, so no cancel falls between the take
+//! and the session's start.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::agent::RunControl;
 use crate::store::{JsonText, NewRun};
@@ -67,9 +70,20 @@ impl LiveRun {
     }
 }
 
+/// The controls of a run this process is taking from the store to resume (SPEC §8), shared by
+/// every attempt here to take it, with how many attempts hold them.
+struct Resuming {
+    control: RunControl,
+    holders: usize,
+}
+
 #[derive(Default)]
 pub struct LiveRuns {
     running: Mutex<HashMap<String, Arc<LiveRun>>>,
+    /// Runs being resumed here, from before their checkpoint is taken until their session has
+    /// started: a cancel that finds such a run `running` with this process its owner always
+    /// finds controls to cancel, and the session starts with them.
+    resuming: Mutex<HashMap<String, Resuming>>,
     /// Followers of runs executing elsewhere, by run id.
     remote: Mutex<HashMap<String, Arc<Notify>>>,
 }
@@ -125,11 +139,37 @@ impl LiveRuns {
             .cloned()
     }
 
-    /// The controls of a run in progress here (not yet finished).
+    /// The controls of a run in progress here (not yet finished), or being resumed here.
     pub fn control(&self, run_id: &str) -> Option<RunControl> {
-        self.get(run_id)
-            .filter(|live| !live.is_finished())
-            .map(|live| live.control.clone())
+        match self.get(run_id) {
+            Some(live) => (!live.is_finished()).then(|| live.control.clone()),
+            None => self
+                .resuming
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(run_id)
+                .map(|resuming| resuming.control.clone()),
+        }
+    }
+
+    /// Registers an attempt to resume `run_id` here, before it takes the run's checkpoint: the
+    /// controls the run will have (those of an attempt already under way, or new ones under
+    /// `shutdown`), reachable through [`LiveRuns::control`] until every attempt's guard is
+    /// dropped.
+    pub fn resuming(self: &Arc<Self>, run_id: &str, shutdown: &CancellationToken) -> ResumingGuard {
+        let mut resuming = self.resuming.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = resuming
+            .entry(run_id.to_string())
+            .or_insert_with(|| Resuming {
+                control: RunControl::child_of(shutdown),
+                holders: 0,
+            });
+        entry.holders += 1;
+        ResumingGuard {
+            live: Arc::clone(self),
+            run_id: run_id.to_string(),
+            control: entry.control.clone(),
+        }
     }
 
     /// A waker for a follower of a run executing elsewhere; drop it when done following.
@@ -172,6 +212,36 @@ impl LiveRuns {
             .collect();
         for notify in all {
             notify.notify_waiters();
+        }
+    }
+}
+
+/// One attempt to resume a run here; dropped once the attempt failed or the session started.
+pub struct ResumingGuard {
+    live: Arc<LiveRuns>,
+    run_id: String,
+    control: RunControl,
+}
+
+impl ResumingGuard {
+    /// The controls the resumed run starts with (a cancel may already have fired them).
+    pub fn control(&self) -> &RunControl {
+        &self.control
+    }
+}
+
+impl Drop for ResumingGuard {
+    fn drop(&mut self) {
+        let mut resuming = self
+            .live
+            .resuming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = resuming.get_mut(&self.run_id) {
+            entry.holders -= 1;
+            if entry.holders == 0 {
+                resuming.remove(&self.run_id);
+            }
         }
     }
 }
@@ -240,6 +310,32 @@ mod tests {
         assert!(live.get("r").is_some(), "but still followed from memory");
         live.retired("r");
         assert!(live.get("r").is_none());
+    }
+
+    #[test]
+    fn a_run_being_resumed_is_cancellable_until_its_last_attempt_ends() {
+        let live = Arc::new(LiveRuns::default());
+        let shutdown = CancellationToken::new();
+        let first = live.resuming("r", &shutdown);
+        let second = live.resuming("r", &shutdown);
+        let cancel = live.control("r").expect("cancellable while it is taken");
+        cancel.abort.cancel();
+        assert!(
+            first.control().abort.is_cancelled() && second.control().abort.is_cancelled(),
+            "every attempt starts the run with the controls a cancel reached"
+        );
+        drop(first);
+        assert!(
+            live.control("r").is_some(),
+            "one attempt is still under way"
+        );
+        drop(second);
+        assert!(live.control("r").is_none());
+        let again = live.resuming("r", &shutdown);
+        assert!(
+            !again.control().abort.is_cancelled(),
+            "a later attempt has fresh controls"
+        );
     }
 
     #[test]

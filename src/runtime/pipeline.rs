@@ -1,6 +1,7 @@
 //! The one way a run starts, for every headend (OpenAI, Anthropic, runs, per-user chat, CLI and
 //! the ones to come): [`Runtime::start_run`] refuses runs while draining, joins a retried
-//! submission (`requestId`) to its first run, waits for admission, opens the user's
+//! submission (`requestId`) to its first run, waits for admission (a `requestId` is claimed
+//! only once admitted, so no submission joins a refused one), opens the user's
 //! conversation when the run continues one, and spawns the session task. That task records the
 //! run and its events, answers from (or fills) the response cache, counts the run in the
 //! metrics and saves a conversation's answer before it hands the result over.
@@ -36,6 +37,13 @@ use crate::store::{NewRun, StoreError};
 pub const MAX_REQUEST_ID_CHARS: usize = 256;
 /// How long a run's end waits to be written before followers here are sent to the store.
 const END_WRITE_WAIT: Duration = Duration::from_secs(10);
+/// How long a submission repeating a `requestId` waits for the run of the first to be
+/// recorded (or its claim forgotten) before it joins that run anyway, and how often it looks.
+const CLAIMED_RUN_WAIT: Duration = Duration::from_secs(5);
+const CLAIMED_RUN_POLL: Duration = Duration::from_millis(25);
+/// How often an admitted submission claims a `requestId` whose earlier claims were forgotten
+/// (their runs could not start) before it gives up.
+const CLAIM_ATTEMPTS: usize = 3;
 
 /// Events buffered per run before the session waits for a slow consumer.
 const RUN_EVENT_BUFFER: usize = 256;
@@ -158,6 +166,26 @@ impl RunHandle {
     }
 }
 
+/// A client's idempotency key in the store: the `requestId` within the user's own key space
+/// (every caller without a user shares one).
+struct RequestKey {
+    user_key: String,
+    id: String,
+}
+
+impl RequestKey {
+    fn checked(user_id: Option<&str>, id: &str) -> Result<Self, StartError> {
+        let length = id.chars().count();
+        if length == 0 || length > MAX_REQUEST_ID_CHARS {
+            return Err(StartError::InvalidRequestId { length });
+        }
+        Ok(Self {
+            user_key: user_id.unwrap_or_default().to_string(),
+            id: id.to_string(),
+        })
+    }
+}
+
 /// A format or schema the submission asks for must compile before the run starts (the agent's
 /// own were checked when it loaded): a bad one is the client's error, not a failed run.
 fn check_requested_output(submission: &RunSubmission) -> Result<(), StartError> {
@@ -251,20 +279,101 @@ impl Runtime {
         self.prepare_continuation(&mut submission).await?;
         let submission = with_json_finalization(submission);
         let run_id = uuid::Uuid::now_v7().to_string();
-        // The user's own key space: without a user, every keyless caller shares one.
-        let user_key = submission.user_id.clone().unwrap_or_default();
-        let request_id = submission.request_id.clone();
-        if let Some(request_id) = &request_id {
-            self.claim_request(&user_key, request_id, &run_id).await?;
-        }
-        let started = self.admit_and_spawn(run_id.clone(), submission).await;
-        if started.is_err()
-            && let Some(request_id) = &request_id
+        let request = match &submission.request_id {
+            Some(id) => Some(RequestKey::checked(submission.user_id.as_deref(), id)?),
+            None => None,
+        };
+        if let Some(request) = &request
+            && let Some(claimed) = self
+                .store
+                .requested_run(&request.user_key, &request.id)
+                .await?
+            && let Some(joined) = self.claim_outcome(request, claimed).await?
         {
+            // Joined without being counted: the first submission was admitted.
+            return Err(StartError::AlreadySubmitted { run_id: joined });
+        }
+        self.admit_and_spawn(run_id, submission, request.as_ref())
+            .await
+    }
+
+    /// Records `request` as this admitted run's in the store (every replica sees it, restarts
+    /// keep it), or joins the run an earlier admitted submission with it started.
+    async fn claim_request(&self, request: &RequestKey, run_id: &str) -> Result<(), StartError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let claimed = self
+                .store
+                .claim_request(&request.user_key, &request.id, run_id, chrono::Utc::now())
+                .await?;
+            let Some(claimed) = claimed else {
+                return Ok(());
+            };
+            if let Some(joined) = self.claim_outcome(request, claimed).await? {
+                return Err(StartError::AlreadySubmitted { run_id: joined });
+            }
+        }
+        Err(StartError::Store(StoreError::Conflict {
+            what: "request",
+            id: request.id.clone(),
+        }))
+    }
+
+    /// What became of the run `claimed`, which an earlier submission claimed `request` for:
+    /// `Some(run id)` once it is recorded, `None` once the claim is forgotten (that run could
+    /// not start after all; the caller starts its own). A claim is only made once its run was
+    /// admitted, so after [`CLAIMED_RUN_WAIT`] without either the run is taken as started.
+    async fn claim_outcome(
+        &self,
+        request: &RequestKey,
+        mut claimed: String,
+    ) -> Result<Option<String>, StoreError> {
+        let deadline = tokio::time::Instant::now() + CLAIMED_RUN_WAIT;
+        loop {
+            if self.recorded_run(&claimed).await?.is_some() {
+                return Ok(Some(claimed));
+            }
+            match self
+                .store
+                .requested_run(&request.user_key, &request.id)
+                .await?
+            {
+                Some(now_claimed) => claimed = now_claimed,
+                None => return Ok(None),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(Some(claimed));
+            }
+            tokio::time::sleep(CLAIMED_RUN_POLL).await;
+        }
+    }
+
+    /// Counts the run against its key, waits for a session slot, and only then claims its
+    /// `requestId`: a submission refused here (429, 503) leaves no claim, so a concurrent one
+    /// with the same id never joins a run that does not exist. A run that cannot start after
+    /// its claim (its conversation is gone, the store failed) forgets it.
+    async fn admit_and_spawn(
+        self: &Arc<Self>,
+        run_id: String,
+        submission: RunSubmission,
+        request: Option<&RequestKey>,
+    ) -> Result<RunHandle, StartError> {
+        let key_reservation = self.limits.admit(submission.key.as_ref(), &run_id).await?;
+        // Admitted before anything is stored: a refused request leaves no trace.
+        let slot = self.admission.admit().await?;
+        let Some(request) = request else {
+            return self
+                .open_and_spawn(run_id, slot, key_reservation, submission)
+                .await;
+        };
+        self.claim_request(request, &run_id).await?;
+        let started = self
+            .open_and_spawn(run_id.clone(), slot, key_reservation, submission)
+            .await;
+        if started.is_err() {
             // The run never existed: a retry must start it rather than join nothing.
             if let Err(error) = self
                 .store
-                .forget_request(&user_key, request_id, &run_id)
+                .forget_request(&request.user_key, &request.id, &run_id)
                 .await
             {
                 tracing::warn!(%error, "could not forget the request id of a run that did not start");
@@ -273,36 +382,15 @@ impl Runtime {
         started
     }
 
-    /// Records `request_id` as this run's in the store (every replica sees it, restarts keep it),
-    /// or names the run an earlier submission with it started.
-    async fn claim_request(
-        &self,
-        user_key: &str,
-        request_id: &str,
-        run_id: &str,
-    ) -> Result<(), StartError> {
-        let length = request_id.chars().count();
-        if length == 0 || length > MAX_REQUEST_ID_CHARS {
-            return Err(StartError::InvalidRequestId { length });
-        }
-        match self
-            .store
-            .claim_request(user_key, request_id, run_id, chrono::Utc::now())
-            .await?
-        {
-            Some(existing) => Err(StartError::AlreadySubmitted { run_id: existing }),
-            None => Ok(()),
-        }
-    }
-
-    async fn admit_and_spawn(
+    /// Opens the user's conversation when the run continues one, and starts the session of an
+    /// admitted run.
+    async fn open_and_spawn(
         self: &Arc<Self>,
         run_id: String,
+        slot: SessionSlot,
+        key_reservation: Option<KeyReservation>,
         submission: RunSubmission,
     ) -> Result<RunHandle, StartError> {
-        let key_reservation = self.limits.admit(submission.key.as_ref(), &run_id).await?;
-        // Admitted before anything is stored: a refused request leaves no trace.
-        let slot = self.admission.admit().await?;
         let mut history = Vec::new();
         let conversation = match &submission.conversation {
             Some(turn) => {

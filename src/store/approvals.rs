@@ -99,7 +99,9 @@ pub trait ApprovalStore: Send + Sync {
         limit: u32,
     ) -> Result<Vec<ApprovalRecord>, StoreError>;
     /// Records a decision if the call still waits and (unless the decision is `expired`) its
-    /// time has not run out at `decision.at`.
+    /// time has not run out at `decision.at`. Of decisions made at once (on any replica, a
+    /// cancel's `cancelled` included) exactly one is `Recorded`; the others are
+    /// `AlreadyDecided` with the one that won.
     async fn decide_approval(
         &self,
         decision: &ApprovalDecision,

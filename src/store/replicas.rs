@@ -81,6 +81,12 @@ pub trait ReplicaStore: Send + Sync {
         run_id: &str,
         at: DateTime<Utc>,
     ) -> Result<Option<String>, StoreError>;
+    /// The run recorded for `(user_key, request_id)`, if any.
+    async fn requested_run(
+        &self,
+        user_key: &str,
+        request_id: &str,
+    ) -> Result<Option<String>, StoreError>;
     /// Forgets a claim whose run never started, so a retry starts it.
     async fn forget_request(
         &self,

@@ -32,6 +32,7 @@ mod orchestration;
 mod output_handles;
 mod properties;
 mod providers;
+mod races;
 mod reload;
 mod replicas;
 mod responses;

@@ -63,6 +63,7 @@ on_both_backends!(
     approval_conformance => approvals_sqlite, approvals_postgres:
     a_parked_run_waits_is_decided_once_and_is_taken_once,
     expired_waits_are_found_refused_to_people_and_cancel_takes_what_waits,
+    decisions_made_at_once_record_exactly_one,
 );
 
 on_both_backends!(

@@ -203,7 +203,7 @@ macro_rules! impl_approval_store {
                         DecisionWritten::Expired
                     }
                     Some(_) => {
-                        sqlx::query(sql::DECIDE)
+                        let updated = sqlx::query(sql::DECIDE)
                             .bind(&decision.run_id)
                             .bind(&decision.call_id)
                             .bind(&decision.decision)
@@ -212,8 +212,24 @@ macro_rules! impl_approval_store {
                             .bind(decision.edited_arguments.as_ref().map(sqlx::types::Json))
                             .bind(at(decision.at))
                             .execute(&mut *tx)
-                            .await?;
-                        DecisionWritten::Recorded
+                            .await?
+                            .rows_affected();
+                        if updated == 1 {
+                            DecisionWritten::Recorded
+                        } else {
+                            // Decided by another transaction since the read (PostgreSQL's
+                            // read committed: the update waited for it, then found the call
+                            // decided): that decision won, this one is refused.
+                            let winner = sqlx::query_as::<_, sql::DecisionRow>(sql::DECISION_OF)
+                                .bind(&decision.run_id)
+                                .bind(&decision.call_id)
+                                .fetch_optional(&mut *tx)
+                                .await?;
+                            match winner.and_then(|row| row.decision) {
+                                Some(earlier) => DecisionWritten::AlreadyDecided(earlier),
+                                None => DecisionWritten::NotFound,
+                            }
+                        }
                     }
                 };
                 tx.commit().await?;

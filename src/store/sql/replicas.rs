@@ -236,6 +236,20 @@ macro_rules! impl_replica_store {
                 }
             }
 
+            async fn requested_run(
+                &self,
+                user_key: &str,
+                request_id: &str,
+            ) -> Result<Option<String>, $crate::store::StoreError> {
+                let run_id: Option<String> =
+                    sqlx::query_scalar($crate::store::sql::replicas::CLAIMED_RUN)
+                        .bind(user_key)
+                        .bind(request_id)
+                        .fetch_optional(&self.writer)
+                        .await?;
+                Ok(run_id)
+            }
+
             async fn forget_request(
                 &self,
                 user_key: &str,

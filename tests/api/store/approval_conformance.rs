@@ -215,3 +215,62 @@ pub async fn expired_waits_are_found_refused_to_people_and_cancel_takes_what_wai
             .is_empty()
     );
 }
+
+/// Two stores on one database, as two replicas have: many calls, each decided twice at once
+/// (approve on one, deny on the other) and each run cancelled at once with its decision. Exactly
+/// one decision of a call is recorded, the other names it; a cancel and a decision agree.
+pub async fn decisions_made_at_once_record_exactly_one(backend: &Backend) {
+    const CALLS: usize = 20;
+    let (one, other) = (backend.open().await, backend.open().await);
+    running_run(one.as_ref(), "twice").await;
+    let calls: Vec<(String, i64)> = (0..CALLS).map(|n| (format!("c{n}"), 600)).collect();
+    let named: Vec<(&str, i64)> = calls.iter().map(|(c, e)| (c.as_str(), *e)).collect();
+    one.park_run(&parked("twice", &named)).await.expect("park");
+    let raced = futures_util::future::join_all(calls.iter().map(|(call, _)| {
+        let (one, other) = (&one, &other);
+        async move {
+            let approve = decision("twice", call, "approve");
+            let deny = decision("twice", call, "deny");
+            let (approved, denied) =
+                tokio::join!(one.decide_approval(&approve), other.decide_approval(&deny));
+            (approved.expect("decide"), denied.expect("decide"))
+        }
+    }))
+    .await;
+    let stored = one.run_approvals("twice").await.expect("approvals");
+    for ((call, _), (approved, denied)) in calls.iter().zip(raced) {
+        let approval = stored.iter().find(|a| &a.call_id == call).expect("stored");
+        let winner = approval.decision.clone().expect("decided");
+        let expected = match winner.as_str() {
+            "approve" => (
+                DecisionWritten::Recorded,
+                DecisionWritten::AlreadyDecided(winner.clone()),
+            ),
+            _ => (
+                DecisionWritten::AlreadyDecided(winner.clone()),
+                DecisionWritten::Recorded,
+            ),
+        };
+        assert_eq!((approved, denied), expected, "{}", approval.call_id);
+    }
+
+    for n in 0..CALLS {
+        let run_id = format!("cancelled-{n}");
+        running_run(one.as_ref(), &run_id).await;
+        one.park_run(&parked(&run_id, &[("c1", 600)]))
+            .await
+            .expect("park");
+        let approve = decision(&run_id, "c1", "approve");
+        let (approved, taken) = tokio::join!(
+            one.decide_approval(&approve),
+            other.take_checkpoint(&run_id, "replica-b", true)
+        );
+        assert!(taken.expect("take").is_some(), "a cancel takes the run");
+        let stored = one.run_approvals(&run_id).await.expect("approvals");
+        let expected = match stored[0].decision.as_deref() {
+            Some("approve") => DecisionWritten::Recorded,
+            _ => DecisionWritten::AlreadyDecided("cancelled".into()),
+        };
+        assert_eq!(approved.expect("decide"), expected, "{run_id}: {stored:?}");
+    }
+}
