@@ -170,9 +170,15 @@ impl KeyTable {
         self.enforced
     }
 
+    /// The caller a presented key belongs to (tests of what each caller may do).
+    #[cfg(test)]
+    pub(crate) fn caller_of(&self, presented: &str) -> Option<Caller> {
+        self.lookup_with_id(presented).map(|(caller, _)| caller)
+    }
+
     #[cfg(test)]
     fn lookup(&self, presented: &str) -> Option<Caller> {
-        self.lookup_with_id(presented).map(|(caller, _)| caller)
+        self.caller_of(presented)
     }
 
     /// The caller a presented key belongs to and the key's id; every key is compared, match
@@ -278,6 +284,46 @@ mod tests {
         assert!(alice.may_act_for("alice") && !alice.may_act_for("bob"));
         assert_eq!(table.lookup("alice-key "), None, "no near matches");
         assert_eq!(table.lookup(""), None);
+    }
+
+    #[test]
+    fn keys_bound_to_no_user_are_owners_of_their_own() {
+        let config = parse_config(
+            json!({"auth": {"keys": [
+                {"key": "a", "id": "ci"},
+                {"key": "b"},
+                {"key": "c", "admin": true, "id": "ops"},
+                {"key": "d", "userId": "alice"}
+            ]}}),
+            "test",
+        )
+        .expect("config");
+        let table = KeyTable::from_config(&config.auth);
+        let [ci, second, ops, alice] =
+            ["a", "b", "c", "d"].map(|key| table.lookup(key).expect("caller"));
+        assert_eq!(ci.owner().as_deref(), Some("key:ci"));
+        assert_eq!(second.owner().as_deref(), Some("key:keys[1]"));
+        assert_eq!(alice.owner().as_deref(), Some("alice"));
+        assert!(ci.may_reach(Some("key:ci")) && !ci.may_reach(Some("key:keys[1]")));
+        assert!(
+            !ci.may_reach(None),
+            "nor what a server without keys started"
+        );
+        assert!(!ci.may_reach(Some("key:ops")) && !ci.may_reach(Some("alice")));
+        assert!(ops.may_reach(Some("key:ci")) && ops.may_reach(Some("alice")));
+        assert_eq!(ops.decider(), "key:ops");
+        assert_eq!(alice.decider(), "alice");
+        assert!(ops.may_read_definitions() && !alice.may_read_definitions());
+    }
+
+    #[test]
+    fn a_user_id_that_would_name_a_key_is_refused_at_load() {
+        let error = parse_config(
+            json!({"auth": {"keys": [{"key": "a", "userId": "key:ci"}]}}),
+            "test",
+        )
+        .expect_err("refused");
+        assert!(error.to_string().contains("auth.keys[0].userId"), "{error}");
     }
 
     #[test]

@@ -118,3 +118,41 @@ impl InFlightCalls {
         Ok(Request::from_parts(parts, Body::from(bytes)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_config;
+    use crate::http::auth::KeyTable;
+
+    fn callers() -> (Caller, Caller) {
+        let config = parse_config(
+            serde_json::json!({"auth": {"keys": [
+                {"key": "first-key", "id": "first"},
+                {"key": "second-key", "id": "second"}
+            ]}}),
+            "test",
+        )
+        .expect("config");
+        let table = KeyTable::from_config(&config.auth);
+        (
+            table.caller_of("first-key").expect("first"),
+            table.caller_of("second-key").expect("second"),
+        )
+    }
+
+    #[test]
+    fn a_key_bound_to_no_user_cannot_cancel_another_keys_call_with_the_same_id() {
+        let (first, second) = callers();
+        let calls = InFlightCalls::default();
+        let token = CancellationToken::new();
+        let _registered = calls.register(&first, request_key(&serde_json::json!(7)), token.clone());
+        assert!(!calls.cancel(&second, &serde_json::json!(7)));
+        assert!(
+            !token.is_cancelled(),
+            "another key's cancellation is ignored"
+        );
+        assert!(calls.cancel(&first, &serde_json::json!(7)));
+        assert!(token.is_cancelled());
+    }
+}
