@@ -85,16 +85,17 @@ async fn app_with_one_run_per_minute() -> TestApp {
     .await
 }
 
+/// POSTs one JSON-RPC message with `key` (none when empty) and returns the JSON-RPC answer.
 async fn post_as(app: &TestApp, key: &str, path: &str, body: &Value) -> Value {
-    let answer = app
+    let mut request = app
         .client
         .post(app.url(path))
-        .bearer_auth(key)
         .header("accept", "application/json, text/event-stream")
-        .json(body)
-        .send()
-        .await
-        .expect("sent");
+        .json(body);
+    if !key.is_empty() {
+        request = request.bearer_auth(key);
+    }
+    let answer = request.send().await.expect("sent");
     let text = answer.text().await.expect("body");
     // MCP may answer one SSE frame; its `data:` line is the JSON-RPC message.
     let json = text
@@ -147,6 +148,42 @@ async fn a_limited_key_on_mcp_and_a2a_is_told_rate_limited_with_the_wait() {
     let v1 = json!({"jsonrpc": "2.0", "id": "3", "method": "SendMessage", "params": {"message": {
         "messageId": "m3", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}});
     assert_rate_limited(&post_as(&app, "a2a-key", "/a2a/chat", &v1).await);
+}
+
+#[tokio::test]
+async fn an_overloaded_server_tells_mcp_and_a2a_clients_to_retry_with_its_own_code() {
+    let app = spawn_app_with(|config| {
+        config["server"] = json!({"maxConcurrentSessions": 1, "maxQueuedSessions": 0});
+    })
+    .await;
+    app.llm.push(Reply::hang());
+    let holder = app.client.clone();
+    let hanging = tokio::spawn(
+        holder
+            .post(app.url("/v1/chat/completions"))
+            .json(&json!({"model": "chat", "messages": [{"role": "user", "content": "hold"}]}))
+            .send(),
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while app.llm.requests().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "chat", "arguments": {"prompt": "hi"}}});
+    let send = json!({"jsonrpc": "2.0", "id": "2", "method": "message/send", "params": {"message": {
+        "kind": "message", "messageId": "m1", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}}});
+    for (path, body) in [("/mcp", call), ("/a2a/chat", send)] {
+        let answer = post_as(&app, "", path, &body).await;
+        let error = &answer["error"];
+        assert_eq!(error["code"], -32053, "{path}: {answer}");
+        assert_eq!(error["data"]["code"], "overloaded", "{path}: {answer}");
+        assert_eq!(error["data"]["retry_after_seconds"], 1, "{path}: {answer}");
+    }
+    hanging.abort();
 }
 
 // ---- item 18: CORS for every method and MCP's headers ----------------------------------------
