@@ -18,6 +18,10 @@ pub struct ClientTools {
     /// Turns already taken by the earlier requests of this tool loop: the turn budget spans
     /// the requests (SPEC §9.2).
     pub turns_used: u32,
+    /// Where each definition sat in the request's own list of tools, when that list also holds
+    /// tools that are not client tools (Anthropic's server tools, Responses' built-in ones), so
+    /// an error about a tool names the client's field; empty when the two lists are the same.
+    pub request_indexes: Vec<usize>,
 }
 
 /// A client's `tool_choice`.
@@ -34,6 +38,14 @@ pub enum ClientToolChoice {
 }
 
 impl ClientTools {
+    /// The index in the request's list of tools of the definition at `position`.
+    pub fn request_index(&self, position: usize) -> usize {
+        self.request_indexes
+            .get(position)
+            .copied()
+            .unwrap_or(position)
+    }
+
     /// Whether `name` is one of the client's tools (a call to it ends the run).
     pub fn contains(&self, name: &str) -> bool {
         self.definitions.iter().any(|tool| tool.name == name)
@@ -115,7 +127,7 @@ mod tests {
         let tools = ClientTools {
             definitions: vec![tool("weather")],
             choice: ClientToolChoice::Function("weather".into()),
-            turns_used: 0,
+            ..ClientTools::default()
         };
         let offered = [tool("weather")];
         assert_eq!(

@@ -83,6 +83,8 @@ pub fn start_error(
     let param = match &problem {
         ClientToolError::Unnamed { index }
         | ClientToolError::NameTooLong { index, .. }
+        | ClientToolError::InvalidName { index, .. }
+        | ClientToolError::ReservedName { index, .. }
         | ClientToolError::ClashesWithAgentTool { index, .. }
         | ClientToolError::Duplicate { index, .. } => {
             format!("{}[{index}].{}", fields.list, fields.name)

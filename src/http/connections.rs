@@ -1,8 +1,11 @@
 //! Client connections: the accept loop (HTTP/1.1 through hyper, `TCP_NODELAY`), the cap on
 //! open connections and the 503 `overloaded` that refuses one past it, the timeouts that keep a
 //! client from holding a connection it does not use (headers, keep-alive idleness, a request
-//! body that stops, a response nobody reads), and closing connections at shutdown. It knows
+//! body that stops, a response nobody reads), hyper's own answers to requests it cannot parse
+//! in the JSON error shape ([`parse_errors`]), and closing connections at shutdown. It knows
 //! nothing of routes or runs: it serves one finished [`Router`], and is told when to stop.
+
+mod parse_errors;
 
 use std::future::Future;
 use std::io;
@@ -26,6 +29,7 @@ use tower_http::timeout::TimeoutBody;
 
 use super::error::ApiError;
 use crate::config::ServerConfig;
+use parse_errors::JsonParseErrors;
 
 /// Descriptors kept for everything but client connections (store, MCP servers, logs, listener).
 const RESERVED_DESCRIPTORS: u64 = 512;
@@ -34,8 +38,9 @@ const MIN_AUTOMATIC_CONNECTIONS: usize = 32;
 /// Refusals being written at once; past it a connection over the cap is closed unanswered, so
 /// a flood cannot turn refusals into the thing that exhausts descriptors.
 const MAX_REFUSALS_IN_FLIGHT: usize = 256;
-/// How long a refusal may take to be written and its request read away (a socket closed with
-/// unread bytes resets, and the client might lose the 503 before reading it).
+/// How long a refusal (a 503 past the connection cap, hyper's answer to a request it could not
+/// parse) may take to be written and its request read away: a socket closed with unread bytes
+/// resets, and the client might lose the answer before reading it.
 const REFUSAL_TIME: Duration = Duration::from_secs(1);
 /// At shutdown, after the runs have drained, how long open connections get to finish writing
 /// before they are dropped.
@@ -201,13 +206,18 @@ async fn refuse(mut tcp: TcpStream) {
     );
     let written = async {
         tcp.write_all(answer.as_bytes()).await?;
-        tcp.shutdown().await?;
-        // Read what the client sent until it closes, so closing does not reset the answer away.
-        let mut sink = [0u8; 4096];
-        while tcp.read(&mut sink).await? > 0 {}
-        Ok::<(), io::Error>(())
+        read_away(tcp).await
     };
     let _ = tokio::time::timeout(REFUSAL_TIME, written).await;
+}
+
+/// Ends the answer written on `tcp` and reads what the client still sends until it closes, so
+/// closing does not reset the answer away. Callers bound the time it takes.
+async fn read_away(mut tcp: TcpStream) -> io::Result<()> {
+    tcp.shutdown().await?;
+    let mut sink = [0u8; 4096];
+    while tcp.read(&mut sink).await? > 0 {}
+    Ok(())
 }
 
 /// One accepted connection and what it needs to be served.
@@ -242,18 +252,22 @@ impl Connection {
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(limits.idle);
-        let io = TokioIo::new(StalledWrites::new(tcp, limits.write));
-        let connection = builder.serve_connection(io, service);
-        tokio::pin!(connection);
+        let io = TokioIo::new(JsonParseErrors::new(StalledWrites::new(tcp, limits.write)));
+        let mut connection = builder.serve_connection(io, service);
         let first_head = tokio::time::sleep(limits.header_read);
         tokio::pin!(first_head);
         let mut waiting_for_first_head = true;
         let mut shutting_down = false;
         loop {
             tokio::select! {
-                served = connection.as_mut() => {
-                    if let Err(error) = served {
-                        tracing::debug!(%error, "connection ended with an error");
+                served = &mut connection => {
+                    let Err(error) = served else { return };
+                    tracing::debug!(%error, "connection ended with an error");
+                    if error.is_parse() || error.is_parse_too_large() {
+                        // Hyper answered a request it could not parse (400, 414, 431) and
+                        // stops reading: the rest of that request must not reset the answer.
+                        let tcp = connection.into_parts().io.into_inner().into_inner().inner;
+                        let _ = tokio::time::timeout(REFUSAL_TIME, read_away(tcp)).await;
                     }
                     return;
                 }
@@ -265,7 +279,7 @@ impl Connection {
                     waiting_for_first_head = false;
                 }
                 () = closing.cancelled(), if !shutting_down => {
-                    connection.as_mut().graceful_shutdown();
+                    Pin::new(&mut connection).graceful_shutdown();
                     shutting_down = true;
                 }
                 () = dropped.cancelled() => return,

@@ -101,6 +101,29 @@ impl ApiError {
         )
     }
 
+    /// 414 for a request target hyper refused unread, past its own `parser_limit` bytes.
+    pub fn uri_longer_than(parser_limit: usize, limit: usize) -> Self {
+        Self::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!(
+                "The request's path and query are longer than {parser_limit} bytes; the limit is {limit}"
+            ),
+        )
+    }
+
+    /// 431 for a request head (request line and headers) past the `limit` bytes hyper reads.
+    pub fn request_head_too_large(limit: usize, uri_limit: usize) -> Self {
+        Self::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "request_head_too_large",
+            format!(
+                "The request line and headers are larger than {limit} bytes; the path and query \
+                 may have {uri_limit} bytes at most"
+            ),
+        )
+    }
+
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
@@ -206,7 +229,7 @@ impl ApiError {
     /// The OpenAI-style error family for `type`, so SDKs map errors to their exception classes.
     fn error_type(&self) -> &'static str {
         match self.status.as_u16() {
-            400 | 404 | 409 | 413 => "invalid_request_error",
+            400 | 404 | 409 | 413 | 414 | 431 => "invalid_request_error",
             401 => "authentication_error",
             403 => "permission_error",
             429 => "rate_limit_error",
@@ -274,7 +297,8 @@ pub struct ErrorDetail<'a> {
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// agentd's code: `invalid_request`, `unauthorized`, `forbidden`, `not_found`,
-    /// `unknown_model`, `conflict`, `payload_too_large`, `rate_limited`, `overloaded`,
+    /// `unknown_model`, `conflict`, `payload_too_large`, `uri_too_long`,
+    /// `request_head_too_large`, `rate_limited`, `budget_exceeded`, `overloaded`,
     /// `shutting_down`, `store_unavailable`, `not_configured`, `upstream_error`,
     /// `internal_error`.
     pub code: &'static str,

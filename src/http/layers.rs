@@ -2,7 +2,8 @@
 //! (`x-request-id` taken from the client when usable, else made; always returned), and the
 //! request's span, which carries the request id, method, route template and key id onto every
 //! log line and span the request causes (its sessions' too). The one log line per request is
-//! written by [`super::observe_request`], which also feeds the metrics.
+//! written by [`super::observe_request`], which also feeds the metrics (their `method` label
+//! folds methods outside HTTP's standard ones into `other`: [`method_label`]).
 
 use std::time::Duration;
 
@@ -25,6 +26,15 @@ const MAX_REQUEST_ID_LEN: usize = 128;
 /// How long a browser may cache a preflight answer.
 const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(3600);
 
+/// Every method a route serves (`PUT` stores a secret), so a page on an allowed origin can
+/// call each; the CORS tests check this against every operation of `/openapi.json`.
+const CORS_METHODS: [Method; 4] = [Method::GET, Method::POST, Method::PUT, Method::DELETE];
+
+/// What an MCP client sends on `/mcp` (and reads back, for the session id) beside the usual
+/// headers.
+const MCP_PROTOCOL_VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const MCP_SESSION_ID_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+
 /// `None` when no origin is configured: browsers then keep to same-origin pages.
 pub fn cors(origins: &[CorsOrigin]) -> Option<CorsLayer> {
     if origins.is_empty() {
@@ -43,7 +53,7 @@ pub fn cors(origins: &[CorsOrigin]) -> Option<CorsLayer> {
     Some(
         CorsLayer::new()
             .allow_origin(allow_origin)
-            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_methods(CORS_METHODS)
             .allow_headers([
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,
@@ -51,11 +61,14 @@ pub fn cors(origins: &[CorsOrigin]) -> Option<CorsLayer> {
                 HeaderName::from_static("x-api-key"),
                 HeaderName::from_static("last-event-id"),
                 HeaderName::from_static("anthropic-version"),
+                MCP_PROTOCOL_VERSION_HEADER,
+                MCP_SESSION_ID_HEADER,
                 REQUEST_ID_HEADER,
             ])
             .expose_headers([
                 HeaderName::from_static("x-agentd-run-id"),
                 HeaderName::from_static("x-agentd-conversation-id"),
+                MCP_SESSION_ID_HEADER,
                 REQUEST_ID_HEADER,
                 header::RETRY_AFTER,
             ])
@@ -64,8 +77,8 @@ pub fn cors(origins: &[CorsOrigin]) -> Option<CorsLayer> {
 }
 
 /// The longest request target (path and query) agentd reads, in bytes. Hyper itself refuses
-/// targets past 65,534 bytes with a bodyless 414 before any layer runs; this lower limit
-/// answers every realistic case in the JSON error shape.
+/// targets past 65,534 bytes (and heads past its buffer) before any layer runs; the
+/// connections put those answers in the JSON error shape too (`connections::parse_errors`).
 pub const MAX_URI_BYTES: usize = 16 * 1024;
 
 /// Answers 414 `uri_too_long` (JSON) for a request target longer than [`MAX_URI_BYTES`].
@@ -114,6 +127,24 @@ pub fn request_span(request: &Request) -> Span {
         route,
         key_id = field::Empty,
     )
+}
+
+/// The `method` label of the HTTP metrics: a standard method by its name, any other `other`.
+/// Hyper accepts any token as a method, so labelling by the method sent would let anyone,
+/// without a key, add a metric series per invented method.
+pub fn method_label(method: &Method) -> &'static str {
+    match method.as_str() {
+        "GET" => "GET",
+        "HEAD" => "HEAD",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "PATCH" => "PATCH",
+        "OPTIONS" => "OPTIONS",
+        "CONNECT" => "CONNECT",
+        "TRACE" => "TRACE",
+        _ => "other",
+    }
 }
 
 /// Names the key that authenticated the request on its span (never the key itself).

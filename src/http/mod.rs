@@ -12,6 +12,7 @@ mod chat;
 mod client_tools;
 mod connections;
 pub mod error;
+mod json_rpc;
 mod layers;
 mod mcp_server;
 mod openai;
@@ -205,17 +206,17 @@ async fn observe_request(
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
-    let method = request.method().as_str().to_string();
+    let method = layers::method_label(request.method());
     let response = next.run(request).await;
     let elapsed = started.elapsed();
     let metrics = runtime.metrics();
     metrics
         .http_requests_total
-        .with_label_values(&[&route, &method, response.status().as_str()])
+        .with_label_values(&[&route, method, response.status().as_str()])
         .inc();
     metrics
         .http_request_duration_seconds
-        .with_label_values(&[&route, &method])
+        .with_label_values(&[&route, method])
         .observe(elapsed.as_secs_f64());
     tracing::info!(
         status = response.status().as_u16(),

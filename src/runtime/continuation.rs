@@ -27,6 +27,20 @@ pub enum ClientToolError {
         "client tool {index} has a name of {length} characters; the most is {MAX_TOOL_NAME_CHARS}"
     )]
     NameTooLong { index: usize, length: usize },
+    #[error(
+        "client tool name `{name}` may hold only ASCII letters, digits, `_` and `-` (the \
+         providers' rule `^[a-zA-Z0-9_-]{{1,64}}$`)"
+    )]
+    InvalidName { index: usize, name: String },
+    #[error(
+        "client tool `{name}` is in the `{prefix}` namespace, which agentd keeps for its internal \
+         tools; rename it"
+    )]
+    ReservedName {
+        index: usize,
+        name: String,
+        prefix: &'static str,
+    },
     #[error("client tool `{name}` has an invalid JSON schema for its parameters: {reason}")]
     InvalidSchema {
         index: usize,
@@ -47,6 +61,11 @@ pub enum ClientToolError {
 
 /// The longest client tool name the providers take.
 const MAX_TOOL_NAME_CHARS: usize = 64;
+
+/// The namespaces of agentd's internal tools (`agent__final_report`, `agent__tool_output`,
+/// `agent__<sub-agent>`, `router__handoff-to`, …): a client tool there could shadow one, today's
+/// or a later one, so none is taken.
+const RESERVED_PREFIXES: [&str; 2] = ["agent__", "router__"];
 
 impl Runtime {
     /// Checks a submission's client tools and tool results, and sets how many turns its tool
@@ -126,15 +145,10 @@ fn check_client_tools(
 ) -> Result<(), ClientToolError> {
     let tools = &submission.client_tools;
     let mut seen = HashSet::new();
-    for (index, tool) in tools.definitions.iter().enumerate() {
+    for (position, tool) in tools.definitions.iter().enumerate() {
+        let index = tools.request_index(position);
         let name = tool.name.clone();
-        if name.trim().is_empty() {
-            return Err(ClientToolError::Unnamed { index });
-        }
-        let length = name.chars().count();
-        if length > MAX_TOOL_NAME_CHARS {
-            return Err(ClientToolError::NameTooLong { index, length });
-        }
+        check_name(&name, index)?;
         if agent_tools.contains(&name) {
             return Err(ClientToolError::ClashesWithAgentTool { index, name });
         }
@@ -153,6 +167,36 @@ fn check_client_tools(
         }
         _ => Ok(()),
     }
+}
+
+/// A client tool's name follows the providers' rule (`^[a-zA-Z0-9_-]{1,64}$`) and stays out of
+/// the internal tools' namespaces.
+fn check_name(name: &str, index: usize) -> Result<(), ClientToolError> {
+    if name.trim().is_empty() {
+        return Err(ClientToolError::Unnamed { index });
+    }
+    let length = name.chars().count();
+    if length > MAX_TOOL_NAME_CHARS {
+        return Err(ClientToolError::NameTooLong { index, length });
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !name.chars().all(allowed) {
+        return Err(ClientToolError::InvalidName {
+            index,
+            name: name.to_string(),
+        });
+    }
+    if let Some(prefix) = RESERVED_PREFIXES
+        .into_iter()
+        .find(|prefix| name.starts_with(prefix))
+    {
+        return Err(ClientToolError::ReservedName {
+            index,
+            name: name.to_string(),
+            prefix,
+        });
+    }
+    Ok(())
 }
 
 /// A tool's parameters must be a JSON schema of an object.
@@ -225,6 +269,50 @@ mod tests {
         let mut message = ChatMessage::new(Role::Tool, "sunny");
         message.tool_call_id = Some(id.into());
         message
+    }
+
+    #[test]
+    fn a_client_tool_name_follows_the_providers_rule() {
+        assert_eq!(check_name(&"a".repeat(64), 0), Ok(()));
+        assert_eq!(check_name("get_weather-2", 0), Ok(()));
+        assert_eq!(
+            check_name(&"a".repeat(65), 3),
+            Err(ClientToolError::NameTooLong {
+                index: 3,
+                length: 65
+            })
+        );
+        for bad in ["get weather", "get.weather", "wetter_ä", "a/b", "tool\n"] {
+            assert!(
+                matches!(
+                    check_name(bad, 1),
+                    Err(ClientToolError::InvalidName { index: 1, .. })
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_client_tool_may_take_an_internal_tools_name() {
+        use crate::agent::output_handles::TOOL_OUTPUT_TOOL;
+        use crate::agent::router::ROUTER_TOOL;
+        for internal in [
+            FINAL_REPORT_TOOL,
+            TASK_STATUS_TOOL,
+            BATCH_TOOL,
+            TOOL_OUTPUT_TOOL,
+            ROUTER_TOOL,
+            "agent__helper",
+        ] {
+            assert!(
+                matches!(
+                    check_name(internal, 0),
+                    Err(ClientToolError::ReservedName { .. })
+                ),
+                "{internal}"
+            );
+        }
     }
 
     #[test]

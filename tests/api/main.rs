@@ -16,6 +16,7 @@ mod chat_completions;
 mod cli;
 mod connections;
 mod context;
+mod edge_hardening;
 mod edge_layers;
 mod faults;
 mod first_hour;

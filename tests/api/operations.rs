@@ -1,8 +1,18 @@
-//! Health, readiness, models, metrics and the error format of unknown routes.
+//! Health, readiness, models, metrics, the error format of unknown routes, and the OpenAPI
+//! document: every route in it, valid by `openapi-spec-validator` (PyPI), and its snapshot.
 
 use serde_json::{Value, json};
 
+use crate::support::python_tool::{PythonTool, installed};
 use crate::support::spawn_app;
+
+/// The OpenAPI validator the document must pass, pinned (`.ci/run` installs the same).
+const OPENAPI_SPEC_VALIDATOR: PythonTool = PythonTool {
+    binary: "openapi-spec-validator",
+    package: "openapi-spec-validator",
+    version: "0.9.0",
+    env_var: "AGENTD_TEST_OPENAPI_SPEC_VALIDATOR",
+};
 
 #[tokio::test]
 async fn health_and_ready_answer() {
@@ -251,4 +261,30 @@ async fn the_openapi_document_matches_its_snapshot() {
     let app = spawn_app().await;
     let document: Value = app.get("/openapi.json").await.json().await.expect("json");
     insta::assert_json_snapshot!("openapi_document", document);
+}
+
+/// `openapi-spec-validator` checks what schemathesis and the snapshot do not: the document
+/// against the OpenAPI 3.1 schema and its rules (every path parameter in its path, unique
+/// operation ids, resolvable references).
+#[tokio::test]
+async fn the_openapi_document_passes_openapi_spec_validator() {
+    let validator = installed(&OPENAPI_SPEC_VALIDATOR);
+    let app = spawn_app().await;
+    let document = app.get("/openapi.json").await.text().await.expect("text");
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("openapi.json");
+    std::fs::write(&path, document).expect("written");
+    let checked = tokio::process::Command::new(validator)
+        .args(["--validation-errors", "all"])
+        .arg(&path)
+        .output()
+        .await
+        .expect("openapi-spec-validator runs");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    assert!(checked.status.success(), "{said}");
+    assert!(said.trim_end().ends_with("OK"), "{said}");
 }

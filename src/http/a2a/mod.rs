@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiPath, ErrorBody};
+use super::json_rpc::RetryLater;
 use super::sse::{sse_response, with_run_headers};
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::runtime::{
@@ -56,11 +57,13 @@ mod code {
     pub const UNSUPPORTED_OPERATION: i64 = -32004;
 }
 
-/// A JSON-RPC error naming what is wrong.
+/// A JSON-RPC error naming what is wrong; `data` says more when a client can act on it (the
+/// wait before a retry).
 #[derive(Debug)]
 struct RpcError {
     code: i64,
     message: String,
+    data: Option<Value>,
 }
 
 impl RpcError {
@@ -68,6 +71,7 @@ impl RpcError {
         Self {
             code,
             message: message.into(),
+            data: None,
         }
     }
 
@@ -79,8 +83,22 @@ impl RpcError {
     }
 }
 
+impl From<RetryLater> for RpcError {
+    fn from(later: RetryLater) -> Self {
+        Self {
+            code: i64::from(later.code),
+            message: later.message,
+            data: Some(later.data),
+        }
+    }
+}
+
 impl From<StartError> for RpcError {
     fn from(error: StartError) -> Self {
+        let error = match RetryLater::of_start_error(error) {
+            Ok(later) => return later.into(),
+            Err(error) => error,
+        };
         match error {
             StartError::ConversationNotFound(id) => Self::new(
                 code::INVALID_PARAMS,
@@ -112,7 +130,11 @@ fn rpc_result(id: &Value, result: Value) -> Value {
 }
 
 fn rpc_error(id: &Value, error: &RpcError) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": error.code, "message": error.message}})
+    let mut body = json!({"code": error.code, "message": error.message});
+    if let Some(data) = &error.data {
+        body["data"] = data.clone();
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": body})
 }
 
 /// The A2A methods, by either revision's name.

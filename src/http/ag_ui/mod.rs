@@ -246,7 +246,7 @@ fn client_tools_of(tools: &[Value]) -> Result<ClientTools, ApiError> {
     Ok(ClientTools {
         definitions,
         choice: ClientToolChoice::Auto,
-        turns_used: 0,
+        ..ClientTools::default()
     })
 }
 

@@ -221,11 +221,13 @@ const ANTHROPIC_TOOL_FIELDS: ToolFields = ToolFields {
 /// Custom tools become client tools; server tools (with another `type`) are not offered.
 fn client_tools_of(body: &MessagesRequest) -> Result<ClientTools, ApiError> {
     let mut definitions = Vec::new();
-    for tool in body.tools.iter().flatten() {
+    let mut request_indexes = Vec::new();
+    for (index, tool) in body.tools.iter().flatten().enumerate() {
         let kind = tool.get("type").and_then(Value::as_str).unwrap_or("custom");
         if kind != "custom" {
             continue;
         }
+        request_indexes.push(index);
         definitions.push(ToolDefinition {
             name: tool
                 .get("name")
@@ -247,6 +249,7 @@ fn client_tools_of(body: &MessagesRequest) -> Result<ClientTools, ApiError> {
         definitions,
         choice: client_tools::tool_choice(body.tool_choice.as_ref())?,
         turns_used: 0,
+        request_indexes,
     })
 }
 

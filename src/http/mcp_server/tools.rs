@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use rmcp::model::ErrorCode;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
@@ -16,6 +17,7 @@ use super::calls::{InFlightCalls, request_key};
 use crate::agent::{AgentEvent, AgentResult};
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::http::auth::Caller;
+use crate::http::json_rpc::RetryLater;
 use crate::runtime::{RunSubmission, Runtime, StartError};
 use crate::tools::schema::ArgumentSchema;
 
@@ -146,7 +148,15 @@ fn call_input(agent: &AgentSpec, arguments: Option<JsonObject>) -> Result<CallIn
     Ok(CallInput { prompt, format })
 }
 
+/// Why `tools/call` started no run: a refusal to retry later (a key limit, an overloaded or
+/// stopping server) has its own code and the wait (see [`crate::http::json_rpc`]).
 fn start_error(error: StartError) -> ErrorData {
+    let error = match RetryLater::of_start_error(error) {
+        Ok(later) => {
+            return ErrorData::new(ErrorCode(later.code), later.message, Some(later.data));
+        }
+        Err(error) => error,
+    };
     match error {
         StartError::InvalidOutput(_) => ErrorData::invalid_params(error.to_string(), None),
         StartError::Store(_) => ErrorData::internal_error("the run could not be recorded", None),

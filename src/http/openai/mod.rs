@@ -259,7 +259,7 @@ fn client_tools_of(body: &ChatCompletionRequest) -> Result<ClientTools, ApiError
     Ok(ClientTools {
         definitions,
         choice: client_tools::tool_choice(body.tool_choice.as_ref())?,
-        turns_used: 0,
+        ..ClientTools::default()
     })
 }
 

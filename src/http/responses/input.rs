@@ -311,16 +311,19 @@ pub const RESPONSE_TOOL_FIELDS: client_tools::ToolFields = client_tools::ToolFie
 /// `function` tools become client tools; other tool types are tolerated and not offered.
 pub fn client_tools_of(body: &CreateResponse) -> Result<ClientTools, ApiError> {
     let mut definitions = Vec::new();
+    let mut request_indexes = Vec::new();
     for (index, tool) in body.tools.iter().flatten().enumerate() {
         if tool.get("type").and_then(Value::as_str) != Some("function") {
             continue;
         }
         definitions.push(client_tools::flat_definition(tool, index)?);
+        request_indexes.push(index);
     }
     Ok(ClientTools {
         definitions,
         choice: client_tools::tool_choice(body.tool_choice.as_ref())?,
         turns_used: 0,
+        request_indexes,
     })
 }
 

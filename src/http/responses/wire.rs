@@ -447,6 +447,7 @@ pub struct DeletedResponse {
 
 /// `GET /v1/responses/{id}` query.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct RetrieveQuery {
     /// Stream the response's events (replayed, then live) instead of the object.
     #[serde(default)]
