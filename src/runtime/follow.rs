@@ -6,6 +6,13 @@
 //! any other run from the store, woken by the store's notifications when its owner writes (and,
 //! as a safety net for a missed wake, every [`SAFETY_POLL`]). Nothing here forces the recorder to
 //! write early.
+//!
+//! Every followed stream of an ended run ends with `run.finished`: a run stored as ended whose
+//! stored events hold none gets its closing events made from its stored result, numbered on
+//! from the last event: a run ended `owner_lost` by another replica (which appends no events:
+//! the owner may be alive and numbering them) `error` and `run.finished`; any other (its closing
+//! events were refused by the store, or it never had events of its own, as a sub-agent's run)
+//! its `final_report` and `run.finished`, as its session emitted them.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -15,7 +22,10 @@ use futures_util::Stream;
 
 use super::Runtime;
 use super::live::LiveRun;
-use crate::store::{JsonText, RunEventRecord, RunFilter, RunRecord, StoreError};
+use crate::agent::events::ErrorEvent;
+use crate::agent::result::{RunStatus, RunSummary, UsageTotals};
+use crate::agent::{AgentResult, ExitReason};
+use crate::store::{JsonText, RunEventRecord, RunFilter, RunRecord, StoreError, whole_result};
 
 /// How long a follower of a run elsewhere waits for a wake before looking anyway.
 const SAFETY_POLL: Duration = Duration::from_secs(1);
@@ -191,7 +201,8 @@ impl Runtime {
     }
 
     /// The run's events after seq `after`, then new ones as they happen, until `run.finished`
-    /// (or the run's end when it never stored one). An error ends the stream after it is yielded.
+    /// (made from the stored result when the run ended without storing one). An error ends the
+    /// stream after it is yielded.
     pub fn follow_run_events(
         self: &Arc<Self>,
         run_id: String,
@@ -249,6 +260,9 @@ impl Runtime {
             let follower = runtime.live.follow_remote(&run_id);
             let unrecorded_deadline = tokio::time::Instant::now()
                 + Duration::from_secs(runtime.config.server.owner_timeout_seconds);
+            // The run as stored once it was seen ended: its events are read once more to the
+            // end (its last ones may be written with its end), then it ends.
+            let mut ended: Option<RunRecord> = None;
             loop {
                 let woken = follower.woken();
                 tokio::pin!(woken);
@@ -272,15 +286,17 @@ impl Runtime {
                 if full_page {
                     continue;
                 }
+                if let Some(run) = ended.take() {
+                    // Ended without a stored `run.finished`.
+                    for event in closing_frames(&run, after) {
+                        yield Ok(event);
+                    }
+                    return;
+                }
                 match runtime.store.get_run(&run_id).await {
                     Ok(Some(run)) if is_ended(&run.status) => {
-                        // Ended without a stored `run.finished`: whatever else was stored, then stop.
-                        if let Ok(rest) = runtime.store.list_run_events(&run_id, after, REPLAY_PAGE).await {
-                            for event in rest {
-                                yield Ok(event.into());
-                            }
-                        }
-                        return;
+                        ended = Some(run);
+                        continue;
                     }
                     Ok(Some(_)) => {}
                     Ok(None) if tokio::time::Instant::now() >= unrecorded_deadline => {
@@ -308,6 +324,69 @@ impl Runtime {
 /// Whether a run with this status has ended (a run waiting for approval has not).
 pub(super) fn is_ended(status: &str) -> bool {
     !matches!(status, "queued" | "running" | "waiting_approval")
+}
+
+/// The end of the stream of a run stored as ended without a stored `run.finished`, numbered
+/// after `after`, from its stored result: `error` (why) and `run.finished` for a run ended
+/// `owner_lost`, else its `final_report` (if it has one) and `run.finished`.
+fn closing_frames(run: &RunRecord, after: i64) -> Vec<FollowedEvent> {
+    let summary = stored_summary(run);
+    let mut frames: Vec<(&'static str, JsonText)> = Vec::with_capacity(2);
+    if summary.exit_reason == ExitReason::OwnerLost {
+        let error = ErrorEvent {
+            code: ExitReason::OwnerLost.as_str().into(),
+            message: run
+                .error
+                .clone()
+                .unwrap_or_else(|| "the agentd process running this run stopped".into()),
+        };
+        frames.push(("error", JsonText::of(&error)));
+    } else if let Some(report) = &run.final_report {
+        frames.push(("final_report", JsonText::of(report)));
+    }
+    frames.push((RUN_FINISHED, JsonText::of(&summary)));
+    (after + 1..)
+        .zip(frames)
+        .map(|(seq, (kind, data))| FollowedEvent {
+            seq,
+            kind: Cow::Borrowed(kind),
+            data,
+        })
+        .collect()
+}
+
+/// The `run.finished` of a stored, ended run: from its stored result, or from its columns when
+/// it has none (a stand-in for a row the store refused).
+fn stored_summary(run: &RunRecord) -> RunSummary {
+    let stored = whole_result(run, &[]).and_then(|result| serde_json::from_value(result).ok());
+    if let Some(result) = stored {
+        return AgentResult::summary(&result);
+    }
+    fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
+        serde_json::from_value(serde_json::Value::from(text)).ok()
+    }
+    let count = |value: i64| u64::try_from(value).unwrap_or(0);
+    RunSummary {
+        status: parse(&run.status).unwrap_or(RunStatus::Failed),
+        success: run.success.unwrap_or(false),
+        exit_reason: run
+            .exit_reason
+            .as_deref()
+            .and_then(parse)
+            .unwrap_or(ExitReason::InternalError),
+        error: run.error.clone(),
+        usage: UsageTotals {
+            input_tokens: count(run.input_tokens),
+            output_tokens: count(run.output_tokens),
+            cached_tokens: count(run.cached_tokens),
+            total_tokens: count(run.total_tokens),
+        },
+        cost_usd: run.cost_usd,
+        turns: u32::try_from(run.turns).unwrap_or(0),
+        duration_ms: run.duration_ms.map_or(0, count),
+        retry_after_secs: None,
+        client_tool_calls: Vec::new(),
+    }
 }
 
 /// The live run's events after `after`; sets `finished` at `run.finished`.
@@ -372,7 +451,77 @@ fn running_record(live: &LiveRun) -> RunRecord {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    fn ended_run(exit_reason: &str, result: Option<serde_json::Value>) -> RunRecord {
+        RunRecord {
+            id: "r".into(),
+            agent: "a".into(),
+            user_id: None,
+            conversation_id: None,
+            status: "failed".into(),
+            exit_reason: Some(exit_reason.into()),
+            success: Some(false),
+            error: Some("it went wrong".into()),
+            final_report: None,
+            input_tokens: 3,
+            output_tokens: 4,
+            cached_tokens: 0,
+            total_tokens: 7,
+            cost_usd: 0.5,
+            turns: 2,
+            created_at: chrono::Utc::now(),
+            finished_at: Some(chrono::Utc::now()),
+            duration_ms: Some(9),
+            result,
+            owner: None,
+        }
+    }
+
+    fn kinds(frames: &[FollowedEvent]) -> Vec<(i64, &str)> {
+        frames.iter().map(|f| (f.seq, f.kind.as_ref())).collect()
+    }
+
+    #[test]
+    fn an_owner_lost_run_ends_with_its_error_and_run_finished_numbered_on() {
+        let result = AgentResult::ended_without_session(
+            "r",
+            ExitReason::OwnerLost,
+            "its process stopped".into(),
+            9,
+        );
+        let run = ended_run(
+            "owner_lost",
+            Some(serde_json::to_value(&result).expect("json")),
+        );
+        let frames = closing_frames(&run, 7);
+        assert_eq!(kinds(&frames), [(8, "error"), (9, "run.finished")]);
+        let error = frames[0].data.to_value();
+        assert_eq!(
+            error,
+            json!({"code": "owner_lost", "message": "it went wrong"})
+        );
+        assert_eq!(
+            frames[1].data.to_value(),
+            serde_json::to_value(result.summary()).expect("json")
+        );
+    }
+
+    #[test]
+    fn a_run_without_a_stored_result_ends_with_its_columns() {
+        let mut run = ended_run("llm_error", None);
+        run.final_report = Some(json!({"status": "failure", "format": "text", "content": "no"}));
+        let frames = closing_frames(&run, 0);
+        assert_eq!(kinds(&frames), [(1, "final_report"), (2, "run.finished")]);
+        assert_eq!(frames[0].data.to_value()["content"], "no");
+        let finished = frames[1].data.to_value();
+        assert_eq!(finished["status"], "failed");
+        assert_eq!(finished["exit_reason"], "llm_error");
+        assert_eq!(finished["usage"]["total_tokens"], 7);
+        assert_eq!(finished["turns"], 2);
+    }
 
     #[test]
     fn only_fresh_run_ids_count_as_just_started() {

@@ -1,23 +1,30 @@
 //! This process as one replica among those sharing the store (SPEC §7): its identity, and the
 //! loop that writes its heartbeat every `server.heartbeatSeconds`, ends the runs of replicas that
-//! stopped beating for `server.ownerTimeoutSeconds` (`failed`, `owner_lost`, with `error` and
-//! `run.finished` appended, so every follower's stream ends), takes the cancels other replicas
-//! recorded for its runs, and prunes old `requestId`s.
+//! stopped beating for `server.ownerTimeoutSeconds` (`failed`, `owner_lost`; every follower's
+//! stream then ends with `error` and `run.finished`), takes the cancels other replicas recorded
+//! for its runs, and prunes old `requestId`s.
+//!
+//! A replica judges others by their heartbeats only once its own have been written without a
+//! miss for a whole `ownerTimeoutSeconds` ([`Standing`]): when the store could not take its
+//! beats (an outage, a stall of this process), it could not take theirs either, and the first
+//! replica back would otherwise end every other live replica's runs. Should a live owner's runs
+//! be ended all the same (it was cut off from the store alone), its own end replaces the
+//! `owner_lost` one when it writes it.
 //!
 //! A replica on this machine whose process is gone is taken for dead at once, without waiting for
 //! its heartbeat to age: so a restarted process ends its previous life's runs at start (the only
 //! case on SQLite, which is one process).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::Runtime;
 use super::follow::CancelMode;
-use crate::agent::events::ErrorEvent;
 use crate::agent::{AgentResult, ExitReason};
 use crate::store::{JsonText, OrphanEnd, OrphanedRun, Replica};
 
@@ -37,15 +44,19 @@ pub struct ReplicaIdentity {
     pub host: String,
     pub pid: i64,
     pub started_at: DateTime<Utc>,
+    /// How its own heartbeats have fared.
+    standing: Arc<Standing>,
 }
 
 impl ReplicaIdentity {
+    /// Registered (its first heartbeat written) as it is made.
     pub fn of_this_process() -> Self {
         Self {
             id: uuid::Uuid::now_v7().to_string(),
             host: host_name(),
             pid: i64::from(std::process::id()),
             started_at: Utc::now(),
+            standing: Arc::new(Standing::new(Instant::now())),
         }
     }
 
@@ -57,6 +68,64 @@ impl ReplicaIdentity {
             started_at: self.started_at,
             heartbeat_at,
         }
+    }
+}
+
+/// Whether this replica's heartbeats reach the store, which decides whether it may take another
+/// replica for dead by the age of that one's heartbeat: only after its own beats have been
+/// written, each within an owner timeout of the last, for a whole owner timeout.
+#[derive(Debug)]
+struct Standing {
+    beats: Mutex<Beats>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Beats {
+    last_written: Instant,
+    /// Since when every beat was written in time; `None` after a beat failed.
+    steady_since: Option<Instant>,
+}
+
+impl Standing {
+    /// Registered at `now`: that is its first written beat.
+    fn new(now: Instant) -> Self {
+        Self {
+            beats: Mutex::new(Beats {
+                last_written: now,
+                steady_since: Some(now),
+            }),
+        }
+    }
+
+    fn beats(&self) -> std::sync::MutexGuard<'_, Beats> {
+        self.beats.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A beat was written at `now`. A gap longer than `timeout` since the last one (this process
+    /// stalled) starts the steady stretch anew, as a failure would.
+    fn written(&self, now: Instant, timeout: Duration) {
+        let mut beats = self.beats();
+        let in_time = now.saturating_duration_since(beats.last_written) <= timeout;
+        beats.steady_since = match beats.steady_since {
+            Some(since) if in_time => Some(since),
+            _ => Some(now),
+        };
+        beats.last_written = now;
+    }
+
+    /// A beat could not be written.
+    fn failed(&self) {
+        self.beats().steady_since = None;
+    }
+
+    /// Whether others' heartbeats may be judged at `now`: this replica's own have been written
+    /// steadily for `timeout`, the last one within `timeout`.
+    fn may_judge(&self, now: Instant, timeout: Duration) -> bool {
+        let beats = *self.beats();
+        beats.steady_since.is_some_and(|since| {
+            now.saturating_duration_since(since) >= timeout
+                && now.saturating_duration_since(beats.last_written) <= timeout
+        })
     }
 }
 
@@ -116,20 +185,43 @@ impl Runtime {
         self.expire_approvals().await;
     }
     async fn beat(&self) {
+        let standing = &self.replica.standing;
         match self.store.beat(&self.replica.id, Utc::now()).await {
-            Ok(true) => {}
+            Ok(true) => standing.written(Instant::now(), self.owner_timeout()),
             Ok(false) => {
                 warn!(replica = %self.replica.id, "this replica was taken for dead; registering again");
-                if let Err(error) = self
+                match self
                     .store
                     .register_replica(&self.replica.as_replica(Utc::now()))
                     .await
                 {
-                    warn!(%error, "could not register this replica again");
+                    Ok(()) => standing.written(Instant::now(), self.owner_timeout()),
+                    Err(error) => {
+                        standing.failed();
+                        warn!(%error, "could not register this replica again");
+                    }
                 }
             }
-            Err(error) => warn!(%error, "could not write this replica's heartbeat"),
+            Err(error) => {
+                standing.failed();
+                warn!(%error, "could not write this replica's heartbeat");
+            }
         }
+    }
+
+    fn owner_timeout(&self) -> Duration {
+        Duration::from_secs(self.config.server.owner_timeout_seconds)
+    }
+
+    /// The heartbeat time before which another replica counts as stopped, or `None` while this
+    /// replica may not judge others by their heartbeats (see [`Standing`]).
+    fn stale_before(&self) -> Option<DateTime<Utc>> {
+        let timeout = self.owner_timeout();
+        if !self.replica.standing.may_judge(Instant::now(), timeout) {
+            return None;
+        }
+        let timeout = chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX);
+        Utc::now().checked_sub_signed(timeout)
     }
 
     /// Removes the rows of replicas on this machine whose process is gone.
@@ -155,12 +247,10 @@ impl Runtime {
         }
     }
 
-    /// Ends the runs whose owner stopped beating; exactly one replica ends each.
+    /// Ends the runs whose owner stopped beating (or, while this replica's own beats are not
+    /// steady, only those whose owner has no replica row); exactly one replica ends each.
     async fn end_orphaned_runs(&self) {
-        let timeout = chrono::Duration::seconds(
-            i64::try_from(self.config.server.owner_timeout_seconds).unwrap_or(i64::MAX / 1000),
-        );
-        let stale_before = Utc::now() - timeout;
+        let stale_before = self.stale_before();
         let orphans = match self.store.orphaned_runs(stale_before, SWEEP_BATCH).await {
             Ok(orphans) => orphans,
             Err(error) => {
@@ -206,21 +296,12 @@ impl Runtime {
             error.clone(),
             duration_ms,
         );
-        let summary = result.summary();
-        let error_event = ErrorEvent {
-            code: ExitReason::OwnerLost.as_str().into(),
-            message: error.clone(),
-        };
         OrphanEnd {
             run_id: orphan.id.clone(),
             error,
             finished_at: now,
             duration_ms: i64::try_from(duration_ms).unwrap_or(i64::MAX),
             result: JsonText::of(&result),
-            events: vec![
-                ("error", JsonText::of(&error_event)),
-                ("run.finished", JsonText::of(&summary)),
-            ],
         }
     }
 
@@ -256,6 +337,10 @@ impl Runtime {
         if let Err(error) = self.store.prune_requests(now - REQUEST_ID_RETENTION).await {
             warn!(%error, "could not prune old request ids");
         }
+        // Forgetting a replica ends its runs: judged by heartbeats, so only when they count.
+        if self.stale_before().is_none() {
+            return;
+        }
         let Ok(replicas) = self.store.list_replicas().await else {
             return;
         };
@@ -278,6 +363,51 @@ mod tests {
         assert!(process_exists(i64::from(std::process::id())));
         assert!(!process_exists(i64::from(i32::MAX)));
         assert!(!process_exists(-5_000_000_000));
+    }
+
+    const TIMEOUT: Duration = Duration::from_secs(30);
+    const BEAT: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn others_are_judged_only_after_a_whole_timeout_of_steady_beats() {
+        let start = Instant::now();
+        let standing = Standing::new(start);
+        assert!(
+            !standing.may_judge(start + BEAT, TIMEOUT),
+            "just registered"
+        );
+        let mut now = start;
+        while now < start + TIMEOUT {
+            now += BEAT;
+            standing.written(now, TIMEOUT);
+        }
+        assert!(standing.may_judge(now, TIMEOUT));
+        assert!(
+            !standing.may_judge(now + TIMEOUT + BEAT, TIMEOUT),
+            "its own beats stopped"
+        );
+    }
+
+    #[test]
+    fn a_failed_beat_or_a_stall_starts_the_steady_stretch_anew() {
+        let start = Instant::now();
+        let standing = Standing::new(start);
+        standing.written(start + TIMEOUT, TIMEOUT);
+        assert!(standing.may_judge(start + TIMEOUT, TIMEOUT));
+
+        // An outage: its beats fail, then are written again.
+        standing.failed();
+        assert!(!standing.may_judge(start + TIMEOUT + BEAT, TIMEOUT));
+        let back = start + 3 * TIMEOUT;
+        standing.written(back, TIMEOUT);
+        assert!(!standing.may_judge(back + BEAT, TIMEOUT), "back just now");
+        standing.written(back + TIMEOUT, TIMEOUT);
+        assert!(standing.may_judge(back + TIMEOUT, TIMEOUT));
+
+        // A stall: no beat at all for longer than the timeout, then one.
+        let resumed = back + 3 * TIMEOUT;
+        standing.written(resumed, TIMEOUT);
+        assert!(!standing.may_judge(resumed + BEAT, TIMEOUT));
     }
 
     #[test]

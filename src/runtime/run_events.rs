@@ -1,8 +1,10 @@
 //! The tee between a session and its headend: numbers each event 1, 2, 3… (SPEC §4.2 ids),
-//! queues it for the store without waiting, adds it to the run's in-memory log for followers in
-//! this process, and passes it on in the same order to the client, unless that client has
-//! stopped taking events: then the run follows the headend's `onDisconnect` (cancelled, or run
-//! on without it). It must never let a client that does not read hold the session.
+//! queues it for the store without waiting (but for the burst with a run's closing events,
+//! `final_report` and `run.finished`, which waits for room as its run row does: the end of a
+//! run's log is never dropped), adds it to the run's in-memory log for followers in this
+//! process, and passes it on in the same order to the client, unless that client has stopped
+//! taking events: then the run follows the headend's `onDisconnect` (cancelled, or run on
+//! without it). It must never let a client that does not read hold the session.
 
 use std::time::Duration;
 
@@ -105,7 +107,7 @@ pub(super) async fn tee(
         merge_queued_deltas(&mut burst);
         let ts = chrono::Utc::now();
         let mut followed = Vec::with_capacity(burst.len());
-        let records = burst
+        let mut records: Vec<_> = burst
             .iter()
             .map(|event| {
                 seq += 1;
@@ -124,8 +126,16 @@ pub(super) async fn tee(
                 }
             })
             .collect();
+        // The burst that ends the run's log waits for room, as its run row will.
+        let last = records
+            .iter()
+            .any(NewRunEvent::is_closing)
+            .then(|| std::mem::take(&mut records));
         recorder.events(records);
         live.append(followed);
+        if let Some(last) = last {
+            recorder.last_events(last).await;
+        }
         for event in burst.drain(..) {
             if let Some(client) = &listener
                 && !client.pass(event).await

@@ -97,8 +97,11 @@ impl StoreError {
         }
     }
 
-    /// The store could not be reached (no connection, the pool timed out, the server is
-    /// shutting down or out of connections): the same write may well succeed later.
+    /// The store cannot take the write now but may well later: it could not be reached (no
+    /// connection, the pool timed out, the server is shutting down or out of connections), or
+    /// it is out of room (a full disk, SQLite's `max_page_count`), out of memory, or its lock
+    /// stayed taken past the busy timeout. Such an error is retried, never taken for a refusal
+    /// of the data.
     pub fn is_unavailable(&self) -> bool {
         let error = match self {
             Self::Query(error) | Self::Open { source: error, .. } => error,
@@ -112,11 +115,51 @@ impl StoreError {
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed
             | sqlx::Error::BeginFailed => true,
-            sqlx::Error::Database(error) => error.code().is_some_and(|code| {
-                // 08: connection exception; 57P0x: the server is going away; 53300: no slot.
-                code.starts_with("08") || code.starts_with("57P") || code == "53300"
-            }),
+            sqlx::Error::Database(error) => error.code().is_some_and(|code| transient_code(&code)),
             _ => false,
+        }
+    }
+
+    /// The store is out of room for writes: PostgreSQL's `disk_full` (53100), SQLite's
+    /// `SQLITE_FULL` (a full disk, or the database at its `max_page_count`).
+    pub fn is_full(&self) -> bool {
+        let Self::Query(sqlx::Error::Database(error)) = self else {
+            return false;
+        };
+        error
+            .code()
+            .is_some_and(|code| match sqlite_primary_code(&code) {
+                Some(primary) => primary == SQLITE_FULL,
+                None => code == "53100",
+            })
+    }
+}
+
+/// SQLite's primary result code for a full database (`SQLITE_FULL`).
+const SQLITE_FULL: i64 = 13;
+
+/// The primary SQLite result code of a database error code, `None` for a PostgreSQL SQLSTATE
+/// (always 5 characters; SQLite's extended codes stay below 10,000).
+fn sqlite_primary_code(code: &str) -> Option<i64> {
+    if code.len() == 5 {
+        return None;
+    }
+    code.parse::<i64>().ok().map(|code| code & 0xff)
+}
+
+/// Whether a database error code says the store cannot take writes for now. PostgreSQL: 08
+/// (connection exception), 57P0x (the server is going away), 53100/53200/53300 (disk full, out of
+/// memory, no connection slot). SQLite: `BUSY` (the lock stayed taken past the busy timeout),
+/// `IOERR` (the disk failed a read or write), `FULL`.
+fn transient_code(code: &str) -> bool {
+    const BUSY: i64 = 5;
+    const IOERR: i64 = 10;
+    match sqlite_primary_code(code) {
+        Some(primary) => matches!(primary, BUSY | IOERR | SQLITE_FULL),
+        None => {
+            code.starts_with("08")
+                || code.starts_with("57P")
+                || matches!(code, "53100" | "53200" | "53300")
         }
     }
 }
@@ -124,17 +167,16 @@ impl StoreError {
 /// Whether a database error code says the data was refused: a 5-character PostgreSQL SQLSTATE,
 /// or SQLite's (extended) result code, whose low byte is the primary code.
 fn refusal_code(code: &str) -> bool {
-    if code.len() == 5 {
-        return ["22", "23", "54"]
-            .iter()
-            .any(|class| code.starts_with(class));
-    }
     const TOOBIG: i64 = 18;
     const CONSTRAINT: i64 = 19;
     const MISMATCH: i64 = 20;
     const RANGE: i64 = 25;
-    code.parse::<i64>()
-        .is_ok_and(|code| matches!(code & 0xff, TOOBIG | CONSTRAINT | MISMATCH | RANGE))
+    match sqlite_primary_code(code) {
+        Some(primary) => matches!(primary, TOOBIG | CONSTRAINT | MISMATCH | RANGE),
+        None => ["22", "23", "54"]
+            .iter()
+            .any(|class| code.starts_with(class)),
+    }
 }
 
 /// Everything agentd persists. Implementations must behave identically.
@@ -160,6 +202,8 @@ pub trait Store:
 
     /// Cheap reachability check for `/ready`.
     async fn ping(&self) -> Result<(), StoreError>;
+    /// The backend itself, for what only it offers (such as [`SqliteStore::limit_pages`]).
+    fn as_any(&self) -> &dyn std::any::Any;
     /// Closes every connection once in-flight queries finish; later calls fail.
     async fn close(&self);
 }

@@ -6,7 +6,10 @@
 //! first write of a batch, whichever comes first. A run started and finished within one batch is
 //! written as one finished row. Run rows are never dropped for a full queue: [`RunRecorder::run_started`]
 //! and [`RunRecorder::run_finished`] wait for room (the store sets the pace), and after
-//! [`RunRecorder::close`] they are written directly. Events never wait: when the queue is full
+//! [`RunRecorder::close`] they are written directly. So do a run's last events
+//! ([`RunRecorder::last_events`]), whose closing ones (`final_report`, `run.finished`) are kept
+//! with the run rows wherever other events are dropped: a stored run always has the end of its
+//! log, and a replay of it ends. Other events never wait: when the queue is full
 //! (the store is slower than the sessions for a sustained time) the event is dropped and counted
 //! in `agentd_run_events_dropped_total{reason="queue_full"}`: streaming to the client matters
 //! more than the replay log, and an unbounded queue would trade a slow database for an
@@ -20,12 +23,13 @@
 //!   (`agentd_run_events_dropped_total{reason="refused"}`), a refused run end is replaced by a
 //!   stand-in row (status `failed`, the store's error) when the store takes that. Every other row
 //!   is stored: one bad row never holds back another run.
-//! - **The store is unreachable** ([`StoreError::is_unavailable`], after `write_attempts`):
-//!   the events are dropped (`reason="store_error"`), the run rows are kept in memory (up to
-//!   `queue_capacity`) and the batch is tried again every `flush_interval`, once per try, while
-//!   the queue keeps being drained (events arriving meanwhile are dropped at once, run rows are
-//!   kept), so no session waits on a dead store. [`RunRecorder::is_storing`] is false meanwhile
-//!   (`/ready` answers 503).
+//! - **The store cannot take writes for now** ([`StoreError::is_unavailable`], after
+//!   `write_attempts`: unreachable, or full): the events are dropped (`reason="store_error"`), the
+//!   run rows and closing events are kept in memory (up to `queue_capacity`) and the batch is
+//!   tried again every `flush_interval`, once per try, while the queue keeps being drained (events
+//!   arriving meanwhile are dropped at once, run rows and closing events are kept), so no session
+//!   waits on a dead store. The outage is logged at error level, and [`RunRecorder::is_storing`]
+//!   is false meanwhile (`/ready` answers 503).
 //!
 //! Readers that must see what was queued before them (a run read after its response was sent)
 //! call [`RunRecorder::flush`] first. [`RunRecorder::close`] writes everything queued before it
@@ -42,7 +46,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{error, warn};
 
 use super::{NewRun, NewRunEvent, RunBatch, RunBatchStore, RunOutcome, RunWrite, StoreError};
 
@@ -168,6 +172,27 @@ impl RunRecorder {
         stored
     }
 
+    /// Queues a run's last events (those with its closing events, `final_report` and
+    /// `run.finished`) as a run row is queued: waiting for room, written directly once the
+    /// recorder is closed; the closing ones are kept through an outage.
+    pub async fn last_events(&self, events: Vec<NewRunEvent>) {
+        if events.is_empty() {
+            return;
+        }
+        let Err(mpsc::error::SendError(Command::Events(events))) =
+            self.queue.send(Command::Events(events)).await
+        else {
+            return;
+        };
+        let batch = RunBatch {
+            runs: Vec::new(),
+            events,
+        };
+        if let Err(error) = self.store.write_run_batch(&batch).await {
+            warn!(%error, run_id = %batch.events[0].run_id, "could not record the run's last events");
+        }
+    }
+
     /// Waits for room in the queue; once the recorder is closed, writes to the store directly.
     async fn write_run(&self, write: RunWrite, written: Option<oneshot::Sender<()>>) {
         let Err(mpsc::error::SendError(Command::Run(write, written))) = self
@@ -256,6 +281,13 @@ impl PendingBatch {
         self.writes.runs.len() + self.writes.events.len()
     }
 
+    /// Drops every event but the closing ones; how many it dropped.
+    fn drop_all_but_closing_events(&mut self) -> usize {
+        let before = self.writes.events.len();
+        self.writes.events.retain(NewRunEvent::is_closing);
+        before - self.writes.events.len()
+    }
+
     fn push_run(&mut self, write: RunWrite) {
         match self.run_index.get(&write.run.id) {
             Some(&index) => self.writes.runs[index] = write,
@@ -267,11 +299,11 @@ impl PendingBatch {
         }
     }
 
-    /// Puts back the run rows of `writes` (what a failed write left), dropping its events.
-    fn keep_runs(&mut self, writes: RunBatch) {
+    /// Puts back the run rows and events of `writes` (what a failed write left).
+    fn put_back(&mut self, writes: RunBatch) {
         self.run_index.clear();
-        self.writes.events.clear();
         self.writes.runs.clear();
+        self.writes.events = writes.events;
         for write in writes.runs {
             self.push_run(write);
         }
@@ -294,8 +326,9 @@ struct Writer {
     settings: RecorderSettings,
     metrics: RecorderMetrics,
     storing: Arc<AtomicBool>,
-    /// The last write found the store unreachable: new events are dropped at once and writes
-    /// wait for the retry clock instead of being made on every push.
+    /// The last write found the store unable to take writes: new events (but closing ones)
+    /// are dropped at once and writes wait for the retry clock instead of being made on every
+    /// push.
     outage: bool,
 }
 
@@ -336,11 +369,13 @@ impl Writer {
     async fn apply(&mut self, command: Command, deadline: &mut Option<Instant>) {
         match command {
             Command::Events(mut events) if self.outage => {
+                let before = events.len();
+                events.retain(NewRunEvent::is_closing);
                 self.metrics
                     .dropped
                     .with_label_values(&["store_error"])
-                    .inc_by(events.len() as u64);
-                events.clear();
+                    .inc_by((before - events.len()) as u64);
+                self.batch.writes.events.append(&mut events);
                 if deadline.is_none() {
                     *deadline = self.retry_deadline();
                 }
@@ -380,8 +415,9 @@ impl Writer {
 
     /// Writes the pending batch, retrying an error up to `write_attempts` times (once while the
     /// store is known to be unreachable). What the store refuses is isolated; when the store
-    /// cannot be reached the events are dropped (and counted) but the run rows stay for the next
-    /// try, up to `queue_capacity` of them: an outage must not lose a run's record.
+    /// cannot take writes the events are dropped (and counted) but the run rows and closing
+    /// events stay for the next try, up to `queue_capacity` of them: an outage must not lose a
+    /// run's record nor the end of its log.
     async fn write_batch(&mut self) {
         if self.batch.len() == 0 {
             // Nothing to write: while the store is down, see whether it is back.
@@ -431,23 +467,28 @@ impl Writer {
         self.storing.store(true, Ordering::Relaxed);
     }
 
-    /// The store cannot be reached: keep the run rows, drop the events.
+    /// The store cannot take writes: keep the run rows and closing events, drop the others.
     fn unreachable(&mut self, error: &StoreError) {
         if !self.outage {
-            warn!(%error, runs = self.batch.writes.runs.len(), events = self.batch.writes.events.len(),
-                "the store is unreachable: run events are dropped, runs are kept in memory and retried");
+            let why = if error.is_full() {
+                "the store is full"
+            } else {
+                "the store is unreachable"
+            };
+            error!(%error, runs = self.batch.writes.runs.len(), events = self.batch.writes.events.len(),
+                "{why}: run events are dropped, runs and their closing events are kept in memory and retried");
         }
         self.outage = true;
         self.storing.store(false, Ordering::Relaxed);
+        let dropped = self.batch.drop_all_but_closing_events();
         self.metrics
             .dropped
             .with_label_values(&["store_error"])
-            .inc_by(self.batch.writes.events.len() as u64);
-        self.batch.writes.events.clear();
-        let carried = self.batch.writes.runs.len();
+            .inc_by(dropped as u64);
+        let carried = self.batch.len();
         if carried > self.settings.queue_capacity {
-            warn!(
-                runs = carried,
+            error!(
+                records = carried,
                 "run records could not be stored for too long; dropped"
             );
             self.batch.clear();
@@ -469,7 +510,7 @@ impl Writer {
                         rest.runs.extend(later.runs);
                         rest.events.extend(later.events);
                     }
-                    self.batch.keep_runs(rest);
+                    self.batch.put_back(rest);
                     self.unreachable(&error);
                     return;
                 }

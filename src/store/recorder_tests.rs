@@ -665,6 +665,65 @@ async fn an_unreachable_store_keeps_runs_in_memory_without_stalling_and_stores_t
     );
 }
 
+/// An event of `kind` numbered `seq` of run `run_id`.
+fn event_of(run_id: &str, seq: i64, kind: &str) -> NewRunEvent {
+    NewRunEvent {
+        run_id: run_id.into(),
+        event_type: kind.into(),
+        ..event(seq)
+    }
+}
+
+#[tokio::test]
+async fn a_runs_closing_events_are_kept_through_an_outage_and_stored_with_its_end() {
+    let store = Arc::new(FakeEvents::default());
+    store.down.store(true, Ordering::SeqCst);
+    let dropped = counter();
+    let recorder = RunRecorder::start(
+        store.clone(),
+        RecorderSettings {
+            write_attempts: 1,
+            ..settings(64, 4, Duration::from_millis(5))
+        },
+        metrics(&dropped),
+    );
+    recorder.run_started(run("run")).await;
+    recorder.events(vec![event(1), event(2)]);
+    wait_for("the outage is noticed", || !recorder.is_storing()).await;
+    // The run streams on and ends while the store is down.
+    recorder
+        .last_events(vec![
+            event(3),
+            event_of("run", 4, "final_report"),
+            event_of("run", 5, "run.finished"),
+        ])
+        .await;
+    let _stored = recorder.run_finished(run("run"), ended()).await;
+    recorder.flush().await;
+    assert!(store.seqs().is_empty());
+    store.down.store(false, Ordering::SeqCst);
+    wait_for("the store is written again", || recorder.is_storing()).await;
+    recorder.flush().await;
+    assert_eq!(store.seqs(), vec![4, 5], "the log's end is stored");
+    assert!(stored_runs(&store).contains(&finished("run")));
+    assert_eq!(dropped.with_label_values(&["store_error"]).get(), 3);
+}
+
+#[test]
+fn a_full_busy_or_failing_disk_is_transient_and_a_full_one_says_so() {
+    use super::super::transient_code;
+    assert!(transient_code("13"), "SQLite full");
+    assert!(transient_code("5"), "SQLite busy");
+    assert!(transient_code("778"), "SQLite write I/O error");
+    assert!(transient_code("53100"), "PostgreSQL disk full");
+    assert!(transient_code("08006"), "connection failure");
+    assert!(!transient_code("19"), "SQLite constraint");
+    assert!(!transient_code("2067"), "SQLite unique constraint");
+    assert!(!transient_code("23505"), "PostgreSQL unique violation");
+    assert!(!transient_code("40P01"), "deadlock");
+    assert!(!StoreError::Query(sqlx::Error::PoolTimedOut).is_full());
+}
+
 #[tokio::test]
 async fn an_outage_with_nothing_to_write_ends_when_the_store_answers_again() {
     let store = Arc::new(FakeEvents::default());

@@ -1,7 +1,7 @@
 //! What lets runs outlive a process (SPEC §7): the processes ("replicas") sharing the store and
 //! their heartbeats, the runs whose owner stopped beating (ended here `owner_lost`, exactly once
-//! whichever replica asks), idempotent submissions (`requestId`) and cancellations waiting for a
-//! run's owner. Waking other replicas is the backend's business: PostgreSQL notifies on the
+//! whichever replica asks, and replaced by the owner's own end should it turn out alive),
+//! idempotent submissions (`requestId`) and cancellations waiting for a run's owner. Waking other replicas is the backend's business: PostgreSQL notifies on the
 //! channels below in the same transaction as the write; SQLite is one process and needs nothing.
 
 use async_trait::async_trait;
@@ -33,7 +33,9 @@ pub struct OrphanedRun {
     pub created_at: DateTime<Utc>,
 }
 
-/// How an orphaned run is ended: the run row's end and the events appended after its last one.
+/// How an orphaned run is ended: the run row's end. No event is appended: the owner may still
+/// be alive and numbering events, and a follower ends the stream of a run ended without a
+/// stored `run.finished` with `error` and `run.finished` made from its stored result.
 #[derive(Debug, Clone)]
 pub struct OrphanEnd {
     pub run_id: String,
@@ -42,8 +44,6 @@ pub struct OrphanEnd {
     pub duration_ms: i64,
     /// The whole `AgentResult` of the ended run.
     pub result: JsonText,
-    /// `(event type, data)` in order, numbered after the run's last stored event.
-    pub events: Vec<(&'static str, JsonText)>,
 }
 
 /// A cancel waiting for the run's owner to take it.
@@ -62,14 +62,16 @@ pub trait ReplicaStore: Send + Sync {
     async fn beat(&self, replica_id: &str, at: DateTime<Utc>) -> Result<bool, StoreError>;
     async fn remove_replica(&self, replica_id: &str) -> Result<(), StoreError>;
     async fn list_replicas(&self) -> Result<Vec<Replica>, StoreError>;
-    /// Runs still `running` whose owner has no replica row or last beat before `stale_before`.
+    /// Runs still `running` whose owner has no replica row or (with `stale_before`) last beat
+    /// before `stale_before`.
     async fn orphaned_runs(
         &self,
-        stale_before: DateTime<Utc>,
+        stale_before: Option<DateTime<Utc>>,
         limit: u32,
     ) -> Result<Vec<OrphanedRun>, StoreError>;
-    /// Ends the run `failed` / `owner_lost` and appends its events, if it is still `running`;
-    /// `false` when another replica (or its owner) ended it first.
+    /// Ends the run `failed` / `owner_lost` if it is still `running` (and wakes its followers);
+    /// `false` when another replica (or its owner) ended it first. Its owner's own end, written
+    /// later, replaces this one ([`super::RunBatchStore::write_run_batch`]).
     async fn end_orphaned_run(&self, end: &OrphanEnd) -> Result<bool, StoreError>;
 
     /// Records `run_id` as the run of `(user_key, request_id)`, or returns the run recorded

@@ -20,6 +20,17 @@ pub struct NewRunEvent {
 /// A stored event; the same fields as it was appended with.
 pub type RunEventRecord = NewRunEvent;
 
+/// The events that end a run's log: its `final_report` and `run.finished`. Without them a
+/// replay has no end, so they are kept, like run rows, until the store takes them.
+pub const CLOSING_EVENTS: [&str; 2] = ["final_report", "run.finished"];
+
+impl NewRunEvent {
+    /// Whether this is one of the [`CLOSING_EVENTS`].
+    pub fn is_closing(&self) -> bool {
+        CLOSING_EVENTS.contains(&self.event_type.as_str())
+    }
+}
+
 #[async_trait]
 pub trait RunEventStore: Send + Sync {
     /// Appends a batch in one transaction. Re-appending an existing `(run_id, seq)` is a no-op,

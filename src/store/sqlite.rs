@@ -2,14 +2,22 @@
 //! one-connection writer pool whose transactions start with `BEGIN IMMEDIATE` (writers queue in
 //! the pool instead of failing with SQLITE_BUSY half-way) and a read-only pool for queries, which
 //! WAL lets run while the writer writes.
+//!
+//! A write that fails inside a transaction is rolled back; when SQLite already ended the
+//! transaction itself (it does on `SQLITE_FULL`), sqlx still counts it open and refuses every
+//! later `BEGIN` on that connection, so a writer connection returned to the pool inside a
+//! transaction is closed and the pool opens a fresh one: one failed write never blocks the next.
 
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
 };
-use sqlx::{Sqlite, Transaction};
+use sqlx::{Connection, Sqlite, Transaction};
 
 use super::StoreError;
 
@@ -17,10 +25,15 @@ use super::StoreError;
 const READERS: u32 = 4;
 /// How long a connection waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// SQLite's largest `max_page_count`: no cap.
+const NO_PAGE_CAP: u64 = 4_294_967_294;
 
 pub struct SqliteStore {
     reader: SqlitePool,
     writer: SqlitePool,
+    /// The writer's `max_page_count`, applied to every writer connection ([`NO_PAGE_CAP`]
+    /// unless [`SqliteStore::limit_pages`] set one).
+    page_cap: Arc<AtomicU64>,
 }
 
 impl SqliteStore {
@@ -45,8 +58,22 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(BUSY_TIMEOUT)
             .statement_cache_capacity(super::sql::STATEMENT_CACHE_CAPACITY);
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
+        let page_cap = Arc::new(AtomicU64::new(NO_PAGE_CAP));
+        let cap = page_cap.clone();
+        let mut writer =
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .after_connect(move |connection, _| {
+                    let pages = cap.load(Ordering::Relaxed);
+                    Box::pin(async move { set_max_page_count(connection, pages).await })
+                });
+        // An in-memory database lives in its one connection: closing it would lose everything.
+        if !is_in_memory(url) {
+            writer = writer.after_release(|connection, _| {
+                Box::pin(async move { leaves_no_transaction(connection).await })
+            });
+        }
+        let writer = writer
             .connect_with(options.clone().create_if_missing(true))
             .await
             .map_err(open_error)?;
@@ -61,7 +88,22 @@ impl SqliteStore {
                 .await
                 .map_err(open_error)?
         };
-        Ok(Self { reader, writer })
+        Ok(Self {
+            reader,
+            writer,
+            page_cap,
+        })
+    }
+
+    /// Caps the database at `pages` pages (SQLite's `max_page_count`; `None` lifts the cap):
+    /// past it every write that needs a new page fails with `SQLITE_FULL`, as on a full disk.
+    /// A cap below the database's present size holds it at that size.
+    pub async fn limit_pages(&self, pages: Option<u64>) -> Result<(), StoreError> {
+        let pages = pages.unwrap_or(NO_PAGE_CAP).clamp(1, NO_PAGE_CAP);
+        self.page_cap.store(pages, Ordering::Relaxed);
+        let mut writer = self.writer.acquire().await?;
+        set_max_page_count(&mut writer, pages).await?;
+        Ok(())
     }
 
     /// One process: its followers are woken in memory, so there is no one to notify.
@@ -88,12 +130,40 @@ fn is_in_memory(url: &str) -> bool {
     url.contains(":memory:") || url.contains("mode=memory")
 }
 
+async fn set_max_page_count(
+    connection: &mut SqliteConnection,
+    pages: u64,
+) -> Result<(), sqlx::Error> {
+    let pragma = format!("PRAGMA max_page_count = {pages}");
+    sqlx::query(sqlx::AssertSqlSafe(pragma))
+        .execute(connection)
+        .await?;
+    Ok(())
+}
+
+/// Whether a writer connection coming back to the pool may be used again: not when it is still
+/// inside a transaction once the rollback its transaction queued on drop has run (the ping runs
+/// after it). SQLite ends a transaction itself on some errors (`SQLITE_FULL`); the rollback then
+/// fails and sqlx would refuse every later `BEGIN` on the connection. A committed or rolled back
+/// transaction leaves nothing to wait for.
+async fn leaves_no_transaction(connection: &mut SqliteConnection) -> Result<bool, sqlx::Error> {
+    if !connection.is_in_transaction() {
+        return Ok(true);
+    }
+    connection.ping().await?;
+    if connection.is_in_transaction() {
+        tracing::warn!(
+            "the SQLite writer connection was left inside a failed transaction; it is replaced"
+        );
+        return Ok(false);
+    }
+    Ok(true)
+}
+
 super::sql::shared_store_impl!(SqliteStore, sqlx::Sqlite);
 
 #[cfg(test)]
 mod tests {
-    use sqlx::Connection;
-
     use super::*;
     use crate::store::sql::{ROWS_PER_INSERT, STATEMENT_CACHE_CAPACITY};
     use crate::store::{NewRunEvent, RunBatch, RunBatchStore};
@@ -108,6 +178,45 @@ mod tests {
                 ts: chrono::Utc::now(),
             })
             .collect()
+    }
+
+    /// A write into a full database (SQLite ends the transaction itself) is an outage, not a
+    /// refusal, and leaves the writer usable: once there is room again the same write is made
+    /// (the connection used to stay "inside" the failed transaction and refuse every `BEGIN`).
+    #[tokio::test]
+    async fn a_write_into_a_full_database_fails_as_full_and_the_next_one_is_made() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("store.db").display());
+        let store = SqliteStore::open(&url).await.expect("open");
+        store.limit_pages(Some(1)).await.expect("cap");
+        // One single-row statement: on SQLITE_FULL SQLite rolls the whole transaction back (a
+        // statement that keeps a statement journal rolls back only itself).
+        let large = |run: usize| RunBatch {
+            runs: Vec::new(),
+            events: vec![NewRunEvent {
+                run_id: format!("run-{run}"),
+                seq: 1,
+                event_type: "output".into(),
+                data: serde_json::json!({"text": "x".repeat(80_000)}).into(),
+                ts: chrono::Utc::now(),
+            }],
+        };
+        let error = store
+            .write_run_batch(&large(1))
+            .await
+            .expect_err("no room for the batch");
+        assert!(error.is_full() && error.is_unavailable(), "{error}");
+        let again = store
+            .write_run_batch(&large(1))
+            .await
+            .expect_err("still full");
+        assert!(again.is_full(), "the writer is not stuck: {again}");
+        store.limit_pages(None).await.expect("cap lifted");
+        store.write_run_batch(&large(1)).await.expect("room again");
+        let stored = crate::store::RunEventStore::list_run_events(&store, "run-1", 0, 100)
+            .await
+            .expect("events");
+        assert_eq!(stored.len(), 1);
     }
 
     /// The replica's poll for cancellations reads `runs` by key, never by scanning it: a scan

@@ -50,6 +50,7 @@ mod secrets;
 mod session;
 mod shutdown;
 mod store;
+mod store_faults;
 mod sub_agents;
 mod tool_policy;
 mod tool_runs;

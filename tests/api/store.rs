@@ -9,7 +9,7 @@ mod conformance;
 mod conversation_checks;
 mod key_limit_conformance;
 mod nul_checks;
-mod outage;
+pub(crate) mod outage;
 mod response_checks;
 mod run_listing;
 mod secret_conformance;

@@ -120,6 +120,10 @@ macro_rules! shared_store_impl {
             fn notification_url(&self) -> Option<&str> {
                 self.listen_url()
             }
+
+            fn as_any(&self) -> &dyn std::any::Any {
+                self
+            }
         }
     };
 }

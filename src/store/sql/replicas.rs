@@ -1,5 +1,5 @@
 //! Statements of `replicas`, `run_requests` and `run_cancellations`, and the owner-loss end of a
-//! run (SPEC §7). Each backend supplies `notify_runs` and `notify_control`, which wake other
+//! run (SPEC §7): its row only, no events (the owner may be alive and numbering them). Each backend supplies `notify_runs` and `notify_control`, which wake other
 //! replicas inside the writing transaction (PostgreSQL) or do nothing (SQLite).
 
 use chrono::{DateTime, Utc};
@@ -13,6 +13,7 @@ pub const DELETE_REPLICA: &str = "DELETE FROM replicas WHERE id = $1";
 pub const LIST_REPLICAS: &str =
     "SELECT id, host, pid, started_at, heartbeat_at FROM replicas ORDER BY started_at";
 
+/// `$1` NULL: only runs whose owner has no replica row (a NULL comparison is never true).
 pub const ORPHANED_RUNS: &str = "SELECT r.id, r.owner, r.created_at FROM runs r \
      LEFT JOIN replicas p ON p.id = r.owner \
      WHERE r.status = 'running' AND (p.id IS NULL OR p.heartbeat_at < $1) \
@@ -20,8 +21,6 @@ pub const ORPHANED_RUNS: &str = "SELECT r.id, r.owner, r.created_at FROM runs r 
 pub const END_ORPHANED_RUN: &str = "UPDATE runs SET status = 'failed', exit_reason = 'owner_lost', \
      success = $2, error = $3, finished_at = $4, duration_ms = $5, result = $6 \
      WHERE id = $1 AND status = 'running'";
-pub const LAST_EVENT_SEQ: &str =
-    "SELECT COALESCE(MAX(COALESCE(last_seq, seq)), 0) FROM run_events WHERE run_id = $1";
 
 pub const CLAIM_REQUEST: &str = "INSERT INTO run_requests (user_key, request_id, run_id, created_at) \
      VALUES ($1, $2, $3, $4) ON CONFLICT (user_key, request_id) DO NOTHING";
@@ -153,14 +152,14 @@ macro_rules! impl_replica_store {
 
             async fn orphaned_runs(
                 &self,
-                stale_before: chrono::DateTime<chrono::Utc>,
+                stale_before: Option<chrono::DateTime<chrono::Utc>>,
                 limit: u32,
             ) -> Result<Vec<$crate::store::OrphanedRun>, $crate::store::StoreError> {
                 use $crate::store::sql::replicas as sql;
                 let limit = $crate::store::check_page_size(limit)?;
                 // The writer sees the latest heartbeats and ends, which a read replica might not.
                 let rows = sqlx::query_as::<_, sql::OrphanRow>(sql::ORPHANED_RUNS)
-                    .bind($crate::store::sql::at(stale_before))
+                    .bind(stale_before.map($crate::store::sql::at))
                     .bind(limit)
                     .fetch_all(&self.writer)
                     .await?;
@@ -186,21 +185,6 @@ macro_rules! impl_replica_store {
                     tx.rollback().await?;
                     return Ok(false);
                 }
-                let last: i64 = sqlx::query_scalar(sql::LAST_EVENT_SEQ)
-                    .bind(&end.run_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                let events: Vec<$crate::store::NewRunEvent> = (last + 1..)
-                    .zip(&end.events)
-                    .map(|(seq, (kind, data))| $crate::store::NewRunEvent {
-                        run_id: end.run_id.clone(),
-                        seq,
-                        event_type: (*kind).to_string(),
-                        data: data.clone(),
-                        ts: end.finished_at,
-                    })
-                    .collect();
-                Self::insert_event_rows(&mut tx, &events).await?;
                 Self::notify_runs(&mut tx, &[end.run_id.as_str()]).await?;
                 tx.commit().await?;
                 Ok(true)

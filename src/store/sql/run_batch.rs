@@ -12,7 +12,9 @@ pub const RUNS_PER_INSERT: usize = 25;
 
 /// Followed by the VALUES rows. A run already stored as running gets the end of a finished
 /// row; a running row never overwrites anything, and neither does anything a run that has
-/// already ended (by its owner, or by another replica as `owner_lost`).
+/// already ended, with one exception: an `owner_lost` end, written by another replica that took
+/// the owner for dead, gives way to the owner's own end (same `owner`): the owner was alive, and
+/// its result is the run's.
 pub const UPSERT_RUNS: &str = "INSERT INTO runs (id, agent, user_id, conversation_id, created_at, status, \
      exit_reason, success, error, final_report, input_tokens, output_tokens, cached_tokens, total_tokens, \
      cost_usd, turns, finished_at, duration_ms, result, owner) ";
@@ -22,7 +24,8 @@ pub const UPSERT_RUNS_END: &str = " ON CONFLICT (id) DO UPDATE SET status = excl
      output_tokens = excluded.output_tokens, cached_tokens = excluded.cached_tokens, \
      total_tokens = excluded.total_tokens, cost_usd = excluded.cost_usd, turns = excluded.turns, \
      finished_at = excluded.finished_at, duration_ms = excluded.duration_ms, result = excluded.result \
-     WHERE excluded.status <> 'running' AND runs.status = 'running'";
+     WHERE excluded.status <> 'running' AND (runs.status = 'running' \
+     OR (runs.exit_reason = 'owner_lost' AND runs.owner = excluded.owner))";
 
 /// The columns of one run row after `id, agent, user_id, conversation_id, created_at`; a run
 /// that has not finished has status `running` and empty end columns.

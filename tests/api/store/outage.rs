@@ -13,7 +13,7 @@ use crate::support::{TestApp, spawn_app_with};
 const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 
 /// A throwaway cluster, stopped (immediately) when dropped.
-struct PrivateCluster {
+pub(crate) struct PrivateCluster {
     dir: tempfile::TempDir,
     port: u16,
 }
@@ -23,7 +23,7 @@ impl PrivateCluster {
         self.dir.path().join("data")
     }
 
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         for tool in ["initdb", "pg_ctl"] {
             assert!(
                 Path::new(PG_BIN).join(tool).exists(),
@@ -69,7 +69,8 @@ impl PrivateCluster {
         run(&mut command);
     }
 
-    fn ctl(&self, action: &str) {
+    /// `pg_ctl start`, or any other action (`stop`) in `immediate` mode.
+    pub(crate) fn ctl(&self, action: &str) {
         let data = self.data().display().to_string();
         let log = self.dir.path().join("log").display().to_string();
         let options = format!(
@@ -92,7 +93,7 @@ impl PrivateCluster {
         self.as_postgres(&args);
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 }
