@@ -345,10 +345,11 @@ fn closing_frames(run: &RunRecord, after: i64) -> Vec<FollowedEvent> {
         frames.push(("final_report", JsonText::of(report)));
     }
     frames.push((RUN_FINISHED, JsonText::of(&summary)));
-    (after + 1..)
+    // `after` is the client's `Last-Event-ID` when nothing was stored after it: any number.
+    (1..)
         .zip(frames)
-        .map(|(seq, (kind, data))| FollowedEvent {
-            seq,
+        .map(|(offset, (kind, data))| FollowedEvent {
+            seq: after.saturating_add(offset),
             kind: Cow::Borrowed(kind),
             data,
         })
@@ -507,6 +508,12 @@ mod tests {
             frames[1].data.to_value(),
             serde_json::to_value(result.summary()).expect("json")
         );
+    }
+
+    #[test]
+    fn the_end_is_numbered_on_from_any_last_event_id_without_overflow() {
+        let frames = closing_frames(&ended_run("llm_error", None), i64::MAX - 1);
+        assert_eq!(kinds(&frames), [(i64::MAX, "run.finished")]);
     }
 
     #[test]
