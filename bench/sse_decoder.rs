@@ -69,9 +69,8 @@ async fn full_pipeline(chunks: &[Bytes]) -> usize {
     );
     let mut assembler = ResponseAssembler::default();
     while let Some(delta) = deltas.next().await {
-        match delta {
-            Ok(delta) => assembler.push(&delta),
-            Err(error) => panic!("the benchmark stream failed: {error}"),
+        if let Err(error) = delta.and_then(|delta| assembler.push(&delta)) {
+            panic!("the benchmark stream failed: {error}");
         }
     }
     assembler.finish().text.len()

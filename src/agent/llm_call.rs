@@ -80,6 +80,8 @@ impl LlmAccess<'_> {
             sampling: facts.sampling.clone(),
             tool_choice: attempt.tool_choice,
             timeout: facts.request.agent.limits.llm_timeout,
+            max_response_bytes: usize::try_from(facts.request.agent.limits.llm_response_max_bytes)
+                .unwrap_or(usize::MAX),
         };
         let routing = routing_for(facts, attempt.final_tag_nonce);
         let started = Instant::now();
@@ -118,12 +120,14 @@ impl LlmAccess<'_> {
         mut routing: TextRouting,
         mut output: AttemptOutput<'_>,
     ) -> Result<(LlmResponse, bool), LlmError> {
+        let mut assembler = ResponseAssembler::bounded(request.max_response_bytes);
         let mut stream = provider.stream(request).await?;
-        let mut assembler = ResponseAssembler::default();
         while let Some(delta) = stream.next().await {
             let mut delta = delta?;
             // A NUL from the model becomes U+FFFD before anything sees it (see `nul_text`).
             scrub_delta(&mut delta);
+            // Output past `llmResponseMaxBytes` ends the attempt before anyone sees it.
+            assembler.push(&delta)?;
             match &delta {
                 LlmDelta::Text(text) => self.route_text(&mut routing, &mut output, text).await,
                 LlmDelta::Reasoning(text) => {
@@ -133,7 +137,6 @@ impl LlmAccess<'_> {
                 }
                 _ => {}
             }
-            assembler.push(&delta);
         }
         let streamed = match &mut routing {
             TextRouting::FinalTag(filter) => {
@@ -230,7 +233,8 @@ fn scrub_error(mut error: LlmError) -> LlmError {
         | LlmError::Model(text)
         | LlmError::Network(text)
         | LlmError::Timeout(text)
-        | LlmError::InvalidResponse(text) => crate::nul_text::scrub(text),
+        | LlmError::InvalidResponse(text)
+        | LlmError::TooLarge(text) => crate::nul_text::scrub(text),
     }
     error
 }

@@ -31,6 +31,8 @@ pub enum ExitReason {
     /// The model called tools the client brought (SPEC §9.2); the client runs them and sends
     /// their results in its next request.
     ClientToolCalls,
+    /// A model response passed the agent's `llmResponseMaxBytes`.
+    OutputTooLarge,
 }
 
 impl ExitReason {
@@ -54,6 +56,7 @@ impl ExitReason {
             Self::OwnerLost => "owner_lost",
             Self::ShuttingDown => "shutting_down",
             Self::ClientToolCalls => "client_tool_calls",
+            Self::OutputTooLarge => "output_too_large",
         }
     }
 

@@ -773,6 +773,7 @@ fn native_notices(
 fn fatal(error: &LlmError) -> Ending {
     let reason = match error {
         LlmError::QuotaExceeded(_) => ExitReason::QuotaExceeded,
+        LlmError::TooLarge(_) => ExitReason::OutputTooLarge,
         _ => ExitReason::AuthFailure,
     };
     Ending::failure(reason, error.to_string())

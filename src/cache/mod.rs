@@ -8,6 +8,7 @@
 //! carry on without the cache.
 
 mod redis;
+mod redis_link;
 mod store_backend;
 
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use crate::config::cache::{CacheBackend, CacheConfig};
 use crate::store::{CacheStore, StoreError};
 
 pub use self::redis::RedisCache;
-pub(crate) use self::redis::connect_with_timeouts as connect_redis;
+pub use self::redis_link::{RedisCallError, RedisLink};
 pub use store_backend::StoreCache;
 
 /// The longest TTL honoured; longer ones are cut to this (the stores need a finite expiry).
@@ -42,7 +43,7 @@ pub enum CacheError {
         source: ::redis::RedisError,
     },
     #[error("response cache (redis): {0}")]
-    Redis(#[from] ::redis::RedisError),
+    Redis(#[from] RedisCallError),
     #[error("response cache (store): {0}")]
     Store(#[from] StoreError),
     #[error("response cache entry is not a valid result: {0}")]
@@ -53,6 +54,11 @@ impl CacheError {
     /// True when the configuration is at fault (exit 4), not a service (exit 3).
     pub fn is_config(&self) -> bool {
         matches!(self, Self::NoRedisUrl)
+    }
+
+    /// Redis was skipped after a failure that was logged once: nothing to log again.
+    pub fn is_skipped(&self) -> bool {
+        matches!(self, Self::Redis(error) if error.is_skipped())
     }
 }
 

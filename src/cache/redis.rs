@@ -5,23 +5,21 @@
 //! expiry time. Each read and write is one Lua script, so concurrent servers cannot interleave
 //! half-done updates; expiry is judged against the caller's clock (like the store backend) and
 //! the Redis expiry only collects what nobody reads again. Not for Redis Cluster: eviction
-//! deletes keys it computes inside the script.
+//! deletes keys it computes inside the script. Calls go through a [`RedisLink`]: bounded in
+//! time, and skipped for a while after Redis failed.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use redis::Script;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::{Deserialize, Serialize};
 
 use serde_json::Value;
 
+use super::redis_link::RedisLink;
 use super::{CacheError, CacheKey, CachedEntry, EntryCache, expiry};
 use crate::store::redact_password;
-
-/// A Redis that does not answer within this fails the cache call (the run goes on without it).
-const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// KEYS: entry, lru index, expiry index. ARGV: now (ms). Returns the value, or nil when absent or
 /// expired (removing it); a hit is marked used.
@@ -72,7 +70,7 @@ struct StoredValue {
 }
 
 pub struct RedisCache {
-    connection: ConnectionManager,
+    link: RedisLink,
     prefix: String,
     max_entries: u64,
     get_script: Script,
@@ -82,15 +80,14 @@ pub struct RedisCache {
 impl RedisCache {
     /// Connects (and keeps reconnecting) to `url`; every key starts with `prefix`.
     pub async fn connect(url: &str, prefix: &str, max_entries: u64) -> Result<Self, CacheError> {
-        let connection =
-            connect_with_timeouts(url)
-                .await
-                .map_err(|source| CacheError::RedisConnect {
-                    url: redact_password(url),
-                    source,
-                })?;
+        let link = RedisLink::connect(url, "response cache")
+            .await
+            .map_err(|source| CacheError::RedisConnect {
+                url: redact_password(url),
+                source,
+            })?;
         Ok(Self {
-            connection,
+            link,
             prefix: prefix.to_string(),
             max_entries,
             get_script: Script::new(GET_SCRIPT),
@@ -107,19 +104,6 @@ impl RedisCache {
     }
 }
 
-/// A connection to `url` that keeps reconnecting, and fails a call Redis does not answer within
-/// [`REDIS_TIMEOUT`] (the caller then carries on without Redis). Also used by the key limits.
-pub(crate) async fn connect_with_timeouts(
-    url: &str,
-) -> Result<ConnectionManager, redis::RedisError> {
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(REDIS_TIMEOUT))
-        .set_response_timeout(Some(REDIS_TIMEOUT));
-    redis::Client::open(url)?
-        .get_connection_manager_with_config(config)
-        .await
-}
-
 #[async_trait]
 impl EntryCache for RedisCache {
     async fn get_entry(
@@ -128,15 +112,9 @@ impl EntryCache for RedisCache {
         now: DateTime<Utc>,
     ) -> Result<Option<CachedEntry>, CacheError> {
         let [entry, lru, exp] = self.keys(key);
-        let mut connection = self.connection.clone();
-        let value: Option<String> = self
-            .get_script
-            .key(entry)
-            .key(lru)
-            .key(exp)
-            .arg(now.timestamp_millis())
-            .invoke_async(&mut connection)
-            .await?;
+        let mut invocation = self.get_script.key(entry);
+        invocation.key(lru).key(exp).arg(now.timestamp_millis());
+        let value: Option<String> = self.link.invoke(invocation).await?;
         let Some(value) = value else {
             return Ok(None);
         };
@@ -162,19 +140,16 @@ impl EntryCache for RedisCache {
             stored_at: now.timestamp_millis(),
             result: value.clone(),
         })?;
-        let mut connection = self.connection.clone();
-        let _: i64 = self
-            .put_script
-            .key(entry)
+        let mut invocation = self.put_script.key(entry);
+        invocation
             .key(lru)
             .key(exp)
             .arg(value)
             .arg(now.timestamp_millis())
             .arg(expires_at.timestamp_millis())
             .arg(ttl_ms)
-            .arg(self.max_entries)
-            .invoke_async(&mut connection)
-            .await?;
+            .arg(self.max_entries);
+        let _: i64 = self.link.invoke(invocation).await?;
         Ok(())
     }
 }

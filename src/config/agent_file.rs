@@ -32,6 +32,10 @@ pub struct AgentFrontmatter {
     pub max_output_tokens: Option<u32>,
     pub repeat_penalty: Option<f64>,
     pub tool_response_max_bytes: Option<u64>,
+    /// The most bytes one model response may carry: its text, reasoning and tool-call
+    /// arguments as they stream, or its whole body when not streamed. Past it the run ends
+    /// `output_too_large`.
+    pub llm_response_max_bytes: Option<u64>,
     /// `truncate` (default) or `handles`.
     pub tool_output: Option<ToolOutputMode>,
     pub reasoning: Option<Value>,

@@ -141,6 +141,10 @@ pub struct Defaults {
     pub max_output_tokens: Option<u32>,
     pub repeat_penalty: Option<f64>,
     pub tool_response_max_bytes: Option<u64>,
+    /// The most bytes one model response may carry (see [`AgentFrontmatter`]'s key).
+    ///
+    /// [`AgentFrontmatter`]: agent_file::AgentFrontmatter
+    pub llm_response_max_bytes: Option<u64>,
     pub context_window: Option<u64>,
     pub context_window_buffer_tokens: Option<u64>,
     pub reasoning: Option<Value>,

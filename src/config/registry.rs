@@ -10,7 +10,6 @@ use std::time::Duration;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::Config;
 use super::agent_file::{
     AgentFile, AgentFileError, AgentFrontmatter, Finalization, ToolOutputMode, Transport,
     read_agent_file,
@@ -20,6 +19,7 @@ use super::approvals::{
 };
 use super::reasoning::{ReasoningLevel, ReasoningTokens};
 use super::sampling::{SamplingParams, numeric_sampling};
+use super::{Config, Defaults};
 
 /// One `provider/model` pair an agent may call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +45,8 @@ pub struct SessionLimits {
     pub llm_timeout: Duration,
     pub tool_timeout: Duration,
     pub tool_response_max_bytes: u64,
+    /// `llmResponseMaxBytes`: the most bytes one model response may carry.
+    pub llm_response_max_bytes: u64,
 }
 
 /// The agents run around an agent (reference §2.1): advisors before it, a router destination
@@ -183,6 +185,9 @@ const DEFAULT_MAX_TOOL_CALLS_PER_TURN: u32 = 10;
 const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(120);
 const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_TOOL_RESPONSE_MAX_BYTES: u64 = 12 * 1024;
+/// 8 MiB: far beyond any answer a model gives (a 128k-token output is about 0.5 MiB), small
+/// enough that an upstream that never stops costs little memory and store space.
+const DEFAULT_LLM_RESPONSE_MAX_BYTES: u64 = 8 * 1024 * 1024;
 
 /// All agents by name.
 #[derive(Debug, Clone, Default)]
@@ -350,6 +355,8 @@ pub fn resolve_agent(
             .tool_response_max_bytes
             .or(defaults.tool_response_max_bytes)
             .unwrap_or(DEFAULT_TOOL_RESPONSE_MAX_BYTES),
+        llm_response_max_bytes: llm_response_max_bytes(fm, defaults)
+            .map_err(|detail| bad_setting(&file_label, "llmResponseMaxBytes", detail))?,
     };
     let sampling = numeric_sampling!(defaults).overridden_by(&SamplingParams {
         reasoning: reasoning_level(fm.reasoning.as_ref(), defaults.reasoning.as_ref())
@@ -465,6 +472,18 @@ fn reasoning_level(
             .transpose()
             .map_err(|e| format!("defaults.reasoning: {e}"))?
             .flatten()),
+    }
+}
+
+/// `llmResponseMaxBytes` from the frontmatter, else the defaults, else 8 MiB; at least 1.
+fn llm_response_max_bytes(fm: &AgentFrontmatter, defaults: &Defaults) -> Result<u64, String> {
+    match fm
+        .llm_response_max_bytes
+        .or(defaults.llm_response_max_bytes)
+    {
+        Some(0) => Err("must be at least 1 (bytes one model response may carry)".into()),
+        Some(bytes) => Ok(bytes),
+        None => Ok(DEFAULT_LLM_RESPONSE_MAX_BYTES),
     }
 }
 

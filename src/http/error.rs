@@ -176,7 +176,10 @@ impl ApiError {
                 "The model provider refused the API key agentd sent it: check the provider's \
                  `apiKey` in the config (the server log names the provider)",
             ),
-            ExitReason::QuotaExceeded | ExitReason::LlmError | ExitReason::NoLlmResponse => {
+            ExitReason::QuotaExceeded
+            | ExitReason::LlmError
+            | ExitReason::NoLlmResponse
+            | ExitReason::OutputTooLarge => {
                 Self::upstream(format!("The model provider failed: {detail}"))
             }
             ExitReason::Cancelled => Self::overloaded("The run was cancelled", None),

@@ -14,7 +14,14 @@ pub enum CountError {
     #[error("key limits (store): {0}")]
     Store(#[from] StoreError),
     #[error("key limits (redis): {0}")]
-    Redis(#[from] ::redis::RedisError),
+    Redis(#[from] crate::cache::RedisCallError),
+}
+
+impl CountError {
+    /// Redis was skipped after a failure that was logged once: nothing to log again.
+    pub fn is_skipped(&self) -> bool {
+        matches!(self, Self::Redis(error) if error.is_skipped())
+    }
 }
 
 /// A run slot this process holds and keeps renewing.

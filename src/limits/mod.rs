@@ -346,10 +346,13 @@ impl KeyLimiter {
                     && let Err(error) = counter
                         .renew_run_slots(&replica_id, &slots, now + SLOT_LEASE)
                         .await
+                    && !error.is_skipped()
                 {
                     tracing::warn!(%error, "could not renew the run slots of limited keys");
                 }
-                if let Err(error) = counter.prune(now).await {
+                if let Err(error) = counter.prune(now).await
+                    && !error.is_skipped()
+                {
                     tracing::warn!(%error, "could not prune old key limit counts");
                 }
             }
@@ -357,8 +360,11 @@ impl KeyLimiter {
     }
 }
 
+/// Logs a failed count (a skipped Redis was logged once when it failed).
 fn counter_failed(key_id: &str, error: &CountError) {
-    tracing::error!(%error, key_id, "key limit not checked: its counter failed; request let through");
+    if !error.is_skipped() {
+        tracing::error!(%error, key_id, "key limit not checked: its counter failed; request let through");
+    }
 }
 
 /// What an admitted run of a limited key holds until it ends: maybe a run slot, and its place
@@ -387,7 +393,9 @@ impl KeyReservation {
                 cost_usd: result.cost_usd,
             };
             let today = window::utc_day(Utc::now());
-            if let Err(error) = self.counter.add_usage(&self.key.id, today, usage).await {
+            if let Err(error) = self.counter.add_usage(&self.key.id, today, usage).await
+                && !error.is_skipped()
+            {
                 tracing::error!(%error, key_id = %self.key.id, run_id = %self.run_id, "a run's usage was not added to its key's budget");
             }
         }
@@ -418,7 +426,9 @@ async fn release_slot(counter: &dyn LimitCounter, held: &HeldSlots, key_id: &str
     held.lock()
         .unwrap_or_else(PoisonError::into_inner)
         .remove(run_id);
-    if let Err(error) = counter.release_run_slot(key_id, run_id).await {
+    if let Err(error) = counter.release_run_slot(key_id, run_id).await
+        && !error.is_skipped()
+    {
         tracing::warn!(%error, key_id, run_id, "could not free a run slot; its lease will");
     }
 }

@@ -4,7 +4,9 @@
 //! (INCR) that expires with its window; `runs:<key>` is a sorted set of run ids scored by the
 //! expiry of their lease (ms), so a killed server's slots fall out once not renewed;
 //! `usage:<key>:<YYYY-MM-DD>` is a hash of `tokens` and `cost_usd` kept two days. Every change
-//! is one Lua script or one MULTI, so servers never interleave half-done updates.
+//! is one Lua script or one MULTI, so servers never interleave half-done updates. Calls go
+//! through a [`RedisLink`]: bounded in time, and skipped for a while after Redis failed (the
+//! limiter then lets requests through).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,10 +14,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use redis::Script;
-use redis::aio::ConnectionManager;
 
 use super::counter::{CountError, HeldSlot, LimitCounter};
 use super::window::WINDOW;
+use crate::cache::RedisLink;
 use crate::store::{DailyUsage, RunSlotClaim, redact_password};
 
 /// How long a day's usage is kept: through the next day, for operators looking.
@@ -57,7 +59,7 @@ return 0
 ";
 
 pub struct RedisCounter {
-    connection: ConnectionManager,
+    link: RedisLink,
     prefix: String,
     count_script: Script,
     claim_script: Script,
@@ -67,14 +69,14 @@ pub struct RedisCounter {
 impl RedisCounter {
     /// Connects (and keeps reconnecting) to `url`; every key starts with `prefix` + `limits:`.
     pub async fn connect(url: &str, prefix: &str) -> Result<Self, super::LimiterSetupError> {
-        let connection = crate::cache::connect_redis(url).await.map_err(|source| {
-            super::LimiterSetupError::RedisConnect {
+        let link = RedisLink::connect(url, "key limits")
+            .await
+            .map_err(|source| super::LimiterSetupError::RedisConnect {
                 url: redact_password(url),
                 source,
-            }
-        })?;
+            })?;
         Ok(Self {
-            connection,
+            link,
             prefix: format!("{prefix}limits:"),
             count_script: Script::new(COUNT_SCRIPT),
             claim_script: Script::new(CLAIM_SCRIPT),
@@ -101,27 +103,20 @@ impl LimitCounter for RedisCounter {
         let counter = format!("{}rpm:{key_id}:{}", self.prefix, window_start.timestamp());
         // Kept a little past its window, for clocks a little apart.
         let expires_at = window_start + WINDOW + TimeDelta::seconds(5);
-        let mut connection = self.connection.clone();
-        let count: u64 = self
-            .count_script
-            .key(counter)
-            .arg(expires_at.timestamp_millis())
-            .invoke_async(&mut connection)
-            .await?;
+        let mut invocation = self.count_script.key(counter);
+        invocation.arg(expires_at.timestamp_millis());
+        let count: u64 = self.link.invoke(invocation).await?;
         Ok(count)
     }
 
     async fn claim_run_slot(&self, claim: &RunSlotClaim<'_>) -> Result<bool, CountError> {
-        let mut connection = self.connection.clone();
-        let taken: i64 = self
-            .claim_script
-            .key(self.runs_key(claim.key_id))
+        let mut invocation = self.claim_script.key(self.runs_key(claim.key_id));
+        invocation
             .arg(claim.now.timestamp_millis())
             .arg(claim.lease_until.timestamp_millis())
             .arg(claim.limit)
-            .arg(claim.run_id)
-            .invoke_async(&mut connection)
-            .await?;
+            .arg(claim.run_id);
+        let taken: i64 = self.link.invoke(invocation).await?;
         Ok(taken == 1)
     }
 
@@ -138,36 +133,31 @@ impl LimitCounter for RedisCounter {
                 .or_default()
                 .push(&slot.run_id);
         }
-        let mut connection = self.connection.clone();
         for (key_id, runs) in runs_by_key {
             let mut invocation = self.renew_script.key(self.runs_key(key_id));
             invocation.arg(lease_until.timestamp_millis());
             for run_id in runs {
                 invocation.arg(run_id);
             }
-            let _: i64 = invocation.invoke_async(&mut connection).await?;
+            let _: i64 = self.link.invoke(invocation).await?;
         }
         Ok(())
     }
 
     async fn release_run_slot(&self, key_id: &str, run_id: &str) -> Result<(), CountError> {
-        let mut connection = self.connection.clone();
-        let _: i64 = redis::cmd("ZREM")
-            .arg(self.runs_key(key_id))
-            .arg(run_id)
-            .query_async(&mut connection)
-            .await?;
+        let mut command = redis::cmd("ZREM");
+        command.arg(self.runs_key(key_id)).arg(run_id);
+        let _: i64 = self.link.query(command).await?;
         Ok(())
     }
 
     async fn usage_on(&self, key_id: &str, day: NaiveDate) -> Result<DailyUsage, CountError> {
-        let mut connection = self.connection.clone();
-        let (tokens, cost_usd): (Option<u64>, Option<f64>) = redis::cmd("HMGET")
+        let mut command = redis::cmd("HMGET");
+        command
             .arg(self.usage_key(key_id, day))
             .arg("tokens")
-            .arg("cost_usd")
-            .query_async(&mut connection)
-            .await?;
+            .arg("cost_usd");
+        let (tokens, cost_usd): (Option<u64>, Option<f64>) = self.link.query(command).await?;
         Ok(DailyUsage {
             tokens: tokens.unwrap_or(0),
             cost_usd: cost_usd.unwrap_or(0.0),
@@ -181,8 +171,8 @@ impl LimitCounter for RedisCounter {
         usage: DailyUsage,
     ) -> Result<(), CountError> {
         let key = self.usage_key(key_id, day);
-        let mut connection = self.connection.clone();
-        let () = redis::pipe()
+        let mut pipeline = redis::pipe();
+        pipeline
             .atomic()
             .cmd("HINCRBY")
             .arg(&key)
@@ -197,9 +187,8 @@ impl LimitCounter for RedisCounter {
             .cmd("EXPIRE")
             .arg(&key)
             .arg(USAGE_KEPT.as_secs())
-            .ignore()
-            .query_async(&mut connection)
-            .await?;
+            .ignore();
+        let () = self.link.query_pipeline(pipeline).await?;
         Ok(())
     }
 

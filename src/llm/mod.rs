@@ -185,6 +185,9 @@ pub struct LlmRequest {
     pub tool_choice: Option<ToolChoice>,
     /// Inactivity timeout: reset by every streamed chunk.
     pub timeout: Duration,
+    /// `llmResponseMaxBytes`: the most bytes of output the response may carry, and of its
+    /// body when it is not streamed.
+    pub max_response_bytes: usize,
 }
 
 /// A client's `tool_choice` as the providers are told it (SPEC §9.2).
@@ -343,6 +346,10 @@ pub enum LlmError {
     Timeout(String),
     #[error("invalid response: {0}")]
     InvalidResponse(String),
+    /// The response passed `llmResponseMaxBytes` (an upstream that never stops, a huge body).
+    /// Never retried: another attempt would cost as much again.
+    #[error("response too large: {0}")]
+    TooLarge(String),
 }
 
 impl LlmError {
@@ -362,6 +369,7 @@ impl LlmError {
             Self::Network(m) => Self::Network(rewrite(m)),
             Self::Timeout(m) => Self::Timeout(rewrite(m)),
             Self::InvalidResponse(m) => Self::InvalidResponse(rewrite(m)),
+            Self::TooLarge(m) => Self::TooLarge(rewrite(m)),
         }
     }
 
@@ -372,7 +380,10 @@ impl LlmError {
 
     /// Fatal errors end the session at once; everything else may move to the next target.
     pub fn is_fatal(&self) -> bool {
-        matches!(self, Self::Auth(_) | Self::QuotaExceeded(_))
+        matches!(
+            self,
+            Self::Auth(_) | Self::QuotaExceeded(_) | Self::TooLarge(_)
+        )
     }
 }
 

@@ -46,6 +46,9 @@ impl LineReader {
             match self.bytes.next().await {
                 Some(Ok(chunk)) => self.buffer.extend_from_slice(&chunk),
                 Some(Err(ChunkError::Idle(_))) => return FrameRead::Idle,
+                Some(Err(too_long @ ChunkError::LineTooLong { .. })) => {
+                    return FrameRead::TooLarge(too_long.to_string());
+                }
                 Some(Err(error)) => return FrameRead::Broken(error.to_string()),
                 // A last line without its newline still counts.
                 None => {

@@ -262,6 +262,7 @@ mod tests {
             sampling: SamplingParams::default(),
             tool_choice: None,
             timeout: Duration::from_secs(1),
+            max_response_bytes: usize::MAX,
         };
         let params = ResolvedParams {
             repeat_penalty: Some(1.1),

@@ -34,6 +34,9 @@ impl SseReader {
                 Some(Err(sse_stream::Error::Body(source))) => {
                     match source.downcast_ref::<ChunkError>() {
                         Some(ChunkError::Idle(_)) => FrameRead::Idle,
+                        Some(too_long @ ChunkError::LineTooLong { .. }) => {
+                            FrameRead::TooLarge(too_long.to_string())
+                        }
                         _ => FrameRead::Broken(source.to_string()),
                     }
                 }

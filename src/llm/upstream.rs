@@ -5,6 +5,10 @@
 //! A parameter the upstream rejects (HTTP 400/422 naming it) is logged once per model, dropped
 //! from this request (which is retried at once) and omitted from every later request to that
 //! model. Only parameters the body builder marked optional ([`WireBody`]) are ever dropped.
+//!
+//! No body is read without a bound: a whole (non-streamed) response body or one line of a
+//! streamed one may be at most [`frame_bound`] of the request's `max_response_bytes`, and only
+//! the first [`ERROR_BODY_BYTES`] of an error body are read.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,7 +22,7 @@ use tracing::warn;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::failure::{Secrets, classify_status, classify_transport_error, parse_retry_after};
-use super::stream::{FrameDecoder, Frames, decode_frames, response_bytes};
+use super::stream::{FrameDecoder, Frames, decode_frames, frame_bound, response_bytes};
 pub use super::wire_body::{OptionalParam, WireBody};
 use super::{DeltaStream, LlmDelta, LlmError, LlmRequest};
 
@@ -31,6 +35,9 @@ pub enum UpstreamSetupError {
     #[error("baseUrl gives the endpoint {url:?}, which is not a valid URL: {detail}")]
     BadEndpoint { url: String, detail: String },
 }
+
+/// The most of an error response's body that is read: enough for any vendor's error object.
+const ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// Where the example config's provider points by default: the bundled mock upstream.
 const BUNDLED_MOCK_PORT: u16 = 9090;
@@ -272,10 +279,8 @@ impl Upstream {
         }
         let status = response.status().as_u16();
         let retry_after = parse_retry_after(response.headers());
-        let text = tokio::time::timeout(timeout, response.text())
+        let text = tokio::time::timeout(timeout, body_prefix(response, ERROR_BODY_BYTES))
             .await
-            .ok()
-            .and_then(Result::ok)
             .unwrap_or_default();
         let error = classify_status(status, &text, retry_after);
         let names_params = matches!(status, 400 | 422);
@@ -335,7 +340,7 @@ impl Upstream {
         let response = self
             .post(url, &request.model, body, request.timeout)
             .await?;
-        self.deltas(response, url, request.timeout, reading).await
+        self.deltas(response, url, request, reading).await
     }
 
     /// The deltas of a successful response, read as `reading` says; errors are redacted.
@@ -343,12 +348,13 @@ impl Upstream {
         &self,
         response: reqwest::Response,
         url: &Url,
-        timeout: Duration,
+        request: &LlmRequest,
         reading: Reading<D>,
     ) -> Result<DeltaStream, LlmError> {
+        let timeout = request.timeout;
         let decode_whole = match reading {
             Reading::Stream(framing, decoder) => {
-                let bytes = response_bytes(response, timeout);
+                let bytes = response_bytes(response, timeout, request.max_response_bytes);
                 let frames = match framing {
                     Framing::Sse => Frames::sse(bytes),
                     Framing::Lines => Frames::lines(bytes),
@@ -357,15 +363,60 @@ impl Upstream {
             }
             Reading::Whole(decode) => decode,
         };
-        let text = tokio::time::timeout(timeout, response.text())
+        let bound = frame_bound(request.max_response_bytes);
+        let body = tokio::time::timeout(timeout, body_within(response, bound))
             .await
             .map_err(|_| LlmError::Timeout("the response body did not arrive in time".into()))?
-            .map_err(|e| self.secrets.redact_error(classify_transport_error(e, url)))?;
+            .map_err(|failure| match failure {
+                BodyFailure::TooLarge => LlmError::TooLarge(format!(
+                    "the response body passed {bound} bytes (twice llmResponseMaxBytes of {} bytes, plus 64 KiB)",
+                    request.max_response_bytes
+                )),
+                BodyFailure::Transport(e) => {
+                    self.secrets.redact_error(classify_transport_error(e, url))
+                }
+            })?;
+        let text = String::from_utf8_lossy(&body);
         let deltas = decode_whole(&text).map_err(|e| self.secrets.redact_error(e))?;
         Ok(Box::pin(futures_util::stream::iter(
             deltas.into_iter().map(Ok),
         )))
     }
+}
+
+/// Why a whole body was not read.
+enum BodyFailure {
+    TooLarge,
+    Transport(reqwest::Error),
+}
+
+/// The whole body, or [`BodyFailure::TooLarge`] as soon as it passes `max` bytes (at once when
+/// its `Content-Length` says so).
+async fn body_within(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, BodyFailure> {
+    let announced = response.content_length().unwrap_or(0);
+    if usize::try_from(announced).map_or(true, |announced| announced > max) {
+        return Err(BodyFailure::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(BodyFailure::Transport)? {
+        if body.len().saturating_add(chunk.len()) > max {
+            return Err(BodyFailure::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// At most the first `max` bytes of the body, as text; a broken body gives what arrived.
+async fn body_prefix(mut response: reqwest::Response, max: usize) -> String {
+    let mut body = Vec::new();
+    while body.len() < max {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk[..chunk.len().min(max - body.len())]),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// `{base}` without trailing slashes and without a trailing `suffix` segment (e.g. `/v1`), so

@@ -42,7 +42,9 @@ impl Runtime {
         let hit = match self.cache.get(&slot.key, now).await {
             Ok(hit) => hit?,
             Err(error) => {
-                warn!(%error, "response cache lookup failed; running the agent");
+                if !error.is_skipped() {
+                    warn!(%error, "response cache lookup failed; running the agent");
+                }
                 return None;
             }
         };
@@ -79,6 +81,7 @@ impl Runtime {
             .cache
             .put(&slot.key, agent, result, slot.ttl, now)
             .await
+            && !error.is_skipped()
         {
             warn!(%error, "could not store the result in the response cache");
         }

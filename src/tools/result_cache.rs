@@ -53,7 +53,9 @@ impl ToolResultCache {
         let entry = match self.backend.get_entry(key, now).await {
             Ok(entry) => entry?,
             Err(error) => {
-                warn!(%error, "tool result cache lookup failed; calling the tool");
+                if !error.is_skipped() {
+                    warn!(%error, "tool result cache lookup failed; calling the tool");
+                }
                 return None;
             }
         };
@@ -75,6 +77,7 @@ impl ToolResultCache {
             .backend
             .put_entry(key, &owner, &value, ttl, chrono::Utc::now())
             .await
+            && !error.is_skipped()
         {
             warn!(%error, tool, "could not store the tool result in the cache");
         }

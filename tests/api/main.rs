@@ -55,5 +55,6 @@ mod sub_agents;
 mod tool_policy;
 mod tool_runs;
 mod tools_cli;
+mod upstream_faults;
 mod web;
 mod xml;

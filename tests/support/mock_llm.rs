@@ -96,7 +96,18 @@ pub enum Kind {
     Hang,
     /// The in-process provider panics (the HTTP mock drops the connection).
     Panic,
+    /// Text that does not end: a stream of text frames, or a whole body whose answer never
+    /// closes, each piece [`ENDLESS_PIECE`] bytes of text, until [`ENDLESS_BYTES`] are sent;
+    /// then the connection drops.
+    Endless,
 }
+
+/// The bytes of text in each piece of an endless reply.
+pub const ENDLESS_PIECE: usize = 16 * 1024;
+/// Where an endless reply gives up: far past any bound a client should accept (agentd's
+/// default is 8 MiB), yet small enough that a client without a bound fails a test instead of
+/// exhausting the machine's memory.
+pub const ENDLESS_BYTES: usize = 64 * 1024 * 1024;
 
 /// Where a reply stops before its end, dropping the connection.
 #[derive(Clone, Copy, Debug)]
@@ -206,6 +217,11 @@ impl Reply {
     /// The provider itself panics.
     pub fn panic() -> Self {
         Self::new(Kind::Panic)
+    }
+
+    /// A model that never stops talking (see [`Kind::Endless`]).
+    pub fn endless() -> Self {
+        Self::new(Kind::Endless)
     }
 
     pub fn with_text(mut self, text: impl Into<String>) -> Self {
@@ -799,6 +815,9 @@ async fn answer(
             || request.pointer("/usage/include") == Some(&json!(true)),
     };
     let streaming = wire.streaming(&path, &request);
+    if matches!(reply.kind(), Kind::Endless) {
+        return endless(wire, streaming, &exchange);
+    }
     // `dropped`: the connection goes after the last piece instead of the body ending.
     let (status, content_type, frames, mut dropped) = match reply.kind() {
         Kind::Hang => std::future::pending().await,
@@ -867,6 +886,47 @@ async fn answer(
     builder
         .body(paced(pieces, pacing))
         .expect("mock LLM: invalid response header in Reply::with_header")
+}
+
+/// A response that never ends: the wire's stream with its first text frame repeated forever,
+/// or its whole body cut where the answer's text starts and followed by text forever.
+fn endless(wire: Wire, streaming: bool, exchange: &Exchange) -> Response {
+    let piece = "x".repeat(ENDLESS_PIECE);
+    let (head, repeated, content_type) = if streaming {
+        let frames = wire.stream(&Reply::text(piece.clone()).with_chunks(1), exchange);
+        let first_text = frames.iter().position(|f| f.text).unwrap_or(0);
+        let head: String = frames[..first_text]
+            .iter()
+            .map(|f| f.bytes.as_str())
+            .collect();
+        (
+            head,
+            frames[first_text].bytes.clone(),
+            wire.stream_content_type(),
+        )
+    } else {
+        const MARK: &str = "@@endless@@";
+        let whole = wire.whole(&Reply::text(MARK), exchange).to_string();
+        let head = whole.split(MARK).next().unwrap_or_default().to_string();
+        (head, piece, "application/json")
+    };
+    let (head, repeated) = (Bytes::from(head), Bytes::from(repeated));
+    let body = async_stream::stream! {
+        yield Ok::<Bytes, std::io::Error>(head);
+        for _ in 0..ENDLESS_BYTES / ENDLESS_PIECE {
+            tokio::task::yield_now().await;
+            yield Ok(repeated.clone());
+        }
+        yield Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "mock LLM: an endless reply gives up",
+        ));
+    };
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, content_type)
+        .body(Body::from_stream(body))
+        .expect("mock LLM: endless response")
 }
 
 /// Keeps the frames up to and including the `k`-th text frame (none of them when `k` is 0).

@@ -113,6 +113,16 @@ impl Provider for ScriptedLlm {
                 unreachable!("a pending future never completes")
             }
             Kind::Panic => panic!("scripted provider panicked on purpose"),
+            Kind::Endless => {
+                use super::mock_llm::{ENDLESS_BYTES, ENDLESS_PIECE};
+                let pieces = futures_util::stream::repeat_with(|| {
+                    Ok(LlmDelta::Text("x".repeat(ENDLESS_PIECE)))
+                });
+                Ok(Box::pin(futures_util::StreamExt::take(
+                    pieces,
+                    ENDLESS_BYTES / ENDLESS_PIECE,
+                )))
+            }
         }
     }
 }

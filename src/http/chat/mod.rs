@@ -44,7 +44,8 @@ pub(crate) fn friendly_failure(exit_reason: ExitReason) -> &'static str {
         ExitReason::LlmError
         | ExitReason::AuthFailure
         | ExitReason::QuotaExceeded
-        | ExitReason::NoLlmResponse => {
+        | ExitReason::NoLlmResponse
+        | ExitReason::OutputTooLarge => {
             "I'm having trouble connecting to my AI service. Please try again."
         }
         ExitReason::MaxTurns | ExitReason::ContextLimit => {

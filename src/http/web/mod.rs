@@ -3,7 +3,10 @@
 //! Content-Security-Policy that allows only these files and calls to this server, so nothing a
 //! model writes can run. The page speaks only the public API; two calls exist for it:
 //! `POST /v1/markdown` renders a finished answer's Markdown with `pulldown-cmark` (HTML in it shown
-//! as text) and cleans the result with `ammonia`, and `GET /v1/me` says what the caller's key is (admin, bound user).
+//! as text) and cleans the result with `ammonia`, bounded in size, nesting and time and off the
+//! async workers ([`markdown`]), and `GET /v1/me` says what the caller's key is (admin, bound user).
+
+pub mod markdown;
 
 use axum::extract::Extension;
 use axum::http::{HeaderValue, header};
@@ -134,29 +137,13 @@ pub async fn markdown(
         ))
         .with_param("text"));
     }
-    Ok(axum::Json(MarkdownAnswer {
-        html: render_markdown(&request.text),
-    }))
-}
-
-/// Markdown to HTML that is safe to insert into the page.
-pub fn render_markdown(text: &str) -> String {
-    use pulldown_cmark::{Event, Options, Parser, html};
-    let options = Options::ENABLE_TABLES
-        | Options::ENABLE_STRIKETHROUGH
-        | Options::ENABLE_TASKLISTS
-        | Options::ENABLE_FOOTNOTES;
-    // HTML a model writes is shown as the text it is, never as markup.
-    let events = Parser::new_ext(text, options).map(|event| match event {
-        Event::Html(raw) | Event::InlineHtml(raw) => Event::Text(raw),
-        other => other,
-    });
-    let mut unsafe_html = String::with_capacity(text.len() * 3 / 2);
-    html::push_html(&mut unsafe_html, events);
-    ammonia::Builder::default()
-        .link_rel(Some("noopener noreferrer nofollow"))
-        .clean(&unsafe_html)
-        .to_string()
+    match markdown::render_bounded(request.text).await {
+        Ok(html) => Ok(axum::Json(MarkdownAnswer { html })),
+        Err(error @ markdown::RenderError::TooDeep { .. }) => {
+            Err(ApiError::invalid_request(error.to_string()).with_param("text"))
+        }
+        Err(error) => Err(ApiError::overloaded(error.to_string(), Some(1))),
+    }
 }
 
 /// What the caller's key is.
@@ -195,7 +182,7 @@ mod tests {
 
     #[test]
     fn markdown_keeps_formatting_and_shows_model_html_as_text() {
-        let html = render_markdown(
+        let html = markdown::render_markdown(
             "**bold** <img src=x onerror=alert(1)> <script>alert(2)</script> [a](javascript:alert(3))",
         );
         assert!(html.contains("<strong>bold</strong>"), "{html}");

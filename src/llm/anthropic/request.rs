@@ -243,6 +243,7 @@ mod tests {
             sampling: SamplingParams::default(),
             tool_choice: None,
             timeout: Duration::from_secs(1),
+            max_response_bytes: usize::MAX,
         }
     }
 

@@ -180,6 +180,7 @@ mod tests {
             sampling: SamplingParams::default(),
             tool_choice: None,
             timeout: Duration::from_secs(1),
+            max_response_bytes: usize::MAX,
         };
         let params = ResolvedParams {
             top_k: Some(3),

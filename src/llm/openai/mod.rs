@@ -257,6 +257,7 @@ mod tests {
             sampling,
             tool_choice: None,
             timeout: Duration::from_secs(1),
+            max_response_bytes: usize::MAX,
         }
     }
 

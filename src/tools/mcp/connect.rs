@@ -1,5 +1,6 @@
 //! Opening one connection to an MCP server: spawning a stdio child in its own process group
-//! (stderr forwarded to the logs) or opening a streamable HTTP session (headers, bearer token),
+//! (stderr forwarded to the logs, stdout read as bounded lines: [`super::stdio`]) or opening a
+//! streamable HTTP session (headers, bearer token),
 //! then initialising and listing the tools, all within `initTimeout`. `${VAR}` placeholders in
 //! `env` and `headers` are expanded here, from the process environment, because the config
 //! loader leaves them as written (contract §7). `${caller.…}` placeholders in `headers` and
@@ -7,7 +8,6 @@
 //! ([`connect_as`]); the shared connection leaves those headers out.
 
 use std::collections::{BTreeMap, HashMap};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool};
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{IntoTransport, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{IntoTransport, StreamableHttpClientTransport};
 use rmcp::{RoleClient, ServiceExt};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
@@ -25,6 +25,7 @@ use tracing::{debug, info};
 
 use super::McpError;
 use super::catalog::{ToolCatalog, ToolFilter};
+use super::stdio::ChildTransport;
 use crate::config::tools::McpTransport;
 use crate::config::{McpServerConfig, expand};
 use crate::tools::caller::{self, Resolved};
@@ -234,7 +235,7 @@ fn spawn_stdio(
     command: &str,
     args: &[String],
     env: &BTreeMap<String, String>,
-) -> Result<(TokioChildProcess, Option<u32>), McpError> {
+) -> Result<(ChildTransport, Option<u32>), McpError> {
     let mut child = tokio::process::Command::new(command);
     child.args(args).kill_on_drop(true);
     for (key, value) in env {
@@ -245,15 +246,12 @@ fn spawn_stdio(
     }
     let mut wrapped = CommandWrap::from(child);
     wrapped.wrap(ProcessGroup::leader());
-    let (transport, stderr) = TokioChildProcess::builder(wrapped)
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| McpError::Spawn {
+    let (transport, stderr, process_group) =
+        ChildTransport::spawn(wrapped).map_err(|e| McpError::Spawn {
             server: settings.name.clone(),
             command: command.to_string(),
             detail: e.to_string(),
         })?;
-    let process_group = transport.id();
     if let Some(stderr) = stderr {
         tokio::spawn(forward_stderr(settings.name.clone(), stderr));
     }

@@ -3,12 +3,15 @@
 //! single connection, restarts it when it dies (callers meanwhile get
 //! `mcp server restarting`), validates arguments against each tool's schema before calling, and
 //! bounds each call by the tool timeout and its queue. An HTTP server whose headers use
-//! `${caller.…}` also gets one connection per user for its calls ([`per_user`]). It knows
-//! nothing about sessions or LLMs.
+//! `${caller.…}` also gets one connection per user for its calls ([`per_user`]). A server that
+//! does not answer a ping within [`CANCEL_GRACE`] after a call timed out (it ignores the
+//! cancellation, or hangs) is restarted, as is a stdio server that breaks the line limit
+//! ([`stdio`]). It knows nothing about sessions or LLMs.
 
 mod catalog;
 mod connect;
 pub mod per_user;
+mod stdio;
 mod supervisor;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,6 +21,7 @@ use async_trait::async_trait;
 use rmcp::ServiceError;
 use rmcp::model::CallToolRequestParams;
 use rmcp::model::CallToolResponse;
+use rmcp::model::{ClientRequest, PingRequest};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -40,6 +44,9 @@ use crate::llm::ToolDefinition;
 pub const RESTARTING: &str = "mcp server restarting";
 /// How long [`McpServer::shutdown`] waits for the connection to close.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
+/// How long a server has to answer a ping after a call timed out (and was cancelled) before
+/// it counts as stuck and is restarted.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// Why a server could not be started.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -272,9 +279,33 @@ impl ToolProvider for McpServer {
             .request_timeout
             .map_or(timeout, |cap| cap.min(timeout));
         // Dropping the call on timeout makes rmcp send notifications/cancelled to the server.
-        tokio::time::timeout(limit, self.call_connected(&connection, mcp_name, arguments))
+        match tokio::time::timeout(limit, self.call_connected(&connection, mcp_name, arguments))
             .await
-            .unwrap_or_else(|_| ToolOutcome::Unreachable("timeout".into()))
+        {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                self.restart_unless_alive(connection);
+                ToolOutcome::Unreachable("timeout".into())
+            }
+        }
+    }
+}
+
+impl McpServer {
+    /// After a cancelled call: pings the server in the background and marks the connection
+    /// broken (to be replaced) when no answer comes within [`CANCEL_GRACE`].
+    fn restart_unless_alive(&self, connection: Arc<Connection>) {
+        let server = self.settings.name.clone();
+        tokio::spawn(async move {
+            let ping = connection
+                .peer
+                .send_request(ClientRequest::PingRequest(PingRequest::default()));
+            if !matches!(tokio::time::timeout(CANCEL_GRACE, ping).await, Ok(Ok(_))) {
+                warn!(server = %server, grace_ms = CANCEL_GRACE.as_millis() as u64,
+                    "MCP server did not answer a ping after a call was cancelled: restarting it");
+                connection.broken.cancel();
+            }
+        });
     }
 }
 

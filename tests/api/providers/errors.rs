@@ -87,6 +87,7 @@ fn class(error: &LlmError) -> &'static str {
         LlmError::Network(_) => "network_error",
         LlmError::Timeout(_) => "timeout",
         LlmError::InvalidResponse(_) => "invalid_response",
+        LlmError::TooLarge(_) => "too_large",
     }
 }
 
@@ -169,6 +170,36 @@ async fn quota_errors_are_told_apart_from_rate_limits() {
         class(&failure(Wire::Anthropic, Reply::status(400, credit)).await),
         "quota_exceeded"
     );
+}
+
+/// An upstream that never stops, streamed or as one body, ends at the request's bound (1 MiB
+/// here) with a fatal error, for every wire format.
+#[tokio::test]
+async fn an_endless_response_is_too_large_for_every_wire_format_streamed_or_whole() {
+    for wire in EVERY_WIRE {
+        for streamed in [true, false] {
+            let mock = MockLlm::start().await;
+            mock.push(Reply::endless());
+            let (mut config, _) = wire.config(&mock.origin(), 5_000);
+            config["apiKey"] = json!(KEY);
+            config["stream"] = json!(streamed);
+            let mut bounded = request("m", SamplingParams::default());
+            bounded.max_response_bytes = 1024 * 1024;
+            let error = tokio::time::timeout(
+                Duration::from_secs(30),
+                call(provider(config).as_ref(), bounded),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{wire:?} streamed {streamed}: the call never ends"))
+            .expect_err("the call fails");
+            assert_eq!(
+                class(&error),
+                "too_large",
+                "{wire:?} streamed {streamed}: {error}"
+            );
+            assert!(error.is_fatal(), "never retried");
+        }
+    }
 }
 
 #[tokio::test]

@@ -61,15 +61,16 @@ pub fn request(model: &str, sampling: SamplingParams) -> LlmRequest {
         sampling,
         tool_choice: None,
         timeout: Duration::from_secs(5),
+        max_response_bytes: 8 * 1024 * 1024,
     }
 }
 
 /// Runs one call and assembles its deltas, as the session does.
 pub async fn call(provider: &dyn Provider, request: LlmRequest) -> Result<LlmResponse, LlmError> {
+    let mut assembler = ResponseAssembler::bounded(request.max_response_bytes);
     let mut stream = provider.stream(request).await?;
-    let mut assembler = ResponseAssembler::default();
     while let Some(delta) = stream.next().await {
-        assembler.push(&delta?);
+        assembler.push(&delta?)?;
     }
     Ok(assembler.finish())
 }

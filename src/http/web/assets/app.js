@@ -525,6 +525,7 @@ function advice(exitReason) {
   switch (exitReason) {
     case "rate_limited": return " The model provider is rate limiting: try again in a moment.";
     case "llm_error": case "no_llm_response": case "auth_failure": case "quota_exceeded":
+    case "output_too_large":
       return " The model provider failed: try again, or ask the operator to check the provider.";
     case "max_turns": case "context_limit": return " Try breaking the request into smaller steps.";
     case "shutting_down": return " The server is restarting: try again shortly.";
