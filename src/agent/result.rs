@@ -33,6 +33,8 @@ pub enum ExitReason {
     ClientToolCalls,
     /// A model response passed the agent's `llmResponseMaxBytes`.
     OutputTooLarge,
+    /// A json run's answer was text that does not parse or does not fit the schema.
+    SchemaValidationFailed,
 }
 
 impl ExitReason {
@@ -57,6 +59,7 @@ impl ExitReason {
             Self::ShuttingDown => "shutting_down",
             Self::ClientToolCalls => "client_tool_calls",
             Self::OutputTooLarge => "output_too_large",
+            Self::SchemaValidationFailed => "schema_validation_failed",
         }
     }
 

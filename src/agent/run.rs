@@ -10,8 +10,8 @@ use std::sync::Arc;
 use super::SessionRequest;
 use super::approval::{Checkpoint, KeptSampling, WaitingTurn, XmlCheckpoint};
 use super::context_guard::ContextGuard;
-use super::ending::Transcript;
-use super::final_report::FinalReportSpec;
+use super::ending::{Ending, Transcript};
+use super::final_report::{FinalReportSpec, JSON_FORMAT};
 use super::guard_phase::{ContextAccount, TargetLimits};
 use super::observer::SessionObserver;
 use super::result::{ExitReason, Lineage};
@@ -188,6 +188,30 @@ pub(super) struct Run {
 }
 
 impl Run {
+    /// The model's plain text taken as the answer. In a json run it must parse and fit the
+    /// schema like a reported `content_json`, else the run fails visibly with
+    /// `schema_validation_failed` instead of passing prose off as the JSON that was asked for.
+    pub fn text_answer(&self, natural: ExitReason, text: String) -> Ending {
+        let reason = self.plan.answer_reason(natural);
+        let json_expectation = self
+            .facts
+            .report
+            .as_ref()
+            .filter(|expectation| expectation.spec.format() == JSON_FORMAT);
+        let Some(expectation) = json_expectation else {
+            return Ending::answer(reason, &self.facts.format, Some(text), None, None);
+        };
+        match expectation.spec.accept_text(&text) {
+            Ok(report) => Ending::answer(reason, &report.format, None, report.content_json, None),
+            Err(error) => Ending::synthetic_failure(
+                ExitReason::SchemaValidationFailed,
+                &self.facts.format,
+                "schema_validation",
+                &format!("the answer is not the JSON this run asked for: {error}"),
+            ),
+        }
+    }
+
     /// Sets up a run: the conversation so far, the context account sized for its targets, and
     /// the transport it speaks.
     pub fn new(

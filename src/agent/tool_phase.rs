@@ -132,25 +132,13 @@ impl ToolRunner<'_> {
                     run.transcript
                         .conversation
                         .push(assistant_message(&response));
-                    Handled::End(Ending::answer(
-                        run.plan.answer_reason(ExitReason::FinalAnswer),
-                        &run.facts.format,
-                        Some(response.text),
-                        None,
-                        None,
-                    ))
+                    Handled::End(run.text_answer(ExitReason::FinalAnswer, response.text))
                 }
                 Finalization::Report if is_final => {
                     run.transcript
                         .conversation
                         .push(assistant_message(&response));
-                    Handled::End(Ending::answer(
-                        run.plan.answer_reason(ExitReason::TextFallback),
-                        &run.facts.format,
-                        Some(response.text),
-                        None,
-                        None,
-                    ))
+                    Handled::End(run.text_answer(ExitReason::TextFallback, response.text))
                 }
                 Finalization::Report => Handled::Retry(Some(EMPTY_RESPONSE_NOTICE)),
             };

@@ -200,13 +200,7 @@ fn without_tags(
         run.transcript
             .conversation
             .push(assistant_message(&response));
-        return Handled::End(Ending::answer(
-            run.plan.answer_reason(ExitReason::TextFallback),
-            &run.facts.format,
-            Some(text),
-            None,
-            None,
-        ));
+        return Handled::End(run.text_answer(ExitReason::TextFallback, text));
     }
     if no_problems {
         push_feedback(run, PLAIN_TEXT_FEEDBACK.to_string());

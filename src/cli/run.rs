@@ -11,8 +11,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::{EXIT_SESSION_FAILED, Failure, load_config};
+use super::{EXIT_SCHEMA_INVALID, EXIT_SESSION_FAILED, Failure, load_config};
 use crate::agent::AgentEvent;
+use crate::agent::ExitReason;
 use crate::agent::approval::Decision;
 use crate::agent::events::ApprovalRequested;
 use crate::agent::final_report::FinalReportSpec;
@@ -145,6 +146,8 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
     telemetry.shutdown();
     Ok(if result.success {
         0
+    } else if result.exit_reason == ExitReason::SchemaValidationFailed {
+        EXIT_SCHEMA_INVALID
     } else {
         EXIT_SESSION_FAILED
     })

@@ -277,6 +277,9 @@ fn display_path(path: Option<&Path>) -> String {
     path.map_or_else(|| "(built in)".to_string(), |p| p.display().to_string())
 }
 
+/// The agent files in `dir`, sorted: every `*.ai` file, and every `*.md` file that opens with
+/// a `---` frontmatter block (a Markdown file without one, such as a README, is not an agent and
+/// is skipped with a log line saying so).
 fn agent_files_in(dir: &Path) -> Result<Vec<PathBuf>, RegistryError> {
     let unreadable = |e: std::io::Error| RegistryError::Directory {
         dir: dir.display().to_string(),
@@ -285,16 +288,56 @@ fn agent_files_in(dir: &Path) -> Result<Vec<PathBuf>, RegistryError> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(unreadable)? {
         let path = entry.map_err(unreadable)?.path();
-        if path.is_file()
-            && path
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("ai"))
-        {
-            files.push(path);
+        if !path.is_file() {
+            continue;
+        }
+        match AgentFileKind::of(&path) {
+            Some(AgentFileKind::Ai) => files.push(path),
+            Some(AgentFileKind::Markdown) if opens_with_frontmatter(&path) => files.push(path),
+            Some(AgentFileKind::Markdown) => tracing::info!(
+                file = %path.display(),
+                "skipped: a Markdown file without `---` frontmatter is not an agent"
+            ),
+            None => {}
         }
     }
     files.sort();
     Ok(files)
+}
+
+/// The file extensions an agent file may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AgentFileKind {
+    /// `*.ai`: always an agent file.
+    Ai,
+    /// `*.md`: an agent file when it opens with frontmatter.
+    Markdown,
+}
+
+impl AgentFileKind {
+    pub(crate) fn of(path: &Path) -> Option<Self> {
+        let extension = path.extension()?;
+        if extension.eq_ignore_ascii_case("ai") {
+            Some(Self::Ai)
+        } else if extension.eq_ignore_ascii_case("md") {
+            Some(Self::Markdown)
+        } else {
+            None
+        }
+    }
+}
+
+/// Whether the file's first line is `---` (after an optional byte-order mark).
+fn opens_with_frontmatter(path: &Path) -> bool {
+    use std::io::BufRead;
+    let Ok(file) = std::fs::File::open(path) else {
+        return true; // Loading it reports why it cannot be read.
+    };
+    let mut first = String::new();
+    if std::io::BufReader::new(file).read_line(&mut first).is_err() {
+        return true;
+    }
+    first.trim_start_matches('\u{feff}').trim_end() == "---"
 }
 
 /// Resolves an agent file against the config: frontmatter, then `defaults`, then built-ins.
@@ -436,7 +479,7 @@ fn approval_policy(
     known.extend(
         agent_refs
             .iter()
-            .filter(|r| !r.ends_with(".ai"))
+            .filter(|r| AgentFileKind::of(Path::new(r)).is_none())
             .map(|name| format!("agent__{name}")),
     );
     for pattern in &written {
@@ -597,6 +640,30 @@ mod tests {
                 .to_string()
                 .contains("provider/model")
         );
+    }
+
+    #[test]
+    fn markdown_agent_files_load_beside_ai_files_and_plain_markdown_is_skipped() {
+        let dir = tempfile::tempdir().expect("dir");
+        let write =
+            |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("write");
+        write("chat.ai", "---\ndescription: a\n---\nYou chat.");
+        write("notes.md", "---\ndescription: b\n---\nYou take notes.");
+        write("UPPER.MD", "\u{feff}---\ndescription: c\n---\nYou shout.");
+        write("README.md", "# The agents here\n\nNot an agent.");
+        write("other.txt", "---\n---\nnot an agent either");
+        let mut config = config();
+        config.agents = vec![dir.path().to_path_buf()];
+        let registry = AgentRegistry::load(&config).expect("registry");
+        let mut names: Vec<&str> = registry.agents.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["UPPER", "chat", "notes"]);
+        // The same name from two files is the usual duplicate error.
+        write("chat.md", "---\ndescription: d\n---\nAgain.");
+        assert!(matches!(
+            AgentRegistry::load(&config),
+            Err(RegistryError::Duplicate { .. })
+        ));
     }
 
     #[test]

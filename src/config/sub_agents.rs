@@ -188,7 +188,7 @@ fn unknown_orchestration(file: String, key: &'static str, entry: &str) -> Regist
 }
 
 fn is_path(entry: &str) -> bool {
-    entry.ends_with(".ai") || entry.contains('/')
+    super::registry::AgentFileKind::of(std::path::Path::new(entry)).is_some() || entry.contains('/')
 }
 
 fn canonical(path: &Path) -> PathBuf {

@@ -182,6 +182,11 @@ impl ApiError {
             | ExitReason::OutputTooLarge => {
                 Self::upstream(format!("The model provider failed: {detail}"))
             }
+            ExitReason::SchemaValidationFailed => Self::new(
+                StatusCode::BAD_GATEWAY,
+                "schema_validation_failed",
+                format!("The model did not answer in the requested format ({detail})"),
+            ),
             ExitReason::Cancelled => Self::overloaded("The run was cancelled", None),
             ExitReason::ShuttingDown => Self::shutting_down(),
             _ => {

@@ -565,3 +565,52 @@ async fn json_schema_asked_of_a_text_agent_is_answered_through_the_report_tool_a
         .expect("json");
     assert_eq!(plain["choices"][0]["message"]["content"], "Paris.");
 }
+
+#[tokio::test]
+async fn a_json_schema_run_answered_in_prose_fails_visibly_and_is_not_stored_as_success() {
+    let app = spawn_app().await;
+    for _ in 0..12 {
+        app.llm.push(Reply::text("The capital of France is Paris."));
+    }
+    let schema =
+        json!({"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}});
+    let body = json!({"model": "report", "messages": [{"role": "user", "content": "capital of France?"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}});
+    let response = app.post_json("/v1/chat/completions", &body).await;
+    let status = response.status();
+    let run_id = crate::support::run_id(&response);
+    let text = response.text().await.expect("body");
+    assert_eq!(status, 502, "{text}");
+    let error: Value = serde_json::from_str(&text).expect("an error body");
+    assert_eq!(error["error"]["code"], "schema_validation_failed", "{text}");
+    assert!(
+        text.contains("not valid JSON"),
+        "the error says what is wrong: {text}"
+    );
+    let run = app.ended_run(&run_id, Duration::from_secs(10)).await;
+    assert_eq!(run["status"], "failed", "{run}");
+    assert_eq!(run["exit_reason"], "schema_validation_failed", "{run}");
+
+    let calls = app.llm.requests().len();
+    assert!(calls < 12, "the run ended within its turns: {calls}");
+
+    // A JSON answer in text (fenced, as models write it) fits the schema and is the answer.
+    let app = spawn_app().await;
+    for _ in 0..calls {
+        app.llm
+            .push(Reply::text("```json\n{\"city\": \"Paris\"}\n```"));
+    }
+    let answer: Value = app
+        .post_json("/v1/chat/completions", &body)
+        .await
+        .json()
+        .await
+        .expect("json");
+    let content = answer["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("content");
+    assert_eq!(
+        serde_json::from_str::<Value>(content).expect("JSON"),
+        json!({"city": "Paris"})
+    );
+}

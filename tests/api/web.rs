@@ -735,3 +735,25 @@ async fn an_ag_ui_thread_without_a_user_sends_its_messages_as_history() {
     let refused = post(&app, ADA_KEY, "/ag-ui/chat", &other).await;
     assert_eq!(refused.status(), 403);
 }
+
+#[tokio::test]
+async fn the_first_visit_to_a_keyless_loopback_server_chats_at_once() {
+    let app = crate::support::spawn_app().await;
+    app.llm.push(Reply::text("Hi from the first visit."));
+    let shots = repo().join("target/web-screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let out = run_python(
+        "tests/web/first_visit.py",
+        &[app.address.clone(), shots.display().to_string()],
+    )
+    .await;
+    assert!(out.lines().any(|l| l == "first visit ok"), "{out}");
+    // The conversation is user `local`'s.
+    let list: Value = app
+        .get("/api/local/conversations")
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(list["data"].as_array().map(Vec::len), Some(1), "{list}");
+}

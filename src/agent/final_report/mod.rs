@@ -223,6 +223,20 @@ impl FinalReportSpec {
         })
     }
 
+    /// A plain-text answer taken as the report (the text fallback): text formats keep it as
+    /// it is; the json format parses it (a fenced ```json block is unwrapped) and validates it
+    /// against the schema like `content_json`, so a prose answer to a JSON run is refused.
+    pub fn accept_text(&self, text: &str) -> Result<AcceptedReport, FinalReportError> {
+        let mut arguments = Map::new();
+        arguments.insert("report_format".into(), Value::String(self.format.clone()));
+        let key = match self.expected {
+            Expected::Text => "report_content",
+            Expected::Json { .. } => "content_json",
+        };
+        arguments.insert(key.into(), Value::String(unfenced(text).to_owned()));
+        self.accept(&arguments)
+    }
+
     /// A missing or different format is normalised to the expected one, with a warning.
     fn check_format(&self, arguments: &Map<String, Value>, warnings: &mut Vec<String>) {
         let expected = &self.format;
@@ -263,3 +277,19 @@ fn warn_unknown_keys(arguments: &Map<String, Value>, known: &[&str], warnings: &
 
 #[cfg(test)]
 mod tests;
+
+/// The text inside one fenced code block (```json … ```) when that is all there is.
+fn unfenced(text: &str) -> &str {
+    let trimmed = text.trim();
+    let Some(inner) = trimmed.strip_prefix("```") else {
+        return trimmed;
+    };
+    let Some(inner) = inner.strip_suffix("```") else {
+        return trimmed;
+    };
+    // The info string (`json`) ends at the first line break.
+    inner
+        .split_once('\n')
+        .map_or(inner, |(_, body)| body)
+        .trim()
+}

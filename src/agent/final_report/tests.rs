@@ -489,3 +489,33 @@ fn unexpected_fields_are_warned_not_rejected() {
     );
     assert_eq!(report.warnings, vec!["ignored unexpected field `extra`"]);
 }
+
+#[test]
+fn a_text_answer_to_a_json_run_must_parse_and_fit_the_schema() {
+    let schema =
+        json!({"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}});
+    let json = spec("json", Some(schema));
+    let plain = json
+        .accept_text("{\"city\": \"Paris\"}")
+        .expect("plain JSON");
+    assert_eq!(plain.content_json, Some(json!({"city": "Paris"})));
+    let fenced = json
+        .accept_text("```json\n{\"city\": \"Paris\"}\n```\n")
+        .expect("a fenced block");
+    assert_eq!(fenced.content_json, Some(json!({"city": "Paris"})));
+    assert!(json.accept_text("The capital is Paris.").is_err(), "prose");
+    assert!(
+        json.accept_text("{\"town\": \"Paris\"}").is_err(),
+        "JSON off the schema"
+    );
+    assert!(
+        json.accept_text("```json\n{\"city\": 1}\n```").is_err(),
+        "fenced, off the schema"
+    );
+
+    let markdown = spec("markdown", None);
+    let text = markdown
+        .accept_text("## Paris")
+        .expect("text formats take text");
+    assert_eq!(text.content.as_deref(), Some("## Paris"));
+}

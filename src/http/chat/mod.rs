@@ -52,6 +52,9 @@ pub(crate) fn friendly_failure(exit_reason: ExitReason) -> &'static str {
             "I need more time to process this request. Please try breaking it into smaller steps."
         }
         ExitReason::EmptyInput => "I couldn't understand that request. Please try rephrasing.",
+        ExitReason::SchemaValidationFailed => {
+            "I couldn't put my answer in the requested format. Please try again."
+        }
         _ => "An unexpected error occurred. Please try again or contact support.",
     }
 }

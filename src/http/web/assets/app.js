@@ -8,6 +8,7 @@ const KEY_STORE = "agentd.key";
 const USER_STORE = "agentd.user";
 const ACTIVE_STORE = "agentd.activeRun";
 const CONVERSATION_STORE = "agentd.conversation";
+const DEFAULT_USER = "local";
 
 const state = {
   key: localStorage.getItem(KEY_STORE) || "",
@@ -116,9 +117,10 @@ async function connect() {
   $("user-field").hidden = !!state.me.user_id;
   $("tab-runs").hidden = !state.me.admin;
   if (!userId()) {
-    notify("Enter a user name: this key is not bound to a user.", "info");
-    $("user").focus();
-    return;
+    // A key bound to no user (or no key on a loopback server): chat as `local` until a name
+    // is entered, so the first visit works at once.
+    state.user = DEFAULT_USER;
+    $("user").value = DEFAULT_USER;
   }
   await loadAgents();
   await loadConversations();
