@@ -235,7 +235,9 @@ fn check_exposure(config: &Config, address: SocketAddr) -> Result<(), Failure> {
         return Ok(());
     }
     Err(Failure::config(format!(
-        "server.listen {address} is not a loopback address and auth.keys is empty: add keys or set auth.disabled: true"
+        "server.listen {address} is not a loopback address and no API key is configured: set \
+         AGENTD_ADMIN_KEY (the example config's admin key), add keys to auth.keys, or set \
+         auth.disabled: true to serve without keys"
     )))
 }
 

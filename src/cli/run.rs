@@ -65,11 +65,12 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
     let agent_path = Path::new(agent);
     let is_file = agent_path
         .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("ai"))
+        .is_some_and(|e| e.eq_ignore_ascii_case("ai") || e.eq_ignore_ascii_case("md"))
         || agent_path.is_file();
     let prompt_dir = is_file
         .then(|| agent_path.parent().map(Path::to_path_buf))
         .flatten();
+    let config_given = config.is_some();
     let mut config = load_config(config, prompt_dir)?;
     let telemetry = super::start_telemetry(&config.telemetry)?;
     // A CLI run keeps nothing unless asked to.
@@ -87,11 +88,9 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
             .add_file(agent_path, &config)
             .map_err(Failure::config)?
     } else {
-        registry.get(agent).ok_or_else(|| {
-            Failure::config(format!(
-                "no agent named {agent:?}; `agentd agents` lists them"
-            ))
-        })?
+        registry
+            .get(agent)
+            .ok_or_else(|| Failure::config(unknown_agent(agent, &registry, config_given)))?
     };
     let spec = Arc::new(apply_overrides(&spec, &options, &config)?);
     let schema = options.schema.as_deref().map(read_schema).transpose()?;
@@ -151,6 +150,26 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
     } else {
         EXIT_SESSION_FAILED
     })
+}
+
+/// Why `agent` is not found, and what to do: name the loaded agents, or point at `--config`
+/// when none was given (the usual first mistake).
+fn unknown_agent(agent: &str, registry: &AgentRegistry, config_given: bool) -> String {
+    let mut names: Vec<&str> = registry.iter().map(|spec| spec.name.as_str()).collect();
+    names.sort_unstable();
+    let known = if names.is_empty() {
+        "no agents are loaded".to_string()
+    } else {
+        format!("the loaded agents are {}", names.join(", "))
+    };
+    if config_given {
+        format!("no agent named {agent:?}: {known}")
+    } else {
+        format!(
+            "no agent named {agent:?}: {known}. No --config was given: pass the config that \
+             lists your agents (`--config config/agentd.json`), or the path of an agent file"
+        )
+    }
 }
 
 fn apply_overrides(

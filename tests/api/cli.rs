@@ -272,6 +272,59 @@ async fn serve_refuses_a_public_address_without_keys() {
     .await;
     assert_eq!(out.code, 4);
     assert!(out.stderr.contains("auth.keys"), "{}", out.stderr);
+    assert!(out.stderr.contains("AGENTD_ADMIN_KEY"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn an_unknown_agent_names_the_loaded_ones_or_the_missing_config() {
+    let dir = project(&config_for("http://x/v1"));
+    let with_config = agentd(
+        dir.path(),
+        &["run", "nobody", "hi", "--config", "agentd.json"],
+    )
+    .await;
+    assert_eq!(with_config.code, 4, "{}", with_config.stderr);
+    assert!(
+        with_config.stderr.contains("chat"),
+        "{}",
+        with_config.stderr
+    );
+    let without = agentd(dir.path(), &["run", "chat", "hi"]).await;
+    assert_eq!(without.code, 4, "{}", without.stderr);
+    assert!(
+        without.stderr.contains("--config") && !without.stderr.contains("`agentd agents`"),
+        "{}",
+        without.stderr
+    );
+}
+
+#[tokio::test]
+async fn a_json_run_answered_in_prose_exits_with_the_schema_code() {
+    let llm = MockLlm::start().await;
+    for _ in 0..12 {
+        llm.push(Reply::text("forty-two"));
+    }
+    let dir = project(&config_for(&llm.base_url()));
+    std::fs::write(dir.path().join("agents/report.ai"), REPORT_AGENT).expect("agent");
+    let out = agentd(
+        dir.path(),
+        &[
+            "run",
+            "report",
+            "q",
+            "--config",
+            "agentd.json",
+            "--format",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 5, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("schema_validation_failed"),
+        "{}",
+        out.stderr
+    );
 }
 
 const REPORT_AGENT: &str = "---\ndescription: Answers through the final report\nmodels: llm/upstream-model\ntransport: native\n---\nYou report.\n";
