@@ -221,6 +221,40 @@ async fn a_running_run_can_be_aborted_once() {
 }
 
 #[tokio::test]
+async fn a_stop_says_what_it_does_and_lets_the_answer_finish() {
+    let app = spawn_app().await;
+    app.llm
+        .push(Reply::text("tok ".repeat(20)).with_chunk_gap(Duration::from_millis(50)));
+    let body = json!({"prompt": "q", "stream": true, "onDisconnect": "continue"});
+    let (run_id, response) = app.start_run("/v1/agents/chat/runs", &body).await;
+    drop(response);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let stop: Value = app
+        .post_json(
+            &format!("/v1/runs/{run_id}/cancel"),
+            &json!({"mode": "stop"}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(stop["status"], "stopping", "{stop}");
+    assert!(
+        stop["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("last turn")),
+        "{stop}"
+    );
+    let run = wait_until_finished(&app, &run_id).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(
+        run["result"]["final_report"]["content"],
+        "tok ".repeat(20),
+        "{run}"
+    );
+}
+
+#[tokio::test]
 async fn the_same_request_id_joins_the_first_run() {
     let app = spawn_app().await;
     app.llm.push(Reply::text("only once"));

@@ -26,8 +26,8 @@ use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures_util::{Stream, StreamExt};
 use wire::{
-    AgentDescription, AgentList, AgentPath, CancelAnswer, CancelMode, CancelRequest,
-    CancellingStatus, RunAccepted, RunPath, RunRequest, RunStatus, RunningStatus,
+    AgentDescription, AgentList, AgentPath, CancelAnswer, CancelMode, CancelRequest, RunAccepted,
+    RunPath, RunRequest, RunStatus, RunningStatus,
 };
 
 #[utoipa::path(
@@ -426,7 +426,8 @@ pub async fn cancel_run(
         axum::Json(CancelAnswer {
             run_id: &run_id,
             mode,
-            status: CancellingStatus::Cancelling,
+            status: mode.status(),
+            detail: mode.detail(),
         }),
     )
         .into_response())

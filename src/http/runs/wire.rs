@@ -118,8 +118,39 @@ pub enum CancelMode {
     Abort,
 }
 
-string_constant!(CancellingStatus::Cancelling = "cancelling");
+/// What a cancel request set going.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CancellingStatus {
+    /// `abort`: the run ends now, `cancelled`.
+    Cancelling,
+    /// `stop`: the model's current turn finishes; an answer completes the run, otherwise no
+    /// more tools run and the model gets one last turn to answer (`exit_reason: user_stop`).
+    Stopping,
+}
 string_constant!(RunningStatus::Running = "running");
+
+impl CancelMode {
+    /// The status a cancel request in this mode answers.
+    pub fn status(self) -> CancellingStatus {
+        match self {
+            Self::Stop => CancellingStatus::Stopping,
+            Self::Abort => CancellingStatus::Cancelling,
+        }
+    }
+
+    /// What this mode does, for the answer's `detail`.
+    pub fn detail(self) -> &'static str {
+        match self {
+            Self::Stop => {
+                "the model's current turn finishes; if it is an answer, the run completes with \
+                 it; otherwise no more tools run and the model gets one last turn to answer \
+                 with what it has (exit_reason user_stop)"
+            }
+            Self::Abort => "the run ends now, cancelled; its partial output is kept",
+        }
+    }
+}
 
 /// The 202 answer to a cancel request.
 #[derive(Debug, Serialize, ToSchema)]
@@ -127,6 +158,8 @@ pub struct CancelAnswer<'a> {
     pub run_id: &'a str,
     pub mode: CancelMode,
     pub status: CancellingStatus,
+    /// What happens next, in words.
+    pub detail: &'static str,
 }
 
 /// The 202 answer to a background run, or to a repeated `requestId` whose first run is not
