@@ -237,10 +237,11 @@ impl ApiError {
     /// The OpenAI-style error family for `type`, so SDKs map errors to their exception classes.
     fn error_type(&self) -> &'static str {
         match self.status.as_u16() {
-            400 | 404 | 409 | 413 | 414 | 431 => "invalid_request_error",
             401 => "authentication_error",
             403 => "permission_error",
             429 => "rate_limit_error",
+            // Every other 4xx (405, 406, 415, 422, …) is the caller's request, not the server.
+            400..=499 => "invalid_request_error",
             _ => "server_error",
         }
     }
@@ -376,11 +377,27 @@ pub fn parse_json_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError>
                 "The request body is not valid JSON: {inner}"
             ));
         }
-        if path == "." {
-            return ApiError::invalid_request(format!("Invalid request: {inner}"));
-        }
-        ApiError::invalid_request(format!("Invalid request at `{path}`: {inner}")).with_param(path)
+        let message = inner.to_string();
+        // A missing field's param is the field itself, under the object that lacks it.
+        let param = match (missing_field(&message), path.as_str()) {
+            (Some(field), ".") => field.to_string(),
+            (Some(field), parent) => format!("{parent}.{field}"),
+            (None, ".") => return ApiError::invalid_request(format!("Invalid request: {message}")),
+            (None, _) => path.clone(),
+        };
+        let at = if path == "." {
+            String::new()
+        } else {
+            format!(" at `{path}`")
+        };
+        ApiError::invalid_request(format!("Invalid request{at}: {message}")).with_param(param)
     })
+}
+
+/// The field named by serde's "missing field `NAME`" message.
+fn missing_field(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("missing field `")?;
+    rest.split_once('`').map(|(field, _)| field)
 }
 
 /// Path parameters (`{user_id}`, `{id}`, `{run_id}`, `{agent}`), percent-decoded; a parameter

@@ -497,3 +497,37 @@ async fn a_request_hyper_cannot_parse_is_a_400_in_the_json_error_shape() {
         json_error(&head, &body, 400, "invalid_request");
     }
 }
+
+#[tokio::test]
+async fn a_refused_media_type_is_the_callers_error_and_a_missing_field_is_named() {
+    let app = spawn_app().await;
+    let response = app
+        .client
+        .post(app.url("/mcp"))
+        .header("content-type", "text/plain")
+        .header("accept", "application/json, text/event-stream")
+        .body("hello")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 415);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+
+    for (body, param) in [
+        (
+            json!({"messages": [{"role": "user", "content": "hi"}]}),
+            "model",
+        ),
+        (json!({"model": "chat"}), "messages"),
+        (
+            json!({"model": "chat", "messages": [{"content": "hi"}]}),
+            "messages[0].role",
+        ),
+    ] {
+        let response = app.post_json("/v1/chat/completions", &body).await;
+        assert_eq!(response.status(), 400, "{body}");
+        let error: Value = response.json().await.expect("json");
+        assert_eq!(error["error"]["param"], param, "{body}: {error}");
+    }
+}
