@@ -157,9 +157,9 @@ pub fn read_agent_file(path: &Path) -> Result<AgentFile, AgentFileError> {
 /// Splits and parses an agent file's text.
 pub fn parse_agent_file(text: &str) -> Result<AgentFile, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let text = match text.strip_prefix("#!") {
-        Some(rest) => rest.split_once('\n').map_or("", |(_, after)| after),
-        None => text,
+    let (text, shebang_lines) = match text.strip_prefix("#!") {
+        Some(rest) => (rest.split_once('\n').map_or("", |(_, after)| after), 1),
+        None => (text, 0),
     };
     let Some(after_open) = text
         .strip_prefix("---\n")
@@ -176,13 +176,52 @@ pub fn parse_agent_file(text: &str) -> Result<AgentFile, String> {
     let frontmatter: AgentFrontmatter = if yaml.trim().is_empty() {
         AgentFrontmatter::default()
     } else {
-        serde_yaml_ng::from_str(yaml).map_err(|e| format!("frontmatter: {e}"))?
+        // The YAML starts after the shebang and the opening `---`.
+        serde_yaml_ng::from_str(yaml).map_err(|e| frontmatter_error(&e, shebang_lines + 1))?
     };
     Ok(AgentFile {
         frontmatter,
         prompt: body.trim().to_string(),
         frontmatter_text: yaml.to_string(),
     })
+}
+
+/// A frontmatter error with its line counted from the top of the file (the YAML parser counts
+/// from the frontmatter) and, for a misspelt key, the key that was probably meant.
+fn frontmatter_error(error: &serde_yaml_ng::Error, lines_before: usize) -> String {
+    let message = error.to_string();
+    let Some(location) = error.location() else {
+        return format!("frontmatter: {message}");
+    };
+    // The parser ends its message with its own " at line L column C".
+    let own_suffix = format!(" at line {} column {}", location.line(), location.column());
+    let text = message.strip_suffix(&own_suffix).unwrap_or(&message);
+    let hint = misspelt_key_hint(text);
+    format!(
+        "frontmatter line {}, column {}: {text}{hint}",
+        location.line() + lines_before,
+        location.column()
+    )
+}
+
+/// "; did you mean `maxTurns`?" for serde's "unknown field `maxTurnz`, expected one of …".
+fn misspelt_key_hint(text: &str) -> String {
+    let Some(rest) = text.strip_prefix("unknown field `") else {
+        return String::new();
+    };
+    let Some((unknown, expected)) = rest.split_once('`') else {
+        return String::new();
+    };
+    let closest = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|known| (strsim::jaro_winkler(unknown, known), known))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match closest {
+        Some((score, known)) if score >= 0.8 => format!("; did you mean `{known}`?"),
+        _ => String::new(),
+    }
 }
 
 fn split_at_closing_fence(text: &str) -> Option<(&str, &str)> {
@@ -231,6 +270,21 @@ mod tests {
     fn unknown_key_is_named() {
         let err = parse_agent_file("---\nmaxTurnz: 3\n---\nhi").unwrap_err();
         assert!(err.contains("unknown field `maxTurnz`"), "{err}");
+    }
+
+    #[test]
+    fn errors_count_lines_from_the_top_of_the_file_and_suggest_the_key() {
+        let err = parse_agent_file("---\ndescription: a\nmaxTurnz: 3\n---\nhi").unwrap_err();
+        assert!(
+            err.starts_with("frontmatter line 3, column 1: unknown field `maxTurnz`"),
+            "{err}"
+        );
+        assert!(err.ends_with("did you mean `maxTurns`?"), "{err}");
+        let err =
+            parse_agent_file("#!/usr/bin/env agentd\n---\nmaxTurns: many\n---\nhi").unwrap_err();
+        assert!(err.starts_with("frontmatter line 3,"), "{err}");
+        let err = parse_agent_file("---\nzzqx: 1\n---\nhi").unwrap_err();
+        assert!(!err.contains("did you mean"), "nothing close: {err}");
     }
 
     #[test]
