@@ -91,12 +91,24 @@ enum SlotClaim {
     NotHeld,
 }
 
+/// "1 run", "2 runs".
+fn count_of_runs(count: u32) -> String {
+    if count == 1 {
+        "1 run".to_string()
+    } else {
+        format!("{count} runs")
+    }
+}
+
 /// Why a run submission was refused: each is a 429 at the edge.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LimitRefusal {
-    #[error("This API key may start {limit} runs per minute; retry in {retry_after_secs} s")]
+    #[error(
+        "This API key may start {} per minute; retry in {retry_after_secs} s",
+        count_of_runs(*limit)
+    )]
     RequestsPerMinute { limit: u32, retry_after_secs: u64 },
-    #[error("This API key may have {limit} runs in progress at once")]
+    #[error("This API key may have {} in progress at once", count_of_runs(*limit))]
     ConcurrentRuns { limit: u32 },
     #[error(
         "This API key's daily budget ({}) is used up until the next UTC day, in {retry_after_secs} s",

@@ -118,7 +118,7 @@ fn assert_rate_limited(answer: &Value) {
     assert!(
         error["message"]
             .as_str()
-            .is_some_and(|m| m.contains("runs per minute")),
+            .is_some_and(|m| m.contains("may start 1 run per minute")),
         "{answer}"
     );
 }
