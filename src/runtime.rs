@@ -49,7 +49,10 @@ use crate::tools::hub::{ToolHub, ToolSetupError};
 use crate::tools::result_cache::ToolResultCache;
 pub use admission::Overloaded;
 pub use approvals::{ApprovalError, MAX_WAITING_LISTED};
-pub use conversation::ConversationTurn;
+pub use conversation::{
+    CLIENT_CONVERSATION_ID_RULE, ConversationTurn, MAX_CLIENT_CONVERSATION_ID_CHARS,
+    is_client_conversation_id,
+};
 pub use follow::{CancelMode, CancelOutcome, FollowError, FollowedEvent};
 pub use ownership::ReplicaIdentity;
 pub use pipeline::{RunHandle, RunSubmission, StartError};

@@ -17,6 +17,19 @@ const HISTORY_LIMIT: u32 = 1000;
 /// Characters of the first message that title a new conversation.
 const TITLE_CHARS: usize = 60;
 
+/// The longest conversation id a client may choose (an AG-UI thread, an AI SDK chat, a
+/// `conversation_id` on the chat API).
+pub const MAX_CLIENT_CONVERSATION_ID_CHARS: usize = 128;
+
+/// The rule for a client-chosen conversation id, in words for the error that names the field.
+pub const CLIENT_CONVERSATION_ID_RULE: &str = "1 to 128 ASCII letters, digits or `- _ . :`";
+
+/// Whether `id` may name a conversation a client chose: see [`CLIENT_CONVERSATION_ID_RULE`].
+pub fn is_client_conversation_id(id: &str) -> bool {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
+    (1..=MAX_CLIENT_CONVERSATION_ID_CHARS).contains(&id.chars().count()) && id.chars().all(allowed)
+}
+
 /// Which of the user's conversations a run belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConversationTurn {

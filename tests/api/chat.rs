@@ -124,13 +124,41 @@ async fn failures_are_friendly_and_the_users_message_is_kept() {
         .post_json("/api/bo/chat", &json!({"message": "  "}))
         .await;
     assert_eq!(empty.status(), 400);
-    let unknown = app
+    // A conversation id the user does not have yet is created under that id (as AG-UI
+    // threads and AI SDK chats are); an id off the rule is named.
+    let chosen: Value = app
         .post_json(
             "/api/bo/chat",
-            &json!({"message": "x", "conversation_id": "nope"}),
+            &json!({"message": "x", "conversation_id": "my-chat-1"}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(chosen["conversation_id"], "my-chat-1", "{chosen}");
+    assert_eq!(
+        app.get("/api/bo/conversations/my-chat-1").await.status(),
+        200
+    );
+    for bad in ["", "has space", &"x".repeat(129)] {
+        let refused = app
+            .post_json(
+                "/api/bo/chat",
+                &json!({"message": "x", "conversation_id": bad}),
+            )
+            .await;
+        assert_eq!(refused.status(), 400, "{bad:?}");
+        let error: Value = refused.json().await.expect("json");
+        assert_eq!(error["error"]["param"], "conversation_id");
+    }
+    let longest = "y".repeat(128);
+    let at_limit = app
+        .post_json(
+            "/api/bo/chat",
+            &json!({"message": "x", "conversation_id": longest}),
         )
         .await;
-    assert_eq!(unknown.status(), 404);
+    assert_eq!(at_limit.status(), 200);
 }
 
 #[tokio::test]
@@ -248,7 +276,8 @@ async fn one_user_never_reaches_another_users_conversations() {
         .await
         .expect("sent");
     assert_eq!(post.status(), 403);
-    // Even through her own path, eve cannot name dee's conversation.
+    // Even through her own path, eve cannot reach dee's conversation: naming its id gives her
+    // a conversation of her own under that id, without dee's messages.
     let sneaky = app
         .client
         .post(app.url("/api/eve/chat"))
@@ -257,7 +286,23 @@ async fn one_user_never_reaches_another_users_conversations() {
         .send()
         .await
         .expect("sent");
-    assert_eq!(sneaky.status(), 404);
+    assert_eq!(sneaky.status(), 200);
+    let seen = app.llm.requests().last().cloned().expect("eve's request");
+    assert!(!seen.to_string().contains("secret plans"), "{seen}");
+    let deez: Value = app
+        .client
+        .get(app.url(&format!("/api/dee/conversations/{conversation}")))
+        .bearer_auth("dee")
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    assert!(
+        !deez.to_string().contains("\"hi\""),
+        "dee's conversation is untouched: {deez}"
+    );
     let admin = app
         .client
         .get(app.url(&format!("/api/dee/conversations/{conversation}")))

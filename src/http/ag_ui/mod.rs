@@ -33,7 +33,10 @@ use crate::agent::approval::Decision;
 use crate::agent::client_tools::{ClientToolChoice, ClientTools};
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::llm::{ChatMessage, Role, ToolCall};
-use crate::runtime::{ConversationTurn, RunSubmission, Runtime, WaitingCallRef};
+use crate::runtime::{
+    CLIENT_CONVERSATION_ID_RULE, ConversationTurn, RunSubmission, Runtime, WaitingCallRef,
+    is_client_conversation_id,
+};
 use wire::{AgUiMessage, AgUiPath, FrameIds, INTERRUPT_PREFIX, RunAgentInput, frames};
 
 /// Where AG-UI keeps a client tool's parts, for error `param`s.
@@ -42,9 +45,6 @@ const AG_UI_TOOL_FIELDS: ToolFields = ToolFields {
     name: "name",
     schema: "parameters",
 };
-
-/// The longest `threadId` accepted: it becomes a conversation id.
-const MAX_THREAD_ID_CHARS: usize = 128;
 
 #[utoipa::path(
     post,
@@ -262,11 +262,9 @@ fn tool_message_param(messages: &[AgUiMessage], call_id: &str) -> String {
 }
 
 fn check_input(input: &RunAgentInput) -> Result<(), ApiError> {
-    let length = input.thread_id.chars().count();
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
-    if !(1..=MAX_THREAD_ID_CHARS).contains(&length) || !input.thread_id.chars().all(allowed) {
+    if !is_client_conversation_id(&input.thread_id) {
         return Err(ApiError::invalid_request(format!(
-            "`threadId` must be 1 to {MAX_THREAD_ID_CHARS} ASCII letters, digits or `- _ . :`"
+            "`threadId` must be {CLIENT_CONVERSATION_ID_RULE}"
         ))
         .with_param("threadId"));
     }

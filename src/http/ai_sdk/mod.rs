@@ -29,12 +29,12 @@ use super::sse::{sse_response, with_run_headers};
 use super::ui_stream::{RunEventJson, UiPart, followed_events, live_events, ui_parts};
 use crate::agent::ExitReason;
 use crate::config::OnDisconnect;
-use crate::runtime::{ConversationTurn, RunSubmission, Runtime};
+use crate::runtime::{
+    CLIENT_CONVERSATION_ID_RULE, ConversationTurn, RunSubmission, Runtime,
+    is_client_conversation_id,
+};
 use crate::store::{RunFilter, RunOwnerFilter};
 use wire::{ACCEPT_VALUE, STREAM_HEADER, StreamPath, UseChatRequest, chunks};
-
-/// The longest chat id accepted: it becomes a conversation id.
-const MAX_CHAT_ID_CHARS: usize = 128;
 
 /// Whether a chat request asks for the UI message stream.
 pub fn requested(headers: &HeaderMap, query: Option<&str>) -> bool {
@@ -122,11 +122,9 @@ fn parse_ask(body: &[u8]) -> Result<ChatAsk, ApiError> {
 }
 
 fn use_chat_ask(request: UseChatRequest) -> Result<ChatAsk, ApiError> {
-    let length = request.id.chars().count();
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
-    if !(1..=MAX_CHAT_ID_CHARS).contains(&length) || !request.id.chars().all(allowed) {
+    if !is_client_conversation_id(&request.id) {
         return Err(ApiError::invalid_request(format!(
-            "`id` (the chat id) must be 1 to {MAX_CHAT_ID_CHARS} ASCII letters, digits or `- _ . :`"
+            "`id` (the chat id) must be {CLIENT_CONVERSATION_ID_RULE}"
         ))
         .with_param("id"));
     }

@@ -16,7 +16,10 @@ use super::sse::{sse_response, with_run_headers};
 use super::wire::ListObject;
 use crate::agent::{AgentResult, ExitReason};
 use crate::config::AgentSpec;
-use crate::runtime::{ConversationTurn, RunSubmission, Runtime};
+use crate::runtime::{
+    CLIENT_CONVERSATION_ID_RULE, ConversationTurn, RunSubmission, Runtime,
+    is_client_conversation_id,
+};
 use crate::store::ConversationCursor;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
@@ -134,6 +137,14 @@ pub async fn chat(
         )
         .with_param("message"));
     }
+    if let Some(id) = &body.conversation_id
+        && !is_client_conversation_id(id)
+    {
+        return Err(ApiError::invalid_request(format!(
+            "`conversation_id` must be {CLIENT_CONVERSATION_ID_RULE}"
+        ))
+        .with_param("conversation_id"));
+    }
     let requested = match (&body.agent, &body.conversation_id) {
         (Some(agent), _) => Some(agent.clone()),
         (None, Some(id)) => conversation_agent(&runtime, &user_id, id).await?,
@@ -143,8 +154,10 @@ pub async fn chat(
     let mut submission = RunSubmission::new(agent, body.message);
     submission.user_id = Some(user_id);
     submission.key = caller.limited_key.clone();
+    // A conversation id the user does not have yet is created under that id, as AG-UI
+    // threads and AI SDK chats are.
     submission.conversation = Some(match body.conversation_id {
-        Some(id) => ConversationTurn::Continue(id),
+        Some(id) => ConversationTurn::Named(id),
         None => ConversationTurn::Start,
     });
     let on_disconnect = body
