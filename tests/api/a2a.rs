@@ -211,3 +211,16 @@ async fn a_task_waiting_for_a_tool_approval_is_input_required() {
         "{task}"
     );
 }
+
+#[tokio::test]
+async fn the_readme_a2a_snippet_runs_as_written() {
+    let (app, _agents) = app_with_agents().await;
+    app.llm.push(Reply::text("Hello from the README."));
+    let args = [
+        "a2a".to_string(),
+        app.address.clone(),
+        "admin-key".to_string(),
+    ];
+    let stdout = run_python("a2a", A2A_SDK, "readme_snippet.py", &args).await;
+    assert_eq!(stdout.trim(), "Hello from the README.", "{stdout}");
+}

@@ -94,3 +94,17 @@ async fn the_openai_and_anthropic_sdks_parse_every_response() {
         "{stdout}"
     );
 }
+
+#[tokio::test]
+async fn the_readme_quick_start_snippet_runs_as_written() {
+    let app = crate::support::spawn_app().await;
+    app.llm.push(Reply::text("Hi there."));
+    app.llm.push(Reply::text_in_pieces(&["Hi ", "again."]));
+    let args = [
+        "quick-start".to_string(),
+        app.address.clone(),
+        "unused".to_string(),
+    ];
+    let stdout = run_sdk_script("readme_snippet.py", &args).await;
+    assert_eq!(stdout, "Hi there.\nHi again.", "{stdout}");
+}
