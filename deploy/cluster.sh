@@ -314,7 +314,8 @@ cmd_kill() {
     kill -KILL "$pid"
     while process_alive "$pid"; do sleep 0.05; done
     say "replica $1 (pid $pid) killed with SIGKILL: no drain. nginx routes around it; its runs end"
-    say "owner_lost within server.ownerTimeoutSeconds + server.heartbeatSeconds (30 + 5 s by default)."
+    say "owner_lost within one heartbeat (5 s by default): the other replicas on this machine see its"
+    say "process is gone (a replica on another machine waits server.ownerTimeoutSeconds + heartbeatSeconds, 35 s)."
     say "Bring it back with: deploy/cluster.sh restart $1"
 }
 
