@@ -7,6 +7,12 @@
 //!
 //! Run: `cargo bench --bench sse_decoder` (see `bench/README.md`).
 
+#![expect(
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a benchmark stops loudly on a broken setup"
+)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -8,6 +8,12 @@
 //! events, end with one accounting entry and the whole result). PostgreSQL is the local service (`AGENTD_BENCH_POSTGRES_URL`, default
 //! `postgres://postgres@127.0.0.1:5432/test`); a fresh database is created and dropped.
 
+#![expect(
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a benchmark stops loudly on a broken setup"
+)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,10 @@
 //! `sleep 300` and logs `grandchild pid N`, so tests can check the whole process tree ends.
 
 #[path = "../tests/support/mcp_server.rs"]
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "the tests use parts of this file that the stand-alone server does not"
+)]
 mod mcp_server;
 
 use std::sync::Arc;

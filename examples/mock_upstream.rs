@@ -4,6 +4,12 @@
 //!
 //! `cargo run --example mock_upstream -- --listen 127.0.0.1:9090 --text "Hello!" --chunks 8`
 
+#![expect(
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test double for the tests and benchmarks stops loudly"
+)]
+
 use std::time::Duration;
 
 use clap::Parser;

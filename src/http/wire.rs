@@ -35,7 +35,10 @@ string_constant!(
 /// OpenAPI 3.2 gives stream items): `data` always, `event` and `id` where the stream names and
 /// numbers its events.
 #[derive(Debug, utoipa::ToSchema)]
-#[allow(dead_code)] // a schema only: frames are written by the SSE writer
+#[expect(
+    dead_code,
+    reason = "a schema only: frames are written by the SSE writer"
+)]
 pub struct ServerSentEvent {
     /// The frame's JSON (or `[DONE]` at the end of an OpenAI stream).
     pub data: String,

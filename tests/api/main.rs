@@ -1,6 +1,12 @@
 //! The one integration-test binary: every test drives the real app (or the real `agentd`
 //! binary) against the scripted mock LLM upstream.
 
+#![expect(
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test fails loudly on what it did not expect"
+)]
+
 #[path = "../support/mod.rs"]
 mod support;
 

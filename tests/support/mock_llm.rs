@@ -17,7 +17,10 @@
 //! `examples/mock_upstream.rs` includes this file on its own, so it uses nothing else of the
 //! test support.
 
-#![allow(dead_code)] // each user of this file uses only part of it
+#![allow(
+    dead_code,
+    reason = "each crate including this file uses a different part of it"
+)]
 
 #[path = "mock_llm/anthropic.rs"]
 pub mod anthropic;

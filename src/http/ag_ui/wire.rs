@@ -59,7 +59,7 @@ pub struct RunAgentInput {
 /// refusal names its field): names as the providers take them, parameters a JSON schema of an
 /// object.
 #[derive(Debug, ToSchema)]
-#[allow(dead_code)] // a schema only
+#[expect(dead_code, reason = "a schema only")]
 pub struct AgUiTool {
     #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub name: String,
@@ -73,7 +73,7 @@ pub struct AgUiTool {
 /// An answer to an interrupt, as the document describes it (read by the handler).
 #[derive(Debug, ToSchema)]
 #[serde(rename_all = "camelCase")]
-#[allow(dead_code)] // a schema only
+#[expect(dead_code, reason = "a schema only")]
 pub struct ResumeEntry {
     /// The interrupt's `id`: `approval_<run id without dashes>_<call id>`.
     #[schema(pattern = "^approval_[0-9a-f]{32}_.+$")]
@@ -87,7 +87,7 @@ pub struct ResumeEntry {
 
 /// The decision `payload`: the body of `POST /v1/runs/{run_id}/approvals/{call_id}`.
 #[derive(Debug, ToSchema)]
-#[allow(dead_code)] // a schema only
+#[expect(dead_code, reason = "a schema only")]
 pub struct ResumePayload {
     pub decision: crate::http::runs::approvals::DecisionKind,
     /// With `approve`: the arguments the tool runs with instead of the model's.

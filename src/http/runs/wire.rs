@@ -69,7 +69,10 @@ pub struct RunRequest {
 /// One earlier message of `history`, as OpenAI writes them (the document's view of the runtime's
 /// chat message).
 #[derive(Debug, ToSchema)]
-#[allow(dead_code)] // a schema only: history is read into the runtime's own message type
+#[expect(
+    dead_code,
+    reason = "a schema only: history is read into the runtime's own message type"
+)]
 pub struct HistoryMessage {
     pub role: HistoryRole,
     /// The text; absent for an assistant message that only calls tools.
@@ -83,7 +86,7 @@ pub struct HistoryMessage {
 
 /// A tool call of an earlier assistant message.
 #[derive(Debug, ToSchema)]
-#[allow(dead_code)] // a schema only
+#[expect(dead_code, reason = "a schema only")]
 pub struct HistoryToolCall {
     pub id: String,
     pub name: String,
@@ -93,7 +96,7 @@ pub struct HistoryToolCall {
 
 #[derive(Debug, ToSchema)]
 #[serde(rename_all = "lowercase")]
-#[allow(dead_code)]
+#[expect(dead_code, reason = "a schema only")]
 pub enum HistoryRole {
     System,
     User,
