@@ -229,6 +229,11 @@ impl Runtime {
         self.agents.store(Arc::new(agents));
     }
 
+    /// The context window, buffer and tokenizer of every configured model.
+    pub fn catalog(&self) -> &ModelCatalog {
+        &self.catalog
+    }
+
     /// The shared MCP connections and REST tools.
     pub fn tools(&self) -> &ToolHub {
         &self.tools

@@ -225,6 +225,10 @@ pub struct ServerConfig {
     /// How often `agentd serve` looks for changed config and agent files to reload them; 0
     /// turns the watch off (SIGHUP still reloads).
     pub reload_check_seconds: u64,
+    /// The agent that answers a request whose `model` names no agent (Claude Code and other
+    /// clients send their vendor's model names); `None`: such a request is a 404 naming the
+    /// model. Checked against the agents when they load.
+    pub default_agent: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -245,6 +249,7 @@ impl Default for ServerConfig {
             idle_timeout_seconds: 75,
             max_connections: None,
             reload_check_seconds: 2,
+            default_agent: None,
         }
     }
 }

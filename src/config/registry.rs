@@ -171,6 +171,8 @@ pub enum RegistryError {
         parent: String,
         patterns: String,
     },
+    #[error("server.defaultAgent: {name:?} is not an agent (the agents are: {known})")]
+    UnknownDefaultAgent { name: String, known: String },
     #[error("{file}: {key}: {detail}")]
     BadSetting {
         file: String,
@@ -205,7 +207,32 @@ impl AgentRegistry {
             }
         }
         registry.link_sub_agents(config)?;
+        registry.check_default_agent(config)?;
         Ok(registry)
+    }
+
+    /// `server.defaultAgent`, when set, must name one of these agents.
+    fn check_default_agent(&self, config: &Config) -> Result<(), RegistryError> {
+        match &config.server.default_agent {
+            Some(name) if !self.agents.contains_key(name) => {
+                let known: Vec<&str> = self.agents.keys().map(String::as_str).collect();
+                Err(RegistryError::UnknownDefaultAgent {
+                    name: name.clone(),
+                    known: if known.is_empty() {
+                        "none".into()
+                    } else {
+                        known.join(", ")
+                    },
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The agent a client's `model` names, else `server.defaultAgent`'s (when set).
+    pub fn for_model(&self, model: &str, default_agent: Option<&str>) -> Option<Arc<AgentSpec>> {
+        self.get(model)
+            .or_else(|| default_agent.and_then(|name| self.get(name)))
     }
 
     /// Adds one agent file (e.g. the one `agentd run path.ai` names).
@@ -707,5 +734,34 @@ mod tests {
         assert_ne!(a, b);
         assert_ne!(a, c);
         assert_eq!(a, resolve("---\nmodels: llm/a\n---\np").expect("spec").hash);
+    }
+
+    #[test]
+    fn the_default_agent_must_be_an_agent_and_answers_other_models() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("chat.ai"), "---\n---\nprompt").expect("agent");
+        let with_default = |name: &str| {
+            parse_config(
+                json!({"providers": {"llm": {"type": "openai-compatible"}},
+                    "defaults": {"models": ["llm/base"]},
+                    "agents": [dir.path()], "server": {"defaultAgent": name}}),
+                "test",
+            )
+            .expect("config")
+        };
+        let err = AgentRegistry::load(&with_default("chta"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "server.defaultAgent: \"chta\" is not an agent (the agents are: chat)"
+        );
+        let registry = AgentRegistry::load(&with_default("chat")).expect("loads");
+        let named = |model: &str, default: Option<&str>| {
+            registry.for_model(model, default).map(|a| a.name.clone())
+        };
+        assert_eq!(named("claude-opus", Some("chat")).as_deref(), Some("chat"));
+        assert_eq!(named("chat", None).as_deref(), Some("chat"));
+        assert_eq!(named("claude-opus", None), None);
     }
 }

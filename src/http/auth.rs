@@ -106,22 +106,27 @@ impl Caller {
         self.admin || self.user_id.as_deref() == Some(user)
     }
 
-    /// 403 unless this key may run `agent`.
-    /// The agent a request names as its `model`: 404 `unknown_model` when there is none, 403
-    /// when this key may not use it.
+    /// The agent a request names as its `model` — or, when the model names no agent,
+    /// `server.defaultAgent`: 404 `unknown_model` when there is neither, 403 when this key may
+    /// not use the agent.
     pub fn model_agent(
         &self,
         runtime: &crate::runtime::Runtime,
         model: &str,
     ) -> Result<std::sync::Arc<crate::config::AgentSpec>, ApiError> {
+        let default_agent = runtime.config().server.default_agent.as_deref();
         let agent = runtime
             .agents()
-            .get(model)
+            .for_model(model, default_agent)
             .ok_or_else(|| ApiError::unknown_model(model))?;
+        if agent.name != model {
+            tracing::debug!(model, agent = %agent.name, "the model names no agent: server.defaultAgent answers");
+        }
         self.check_agent(&agent.name)?;
         Ok(agent)
     }
 
+    /// 403 unless this key may run `agent`.
     pub fn check_agent(&self, agent: &str) -> Result<(), ApiError> {
         if self.may_use_agent(agent) {
             Ok(())

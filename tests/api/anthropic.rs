@@ -1,10 +1,12 @@
 //! `POST /v1/messages` and the Anthropic-shaped `GET /v1/models`: the exact event sequence, the
-//! non-streaming message, and Anthropic-shaped errors.
+//! non-streaming message, Anthropic-shaped errors, the request shapes Claude Code sends (system
+//! turns in `messages`, betas, fields agentd does not use, deferred tools) and
+//! `server.defaultAgent` answering model names that are no agent.
 
 use serde_json::{Value, json};
 
-use crate::support::mock_llm::Reply;
-use crate::support::spawn_app;
+use crate::support::mock_llm::{Reply, ToolCall};
+use crate::support::{spawn_app, spawn_app_with};
 
 /// `(event, data)` of every SSE frame.
 async fn sse_events(response: reqwest::Response) -> Vec<(String, Value)> {
@@ -189,4 +191,318 @@ async fn models_take_the_anthropic_shape_when_asked() {
     assert_eq!(body["data"][0]["id"], "chat");
     assert_eq!(body["data"][0]["display_name"], "A helpful chat agent");
     assert_eq!(body["has_more"], false);
+}
+
+/// The role and text of every message the model was sent, after the agent's system prompt.
+fn sent_messages(request: &Value) -> Vec<(String, String)> {
+    request["messages"].as_array().expect("messages")[1..]
+        .iter()
+        .map(|m| {
+            let text = m["content"].as_str().unwrap_or_default().to_string();
+            (m["role"].as_str().expect("role").to_string(), text)
+        })
+        .collect()
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected
+        .iter()
+        .map(|(role, text)| (role.to_string(), text.to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn system_turns_in_messages_join_the_system_prompt_or_keep_their_place() {
+    let app = spawn_app().await;
+    app.llm.push(Reply::text("ok"));
+    let body = json!({"model": "chat", "max_tokens": 100,
+        "system": [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332;"},
+                   {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {"role": "system", "content": "Leading rule."},
+            {"role": "user", "content": "first"},
+            {"role": "system", "content": [{"type": "text", "text": "Between turns.", "cache_control": {"type": "ephemeral"}}]},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "sig"}, {"type": "text", "text": "answer"}]},
+            {"role": "user", "content": [{"type": "text", "text": "second", "cache_control": {"type": "ephemeral"}}]},
+            {"role": "system", "content": "After the prompt."}]});
+    let response = app.post_json("/v1/messages", &body).await;
+    assert_eq!(
+        response.status(),
+        200,
+        "{}",
+        response.text().await.unwrap_or_default()
+    );
+    assert_eq!(
+        sent_messages(&app.llm.requests()[0]),
+        pairs(&[
+            ("system", "Be brief.\n\nLeading rule."),
+            ("user", "first"),
+            ("system", "Between turns."),
+            ("assistant", "answer"),
+            ("system", "After the prompt."),
+            ("user", "second"),
+        ]),
+        "the billing line is dropped, a trailing system turn goes just before the prompt"
+    );
+    let only_system = app
+        .post_json(
+            "/v1/messages",
+            &json!({"model": "chat", "messages": [{"role": "system", "content": "x"}]}),
+        )
+        .await;
+    assert_eq!(only_system.status(), 400);
+    let error: Value = only_system.json().await.expect("json");
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("only system messages"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn unknown_betas_and_the_fields_claude_code_sends_are_accepted() {
+    let app = spawn_app().await;
+    app.llm.push(Reply::text("accepted"));
+    let body = json!({"model": "chat", "max_tokens": 1000, "stream": true,
+        "metadata": {"user_id": "{\"device_id\":\"d\",\"session_id\":\"s\"}"},
+        "thinking": {"type": "adaptive", "display": "omitted"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "output_config": {"effort": "medium"},
+        "tool_choice": {"type": "auto", "disable_parallel_tool_use": true},
+        "tools": [{"name": "Bash", "description": "Runs a command", "cache_control": {"type": "ephemeral"},
+                   "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]},
+                     {"role": "system", "content": [{"type": "text", "text": "# Environment"}]}]});
+    let response = app
+        .client
+        .post(app.url("/v1/messages?beta=true"))
+        .header("anthropic-version", "2023-06-01")
+        .header(
+            "anthropic-beta",
+            "claude-code-20250219,context-management-2025-06-27,mid-conversation-system-2099-01-01,no-such-beta",
+        )
+        .json(&body)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 200);
+    let events = sse_events(response).await;
+    let text: String = events
+        .iter()
+        .filter_map(|(_, d)| d["delta"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "accepted");
+    let sent = &app.llm.requests()[0];
+    assert_eq!(sent["tools"][0]["function"]["name"], "Bash");
+    assert_eq!(sent["max_tokens"], 1000);
+}
+
+#[tokio::test]
+async fn a_max_tokens_sized_for_claude_leaves_the_agents_window_room() {
+    let app = spawn_app().await;
+    app.llm.push(Reply::text("roomy"));
+    let tools = json!([{"name": "Bash", "input_schema": {"type": "object"}}]);
+    let body = json!({"model": "chat", "max_tokens": 128000, "tools": tools,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let message: Value = app
+        .post_json("/v1/messages", &body)
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(message["content"][0]["text"], "roomy");
+    let sent = &app.llm.requests()[0];
+    // A quarter of the default 131072-token window; all of 128000 would force a final turn.
+    assert_eq!(sent["max_tokens"], 32768);
+    assert_eq!(
+        sent["tools"][0]["function"]["name"], "Bash",
+        "not forced to a final turn"
+    );
+    for (asked, sent) in [(32767, 32767), (32768, 32768), (32769, 32768)] {
+        app.llm.push(Reply::text("ok"));
+        let body = json!({"model": "chat", "max_tokens": asked, "messages": [{"role": "user", "content": "hi"}]});
+        app.post_json("/v1/messages", &body).await;
+        let last = app.llm.requests().last().cloned().expect("a request");
+        assert_eq!(last["max_tokens"], sent, "max_tokens {asked}");
+    }
+    // An agent with its own output limit keeps it.
+    app.llm.push(Reply::text("tight"));
+    let body = json!({"model": "tight", "max_tokens": 128000, "messages": [{"role": "user", "content": "hi"}]});
+    app.post_json("/v1/messages", &body).await;
+    assert_eq!(app.llm.requests()[4]["max_tokens"], 100);
+}
+
+#[tokio::test]
+async fn deferred_tools_wait_for_a_tool_reference_and_results_may_hold_blocks() {
+    let app = spawn_app().await;
+    let tools = json!([
+        {"name": "ToolSearch", "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}}},
+        {"name": "WebFetch", "defer_loading": true, "input_schema": {"type": "object", "properties": {"url": {"type": "string"}}}}]);
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "toolu_search",
+        "ToolSearch",
+        r#"{"query": "select:WebFetch"}"#,
+    )]));
+    let first: Value = app
+        .post_json(
+            "/v1/messages",
+            &json!({"model": "chat", "max_tokens": 100, "tools": tools,
+            "messages": [{"role": "user", "content": "fetch it"}]}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(first["stop_reason"], "tool_use", "{first}");
+    let offered = |n: usize| -> Vec<String> {
+        app.llm.requests()[n]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(offered(0), ["ToolSearch"]);
+    app.llm.push(Reply::text("loaded"));
+    let second = app
+        .post_json("/v1/messages", &json!({"model": "chat", "max_tokens": 100, "tools": tools, "messages": [
+            {"role": "user", "content": "fetch it"},
+            {"role": "assistant", "content": first["content"]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_search", "is_error": false,
+                "cache_control": {"type": "ephemeral"},
+                "content": [{"type": "tool_reference", "tool_name": "WebFetch"},
+                            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]}]}))
+        .await;
+    assert_eq!(
+        second.status(),
+        200,
+        "{}",
+        second.text().await.unwrap_or_default()
+    );
+    assert_eq!(offered(1), ["ToolSearch", "WebFetch"]);
+    let messages = app.llm.requests()[1]["messages"].clone();
+    let result = messages
+        .as_array()
+        .expect("messages")
+        .last()
+        .expect("result")
+        .clone();
+    assert_eq!(
+        result,
+        json!({"role": "tool", "tool_call_id": "toolu_search",
+            "content": "Tool loaded: WebFetch\n[image not shown: agentd passes text]"})
+    );
+    let bad = app
+        .post_json(
+            "/v1/messages",
+            &json!({"model": "chat", "max_tokens": 100, "messages": [
+            {"role": "assistant", "content": first["content"]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_search",
+                "content": [{"type": "video"}]}]}]}),
+        )
+        .await;
+    assert_eq!(bad.status(), 400);
+    let bad: Value = bad.json().await.expect("json");
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("\"video\""),
+        "{bad}"
+    );
+}
+
+#[tokio::test]
+async fn a_model_that_names_no_agent_is_404_without_a_default_agent() {
+    let app = spawn_app().await;
+    let body = json!({"model": "claude-opus-5-5", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]});
+    for path in ["/v1/messages", "/v1/messages/count_tokens"] {
+        let response = app.post_json(path, &body).await;
+        assert_eq!(response.status(), 404, "{path}");
+        let error: Value = response.json().await.expect("json");
+        assert_eq!(error["error"]["type"], "not_found_error");
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .expect("message")
+                .contains("`claude-opus-5-5`"),
+            "{error}"
+        );
+    }
+    assert_eq!(app.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn the_default_agent_answers_model_names_that_are_no_agent_on_every_headend() {
+    let app = spawn_app_with(|config| config["server"] = json!({"defaultAgent": "chat"})).await;
+    for text in ["messages", "chat completions", "responses"] {
+        app.llm.push(Reply::text(text));
+    }
+    let asks = [
+        (
+            "/v1/messages",
+            json!({"model": "claude-opus-5-5", "max_tokens": 50,
+            "messages": [{"role": "user", "content": "hi"}]}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "gpt-5", "messages": [{"role": "user", "content": "hi"}]}),
+        ),
+        ("/v1/responses", json!({"model": "gpt-5", "input": "hi"})),
+    ];
+    let mut answers = Vec::new();
+    for (path, body) in &asks {
+        let (run_id, response) = app.start_run(path, body).await;
+        assert_eq!(response.status(), 200, "{path}");
+        answers.push(response.json::<Value>().await.expect("json"));
+        let run = app
+            .ended_run(&run_id, std::time::Duration::from_secs(10))
+            .await;
+        assert_eq!(run["agent"], "chat", "{path}: {run}");
+    }
+    assert_eq!(answers[0]["content"][0]["text"], "messages");
+    assert_eq!(
+        answers[0]["model"], "claude-opus-5-5",
+        "the reply names the model asked for"
+    );
+    assert_eq!(
+        answers[1]["choices"][0]["message"]["content"],
+        "chat completions"
+    );
+    let count: Value = app
+        .post_json(
+            "/v1/messages/count_tokens",
+            &json!({"model": "claude-haiku", "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert!(
+        count["input_tokens"].as_u64().is_some_and(|n| n > 0),
+        "{count}"
+    );
+    // An agent's own name still picks that agent.
+    app.llm.push(Reply::text("tight answer"));
+    let named: Value = app
+        .post_json(
+            "/v1/messages",
+            &json!({"model": "tight", "max_tokens": 50,
+            "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(named["content"][0]["text"], "tight answer");
+    let system = app.llm.requests()[3]["messages"][0]["content"].clone();
+    assert!(
+        system
+            .as_str()
+            .is_some_and(|s| s.starts_with("You answer.")),
+        "the tight agent ran: {system}"
+    );
 }

@@ -19,6 +19,7 @@ mod auth;
 mod authorization_matrix;
 mod chat;
 mod chat_completions;
+mod claude_code;
 mod cli;
 mod connections;
 mod context;

@@ -3,8 +3,9 @@
 //! for thinking and text, `message_delta` with `stop_reason` and usage, `message_stop`). Errors
 //! use Anthropic's `{"type": "error", "error": {"type", "message"}}` so its SDK maps them.
 //! This module holds the handler and the translator from agent events to Anthropic's events;
-//! [`wire`] holds the bodies.
+//! [`request`] turns a request into a run's input, [`wire`] holds the bodies.
 
+mod request;
 pub mod wire;
 
 use std::convert::Infallible;
@@ -15,13 +16,11 @@ use super::client_tools::{self, ToolFields};
 use super::error::{ApiError, ApiJson, ErrorBody};
 use super::sse::{sse_response, with_run_headers};
 use super::wire::AssistantRole;
-use crate::agent::client_tools::ClientTools;
 use crate::agent::events::AgentEvent;
 use crate::agent::result::RunSummary;
 use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams};
 use crate::config::AgentSpec;
-use crate::llm::{ChatMessage, Role};
-use crate::llm::{ToolCall, ToolDefinition};
+use crate::llm::Role;
 use crate::runtime::{RunHandle, RunSubmission, Runtime};
 use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderValue, StatusCode};
@@ -29,11 +28,12 @@ use axum::middleware::Next;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
-use serde_json::{Value, json};
+use request::{client_tools_of, split_messages, tool_result_param};
+use serde_json::json;
 use wire::{
     AnthropicErrorBody, AnthropicErrorDetail, AnthropicModel, AnthropicModelList, BlockDelta,
     ContentBlock, ErrorType, Message, MessageDelta, MessageType, MessageUsage, MessagesRequest,
-    ModelType, RequestContentBlock, StopReason, StreamEvent, TextOrBlocks, TokenCount,
+    ModelType, StopReason, StreamEvent, TokenCount,
 };
 
 /// Renders every error answered under `/v1/messages` — by the handlers or by the layers around
@@ -154,12 +154,15 @@ pub async fn messages(
     let ApiJson(body) = body?;
     let agent = caller.model_agent(&runtime, &body.model)?;
     let (history, prompt) = split_messages(&body)?;
+    let max_output_tokens = body
+        .max_tokens
+        .map(|asked| asked.min(output_ceiling(&runtime, &agent)));
     let mut submission = RunSubmission::new(agent, prompt);
     submission.history = history;
     submission.overrides = SamplingParams {
         temperature: body.temperature,
         top_p: body.top_p,
-        max_output_tokens: body.max_tokens,
+        max_output_tokens,
         ..SamplingParams::default()
     };
     submission.user_id = caller.owner();
@@ -211,224 +214,39 @@ pub async fn count_tokens(
     Ok(axum::Json(TokenCount { input_tokens }))
 }
 
+/// The share of an agent's smallest context window a request's `max_tokens` may reserve for
+/// the answer when the agent sets no output limit of its own.
+const OUTPUT_SHARE_OF_WINDOW: u64 = 4;
+
+/// The most output tokens a request may ask of `agent`: its own limit, else a quarter of its
+/// smallest context window. Clients size `max_tokens` for Claude models (Claude Code asks for
+/// 128000); reserved whole, that would leave another model's window no room for the prompt.
+fn output_ceiling(runtime: &Runtime, agent: &AgentSpec) -> u32 {
+    if let Some(limit) = agent.sampling.max_output_tokens {
+        return limit;
+    }
+    let window = agent
+        .targets
+        .iter()
+        .map(|target| {
+            agent.context_window.unwrap_or_else(|| {
+                runtime
+                    .catalog()
+                    .facts(&target.provider, &target.model)
+                    .context_window
+            })
+        })
+        .min()
+        .unwrap_or(crate::config::models::DEFAULT_CONTEXT_WINDOW);
+    u32::try_from(window / OUTPUT_SHARE_OF_WINDOW).unwrap_or(u32::MAX)
+}
+
 /// Where Anthropic keeps a client tool's parts.
 const ANTHROPIC_TOOL_FIELDS: ToolFields = ToolFields {
     list: "tools",
     name: "name",
     schema: "input_schema",
 };
-
-/// Custom tools become client tools; server tools (with another `type`) are not offered.
-fn client_tools_of(body: &MessagesRequest) -> Result<ClientTools, ApiError> {
-    let mut definitions = Vec::new();
-    let mut request_indexes = Vec::new();
-    for (index, tool) in body.tools.iter().flatten().enumerate() {
-        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("custom");
-        if kind != "custom" {
-            continue;
-        }
-        request_indexes.push(index);
-        definitions.push(ToolDefinition {
-            name: tool
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            description: tool
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            parameters: tool
-                .get("input_schema")
-                .cloned()
-                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-        });
-    }
-    Ok(ClientTools {
-        definitions,
-        choice: client_tools::tool_choice(body.tool_choice.as_ref())?,
-        turns_used: 0,
-        request_indexes,
-    })
-}
-
-/// The `tool_result` block answering `call_id`, for a 400 about it.
-fn tool_result_param(body: &MessagesRequest, call_id: &str) -> String {
-    for (index, message) in body.messages.iter().enumerate() {
-        if let TextOrBlocks::Blocks(blocks) = &message.content
-            && let Some(block) = blocks
-                .iter()
-                .position(|b| b.tool_use_id.as_deref() == Some(call_id))
-        {
-            return format!("messages[{index}].content[{block}].tool_use_id");
-        }
-    }
-    "messages".into()
-}
-
-/// One message as chat messages: `tool_use` blocks become the assistant's tool calls,
-/// `tool_result` blocks `tool` messages (before the user's text of the same message).
-fn chat_messages(
-    role: Role,
-    content: &TextOrBlocks,
-    param: &str,
-) -> Result<Vec<ChatMessage>, ApiError> {
-    let TextOrBlocks::Blocks(blocks) = content else {
-        return Ok(vec![ChatMessage::new(role, text_of(content, param)?)]);
-    };
-    let mut calls = Vec::new();
-    let mut results = Vec::new();
-    for (index, block) in blocks.iter().enumerate() {
-        let block_param = || format!("{param}[{index}]");
-        match block.kind.as_str() {
-            "tool_use" if role == Role::Assistant => calls.push(ToolCall {
-                id: block.id.clone().ok_or_else(|| {
-                    ApiError::invalid_request("a tool_use block needs `id`")
-                        .with_param(format!("{}.id", block_param()))
-                })?,
-                name: block.name.clone().unwrap_or_default(),
-                arguments: block
-                    .input
-                    .as_ref()
-                    .map_or_else(|| "{}".to_string(), Value::to_string),
-            }),
-            "tool_result" if role == Role::User => {
-                let call_id = block.tool_use_id.clone().ok_or_else(|| {
-                    ApiError::invalid_request("a tool_result block needs `tool_use_id`")
-                        .with_param(format!("{}.tool_use_id", block_param()))
-                })?;
-                let mut message =
-                    ChatMessage::new(Role::Tool, tool_result_text(block, &block_param())?);
-                message.tool_call_id = Some(call_id);
-                results.push(message);
-            }
-            _ => {}
-        }
-    }
-    let text = text_of(content, param)?;
-    let mut messages = results;
-    if !calls.is_empty() {
-        let mut message = ChatMessage::new(Role::Assistant, text);
-        if message.content.as_deref() == Some("") {
-            message.content = None;
-        }
-        message.tool_calls = calls;
-        messages.push(message);
-    } else if !text.is_empty() || messages.is_empty() {
-        messages.push(ChatMessage::new(role, text));
-    }
-    Ok(messages)
-}
-
-/// A `tool_result`'s content as text: a string, or its text blocks.
-fn tool_result_text(block: &RequestContentBlock, param: &str) -> Result<String, ApiError> {
-    match &block.content {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(text)) => Ok(text.clone()),
-        Some(Value::Array(parts)) => {
-            let mut texts = Vec::new();
-            for part in parts {
-                match part.get("text").and_then(Value::as_str) {
-                    Some(text) => texts.push(text),
-                    None => {
-                        return Err(ApiError::invalid_request(
-                            "a tool_result holds text or text blocks",
-                        )
-                        .with_param(format!("{param}.content")));
-                    }
-                }
-            }
-            Ok(texts.join("\n"))
-        }
-        Some(_) => Err(
-            ApiError::invalid_request("a tool_result holds text or text blocks")
-                .with_param(format!("{param}.content")),
-        ),
-    }
-}
-
-/// Whether a message carries `tool_result` blocks (a client answering tool calls).
-fn has_tool_results(content: &TextOrBlocks) -> bool {
-    matches!(content, TextOrBlocks::Blocks(blocks) if blocks.iter().any(|b| b.kind == "tool_result"))
-}
-
-fn split_messages(body: &MessagesRequest) -> Result<(Vec<ChatMessage>, String), ApiError> {
-    let Some((last, earlier)) = body.messages.split_last() else {
-        return Err(
-            ApiError::invalid_request("`messages` must not be empty").with_param("messages")
-        );
-    };
-    let mut history = Vec::new();
-    if let Some(system) = &body.system {
-        let text = text_of(system, "system")?;
-        if !text.trim().is_empty() {
-            history.push(ChatMessage::system(text));
-        }
-    }
-    for (index, message) in earlier.iter().enumerate() {
-        let role = match message.role.as_str() {
-            "user" => Role::User,
-            "assistant" => Role::Assistant,
-            other => {
-                return Err(ApiError::invalid_request(format!(
-                    "Unknown role {other:?}: use user or assistant"
-                ))
-                .with_param(format!("messages[{index}].role")));
-            }
-        };
-        history.extend(chat_messages(
-            role,
-            &message.content,
-            &format!("messages[{index}].content"),
-        )?);
-    }
-    let last_index = earlier.len();
-    if last.role == "user" && has_tool_results(&last.content) {
-        // The client answers tool calls: the run continues from their results.
-        history.extend(chat_messages(
-            Role::User,
-            &last.content,
-            &format!("messages[{last_index}].content"),
-        )?);
-        if history.last().is_some_and(|m| m.role == Role::User) {
-            // Text sent beside the results is the prompt of the continued turn.
-            let prompt = history.pop().and_then(|m| m.content).unwrap_or_default();
-            return Ok((history, prompt));
-        }
-        return Ok((history, String::new()));
-    }
-    let prompt = text_of(&last.content, &format!("messages[{last_index}].content"))?;
-    if last.role != "user" || prompt.trim().is_empty() {
-        return Err(
-            ApiError::invalid_request("The last message must be a user message with text")
-                .with_param(format!("messages[{last_index}]")),
-        );
-    }
-    Ok((history, prompt))
-}
-
-/// Text of a string or of text blocks; earlier thinking blocks are skipped, tool blocks refused.
-fn text_of(content: &TextOrBlocks, param: &str) -> Result<String, ApiError> {
-    let blocks = match content {
-        TextOrBlocks::Text(text) => return Ok(text.clone()),
-        TextOrBlocks::Blocks(blocks) => blocks,
-    };
-    let mut parts = Vec::new();
-    for (index, block) in blocks.iter().enumerate() {
-        match (block.kind.as_str(), &block.text) {
-            ("text", Some(text)) => parts.push(text.as_str()),
-            ("thinking" | "redacted_thinking" | "tool_use" | "tool_result", _) => {}
-            (kind, _) => {
-                return Err(ApiError::invalid_request(format!(
-                    "Content block type {kind:?} is not supported; send text"
-                ))
-                .with_param(format!("{param}[{index}]")));
-            }
-        }
-    }
-    Ok(parts.join("\n"))
-}
 
 struct Reply {
     id: String,

@@ -14,7 +14,10 @@ use utoipa::{IntoResponses, ToSchema};
 use crate::agent::result::UsageTotals;
 use crate::http::wire::{AssistantRole, string_constant};
 
-/// `POST /v1/messages`; `model` names an agent.
+/// `POST /v1/messages`; `model` names an agent (or, when it names none, `server.defaultAgent`
+/// answers). The other fields of Anthropic's API (`thinking`, `context_management`,
+/// `output_config`, `metadata`, `stop_sequences`, …) are accepted and not used: the agent's
+/// own settings decide its reasoning, context and output.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct MessagesRequest {
     /// The agent to run (see `GET /v1/models`).
@@ -26,7 +29,8 @@ pub struct MessagesRequest {
     /// Put before the history as a system message.
     #[serde(default)]
     pub system: Option<TextOrBlocks>,
-    /// Overrides the agent's output token limit.
+    /// The answer's output token limit, at most the agent's own limit — or, when it sets none,
+    /// a quarter of its smallest context window (clients size this for Claude models).
     #[serde(default, deserialize_with = "crate::http::wire::optional_whole_number")]
     pub max_tokens: Option<u32>,
     #[serde(default)]
@@ -55,12 +59,14 @@ pub struct TokenCount {
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct AnthropicMessage {
-    /// `user` or `assistant`.
+    /// `user`, `assistant` or `system` (a system turn: leading ones join the system prompt,
+    /// later ones stay in the conversation).
     pub role: String,
     pub content: TextOrBlocks,
 }
 
-/// Text, or content blocks: `text` is read, `thinking` skipped, any other type refused.
+/// Text, or content blocks: `text` is read, `thinking` skipped, tool blocks read as calls and
+/// results, any other type refused.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum TextOrBlocks {
@@ -87,7 +93,8 @@ pub struct RequestContentBlock {
     /// The call a `tool_result` block answers.
     #[serde(default)]
     pub tool_use_id: Option<String>,
-    /// A `tool_result` block's result: text or text blocks.
+    /// A `tool_result` block's result: text, or text, `tool_reference`, image and document
+    /// blocks (the last two become a line saying they are not shown).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub content: Option<Value>,
