@@ -223,7 +223,10 @@ impl StreamEvent<'_> {
 /// The text a `content_block_delta` adds to the open block.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
-#[allow(clippy::enum_variant_names)] // the wire names: text_delta, thinking_delta, input_json_delta
+#[expect(
+    clippy::enum_variant_names,
+    reason = "the wire names: text_delta, thinking_delta, input_json_delta"
+)]
 pub enum BlockDelta<'a> {
     TextDelta {
         text: &'a str,
