@@ -1,8 +1,11 @@
 //! Owns `${VAR}` placeholder expansion over the string values of one config layer's JSON.
 //!
-//! Supported forms: `${NAME}` and `${NAME:-default}` (default used when NAME is unset or
-//! empty; the default may itself contain placeholders, nested to any depth). `$$` is not
-//! special and a `$` not followed by `{` is literal. Left untouched: `${parameters.*}`
+//! Supported forms, as in the shell: `${NAME}`, `${NAME:-default}` (default used when NAME is
+//! unset or empty) and `${NAME:+alternate}` (alternate used when NAME is set and not empty,
+//! else nothing); the words may themselves contain placeholders, nested to any depth. As in
+//! zsh, the subject may be a placeholder instead of a name, so `${${A:+then}:-else}` chooses
+//! between two words by whether `A` is set. `$$` is not special and a `$` not followed by `{`
+//! is literal. Left untouched: `${parameters.*}`
 //! (runtime REST-tool parameters), `${caller.*}` (the calling user and their secrets, resolved
 //! at each tool call by `tools::caller`), the whole subtrees `mcpServers.<name>.env` and
 //! `mcpServers.<name>.headers` and the value `mcpServers.<name>.bearerToken` (expanded when the
@@ -202,6 +205,25 @@ fn matching_brace(s: &str) -> Option<usize> {
     None
 }
 
+/// What a placeholder's operator does with its subject's value.
+#[derive(Clone, Copy)]
+enum Operator<'a> {
+    /// `${X}`: the value; unset is an error.
+    Plain,
+    /// `${X:-word}`: the value, else `word` when unset or empty.
+    Default(&'a str),
+    /// `${X:+word}`: `word` when the value is set and not empty, else nothing.
+    Alternate(&'a str),
+}
+
+/// What a placeholder's operator applies to.
+enum Subject<'a> {
+    /// A variable name.
+    Variable(&'a str),
+    /// A whole nested placeholder, `${...}` included (`${${A:+x}:-y}`).
+    Nested(&'a str),
+}
+
 /// Expands the text between `${` and its matching `}`, appending the result to `out`.
 fn expand_placeholder(
     inner: &str,
@@ -214,27 +236,69 @@ fn expand_placeholder(
         out.push('}');
         return Ok(());
     }
-    let (name, default) = match inner.split_once(":-") {
-        Some((name, default)) => (name, Some(default)),
-        None => (inner, None),
+    let (subject, operator) = split_placeholder(inner)?;
+    // `Err(name)`: the variable is not set.
+    let value = match subject {
+        Subject::Variable(name) => lookup(name).ok_or(name),
+        Subject::Nested(text) => Ok(expand_str(text, lookup)?),
     };
-    if !is_valid_name(name) {
-        return Err(StrError::Malformed(format!(
-            "invalid variable name in `${{{inner}}}` (must match [A-Za-z_][A-Za-z0-9_]*)"
-        )));
-    }
-    match (lookup(name), default) {
-        (Some(v), None) => out.push_str(&v),
-        (Some(v), Some(default)) if !v.is_empty() => {
-            // The default is not used, but a malformed one is still an error: check its
-            // syntax with a lookup that sends every placeholder down its default path.
-            expand_str(default, &|_| Some(String::new()))?;
-            out.push_str(&v);
+    let set = value.as_ref().is_ok_and(|v| !v.is_empty());
+    let word = match operator {
+        Operator::Plain => {
+            let value = value.map_err(|name| StrError::Missing(name.to_owned()))?;
+            out.push_str(&value);
+            return Ok(());
         }
-        (_, Some(default)) => out.push_str(&expand_str(default, lookup)?),
-        (None, None) => return Err(StrError::Missing(name.to_owned())),
+        Operator::Default(word) if !set => Some(word),
+        Operator::Alternate(word) if set => Some(word),
+        Operator::Default(word) | Operator::Alternate(word) => {
+            // The word is not used, but a malformed one is still an error: check its syntax
+            // with a lookup that sends every placeholder down its default path.
+            expand_str(word, &|_| Some(String::new()))?;
+            None
+        }
+    };
+    match (word, operator) {
+        (Some(word), _) => out.push_str(&expand_str(word, lookup)?),
+        (None, Operator::Default(_)) => out.push_str(value.as_deref().unwrap_or_default()),
+        (None, _) => {}
     }
     Ok(())
+}
+
+/// Splits a placeholder's inside into its subject and operator.
+fn split_placeholder(inner: &str) -> Result<(Subject<'_>, Operator<'_>), StrError> {
+    let (subject, rest) = match inner.strip_prefix("${") {
+        Some(after_open) => {
+            let close = matching_brace(after_open).ok_or_else(|| {
+                StrError::Malformed(format!("unterminated `${{` in `${{{inner}}}`"))
+            })?;
+            let end = close + 3;
+            (Subject::Nested(&inner[..end]), &inner[end..])
+        }
+        None => {
+            let end = inner.find(':').unwrap_or(inner.len());
+            let name = &inner[..end];
+            if !is_valid_name(name) {
+                return Err(StrError::Malformed(format!(
+                    "invalid variable name in `${{{inner}}}` (must match [A-Za-z_][A-Za-z0-9_]*)"
+                )));
+            }
+            (Subject::Variable(name), &inner[end..])
+        }
+    };
+    let operator = if rest.is_empty() {
+        Operator::Plain
+    } else if let Some(word) = rest.strip_prefix(":-") {
+        Operator::Default(word)
+    } else if let Some(word) = rest.strip_prefix(":+") {
+        Operator::Alternate(word)
+    } else {
+        return Err(StrError::Malformed(format!(
+            "unknown operator `{rest}` in `${{{inner}}}` (use `:-default` or `:+alternate`)"
+        )));
+    };
+    Ok((subject, operator))
 }
 
 #[cfg(test)]
@@ -334,6 +398,52 @@ mod tests {
     fn default_with_braces_and_colon_dash() {
         assert_eq!(expand_s("${U1:-{}}").unwrap(), "{}");
         assert_eq!(expand_s("${U1:-a:-b}").unwrap(), "a:-b");
+    }
+
+    #[test]
+    fn alternate_when_set_and_not_empty() {
+        assert_eq!(expand_s("${A:+set}").unwrap(), "set");
+        assert_eq!(expand_s("[${UNSET:+set}]").unwrap(), "[]");
+        assert_eq!(expand_s("[${EMPTY:+set}]").unwrap(), "[]");
+        assert_eq!(expand_s("${A:+x-${B}-${U:-d}}").unwrap(), "x-beta-d");
+        assert_eq!(expand_s("${A:+}").unwrap(), "");
+    }
+
+    #[test]
+    fn unused_alternate_is_only_checked() {
+        // Not expanded, so a missing variable inside it is fine; a malformed one is not.
+        assert_eq!(expand_s("[${UNSET:+${NOPE}}]").unwrap(), "[]");
+        assert_malformed("${UNSET:+${bad name}}", "invalid variable name");
+        assert_malformed("${A:-${U:+${B-x}}}", "invalid variable name");
+    }
+
+    #[test]
+    fn a_placeholder_as_the_subject_chooses_between_two_words() {
+        let pick = "${${A:+llm/${U:-gpt}}:-scripted/tools}";
+        assert_eq!(expand_s(pick).unwrap(), "llm/gpt");
+        let pick = "${${UNSET:+llm/${U:-gpt}}:-scripted/tools}";
+        assert_eq!(expand_s(pick).unwrap(), "scripted/tools");
+        assert_eq!(expand_s("${${EMPTY:+x}:-y}").unwrap(), "y");
+        assert_eq!(expand_s("${${A}}").unwrap(), "alpha");
+        assert_eq!(expand_s("${${A}:+b-${B}}").unwrap(), "b-beta");
+        assert_eq!(expand_s("${${U:-${A}}:-z}").unwrap(), "alpha");
+    }
+
+    #[test]
+    fn a_missing_variable_in_a_nested_subject_is_named() {
+        let err = expand(json!({"k": "${${NOPE}:-x}"})).unwrap_err();
+        let ExpandError::MissingVariable(m) = err else {
+            panic!("unexpected {err:?}");
+        };
+        assert_eq!(m.variable, "NOPE");
+    }
+
+    #[test]
+    fn unknown_operators_are_named() {
+        assert_malformed("${A:?required}", "unknown operator `:?required`");
+        assert_malformed("${A:x}", "unknown operator `:x`");
+        assert_malformed("${${A}x}", "unknown operator `x`");
+        assert_malformed("${${A}-x}", "unknown operator `-x`");
     }
 
     #[test]

@@ -93,6 +93,8 @@ pub enum ProviderKind {
     Google,
     Ollama,
     Openrouter,
+    /// agentd's built-in scripted model (`llm::scripted`): no network, no key.
+    Scripted,
 }
 
 #[derive(Debug, Clone, Deserialize)]

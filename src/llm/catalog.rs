@@ -16,6 +16,7 @@ use super::google::GoogleProvider;
 use super::ollama::OllamaProvider;
 use super::openai::{Dialect, OpenAiProvider, OpenAiSettings};
 use super::parameters::ParameterPolicy;
+use super::scripted::ScriptedProvider;
 use super::upstream::Connection;
 
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +64,9 @@ fn build(
         provider: name.to_string(),
         detail,
     };
+    if config.kind == ProviderKind::Scripted {
+        return scripted(name, config).map_err(fail);
+    }
     let base_url =
         base_url(config).ok_or_else(|| fail("baseUrl is required for openai-compatible".into()))?;
     let connection = Connection {
@@ -114,8 +118,39 @@ fn build(
         ProviderKind::Ollama => {
             OllamaProvider::new(client, name, &connection, policy).map(|p| Arc::new(p) as _)
         }
+        ProviderKind::Scripted => return scripted(name, config).map_err(fail),
     };
     built.map_err(|e| fail(e.to_string()))
+}
+
+/// The scripted provider; a `baseUrl`, `apiKey` or `headers` is a mistake it names (it
+/// reaches nothing), except values a `${VAR:-}` left empty.
+fn scripted(name: &str, config: &ProviderConfig) -> Result<Arc<dyn Provider>, String> {
+    use secrecy::ExposeSecret;
+    let set = [
+        (
+            "baseUrl",
+            config
+                .base_url
+                .as_deref()
+                .is_some_and(|u| !u.trim().is_empty()),
+        ),
+        (
+            "apiKey",
+            config
+                .api_key
+                .as_ref()
+                .is_some_and(|k| !k.expose_secret().trim().is_empty()),
+        ),
+        ("headers", !config.headers.is_empty()),
+    ];
+    match set.iter().find(|(_, is_set)| *is_set) {
+        Some((key, _)) => Err(format!(
+            "{key} is not used by the scripted type, which calls no network; remove it, or use \
+             another type to reach a model server"
+        )),
+        None => Ok(Arc::new(ScriptedProvider::new(name))),
+    }
 }
 
 /// The configured `baseUrl`, else the vendor's public endpoint; `None` when there is neither.
@@ -126,7 +161,7 @@ fn base_url(config: &ProviderConfig) -> Option<String> {
         ProviderKind::Anthropic => "https://api.anthropic.com",
         ProviderKind::Google => "https://generativelanguage.googleapis.com/v1beta",
         ProviderKind::Ollama => "http://127.0.0.1:11434",
-        ProviderKind::OpenaiCompatible => "",
+        ProviderKind::OpenaiCompatible | ProviderKind::Scripted => "",
     };
     config
         .base_url
@@ -157,9 +192,27 @@ mod tests {
             "r": {"type": "openrouter"},
             "x": {"type": "openai"},
             "c": {"type": "openai-compatible", "baseUrl": "http://127.0.0.1:1/v1"},
+            "s": {"type": "scripted", "baseUrl": "", "apiKey": ""},
         }))
         .expect("all build");
-        assert_eq!(names, ["a", "c", "g", "o", "r", "x"]);
+        assert_eq!(names, ["a", "c", "g", "o", "r", "s", "x"]);
+    }
+
+    #[test]
+    fn the_scripted_type_refuses_network_settings_by_name() {
+        for (key, value) in [
+            ("baseUrl", json!("http://127.0.0.1:9090/v1")),
+            ("apiKey", json!("sk-1")),
+            ("headers", json!({"X-A": "b"})),
+        ] {
+            let err = build_all(json!({"s": {"type": "scripted", key: value}})).unwrap_err();
+            assert!(
+                err.starts_with(&format!(
+                    "providers.s: {key} is not used by the scripted type"
+                )),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod ndjson;
 pub mod ollama;
 pub mod openai;
 pub mod parameters;
+pub mod scripted;
 pub mod sse;
 pub mod stream;
 pub mod tokens;

@@ -39,13 +39,19 @@ pub enum UpstreamSetupError {
 /// The most of an error response's body that is read: enough for any vendor's error object.
 const ERROR_BODY_BYTES: usize = 64 * 1024;
 
-/// Where the example config's provider points by default: the bundled mock upstream.
-const BUNDLED_MOCK_PORT: u16 = 9090;
-const BUNDLED_MOCK_HINT: &str = "this is the example config's default endpoint, the bundled mock: start it with `cargo run --example mock_upstream -- --listen 127.0.0.1:9090`, or set AGENTD_LLM_BASE_URL to your provider";
+/// Told with a refused connection to this machine: most often a local model server (Ollama,
+/// vLLM, the benchmarks' mock) that is not running.
+const LOCAL_UPSTREAM_HINT: &str = "start the model server on this machine, or try agentd without one through its built-in scripted provider (`\"type\": \"scripted\"`; the example config uses it when AGENTD_LLM_BASE_URL is unset)";
 
-fn is_bundled_mock_address(url: &Url) -> bool {
-    url.port() == Some(BUNDLED_MOCK_PORT)
-        && matches!(url.host_str(), Some("127.0.0.1" | "localhost"))
+/// Whether `url` points at this machine (a loopback address or `localhost`).
+fn is_local_address(url: &Url) -> bool {
+    url.host_str().is_some_and(|host| {
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        host.eq_ignore_ascii_case("localhost")
+            || bare
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    })
 }
 
 /// What every provider type is configured with.
@@ -288,15 +294,14 @@ impl Upstream {
     }
 
     /// A request that never reached the upstream: classified, redacted, and logged as a warning
-    /// naming the endpoint and the cause (with how to start the bundled mock when it is the
-    /// example config's default endpoint).
+    /// naming the endpoint and the cause (with what to do when nothing listens on this machine).
     fn unreachable(&self, error: reqwest::Error, url: &Url) -> LlmError {
         let refused = error.is_connect();
         let mut error = self
             .secrets
             .redact_error(classify_transport_error(error, url));
-        if refused && is_bundled_mock_address(url) {
-            error = error.with_hint(BUNDLED_MOCK_HINT);
+        if refused && is_local_address(url) {
+            error = error.with_hint(LOCAL_UPSTREAM_HINT);
         }
         warn!(provider = %self.provider, %error, "the model provider could not be reached");
         error
@@ -433,6 +438,33 @@ pub fn strip_base(base: &str, suffix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_addresses_on_this_machine_get_the_local_hint() {
+        for local in [
+            "http://127.0.0.1:9090/v1",
+            "http://127.1.2.3:1",
+            "http://localhost:11434",
+            "http://LOCALHOST:1",
+            "http://[::1]:8000/v1",
+        ] {
+            assert!(
+                is_local_address(&Url::parse(local).expect("url")),
+                "{local}"
+            );
+        }
+        for remote in [
+            "https://api.openai.com/v1",
+            "http://10.0.0.1:9090",
+            "http://[2001:db8::1]:1",
+        ] {
+            assert!(
+                !is_local_address(&Url::parse(remote).expect("url")),
+                "{remote}"
+            );
+        }
+        assert!(!LOCAL_UPSTREAM_HINT.contains("mock_upstream"));
+    }
 
     #[test]
     fn base_urls_are_normalised() {

@@ -52,6 +52,7 @@ mod run_list;
 mod run_pipeline;
 mod runs;
 mod schemathesis;
+mod scripted_model;
 mod sdk_clients;
 mod secrets;
 mod session;
