@@ -290,6 +290,7 @@ pub async fn create_response(
     };
     submission.user_id = caller.owner();
     submission.key = caller.limited_key.clone();
+    submission.acted_by = caller.acted_by.clone();
     submission.client_tools = input::client_tools_of(&body)?;
     if echo.background {
         submission.on_disconnect = OnDisconnect::Continue;
