@@ -44,7 +44,7 @@ pub const ACT_FOR_HEADER: &str = "x-agentd-user";
 
 impl Caller {
     /// The caller of a server without keys (loopback only), and of the public routes.
-    fn admin() -> Self {
+    pub(crate) fn admin() -> Self {
         Self {
             admin: true,
             user_id: None,

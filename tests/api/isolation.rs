@@ -559,12 +559,28 @@ async fn an_admin_acts_for_a_user_whose_run_it_is_and_nobody_else_may() {
         .as_str()
         .expect("run id")
         .to_string();
+    // And on the Responses API.
+    app.llm.push(Reply::text("done"));
+    let (status, body, _) = acting(
+        &app,
+        ADMIN,
+        None,
+        "/v1/responses",
+        Some(json!({"model": "chat", "user": "alice", "input": "hi"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let by_response = body["id"]
+        .as_str()
+        .and_then(|id| id.strip_prefix("resp_"))
+        .expect("a response id")
+        .to_string();
 
     let (status, list) = get(&app, ALICE, "/v1/runs").await;
     assert_eq!(status, 200);
     let mut listed = listed_ids(&list);
     listed.sort();
-    let mut expected = vec![by_header.clone(), by_field.clone()];
+    let mut expected = vec![by_header.clone(), by_field.clone(), by_response];
     expected.sort();
     assert_eq!(listed, expected, "both runs are alice's: {list}");
     for run in list["data"].as_array().expect("runs") {

@@ -118,7 +118,7 @@ async fn langchain_llamaindex_and_open_webuis_requests_get_their_answers() {
     );
     assert_eq!(
         stdout.lines().filter(|l| l.ends_with(" ok")).count(),
-        9,
+        8,
         "{stdout}"
     );
     // LangChain's stop sequence reached the model, streamed or not.

@@ -94,22 +94,21 @@ fn in_range(name: &'static str, value: Option<f64>, min: f64, max: f64) -> Resul
     }
 }
 
-/// What OpenAI's `user` field makes of the caller: an admin acts for that user; a caller that
-/// is that user stays itself; a caller already acting for a user (`x-agentd-user`) may not
-/// name another (400). For any other caller, or a `user` that is not a string, the field is
+/// What OpenAI's `user` field makes of the caller: for an admin a user id acts for that user;
+/// for a caller that is that user it changes nothing; a caller already acting for a user
+/// (`x-agentd-user`) may not name another (400). Anything else — another key's other user, a
+/// value that is no user id (clients send end-user tags of their own there), not a string — is
 /// only OpenAI's end-user tag: ignored, which the second value says.
 pub fn caller_for_user(caller: Caller, user: Option<&Value>) -> Result<(Caller, bool), ApiError> {
     let Some(user) = user.filter(|user| !user.is_null()) else {
         return Ok((caller, false));
     };
-    let Some(user) = user.as_str() else {
-        return Ok((caller, true));
+    let Some(user) = user.as_str().filter(|user| is_user_id(user)) else {
+        let tag = user.as_str().is_none_or(|user| !user.is_empty());
+        return Ok((caller, tag));
     };
-    if user.is_empty() {
+    if caller.user_id.as_deref() == Some(user) {
         return Ok((caller, false));
-    }
-    if caller.admin || caller.user_id.as_deref() == Some(user) {
-        return Ok((caller.act_for(user, "user")?, false));
     }
     if caller.acted_by.is_some() {
         return Err(ApiError::invalid_request(format!(
@@ -118,7 +117,16 @@ pub fn caller_for_user(caller: Caller, user: Option<&Value>) -> Result<(Caller, 
         ))
         .with_param("user"));
     }
+    if caller.admin {
+        return Ok((caller.act_for(user, "user")?, false));
+    }
     Ok((caller, true))
+}
+
+/// Whether `user` could name a user (what `x-agentd-user` would accept).
+fn is_user_id(user: &str) -> bool {
+    crate::http::chat::check_user_id(user).is_ok()
+        && crate::config::owner::check_user_id(user).is_ok()
 }
 
 /// Parameters a request set that will have no effect, by their OpenAI names, in order.
@@ -238,6 +246,29 @@ mod tests {
         for (n, stream) in [(0, false), (MAX_CHOICES + 1, false), (2, true)] {
             let error = choices(Some(n), stream).expect_err("refused");
             assert_eq!(error.param.as_deref(), Some("n"), "{n} {stream}");
+        }
+    }
+
+    #[test]
+    fn the_user_field_acts_for_a_user_only_for_an_admin_and_is_a_tag_otherwise() {
+        let admin = Caller::admin();
+        let (acting, ignored) = caller_for_user(admin.clone(), Some(&json!("alice"))).expect("ok");
+        assert_eq!((acting.user_id.as_deref(), ignored), (Some("alice"), false));
+        assert_eq!(acting.acted_by.as_deref(), Some("admin"));
+        let (same, ignored) = caller_for_user(acting.clone(), Some(&json!("alice"))).expect("ok");
+        assert_eq!((same, ignored), (acting.clone(), false));
+        let refused = caller_for_user(acting, Some(&json!("bob"))).expect_err("another user");
+        assert_eq!(refused.param.as_deref(), Some("user"));
+        for tag in [json!("user 42 (web)"), json!("key:ci"), json!({"id": "x"})] {
+            let (caller, ignored) = caller_for_user(admin.clone(), Some(&tag)).expect("a tag");
+            assert!(
+                ignored && caller.admin && caller.acted_by.is_none(),
+                "{tag}"
+            );
+        }
+        for nothing in [json!(""), Value::Null] {
+            let (caller, ignored) = caller_for_user(admin.clone(), Some(&nothing)).expect("ok");
+            assert!(!ignored && caller.admin, "{nothing}");
         }
     }
 

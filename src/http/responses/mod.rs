@@ -258,6 +258,8 @@ pub async fn create_response(
     Extension(caller): Extension<Caller>,
     ApiJson(body): ApiJson<CreateResponse>,
 ) -> Result<Response, ApiError> {
+    let (caller, _tag_only) =
+        crate::http::openai::params::caller_for_user(caller, body.user.as_ref())?;
     let agent = caller.model_agent(&runtime, &body.model)?;
     check_body(&body)?;
     let read = input::read_input(body.input.as_ref())?;
