@@ -53,6 +53,7 @@ fn new_run(id: &str) -> NewRun {
         conversation_id: None,
         created_at: chrono::Utc::now(),
         owner: None,
+        acted_by: None,
     }
 }
 

@@ -96,6 +96,18 @@ pub struct KeptSampling {
     pub top_k: Option<u32>,
     pub repeat_penalty: Option<f64>,
     pub max_output_tokens: Option<u32>,
+    /// A request's `stop`, penalties, `seed` and `logit_bias` (absent in waits stored before
+    /// they were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logit_bias: Option<std::collections::BTreeMap<String, f64>>,
 }
 
 impl From<&SamplingParams> for KeptSampling {
@@ -106,6 +118,11 @@ impl From<&SamplingParams> for KeptSampling {
             top_k: p.top_k,
             repeat_penalty: p.repeat_penalty,
             max_output_tokens: p.max_output_tokens,
+            stop: p.stop.clone(),
+            presence_penalty: p.presence_penalty,
+            frequency_penalty: p.frequency_penalty,
+            seed: p.seed,
+            logit_bias: p.logit_bias.clone(),
         }
     }
 }
@@ -118,6 +135,11 @@ impl From<&KeptSampling> for SamplingParams {
             top_k: k.top_k,
             repeat_penalty: k.repeat_penalty,
             max_output_tokens: k.max_output_tokens,
+            stop: k.stop.clone(),
+            presence_penalty: k.presence_penalty,
+            frequency_penalty: k.frequency_penalty,
+            seed: k.seed,
+            logit_bias: k.logit_bias.clone(),
             ..Self::default()
         }
     }

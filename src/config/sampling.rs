@@ -6,6 +6,11 @@
 //! It lives in `config` beside the reasoning types it holds, so `config` keeps depending on no
 //! other module; `llm` re-exports it as `llm::SamplingParams`. Only the type and its merge live
 //! here: parsing of `reasoning` values stays in `reasoning`, wire naming in `llm::parameters`.
+//!
+//! Stop sequences, the OpenAI penalties, `seed` and `logit_bias` come only from a request (older
+//! OpenAI clients send them); an agent file does not set them.
+
+use std::collections::BTreeMap;
 
 use super::reasoning::{ReasoningLevel, ReasoningTokens};
 
@@ -22,6 +27,15 @@ pub struct SamplingParams {
     pub reasoning: Option<ReasoningLevel>,
     /// An explicit reasoning budget, beating the one derived from the level.
     pub reasoning_tokens: Option<ReasoningTokens>,
+    /// Text that ends the model's output where it appears (OpenAI `stop`).
+    pub stop: Option<Vec<String>>,
+    /// OpenAI's additive penalties, -2 to 2.
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    /// Asks the model for repeatable sampling.
+    pub seed: Option<i64>,
+    /// Token id (as text) to a bias of -100 to 100.
+    pub logit_bias: Option<BTreeMap<String, f64>>,
 }
 
 impl SamplingParams {
@@ -36,6 +50,14 @@ impl SamplingParams {
             max_output_tokens: overrides.max_output_tokens.or(self.max_output_tokens),
             reasoning: overrides.reasoning.or(self.reasoning),
             reasoning_tokens: overrides.reasoning_tokens.or(self.reasoning_tokens),
+            stop: overrides.stop.clone().or_else(|| self.stop.clone()),
+            presence_penalty: overrides.presence_penalty.or(self.presence_penalty),
+            frequency_penalty: overrides.frequency_penalty.or(self.frequency_penalty),
+            seed: overrides.seed.or(self.seed),
+            logit_bias: overrides
+                .logit_bias
+                .clone()
+                .or_else(|| self.logit_bias.clone()),
         }
     }
 }
@@ -53,8 +75,7 @@ macro_rules! numeric_sampling {
             top_k: settings.top_k,
             repeat_penalty: settings.repeat_penalty,
             max_output_tokens: settings.max_output_tokens,
-            reasoning: None,
-            reasoning_tokens: None,
+            ..$crate::config::SamplingParams::default()
         }
     }};
 }
@@ -77,9 +98,14 @@ mod tests {
         let request = SamplingParams {
             temperature: Some(0.0),
             max_output_tokens: Some(64),
+            stop: Some(vec!["Observation:".into()]),
+            seed: Some(7),
             ..SamplingParams::default()
         };
         let merged = agent.overridden_by(&request);
+        assert_eq!(merged.stop, Some(vec!["Observation:".to_string()]));
+        assert_eq!(merged.seed, Some(7));
+        assert_eq!(merged.presence_penalty, None);
         assert_eq!(merged.temperature, Some(0.0));
         assert_eq!(merged.max_output_tokens, Some(64));
         assert_eq!(merged.top_p, Some(0.9));

@@ -2,6 +2,10 @@
 //! `auth.keys`. With no keys configured (agentd then listens on loopback only) or
 //! `auth.disabled`, every caller is an admin. Keys are compared as SHA-256 digests in constant
 //! time and never logged. Liveness, readiness, metrics and the OpenAPI document stay public.
+//!
+//! An admin may act for a user ([`ACT_FOR_HEADER`], and OpenAI's `user` field on the OpenAI
+//! headends): the request is then that user's, as a key bound to the user would make it, and the
+//! runs it starts record the admin as `acted_by`.
 
 use std::sync::Arc;
 
@@ -30,18 +34,50 @@ pub struct Caller {
     pub agents: Option<Vec<String>>,
     /// The key's id and limits, when it has limits: its runs are counted against them.
     pub limited_key: Option<LimitedKey>,
+    /// The admin acting for `user_id` (its owner id `key:ID`, or `admin` on a server without
+    /// keys); `None` when the caller acts for itself.
+    pub acted_by: Option<String>,
 }
+
+/// The header with which an admin acts for a user: `x-agentd-user: alice`.
+pub const ACT_FOR_HEADER: &str = "x-agentd-user";
 
 impl Caller {
     /// The caller of a server without keys (loopback only), and of the public routes.
-    fn admin() -> Self {
+    pub(crate) fn admin() -> Self {
         Self {
             admin: true,
             user_id: None,
             key_id: None,
             agents: None,
             limited_key: None,
+            acted_by: None,
         }
+    }
+
+    /// This caller acting for `user`, which `param` (the header or a body field) named: an
+    /// admin becomes that user's caller (its agent list and limits kept, its admin right
+    /// dropped: it sees what the user sees) recorded as acting; a caller already that user
+    /// stays as it is; anyone else gets 403 naming `param`. A malformed user id is a 400.
+    pub fn act_for(&self, user: &str, param: &str) -> Result<Caller, ApiError> {
+        super::chat::check_user_id(user).map_err(|error| error.with_param(param))?;
+        owner::check_user_id(user)
+            .map_err(|message| ApiError::invalid_request(message).with_param(param))?;
+        if self.user_id.as_deref() == Some(user) {
+            return Ok(self.clone());
+        }
+        if !self.admin {
+            return Err(ApiError::forbidden(format!(
+                "`{param}` names another user than this key's: only an admin key may act for a user"
+            ))
+            .with_param(param));
+        }
+        Ok(Caller {
+            admin: false,
+            user_id: Some(user.to_string()),
+            acted_by: Some(self.decider()),
+            ..self.clone()
+        })
     }
 
     /// The owner id of what this caller starts: its user, else its key (`key:ID`), else none
@@ -160,6 +196,7 @@ impl KeyTable {
                             limits,
                         }
                     }),
+                    acted_by: None,
                 };
                 (digest(k.key.expose_secret()), caller, id)
             })
@@ -229,9 +266,12 @@ pub async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    if !keys.enforced || is_public(request.uri().path()) {
+    if is_public(request.uri().path()) {
         request.extensions_mut().insert(Caller::admin());
         return next.run(request).await;
+    }
+    if !keys.enforced {
+        return with_caller(Caller::admin(), request, next).await;
     }
     let headers = request.headers();
     let presented = headers
@@ -252,11 +292,34 @@ pub async fn authenticate(
     match keys.lookup_with_id(presented) {
         Some((caller, key_id)) => {
             super::layers::record_key_id(key_id);
-            request.extensions_mut().insert(caller);
-            next.run(request).await
+            with_caller(caller, request, next).await
         }
         None => ApiError::unauthorized("Invalid API key").into_response(),
     }
+}
+
+/// Runs the request as `caller`, or as the user its [`ACT_FOR_HEADER`] names.
+async fn with_caller(caller: Caller, mut request: Request, next: Next) -> Response {
+    let caller = match acting_caller(caller, request.headers()) {
+        Ok(caller) => caller,
+        Err(error) => return error.into_response(),
+    };
+    if let (Some(by), Some(user)) = (&caller.acted_by, &caller.user_id) {
+        tracing::info!(acted_by = %by, user = %user, "an admin acts for a user");
+    }
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+fn acting_caller(caller: Caller, headers: &axum::http::HeaderMap) -> Result<Caller, ApiError> {
+    let Some(value) = headers.get(ACT_FOR_HEADER) else {
+        return Ok(caller);
+    };
+    let user = value.to_str().map(str::trim).map_err(|_| {
+        ApiError::invalid_request(format!("`{ACT_FOR_HEADER}` must be visible ASCII text"))
+            .with_param(ACT_FOR_HEADER)
+    })?;
+    caller.act_for(user, ACT_FOR_HEADER)
 }
 
 #[cfg(test)]
@@ -289,6 +352,40 @@ mod tests {
         assert!(alice.may_act_for("alice") && !alice.may_act_for("bob"));
         assert_eq!(table.lookup("alice-key "), None, "no near matches");
         assert_eq!(table.lookup(""), None);
+    }
+
+    #[test]
+    fn admins_act_for_users_and_nobody_else_does() {
+        let config = parse_config(
+            json!({"auth": {"keys": [
+                {"key": "a", "admin": true, "id": "ops"},
+                {"key": "b", "userId": "alice"},
+                {"key": "c", "id": "ci"}
+            ]}}),
+            "test",
+        )
+        .expect("config");
+        let table = KeyTable::from_config(&config.auth);
+        let [ops, alice, ci] = ["a", "b", "c"].map(|key| table.lookup(key).expect("caller"));
+        let acting = ops.act_for("bob", ACT_FOR_HEADER).expect("an admin may");
+        assert_eq!(acting.owner().as_deref(), Some("bob"));
+        assert_eq!(acting.acted_by.as_deref(), Some("key:ops"));
+        assert!(!acting.admin && !acting.may_reach(Some("alice")));
+        assert_eq!(alice.act_for("alice", "user").expect("its own"), alice);
+        for (caller, user) in [(&alice, "bob"), (&ci, "bob"), (&acting, "alice")] {
+            let refused = caller.act_for(user, ACT_FOR_HEADER).expect_err("refused");
+            assert_eq!(refused.status, axum::http::StatusCode::FORBIDDEN);
+            assert_eq!(refused.param.as_deref(), Some(ACT_FOR_HEADER));
+        }
+        for bad in ["", "key:ci", "a b", ".."] {
+            let refused = ops.act_for(bad, "user").expect_err(bad);
+            assert_eq!(refused.status, axum::http::StatusCode::BAD_REQUEST, "{bad}");
+            assert_eq!(refused.param.as_deref(), Some("user"), "{bad}");
+        }
+        let keyless = Caller::admin()
+            .act_for("carol", ACT_FOR_HEADER)
+            .expect("keyless");
+        assert_eq!(keyless.acted_by.as_deref(), Some("admin"));
     }
 
     #[test]

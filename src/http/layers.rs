@@ -61,6 +61,7 @@ pub fn cors(origins: &[CorsOrigin]) -> Option<CorsLayer> {
                 HeaderName::from_static("x-api-key"),
                 HeaderName::from_static("last-event-id"),
                 HeaderName::from_static("anthropic-version"),
+                HeaderName::from_static(super::auth::ACT_FOR_HEADER),
                 MCP_PROTOCOL_VERSION_HEADER,
                 MCP_SESSION_ID_HEADER,
                 REQUEST_ID_HEADER,
@@ -68,6 +69,7 @@ pub fn cors(origins: &[CorsOrigin]) -> Option<CorsLayer> {
             .expose_headers([
                 HeaderName::from_static("x-agentd-run-id"),
                 HeaderName::from_static("x-agentd-conversation-id"),
+                HeaderName::from_static(super::openai::params::WARNING_HEADER),
                 MCP_SESSION_ID_HEADER,
                 REQUEST_ID_HEADER,
                 header::RETRY_AFTER,

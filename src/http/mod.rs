@@ -113,6 +113,7 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(openai::list_models))
         .routes(routes!(openai::get_model))
         .routes(routes!(openai::chat_completions))
+        .routes(routes!(openai::completions::completions))
         .routes(routes!(anthropic::messages))
         .routes(routes!(anthropic::count_tokens))
         .routes(routes!(runs::list_agents))

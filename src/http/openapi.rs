@@ -24,7 +24,7 @@ use super::responses::wire::ResponseStreamFrame;
 #[openapi(
     tags(
         (name = "operations", description = "Liveness, readiness, metrics and this document; public"),
-        (name = "openai", description = "OpenAI compatibility: agents as models, Chat Completions"),
+        (name = "openai", description = "OpenAI compatibility: agents as models, Chat Completions, legacy Completions"),
         (name = "anthropic", description = "Anthropic Messages compatibility"),
         (name = "runs", description = "Agents and their runs, with resumable SSE events"),
         (name = "chat", description = "Per-user chat: conversations kept by the server"),
@@ -37,7 +37,7 @@ use super::responses::wire::ResponseStreamFrame;
 )]
 pub struct ApiDoc;
 
-const DESCRIPTION: &str = "Runs LLM agents over HTTP: OpenAI and Anthropic compatible, agent runs with resumable SSE events, per-user chat. No string of a request may contain U+0000 (NUL): such a request is refused with 400 naming the field.";
+const DESCRIPTION: &str = "Runs LLM agents over HTTP: OpenAI and Anthropic compatible, agent runs with resumable SSE events, per-user chat. No string of a request may contain U+0000 (NUL): such a request is refused with 400 naming the field. An admin key acts for a user with the header `x-agentd-user: USER` on any route (the request is then that user's; its runs record the admin as `acted_by`); another key may name only its own user there.";
 
 /// The whole document: the router's operations, then info, security and public paths.
 pub fn document() -> Document {

@@ -33,6 +33,10 @@ const TEMPERATURE: OptionalParam = OptionalParam::at(&["options", "temperature"]
 const TOP_P: OptionalParam = OptionalParam::at(&["options", "top_p"]);
 const TOP_K: OptionalParam = OptionalParam::at(&["options", "top_k"]);
 const REPEAT_PENALTY: OptionalParam = OptionalParam::at(&["options", "repeat_penalty"]);
+const PRESENCE_PENALTY: OptionalParam = OptionalParam::at(&["options", "presence_penalty"]);
+const FREQUENCY_PENALTY: OptionalParam = OptionalParam::at(&["options", "frequency_penalty"]);
+const STOP: OptionalParam = OptionalParam::at(&["options", "stop"]);
+const SEED: OptionalParam = OptionalParam::at(&["options", "seed"]);
 const NUM_PREDICT: OptionalParam = OptionalParam::at(&["options", "num_predict"]);
 const THINK: OptionalParam = OptionalParam::at(&["think"]);
 
@@ -111,6 +115,13 @@ fn request_body(request: &LlmRequest, params: &ResolvedParams, stream: bool) -> 
     body.set_optional(TOP_P, params.top_p.map(|v| json!(v)));
     body.set_optional(TOP_K, params.top_k.map(|v| json!(v)));
     body.set_optional(REPEAT_PENALTY, params.repeat_penalty.map(|v| json!(v)));
+    body.set_optional(PRESENCE_PENALTY, params.presence_penalty.map(|v| json!(v)));
+    body.set_optional(
+        FREQUENCY_PENALTY,
+        params.frequency_penalty.map(|v| json!(v)),
+    );
+    body.set_optional(STOP, params.stop.as_ref().map(|v| json!(v)));
+    body.set_optional(SEED, params.seed.map(|v| json!(v)));
     body.set_optional(NUM_PREDICT, params.max_output_tokens.map(|v| json!(v)));
     body.set_optional(THINK, params.reasoning.as_ref().map(|_| json!(true)));
     body
@@ -286,6 +297,15 @@ mod tests {
         assert_eq!(body["messages"][2]["tool_name"], "t__x");
         let bare = Value::Object(request_body(&request, &ResolvedParams::default(), false).body);
         assert!(bare.get("options").is_none() && bare.get("think").is_none());
+        let every = super::super::parameters::ParameterPolicy::default()
+            .resolve("qwen3", &super::super::parameters::every_request_param());
+        let body = Value::Object(request_body(&request, &every, false).body);
+        assert_eq!(
+            body["options"],
+            json!({"presence_penalty": 0.5, "frequency_penalty": -0.5,
+                "stop": ["Observation:"], "seed": 42}),
+            "everything but logit_bias"
+        );
     }
 
     #[test]

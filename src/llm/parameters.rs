@@ -3,11 +3,15 @@
 //! `reasoning` and `overrides` (a number forces a value, `null` omits the parameter).
 //!
 //! The result is vendor-neutral; each provider turns it into its own wire names and limits.
+//! [`RequestParam`] says which of the parameters only a request sets (`stop`, the penalties,
+//! `seed`, `logit_bias`) each kind of provider takes: its request builder sends exactly those,
+//! and a headend tells the client about the rest.
 
 use std::collections::BTreeMap;
 
 use crate::config::{
-    ModelConfig, ProviderConfig, ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue,
+    ModelConfig, ProviderConfig, ProviderKind, ReasoningLevel, ReasoningMapping, ReasoningTokens,
+    ReasoningValue,
 };
 
 use super::SamplingParams;
@@ -22,6 +26,65 @@ pub struct ResolvedParams {
     pub max_output_tokens: Option<u32>,
     /// `None`: send no reasoning parameter at all.
     pub reasoning: Option<ReasoningAsk>,
+    pub stop: Option<Vec<String>>,
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    pub seed: Option<i64>,
+    pub logit_bias: Option<BTreeMap<String, f64>>,
+}
+
+/// A sampling parameter only a request sets, which only some providers take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RequestParam {
+    Stop,
+    PresencePenalty,
+    FrequencyPenalty,
+    Seed,
+    LogitBias,
+}
+
+impl RequestParam {
+    pub const ALL: [RequestParam; 5] = [
+        Self::Stop,
+        Self::PresencePenalty,
+        Self::FrequencyPenalty,
+        Self::Seed,
+        Self::LogitBias,
+    ];
+
+    /// The OpenAI name clients send it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::PresencePenalty => "presence_penalty",
+            Self::FrequencyPenalty => "frequency_penalty",
+            Self::Seed => "seed",
+            Self::LogitBias => "logit_bias",
+        }
+    }
+
+    /// Whether a provider of this kind sends it: the OpenAI dialects all of them; Anthropic stop
+    /// sequences only; Gemini and Ollama everything but `logit_bias`.
+    pub fn taken_by(self, kind: ProviderKind) -> bool {
+        match kind {
+            ProviderKind::Openai | ProviderKind::OpenaiCompatible | ProviderKind::Openrouter => {
+                true
+            }
+            ProviderKind::Anthropic => self == Self::Stop,
+            ProviderKind::Google | ProviderKind::Ollama => self != Self::LogitBias,
+        }
+    }
+
+    /// Whether `sampling` sets it.
+    pub fn is_set(self, sampling: &SamplingParams) -> bool {
+        match self {
+            Self::Stop => sampling.stop.as_ref().is_some_and(|s| !s.is_empty()),
+            Self::PresencePenalty => sampling.presence_penalty.is_some(),
+            Self::FrequencyPenalty => sampling.frequency_penalty.is_some(),
+            Self::Seed => sampling.seed.is_some(),
+            Self::LogitBias => sampling.logit_bias.as_ref().is_some_and(|b| !b.is_empty()),
+        }
+    }
 }
 
 /// Reasoning to ask for, in both vendor vocabularies; each provider uses the one it speaks.
@@ -105,7 +168,25 @@ impl ParameterPolicy {
             repeat_penalty: overrides.repeat_penalty.apply(sampling.repeat_penalty),
             max_output_tokens,
             reasoning,
+            stop: sampling.stop.clone().filter(|stop| !stop.is_empty()),
+            presence_penalty: sampling.presence_penalty,
+            frequency_penalty: sampling.frequency_penalty,
+            seed: sampling.seed,
+            logit_bias: sampling.logit_bias.clone().filter(|bias| !bias.is_empty()),
         }
+    }
+}
+
+/// Sampling with every [`RequestParam`] set, for the providers' tests.
+#[cfg(test)]
+pub(crate) fn every_request_param() -> SamplingParams {
+    SamplingParams {
+        stop: Some(vec!["Observation:".into()]),
+        presence_penalty: Some(0.5),
+        frequency_penalty: Some(-0.5),
+        seed: Some(42),
+        logit_bias: Some(BTreeMap::from([("50256".into(), -100.0)])),
+        ..SamplingParams::default()
     }
 }
 
@@ -165,8 +246,43 @@ mod tests {
             repeat_penalty: Some(1.1),
             max_output_tokens: None,
             reasoning: Some(ReasoningLevel::Medium),
-            reasoning_tokens: None,
+            ..SamplingParams::default()
         }
+    }
+
+    #[test]
+    fn request_parameters_pass_through_and_providers_take_what_they_can() {
+        let asked = SamplingParams {
+            stop: Some(vec!["Observation:".into()]),
+            seed: Some(1),
+            logit_bias: Some(BTreeMap::from([("50256".into(), -100.0)])),
+            ..sampling()
+        };
+        let r = policy(json!({"type": "openai"})).resolve("m", &asked);
+        assert_eq!(r.stop, asked.stop);
+        assert_eq!(r.seed, Some(1));
+        assert_eq!(r.logit_bias, asked.logit_bias);
+        let empty = SamplingParams {
+            stop: Some(Vec::new()),
+            ..sampling()
+        };
+        assert_eq!(
+            policy(json!({"type": "openai"})).resolve("m", &empty).stop,
+            None
+        );
+        assert!(!RequestParam::Stop.is_set(&empty));
+        assert!(
+            RequestParam::ALL
+                .iter()
+                .all(|p| p.taken_by(ProviderKind::OpenaiCompatible))
+        );
+        let anthropic: Vec<_> = RequestParam::ALL
+            .into_iter()
+            .filter(|p| p.taken_by(ProviderKind::Anthropic))
+            .collect();
+        assert_eq!(anthropic, vec![RequestParam::Stop]);
+        assert!(!RequestParam::LogitBias.taken_by(ProviderKind::Google));
+        assert!(RequestParam::Seed.taken_by(ProviderKind::Ollama));
     }
 
     #[test]

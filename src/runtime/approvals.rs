@@ -469,6 +469,7 @@ impl Runtime {
             conversation_id: run.conversation_id.clone(),
             created_at: run.created_at,
             owner: Some(self.replica.id.clone()),
+            acted_by: run.acted_by.clone(),
         };
         info!(%run_id, cancelled = control.abort.is_cancelled(), "resuming a run that waited for approval");
         // Nobody holds this handle: the events reach followers through the store.

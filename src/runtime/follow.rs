@@ -447,6 +447,7 @@ fn running_record(live: &LiveRun) -> RunRecord {
         duration_ms: None,
         result: None,
         owner: run.owner.clone(),
+        acted_by: run.acted_by.clone(),
     }
 }
 
@@ -478,6 +479,7 @@ mod tests {
             duration_ms: Some(9),
             result,
             owner: None,
+            acted_by: None,
         }
     }
 

@@ -286,6 +286,7 @@ mod tests {
             conversation_id: None,
             created_at: chrono::Utc::now(),
             owner: None,
+            acted_by: None,
         }
     }
 

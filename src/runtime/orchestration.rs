@@ -200,6 +200,7 @@ impl Runtime {
             conversation_id: None,
             created_at,
             owner: None,
+            acted_by: None,
         };
         self.recorder.run_started(run.clone()).await;
         let _stored = self.recorder.run_finished(run, result.into()).await;

@@ -85,6 +85,9 @@ pub struct RunSubmission {
     pub on_disconnect: OnDisconnect,
     /// Tools the client brought (SPEC §9.2), checked by `start_run`.
     pub client_tools: ClientTools,
+    /// The admin that submits this run acting for `user_id` (`key:ID`, or `admin`): recorded
+    /// with the run.
+    pub acted_by: Option<String>,
 }
 
 impl RunSubmission {
@@ -104,6 +107,7 @@ impl RunSubmission {
             key: None,
             on_disconnect: OnDisconnect::Cancel,
             client_tools: ClientTools::default(),
+            acted_by: None,
         }
     }
 }
@@ -427,6 +431,7 @@ impl Runtime {
             request,
             conversation,
             submission.on_disconnect,
+            submission.acted_by,
         ))
     }
 
@@ -438,6 +443,7 @@ impl Runtime {
         request: SessionRequest,
         conversation: Option<(String, String)>,
         on_disconnect: OnDisconnect,
+        acted_by: Option<String>,
     ) -> RunHandle {
         let new_run = NewRun {
             id: request.run_id.clone(),
@@ -447,6 +453,7 @@ impl Runtime {
             // The store keeps microseconds: the run reads the same from memory and from it.
             created_at: chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 6),
             owner: Some(self.replica.id.clone()),
+            acted_by,
         };
         self.launch(SessionTask {
             slot: Some(slot),

@@ -304,6 +304,7 @@ fn run(id: &str) -> NewRun {
         conversation_id: None,
         created_at: chrono::Utc::now(),
         owner: None,
+        acted_by: None,
     }
 }
 

@@ -21,6 +21,8 @@ pub struct NewRun {
     pub created_at: DateTime<Utc>,
     /// The replica running it (SPEC §7); `None` for runs outside a server's ownership.
     pub owner: Option<String>,
+    /// The admin that started it acting for `user_id` (`key:ID`, or `admin`).
+    pub acted_by: Option<String>,
 }
 
 /// A stored run.
@@ -48,6 +50,8 @@ pub struct RunRecord {
     pub result: Option<Value>,
     /// The replica that runs (or ran) it.
     pub owner: Option<String>,
+    /// The admin that started it acting for `user_id` (`key:ID`, or `admin`).
+    pub acted_by: Option<String>,
 }
 
 /// What is written when a run ends.
@@ -346,6 +350,7 @@ mod tests {
             duration_ms: Some(7),
             result,
             owner: None,
+            acted_by: None,
         }
     }
 

@@ -49,7 +49,7 @@ impl std::fmt::Debug for ToolCaller {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallerError {
     #[error(
-        "this tool is called on behalf of a user (it uses {placeholder}), and this run has no user: run it for a user (POST /api/{{user_id}}/chat, or `user` in the request)"
+        "this tool is called on behalf of a user (it uses {placeholder}), and this run has no user: run it for a user (POST /api/{{user_id}}/chat, a key bound to the user, or an admin key with the header `x-agentd-user: USER` or, on the OpenAI endpoints, the `user` field)"
     )]
     NoUser { placeholder: String },
     #[error(

@@ -153,6 +153,12 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
             OwnBehalf,
         ),
         ("post", "/v1/chat/completions") => one(post, template.into(), Some(chat_ask), OwnBehalf),
+        ("post", "/v1/completions") => one(
+            post,
+            template.into(),
+            Some(json!({"model": "chat", "prompt": "hi"})),
+            OwnBehalf,
+        ),
         ("post", "/v1/messages") => one(
             post,
             template.into(),

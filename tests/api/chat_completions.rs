@@ -614,3 +614,322 @@ async fn a_json_schema_run_answered_in_prose_fails_visibly_and_is_not_stored_as_
         json!({"city": "Paris"})
     );
 }
+
+/// Issue 37 item 3: what older OpenAI clients send.
+fn older_client_ask() -> Value {
+    json!({
+        "model": "chat",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stop": "Observation:",
+        "presence_penalty": 0.5,
+        "frequency_penalty": -0.5,
+        "seed": 42,
+        "logit_bias": {"50256": -100},
+    })
+}
+
+#[tokio::test]
+async fn older_clients_parameters_reach_a_model_that_takes_them() {
+    let app = spawn_app().await;
+    let response = app
+        .post_json("/v1/chat/completions", &older_client_ask())
+        .await;
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers().get("x-agentd-warning").is_none(),
+        "an OpenAI-compatible model takes every one"
+    );
+    let sent = &app.llm.requests()[0];
+    assert_eq!(sent["stop"], json!(["Observation:"]));
+    assert_eq!(sent["presence_penalty"], 0.5);
+    assert_eq!(sent["frequency_penalty"], -0.5);
+    assert_eq!(sent["seed"], 42);
+    assert_eq!(sent["logit_bias"], json!({"50256": -100.0}));
+    let mut asked = older_client_ask();
+    asked["logprobs"] = json!(true);
+    asked["top_logprobs"] = json!(2);
+    asked["stop"] = json!(["A", "B", "C", "D"]);
+    let response = app.post_json("/v1/chat/completions", &asked).await;
+    assert_eq!(response.status(), 200, "four stop sequences are allowed");
+    assert_eq!(
+        response.headers()["x-agentd-warning"],
+        "ignored parameters: logprobs, top_logprobs"
+    );
+    let body: Value = response.json().await.expect("json");
+    assert!(body["choices"][0].get("logprobs").is_none(), "{body}");
+    assert_eq!(app.llm.requests()[1]["stop"], json!(["A", "B", "C", "D"]));
+}
+
+/// An agent whose model is behind an Anthropic provider (the mock speaks Messages too).
+const CLAUDE_AGENT: &str =
+    "---\ndescription: On Claude\nmodels: claude/claude-x\nfinalization: text\n---\nYou answer.\n";
+
+#[tokio::test]
+async fn parameters_a_model_does_not_take_are_dropped_and_named_in_a_warning() {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(dir.path().join("claude.ai"), CLAUDE_AGENT).expect("agent");
+    let agents = dir.path().display().to_string();
+    let app = crate::support::spawn_app_with(|config| {
+        let origin = config["providers"]["llm"]["baseUrl"]
+            .as_str()
+            .expect("base url")
+            .trim_end_matches("/v1")
+            .to_string();
+        config["providers"]["claude"] =
+            json!({"type": "anthropic", "baseUrl": origin, "apiKey": "k"});
+        config["agents"]
+            .as_array_mut()
+            .expect("agents")
+            .push(json!(agents));
+    })
+    .await;
+    let mut asked = older_client_ask();
+    asked["model"] = json!("claude");
+    asked["stream"] = json!(true);
+    let response = app.post_json("/v1/chat/completions", &asked).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["x-agentd-warning"],
+        "ignored parameters: presence_penalty, frequency_penalty, seed, logit_bias"
+    );
+    let data = sse_data(response).await;
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    let sent = &app.llm.requests()[0];
+    assert_eq!(sent["stop_sequences"], json!(["Observation:"]));
+    for dropped in [
+        "stop",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+    ] {
+        assert!(
+            sent.get(dropped).is_none(),
+            "{dropped} reached Anthropic: {sent}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn out_of_range_parameters_are_refused_naming_them() {
+    let app = spawn_app().await;
+    let cases = [
+        (json!({"stop": ["A", "B", "C", "D", "E"]}), "stop"),
+        (json!({"presence_penalty": 2.5}), "presence_penalty"),
+        (json!({"frequency_penalty": -2.1}), "frequency_penalty"),
+        (json!({"temperature": 2.5}), "temperature"),
+        (json!({"logit_bias": {"50256": 101}}), "logit_bias"),
+        (json!({"logit_bias": {"word": 1}}), "logit_bias"),
+        (json!({"top_logprobs": 21}), "top_logprobs"),
+        (json!({"n": 0}), "n"),
+        (json!({"n": 9}), "n"),
+        (json!({"n": 2, "stream": true}), "n"),
+        (json!({"audio": {"voice": "alloy"}}), "audio"),
+    ];
+    for (extra, param) in cases {
+        let mut asked = ask("hi");
+        for (key, value) in extra.as_object().expect("object") {
+            asked[key] = value.clone();
+        }
+        let response = app.post_json("/v1/chat/completions", &asked).await;
+        assert_error(response, 400, "invalid_request", Some(param)).await;
+    }
+    assert_eq!(
+        app.llm.request_count(),
+        0,
+        "no refused request reaches the model"
+    );
+}
+
+#[tokio::test]
+async fn n_choices_are_the_answers_of_as_many_recorded_runs() {
+    let app = spawn_app().await;
+    for i in 0..8 {
+        app.llm
+            .push(Reply::text(format!("answer {i}")).with_usage(10, 2, 1, 0));
+    }
+    let mut asked = ask("hi");
+    asked["n"] = json!(8);
+    let response = app.post_json("/v1/chat/completions", &asked).await;
+    assert_eq!(response.status(), 200);
+    let run_ids: Vec<String> = response.headers()["x-agentd-run-id"]
+        .to_str()
+        .expect("text")
+        .split(", ")
+        .map(str::to_string)
+        .collect();
+    let body: Value = response.json().await.expect("json");
+    let choices = body["choices"].as_array().expect("choices");
+    assert_eq!(choices.len(), 8, "{body}");
+    let mut answers: Vec<&str> = choices
+        .iter()
+        .zip(0..)
+        .map(|(choice, index)| {
+            assert_eq!(choice["index"], index);
+            assert_eq!(choice["finish_reason"], "stop");
+            choice["message"]["content"].as_str().expect("content")
+        })
+        .collect();
+    answers.sort_unstable();
+    let expected: Vec<String> = (0..8).map(|i| format!("answer {i}")).collect();
+    assert_eq!(answers, expected);
+    assert_eq!(
+        body["usage"],
+        json!({"prompt_tokens": 80, "completion_tokens": 16, "total_tokens": 96, "prompt_tokens_details": {"cached_tokens": 8}})
+    );
+    assert_eq!(run_ids.len(), 8);
+    assert_eq!(body["id"], format!("chatcmpl-{}", run_ids[0]));
+    for run_id in &run_ids {
+        let run = app.ended_run(run_id, Duration::from_secs(10)).await;
+        assert_eq!(run["status"], "completed", "{run}");
+    }
+}
+
+#[tokio::test]
+async fn choices_that_cannot_all_start_start_none() {
+    let app = crate::support::spawn_app_with(|config| {
+        config["server"] = json!({"maxConcurrentSessions": 2, "maxQueuedSessions": 0});
+    })
+    .await;
+    app.llm.push(Reply::hang());
+    app.llm.push(Reply::hang());
+    let mut asked = ask("hi");
+    asked["n"] = json!(3);
+    let response = app.post_json("/v1/chat/completions", &asked).await;
+    assert_error(response, 503, "overloaded", None).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let runs: Value = app.get("/v1/runs").await.json().await.expect("json");
+        let statuses: Vec<&str> = runs["data"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .filter_map(|run| run["status"].as_str())
+            .collect();
+        if statuses.len() == 2 && statuses.iter().all(|s| *s == "cancelled") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the runs already started are not cancelled: {runs}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn complete_ask(prompt: &str) -> Value {
+    json!({"model": "chat", "prompt": prompt, "max_tokens": 40, "temperature": 0.1, "stop": ["\nuser:"]})
+}
+
+#[tokio::test]
+async fn text_completions_answer_with_the_legacy_shape_through_a_run() {
+    let app = spawn_app().await;
+    app.llm.push(Reply::text("Paris.").with_usage(7, 2, 0, 0));
+    let response = app
+        .post_json("/v1/completions", &complete_ask("The capital of France?"))
+        .await;
+    assert_eq!(response.status(), 200);
+    let run_id = crate::support::run_id(&response);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["id"], format!("cmpl-{run_id}"));
+    assert_eq!(body["object"], "text_completion");
+    assert_eq!(body["model"], "chat");
+    assert!(body["created"].is_i64());
+    assert_eq!(
+        body["choices"],
+        json!([{"text": "Paris.", "index": 0, "logprobs": null, "finish_reason": "stop"}])
+    );
+    assert_eq!(body["usage"]["total_tokens"], 9);
+    let sent = &app.llm.requests()[0];
+    assert_eq!(
+        sent["messages"][1],
+        json!({"role": "user", "content": "The capital of France?"})
+    );
+    assert_eq!(sent["stop"], json!(["\nuser:"]));
+    assert_eq!(sent["max_tokens"], 40);
+    assert_eq!(sent["temperature"], 0.1);
+    let run = app.ended_run(&run_id, Duration::from_secs(5)).await;
+    assert_eq!(run["status"], "completed");
+}
+
+#[tokio::test]
+async fn streamed_text_completions_are_text_completion_frames_then_done() {
+    let app = spawn_app().await;
+    app.llm.push(
+        Reply::text_in_pieces(&["Hello ", "brave ", "world"])
+            .with_reasoning("thinking")
+            .with_usage(5, 3, 0, 0),
+    );
+    let mut asked = complete_ask("hi");
+    asked["stream"] = json!(true);
+    asked["stream_options"] = json!({"include_usage": true});
+    let response = app.post_json("/v1/completions", &asked).await;
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().contains_key("x-agentd-run-id"));
+    let data = sse_data(response).await;
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    let frames = json_frames(&data[..data.len() - 1]);
+    let text: String = frames
+        .iter()
+        .filter_map(|f| f["choices"][0]["text"].as_str())
+        .collect();
+    assert_eq!(text, "Hello brave world", "reasoning has no place here");
+    for frame in &frames {
+        assert_eq!(frame["object"], "text_completion", "{frame}");
+    }
+    let finish = &frames[frames.len() - 2];
+    assert_eq!(
+        finish["choices"],
+        json!([{"text": "", "index": 0, "logprobs": null, "finish_reason": "stop"}])
+    );
+    let usage = &frames[frames.len() - 1];
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["total_tokens"], 8);
+}
+
+#[tokio::test]
+async fn text_completions_refuse_what_an_agent_cannot_do_and_warn_of_what_it_ignores() {
+    let app = spawn_app().await;
+    let cases = [
+        (json!({"echo": true}), "echo"),
+        (json!({"suffix": "end"}), "suffix"),
+        (json!({"prompt": ["a", "b"]}), "prompt"),
+        (json!({"prompt": ""}), "prompt"),
+        (json!({"logprobs": 6}), "logprobs"),
+        (json!({"n": 2, "stream": true}), "n"),
+        (json!({"n": 9}), "n"),
+        (json!({"stop": ["1", "2", "3", "4", "5"]}), "stop"),
+    ];
+    for (extra, param) in cases {
+        let mut asked = complete_ask("hi");
+        for (key, value) in extra.as_object().expect("object") {
+            asked[key] = value.clone();
+        }
+        let response = app.post_json("/v1/completions", &asked).await;
+        assert_error(response, 400, "invalid_request", Some(param)).await;
+    }
+    assert_eq!(app.llm.request_count(), 0);
+    app.llm.push(Reply::text("one"));
+    app.llm.push(Reply::text("two"));
+    let mut asked = complete_ask("hi");
+    asked["n"] = json!(2);
+    asked["best_of"] = json!(2);
+    asked["logprobs"] = json!(1);
+    asked["echo"] = json!(false);
+    asked["prompt"] = json!(["hi"]);
+    let response = app.post_json("/v1/completions", &asked).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["x-agentd-warning"],
+        "ignored parameters: logprobs, best_of"
+    );
+    let body: Value = response.json().await.expect("json");
+    let mut texts: Vec<&str> = body["choices"]
+        .as_array()
+        .expect("choices")
+        .iter()
+        .map(|c| c["text"].as_str().expect("text"))
+        .collect();
+    texts.sort_unstable();
+    assert_eq!(texts, ["one", "two"]);
+}

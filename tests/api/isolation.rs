@@ -485,3 +485,187 @@ async fn a_key_limited_to_some_agents_sees_neither_other_agents_runs_nor_system_
         "{run}"
     );
 }
+
+/// `call` with `x-agentd-user: user`; returns the status, the body and the warning header.
+async fn acting(
+    app: &TestApp,
+    key: &str,
+    user: Option<&str>,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value, Option<String>) {
+    let method = if body.is_some() {
+        reqwest::Method::POST
+    } else {
+        reqwest::Method::GET
+    };
+    let mut request = app.client.request(method, app.url(path)).bearer_auth(key);
+    if let Some(user) = user {
+        request = request.header("x-agentd-user", user);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("sent");
+    let status = response.status().as_u16();
+    let warning = response
+        .headers()
+        .get("x-agentd-warning")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let run_id = response
+        .headers()
+        .get("x-agentd-run-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let mut body = response.json().await.unwrap_or(Value::Null);
+    if let Some(run_id) = run_id {
+        body["x-agentd-run-id"] = json!(run_id);
+    }
+    (status, body, warning)
+}
+
+#[tokio::test]
+async fn an_admin_acts_for_a_user_whose_run_it_is_and_nobody_else_may() {
+    let app = keyed_app().await;
+    let bobs = finished_run(&app, BOB, "chat").await;
+    // Through the header, on the runs API.
+    app.llm.push(Reply::text("done"));
+    let (status, body, _) = acting(
+        &app,
+        ADMIN,
+        Some("alice"),
+        "/v1/agents/chat/runs",
+        Some(json!({"prompt": "hi"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let by_header = body["x-agentd-run-id"]
+        .as_str()
+        .expect("run id")
+        .to_string();
+    // Through OpenAI's `user` field, on chat completions.
+    app.llm.push(Reply::text("done"));
+    let (status, body, warning) = acting(
+        &app,
+        ADMIN,
+        None,
+        "/v1/chat/completions",
+        Some(json!({"model": "chat", "user": "alice", "messages": [{"role": "user", "content": "hi"}]})),
+    )
+    .await;
+    assert_eq!((status, warning), (200, None), "{body}");
+    let by_field = body["x-agentd-run-id"]
+        .as_str()
+        .expect("run id")
+        .to_string();
+    // And on the Responses API.
+    app.llm.push(Reply::text("done"));
+    let (status, body, _) = acting(
+        &app,
+        ADMIN,
+        None,
+        "/v1/responses",
+        Some(json!({"model": "chat", "user": "alice", "input": "hi"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let by_response = body["id"]
+        .as_str()
+        .and_then(|id| id.strip_prefix("resp_"))
+        .expect("a response id")
+        .to_string();
+
+    let (status, list) = get(&app, ALICE, "/v1/runs").await;
+    assert_eq!(status, 200);
+    let mut listed = listed_ids(&list);
+    listed.sort();
+    let mut expected = vec![by_header.clone(), by_field.clone(), by_response];
+    expected.sort();
+    assert_eq!(listed, expected, "both runs are alice's: {list}");
+    for run in list["data"].as_array().expect("runs") {
+        assert_eq!(run["user_id"], "alice", "{run}");
+        assert_eq!(
+            run["acted_by"], "key:ops",
+            "recorded as an admin's act: {run}"
+        );
+    }
+    let (status, run) = get(&app, ALICE, &format!("/v1/runs/{by_header}")).await;
+    assert_eq!(
+        (status, &run["acted_by"]),
+        (200, &json!("key:ops")),
+        "{run}"
+    );
+    let (status, own) = get(&app, BOB, &format!("/v1/runs/{bobs}")).await;
+    assert_eq!(status, 200);
+    assert!(
+        own.get("acted_by").is_none(),
+        "a run its owner started: {own}"
+    );
+    for run in [&by_header, &by_field] {
+        let (status, _) = get(&app, BOB, &format!("/v1/runs/{run}")).await;
+        assert_eq!(status, 403, "bob does not see alice's run");
+    }
+    // Acting for alice, the admin sees what alice sees.
+    let (status, list, _) = acting(&app, ADMIN, Some("alice"), "/v1/runs", None).await;
+    assert_eq!(status, 200);
+    assert!(!listed_ids(&list).contains(&bobs), "{list}");
+    let (status, _, _) = acting(
+        &app,
+        ADMIN,
+        Some("alice"),
+        &format!("/v1/runs/{bobs}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403);
+
+    // Nobody but an admin acts for another user.
+    for key in [BOB, UNBOUND, CHAT_ONLY] {
+        let (status, body, _) = acting(
+            &app,
+            key,
+            Some("alice"),
+            "/v1/agents/chat/runs",
+            Some(json!({"prompt": "hi"})),
+        )
+        .await;
+        assert_eq!(status, 403, "{key}: {body}");
+        assert_eq!(body["error"]["param"], "x-agentd-user", "{body}");
+    }
+    let (status, body, _) = acting(&app, ADMIN, Some("key:unbound"), "/v1/runs", None).await;
+    assert_eq!(
+        (status, &body["error"]["param"]),
+        (400, &json!("x-agentd-user"))
+    );
+    // A key naming its own user is itself; another user in `user` is only OpenAI's tag.
+    let (status, _, _) = acting(&app, ALICE, Some("alice"), "/v1/runs", None).await;
+    assert_eq!(status, 200);
+    app.llm.push(Reply::text("done"));
+    let (status, body, warning) = acting(
+        &app,
+        BOB,
+        None,
+        "/v1/chat/completions",
+        Some(json!({"model": "chat", "user": "alice", "messages": [{"role": "user", "content": "hi"}]})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(warning.as_deref(), Some("ignored parameters: user"));
+    let run = body["x-agentd-run-id"].as_str().expect("run id");
+    let (status, _) = get(&app, BOB, &format!("/v1/runs/{run}")).await;
+    assert_eq!(status, 200, "the run stays bob's");
+    let (status, body, _) = acting(
+        &app,
+        ADMIN,
+        Some("alice"),
+        "/v1/chat/completions",
+        Some(json!({"model": "chat", "user": "bob", "messages": [{"role": "user", "content": "hi"}]})),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]["param"]),
+        (400, &json!("user")),
+        "{body}"
+    );
+}

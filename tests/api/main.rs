@@ -34,6 +34,7 @@ mod limits;
 mod mcp;
 mod mcp_headend;
 mod metrics_scrape;
+mod openai_clients;
 mod openapi_tools;
 mod operations;
 mod orchestration;

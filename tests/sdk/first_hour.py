@@ -46,14 +46,14 @@ except openai.APIStatusError as error:
     assert "refused the API key" in message and "sk-upstream-secret" not in message, message
 print("provider auth failure ok")
 
-# Parameters agentd cannot honour are refused by name.
-for params, name in [({"n": 2}, "n"), ({"stop": ["END"]}, "stop"), ({"logprobs": True}, "logprobs")]:
+# Parameters out of OpenAI's ranges are refused by name.
+for params, name in [({"n": 9}, "n"), ({"stop": ["A", "B", "C", "D", "E"]}, "stop"), ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"), ({"presence_penalty": 2.5}, "presence_penalty")]:
     try:
         oa.chat.completions.create(model="chat", messages=hi, **params)
         raise SystemExit(f"{name} was accepted")
     except openai.BadRequestError as error:
         assert error.body["param"] == name, error.body
-print("unsupported parameters ok")
+print("out-of-range parameters ok")
 
 # Non-streamed answers carry the reasoning, as streamed ones do.
 reply = oa.chat.completions.create(model="chat", messages=hi)

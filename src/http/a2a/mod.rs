@@ -460,6 +460,7 @@ fn submission(
             .unwrap_or_else(|| KEYLESS_A2A_USER.to_string()),
     );
     submission.key = caller.limited_key.clone();
+    submission.acted_by = caller.acted_by.clone();
     submission.request_id = message.message_id.clone().filter(|id| !id.is_empty());
     // A task runs on when its client leaves; CancelTask ends it.
     submission.on_disconnect = OnDisconnect::Continue;

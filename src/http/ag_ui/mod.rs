@@ -81,6 +81,7 @@ pub async fn run(
     };
     let mut submission = RunSubmission::new(agent, turn.prompt);
     submission.key = caller.limited_key.clone();
+    submission.acted_by = caller.acted_by.clone();
     submission.on_disconnect = runtime.config().server.on_disconnect;
     submission.client_tools = client_tools;
     // A thread without a user sends its messages as history; its run is still the key's own.

@@ -75,6 +75,7 @@ pub async fn chat(
     let mut submission = RunSubmission::new(agent, ask.prompt);
     submission.user_id = Some(user_id);
     submission.key = caller.limited_key.clone();
+    submission.acted_by = caller.acted_by.clone();
     submission.conversation = Some(ask.conversation);
     // A reload resumes the answer, so leaving never cancels it; Stop is the cancel route.
     submission.on_disconnect = OnDisconnect::Continue;

@@ -75,7 +75,7 @@ const MAX_USER_ID_CHARS: usize = 128;
 
 /// A user id is 1 to 128 letters, digits or `. _ @ + : -`, and not `.` or `..`: it names a
 /// user's data, so nothing that reads as a path or a control character gets in.
-fn check_user_id(user_id: &str) -> Result<(), ApiError> {
+pub(crate) fn check_user_id(user_id: &str) -> Result<(), ApiError> {
     let allowed = |c: char| c.is_alphanumeric() || matches!(c, '.' | '_' | '@' | '+' | ':' | '-');
     let length = user_id.chars().count();
     if (1..=MAX_USER_ID_CHARS).contains(&length)
@@ -154,6 +154,7 @@ pub async fn chat(
     let mut submission = RunSubmission::new(agent, body.message);
     submission.user_id = Some(user_id);
     submission.key = caller.limited_key.clone();
+    submission.acted_by = caller.acted_by.clone();
     // A conversation id the user does not have yet is created under that id, as AG-UI
     // threads and AI SDK chats are.
     submission.conversation = Some(match body.conversation_id {

@@ -280,6 +280,7 @@ impl ServerHandler for AgentTools {
         submission.format = input.format;
         submission.user_id = caller.owner();
         submission.key = caller.limited_key.clone();
+        submission.acted_by = caller.acted_by.clone();
         submission.on_disconnect = OnDisconnect::Cancel;
         let handle = self
             .runtime

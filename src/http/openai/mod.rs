@@ -1,8 +1,13 @@
-//! OpenAI compatibility (SPEC §4.1): `GET /v1/models` lists agents as models and
+//! OpenAI compatibility (SPEC §4.1, §15): `GET /v1/models` lists agents as models and
 //! `POST /v1/chat/completions` runs the agent named by `model`, streaming
-//! `chat.completion.chunk` frames or answering with one `chat.completion`. This module holds
-//! the handlers and the translator from agent events to chunks; [`wire`] holds the bodies.
+//! `chat.completion.chunk` frames or answering with one `chat.completion` (`n` runs for `n`
+//! choices). This module holds the handlers, the run path both completion endpoints share
+//! (starting a request's runs, collecting their results) and the translator from agent events
+//! to streamed frames ([`Frames`]); [`completions`] answers the legacy `POST /v1/completions`
+//! through them, [`params`] checks the shared parameters and [`wire`] holds the bodies.
 
+pub mod completions;
+pub mod params;
 pub mod wire;
 
 use std::convert::Infallible;
@@ -22,11 +27,12 @@ use super::wire::{AssistantRole, ListObject};
 use crate::agent::client_tools::ClientTools;
 use crate::agent::events::AgentEvent;
 use crate::agent::result::{RunSummary, UsageTotals};
-use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams};
+use crate::agent::{AgentResult, ExitReason, ReportStatus};
 use crate::config::AgentSpec;
 use crate::llm::ToolDefinition;
 use crate::llm::{ChatMessage, Role, ToolCall};
-use crate::runtime::{RunHandle, RunSubmission, Runtime};
+use crate::runtime::{RunHandle, RunSubmission, Runtime, StartError};
+use params::Ignored;
 use wire::{
     AssistantMessage, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChunkChoice,
     ChunkObject, CompletionChoice, CompletionObject, CompletionUsage, Delta, FinishReason,
@@ -34,13 +40,16 @@ use wire::{
     RequestMessage, ResponseFormat, ResponseFunction, ResponseToolCall,
 };
 
-/// 400 naming a parameter agentd would otherwise silently ignore.
+/// OpenAI's cap on `top_logprobs`.
+const MAX_TOP_LOGPROBS: u32 = 20;
+
+/// 400 naming a parameter whose effect agentd cannot give, or that is out of range.
 fn refuse_unsupported(body: &ChatCompletionRequest) -> Result<(), ApiError> {
-    if body.n.is_some_and(|n| n != 1) {
-        return Err(ApiError::invalid_request(
-            "`n` must be 1: an agent run gives one answer; send several requests for several",
-        )
-        .with_param("n"));
+    if body.top_logprobs.is_some_and(|n| n > MAX_TOP_LOGPROBS) {
+        return Err(ApiError::invalid_request(format!(
+            "`top_logprobs` must be from 0 to {MAX_TOP_LOGPROBS}"
+        ))
+        .with_param("top_logprobs"));
     }
     match body.unsupported.first_set() {
         Some(name) => Err(ApiError::invalid_request(format!(
@@ -181,36 +190,45 @@ pub async fn chat_completions(
     Extension(caller): Extension<Caller>,
     ApiJson(body): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
+    let (caller, user_ignored) = params::caller_for_user(caller, body.sampling.user.as_ref())?;
     let agent = caller.model_agent(&runtime, &body.model)?;
     refuse_unsupported(&body)?;
+    let stream = body.stream.unwrap_or(false);
+    let n = params::choices(body.n, stream)?;
+    let sampling = params::sampling_of(
+        &body.sampling,
+        body.max_completion_tokens.or(body.max_tokens),
+    )?;
+    let mut ignored = Ignored::default();
+    ignored.not_taken(&runtime, &agent, &sampling);
+    ignored.note("logprobs", body.logprobs == Some(true));
+    ignored.note("top_logprobs", body.top_logprobs.is_some_and(|n| n > 0));
+    ignored.note("user", user_ignored);
     let (history, prompt) = split_messages(&body.messages)?;
     let sent_messages = history.len() + 2;
     let (format, schema) = output_of(body.response_format.as_ref())?;
     let show_progress = agent.progress_in_reasoning;
+    let agent_name = agent.name.clone();
     let mut submission = RunSubmission::new(agent, prompt);
     submission.history = history;
-    submission.overrides = SamplingParams {
-        temperature: body.temperature,
-        top_p: body.top_p,
-        max_output_tokens: body.max_completion_tokens.or(body.max_tokens),
-        ..SamplingParams::default()
-    };
+    submission.overrides = sampling;
     submission.format = format;
     submission.schema = schema;
-    submission.user_id = caller.owner();
-    submission.key = caller.limited_key.clone();
     submission.client_tools = client_tools_of(&body)?;
-    let handle = runtime.start_run(submission).await.map_err(|error| {
-        if matches!(error, crate::runtime::StartError::InvalidOutput(_)) {
-            return ApiError::from(error).with_param("response_format.json_schema.schema");
-        }
-        client_tools::start_error(error, &CHAT_TOOL_FIELDS, |call_id| {
-            tool_message_param(&body.messages, call_id)
-        })
-    })?;
-    let run_id = handle.run_id.clone();
+    for_caller(&mut submission, &caller);
+    let handles = start_choices(&runtime, submission, n)
+        .await
+        .map_err(|error| {
+            if matches!(error, StartError::InvalidOutput(_)) {
+                return ApiError::from(error).with_param("response_format.json_schema.schema");
+            }
+            client_tools::start_error(error, &CHAT_TOOL_FIELDS, |call_id| {
+                tool_message_param(&body.messages, call_id)
+            })
+        })?;
+    let run_ids = run_ids_of(&handles);
     let reply = Completion::new(
-        format!("chatcmpl-{run_id}"),
+        format!("chatcmpl-{}", first_id(&handles)),
         body.model.clone(),
         chrono::Utc::now().timestamp(),
         body.stream_options
@@ -218,14 +236,63 @@ pub async fn chat_completions(
             .is_some_and(|o| o.include_usage),
         sent_messages,
     );
-    let response = if body.stream.unwrap_or(false) {
-        sse_response(&runtime, stream_chunks(handle, reply, show_progress))
-    } else {
-        complete(handle, reply)
-            .await
-            .unwrap_or_else(IntoResponse::into_response)
+    let response = match (stream, first_alone(handles)) {
+        (true, Ok(handle)) => sse_response(&runtime, stream_events(handle, reply, show_progress)),
+        (_, Ok(handle)) => complete(vec![handle], reply).await,
+        (_, Err(handles)) => complete(handles, reply).await,
     };
-    Ok(with_run_headers(response, &run_id, None))
+    Ok(ignored.warn(&agent_name, with_run_headers(response, &run_ids, None)))
+}
+
+/// The run is the caller's: its owner, the key it counts against, and the admin acting for
+/// the owner.
+fn for_caller(submission: &mut RunSubmission, caller: &Caller) {
+    submission.user_id = caller.owner();
+    submission.key = caller.limited_key.clone();
+    submission.acted_by = caller.acted_by.clone();
+}
+
+/// Starts `n` runs of `submission`, one per choice. A run that cannot start (the server is
+/// full) aborts those already started, and the request gets the reason.
+async fn start_choices(
+    runtime: &Arc<Runtime>,
+    submission: RunSubmission,
+    n: u32,
+) -> Result<Vec<RunHandle>, StartError> {
+    let mut handles = Vec::new();
+    let mut guards = Vec::new();
+    for _ in 1..n {
+        let handle = runtime.start_run(submission.clone()).await?;
+        guards.push(handle.abort_on_drop());
+        handles.push(handle);
+    }
+    handles.push(runtime.start_run(submission).await?);
+    for guard in guards {
+        drop(guard.disarm());
+    }
+    Ok(handles)
+}
+
+/// The runs' ids in choice order: `x-agentd-run-id` lists them comma-separated.
+fn run_ids_of(handles: &[RunHandle]) -> String {
+    handles
+        .iter()
+        .map(|handle| handle.run_id.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The id of a request's first run, which names its answer.
+fn first_id(handles: &[RunHandle]) -> &str {
+    handles.first().map_or("", |handle| handle.run_id.as_str())
+}
+
+/// The one run of a one-choice request, else all of them.
+fn first_alone(mut handles: Vec<RunHandle>) -> Result<RunHandle, Vec<RunHandle>> {
+    match handles.len() {
+        1 => handles.pop().ok_or(handles),
+        _ => Err(handles),
+    }
 }
 
 /// Where chat completions keeps a client tool's parts.
@@ -390,7 +457,7 @@ struct Completion {
 
 /// Which delta field a text chunk fills.
 #[derive(Clone, Copy)]
-enum TextField {
+pub(crate) enum TextField {
     Content,
     Reasoning,
 }
@@ -474,6 +541,58 @@ impl Completion {
     }
 }
 
+/// How an endpoint writes a run's stream: `chat.completion.chunk` frames ([`Completion`]) or
+/// `text_completion` ones ([`completions::TextFrames`]). `None` leaves out what the endpoint
+/// has no place for.
+pub(crate) trait Frames: Send + 'static {
+    /// The frame before any event.
+    fn opening(&self) -> Option<Event>;
+    /// Answer text, or reasoning (thinking and progress lines).
+    fn text(&self, field: TextField, text: &str) -> Option<Event>;
+    /// The client tools the model called.
+    fn tool_calls(&self, calls: &[ToolCall]) -> Option<Event>;
+    /// The last frame of the choice.
+    fn finish(&self, reason: FinishReason) -> Event;
+    /// The usage frame before `[DONE]`, when the client asked for it.
+    fn usage(&self, usage: &UsageTotals) -> Option<Event>;
+}
+
+impl Frames for Completion {
+    fn opening(&self) -> Option<Event> {
+        Some(self.chunk(
+            Delta {
+                role: Some(AssistantRole::Assistant),
+                content: Some(""),
+                ..Delta::default()
+            },
+            None,
+        ))
+    }
+
+    fn text(&self, field: TextField, text: &str) -> Option<Event> {
+        Some(self.text_chunk(field, text))
+    }
+
+    fn tool_calls(&self, calls: &[ToolCall]) -> Option<Event> {
+        let calls = response_tool_calls(calls, true);
+        Some(self.chunk(
+            Delta {
+                tool_calls: Some(calls),
+                ..Delta::default()
+            },
+            None,
+        ))
+    }
+
+    fn finish(&self, reason: FinishReason) -> Event {
+        self.chunk(Delta::default(), Some(reason))
+    }
+
+    fn usage(&self, usage: &UsageTotals) -> Option<Event> {
+        self.include_usage.then(|| self.usage_chunk(usage))
+    }
+}
+
 /// `stop` for an answer, `length` for a synthetic failure report (turns or context exhausted),
 /// `tool_calls` when client tools were called.
 fn finish_reason(summary: &RunSummary) -> Option<FinishReason> {
@@ -485,42 +604,51 @@ fn finish_reason(summary: &RunSummary) -> Option<FinishReason> {
     }
 }
 
-fn stream_chunks(
+/// A run's events as an endpoint's frames, then `[DONE]`.
+pub(crate) fn stream_events<F: Frames>(
     handle: RunHandle,
-    reply: Completion,
+    frames: F,
     show_progress: bool,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     async_stream::stream! {
         // Dropping the stream (the client went away) cancels the run.
         let _cancel_on_drop = handle.abort_on_drop();
         let RunHandle { mut events, run_id, .. } = handle;
-        yield Ok(reply.chunk(Delta { role: Some(AssistantRole::Assistant), content: Some(""), ..Delta::default() }, None));
+        if let Some(opening) = frames.opening() {
+            yield Ok(opening);
+        }
         let mut streamed_text = false;
         let mut failure_report: Option<String> = None;
         while let Some(event) = events.recv().await {
-            match event {
+            let frame = match event {
                 AgentEvent::Output(delta) => {
                     streamed_text = true;
-                    yield Ok(reply.text_chunk(TextField::Content, &delta.appended_text()));
+                    frames.text(TextField::Content, &delta.appended_text())
                 }
-                AgentEvent::Thinking(delta) => yield Ok(reply.text_chunk(TextField::Reasoning, &delta.text)),
-                AgentEvent::FinalReport(report) if report.status == ReportStatus::Failure => failure_report = report.content,
+                AgentEvent::Thinking(delta) => frames.text(TextField::Reasoning, &delta.text),
+                AgentEvent::FinalReport(report) if report.status == ReportStatus::Failure => {
+                    failure_report = report.content;
+                    None
+                }
                 AgentEvent::RunFinished(summary) => {
                     match finish_reason(&summary) {
                         Some(reason) => {
-                            if let Some(text) = failure_report.take().filter(|_| !streamed_text) {
-                                yield Ok(reply.text_chunk(TextField::Content, &text));
+                            if let Some(text) = failure_report.take().filter(|_| !streamed_text)
+                                && let Some(frame) = frames.text(TextField::Content, &text)
+                            {
+                                yield Ok(frame);
                             }
-                            if !summary.client_tool_calls.is_empty() {
-                                let calls = response_tool_calls(&summary.client_tool_calls, true);
-                                yield Ok(reply.chunk(Delta { tool_calls: Some(calls), ..Delta::default() }, None));
+                            if !summary.client_tool_calls.is_empty()
+                                && let Some(frame) = frames.tool_calls(&summary.client_tool_calls)
+                            {
+                                yield Ok(frame);
                             }
-                            yield Ok(reply.chunk(Delta::default(), Some(reason)));
+                            yield Ok(frames.finish(reason));
                         }
                         None => yield Ok(Event::default().data(ApiError::from_run(&summary).body_text())),
                     }
-                    if reply.include_usage {
-                        yield Ok(reply.usage_chunk(&summary.usage));
+                    if let Some(frame) = frames.usage(&summary.usage) {
+                        yield Ok(frame);
                     }
                     yield Ok(Event::default().data("[DONE]"));
                     return;
@@ -528,16 +656,15 @@ fn stream_chunks(
                 // Chat completions has no notion of approvals: the waiting call is named in a
                 // progress line whatever the agent's progress setting (SPEC §8).
                 AgentEvent::ApprovalRequested(_) | AgentEvent::ApprovalDecided(_) => {
-                    if let Some(line) = approval_line(&event, &run_id) {
-                        yield Ok(reply.text_chunk(TextField::Reasoning, &line));
-                    }
+                    approval_line(&event, &run_id)
+                        .and_then(|line| frames.text(TextField::Reasoning, &line))
                 }
-                other if show_progress => {
-                    if let Some(line) = progress_line(&other) {
-                        yield Ok(reply.text_chunk(TextField::Reasoning, &line));
-                    }
-                }
-                _ => {}
+                other if show_progress => progress_line(&other)
+                    .and_then(|line| frames.text(TextField::Reasoning, &line)),
+                _ => None,
+            };
+            if let Some(frame) = frame {
+                yield Ok(frame);
             }
         }
         // The run task ended without a final event: report it rather than dropping the connection.
@@ -589,34 +716,66 @@ fn progress_line(event: &AgentEvent) -> Option<String> {
     }
 }
 
-async fn complete(handle: RunHandle, reply: Completion) -> Result<Response, ApiError> {
-    let _cancel_on_drop = handle.abort_on_drop();
-    // Nobody reads the events of a non-streaming run; the result carries everything.
-    let RunHandle { result, .. } = handle;
-    let result: AgentResult = result.await.map_err(|_| ApiError::internal())?;
-    let summary = result.summary();
-    let Some(reason) = finish_reason(&summary) else {
-        return Err(ApiError::from_run(&summary));
+/// The `chat.completion` of a request's runs: one choice each, in order.
+async fn complete(handles: Vec<RunHandle>, reply: Completion) -> Response {
+    let finished = match finished_runs(handles).await {
+        Ok(finished) => finished,
+        Err(error) => return error.into_response(),
     };
+    let choices = finished
+        .iter()
+        .zip(0..)
+        .map(|(run, index)| CompletionChoice {
+            index,
+            message: AssistantMessage {
+                role: AssistantRole::Assistant,
+                content: run.result.answer_text(),
+                reasoning_content: reasoning_of(&run.result, reply.sent_messages),
+                tool_calls: Some(response_tool_calls(&run.client_tool_calls, false))
+                    .filter(|calls| !calls.is_empty()),
+            },
+            finish_reason: run.reason,
+        })
+        .collect();
     let body = ChatCompletion {
         id: &reply.id,
         object: CompletionObject::ChatCompletion,
         created: reply.created,
         model: &reply.model,
-        choices: [CompletionChoice {
-            index: 0,
-            message: AssistantMessage {
-                role: AssistantRole::Assistant,
-                content: result.answer_text(),
-                reasoning_content: reasoning_of(&result, reply.sent_messages),
-                tool_calls: Some(response_tool_calls(&summary.client_tool_calls, false))
-                    .filter(|calls| !calls.is_empty()),
-            },
-            finish_reason: reason,
-        }],
-        usage: (&result.usage).into(),
+        choices,
+        usage: CompletionUsage::sum(finished.iter().map(|run| &run.result.usage)),
     };
-    Ok(axum::Json(body).into_response())
+    axum::Json(body).into_response()
+}
+
+/// One run of a request, finished with an answer.
+pub(crate) struct FinishedRun {
+    pub result: AgentResult,
+    pub reason: FinishReason,
+    pub client_tool_calls: Vec<ToolCall>,
+}
+
+/// Waits for every run of a request (all are cancelled if the client leaves first); the first
+/// that failed without an answer makes the request's error.
+pub(crate) async fn finished_runs(handles: Vec<RunHandle>) -> Result<Vec<FinishedRun>, ApiError> {
+    let _cancel_on_drop: Vec<_> = handles.iter().map(RunHandle::abort_on_drop).collect();
+    // Nobody reads the events of a non-streaming run; the result carries everything.
+    let results =
+        futures_util::future::join_all(handles.into_iter().map(RunHandle::into_result)).await;
+    let mut finished = Vec::with_capacity(results.len());
+    for result in results {
+        let result: AgentResult = result.map_err(|_| ApiError::internal())?;
+        let summary = result.summary();
+        let Some(reason) = finish_reason(&summary) else {
+            return Err(ApiError::from_run(&summary));
+        };
+        finished.push(FinishedRun {
+            client_tool_calls: summary.client_tool_calls,
+            reason,
+            result,
+        });
+    }
+    Ok(finished)
 }
 
 /// Client tool calls in the OpenAI shape; numbered (`index`) in a streamed delta.

@@ -3,6 +3,8 @@
 //! Types only; the handlers and the event translator live in the parent module. Streamed chunks
 //! borrow their strings, so a token costs one serialised frame and no JSON tree.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -24,10 +26,6 @@ pub struct ChatCompletionRequest {
     pub stream: Option<bool>,
     #[serde(default)]
     pub stream_options: Option<StreamOptions>,
-    /// Overrides the agent's temperature.
-    pub temperature: Option<f64>,
-    /// Overrides the agent's top_p.
-    pub top_p: Option<f64>,
     /// Overrides the agent's output token limit.
     #[serde(default, deserialize_with = "crate::http::wire::optional_whole_number")]
     pub max_tokens: Option<u32>,
@@ -36,9 +34,19 @@ pub struct ChatCompletionRequest {
     pub max_completion_tokens: Option<u32>,
     #[serde(default)]
     pub response_format: Option<ResponseFormat>,
-    /// Only 1: an agent run gives one answer.
+    /// Answers to give, each from a run of its own (1 to 8; 1 with `stream: true`).
     #[serde(default, deserialize_with = "crate::http::wire::optional_whole_number")]
+    #[schema(minimum = 1, maximum = 8)]
     pub n: Option<u32>,
+    #[serde(flatten)]
+    pub sampling: SamplingFields,
+    /// Accepted and ignored (with `x-agentd-warning`): agentd returns no log probabilities.
+    #[serde(default)]
+    pub logprobs: Option<bool>,
+    /// Accepted and ignored like `logprobs`; 0 to 20.
+    #[serde(default, deserialize_with = "crate::http::wire::optional_whole_number")]
+    #[schema(minimum = 0, maximum = 20)]
+    pub top_logprobs: Option<u32>,
     /// Client tools (SPEC §9.2): offered to the model beside the agent's own; a call to one
     /// ends the answer with `finish_reason: "tool_calls"`.
     #[serde(default)]
@@ -53,23 +61,69 @@ pub struct ChatCompletionRequest {
     pub unsupported: UnsupportedParams,
 }
 
-/// Chat Completions parameters with an effect agentd cannot give (its agents' runs have no
-/// log probabilities, stop sequences, penalties or audio). Parameters without such an effect
-/// (`user`, `seed`, `store`, `metadata`, `service_tier`, …) are accepted and ignored.
+/// The sampling parameters both OpenAI completion endpoints take, and `user`. `stop`, the
+/// penalties, `seed` and `logit_bias` reach the models that take them; a request whose agent
+/// has a model that does not is answered with `x-agentd-warning` naming them.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct SamplingFields {
+    /// Overrides the agent's temperature; 0 to 2.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 2)]
+    pub temperature: Option<f64>,
+    /// Overrides the agent's top_p; 0 to 1.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1)]
+    pub top_p: Option<f64>,
+    /// Up to 4 sequences that end the model's output.
+    #[serde(default)]
+    pub stop: Option<StopSequences>,
+    /// -2 to 2.
+    #[serde(default)]
+    #[schema(minimum = -2, maximum = 2)]
+    pub presence_penalty: Option<f64>,
+    /// -2 to 2.
+    #[serde(default)]
+    #[schema(minimum = -2, maximum = 2)]
+    pub frequency_penalty: Option<f64>,
+    #[serde(default)]
+    pub seed: Option<i64>,
+    /// Token id to a bias from -100 to 100.
+    #[serde(default)]
+    #[schema(value_type = Option<std::collections::HashMap<String, f64>>)]
+    pub logit_bias: Option<BTreeMap<String, f64>>,
+    /// With an admin key, the user the request acts for (like the `x-agentd-user` header);
+    /// with another key its own user, or ignored with `x-agentd-warning`.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub user: Option<Value>,
+}
+
+/// `stop`: one sequence or a list of them.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum StopSequences {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl StopSequences {
+    /// The non-empty sequences.
+    pub fn sequences(&self) -> Vec<String> {
+        match self {
+            Self::One(one) => vec![one.clone()],
+            Self::Many(many) => many.clone(),
+        }
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect()
+    }
+}
+
+/// Chat Completions parameters with an effect agentd cannot give (audio, other output
+/// modalities, predicted outputs). Parameters without such an effect (`store`, `metadata`,
+/// `service_tier`, …) are accepted and ignored.
 #[derive(Debug, Default, Deserialize)]
 pub struct UnsupportedParams {
-    #[serde(default)]
-    pub logprobs: Option<bool>,
-    #[serde(default)]
-    pub top_logprobs: Option<Value>,
-    #[serde(default)]
-    pub logit_bias: Option<Value>,
-    #[serde(default)]
-    pub stop: Option<Value>,
-    #[serde(default)]
-    pub presence_penalty: Option<f64>,
-    #[serde(default)]
-    pub frequency_penalty: Option<f64>,
     #[serde(default)]
     pub audio: Option<Value>,
     #[serde(default)]
@@ -82,14 +136,7 @@ impl UnsupportedParams {
     /// The first parameter set to something agentd would have to ignore.
     pub fn first_set(&self) -> Option<&'static str> {
         let set = |value: &Option<Value>| value.as_ref().is_some_and(|v| !is_empty(v));
-        let nonzero = |value: Option<f64>| value.is_some_and(|v| v != 0.0);
         [
-            ("logprobs", self.logprobs == Some(true)),
-            ("top_logprobs", set(&self.top_logprobs)),
-            ("logit_bias", set(&self.logit_bias)),
-            ("stop", set(&self.stop)),
-            ("presence_penalty", nonzero(self.presence_penalty)),
-            ("frequency_penalty", nonzero(self.frequency_penalty)),
             ("audio", set(&self.audio)),
             (
                 "modalities",
@@ -286,7 +333,9 @@ pub struct ChatCompletion<'a> {
     pub object: CompletionObject,
     pub created: i64,
     pub model: &'a str,
-    pub choices: [CompletionChoice; 1],
+    /// One per `n`, in order.
+    pub choices: Vec<CompletionChoice>,
+    /// Summed over the choices' runs.
     pub usage: CompletionUsage,
 }
 
@@ -334,6 +383,26 @@ impl From<&UsageTotals> for CompletionUsage {
                 cached_tokens: usage.cached_tokens,
             },
         }
+    }
+}
+
+impl CompletionUsage {
+    /// The usage of several runs (the choices of one request) added up.
+    pub fn sum<'a>(usages: impl IntoIterator<Item = &'a UsageTotals>) -> Self {
+        usages
+            .into_iter()
+            .fold(Self::from(&UsageTotals::default()), |sum, usage| {
+                let one = Self::from(usage);
+                Self {
+                    prompt_tokens: sum.prompt_tokens + one.prompt_tokens,
+                    completion_tokens: sum.completion_tokens + one.completion_tokens,
+                    total_tokens: sum.total_tokens + one.total_tokens,
+                    prompt_tokens_details: PromptTokensDetails {
+                        cached_tokens: sum.prompt_tokens_details.cached_tokens
+                            + one.prompt_tokens_details.cached_tokens,
+                    },
+                }
+            })
     }
 }
 
@@ -395,4 +464,80 @@ impl<'a> Delta<'a> {
             ..Self::default()
         }
     }
+}
+
+/// `POST /v1/completions` (OpenAI's legacy text completions); `model` names an agent and the
+/// prompt is its task.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct TextCompletionRequest {
+    /// The agent to run (see `GET /v1/models`).
+    pub model: String,
+    /// The task: a string, or a list holding one string.
+    pub prompt: Prompt,
+    /// Overrides the agent's output token limit.
+    #[serde(default, deserialize_with = "crate::http::wire::optional_whole_number")]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    /// Answers to give, each from a run of its own (1 to 8; 1 with `stream: true`).
+    #[serde(default, deserialize_with = "crate::http::wire::optional_whole_number")]
+    #[schema(minimum = 1, maximum = 8)]
+    pub n: Option<u32>,
+    #[serde(flatten)]
+    pub sampling: SamplingFields,
+    /// Accepted and ignored (with `x-agentd-warning`): agentd returns no log probabilities.
+    #[serde(default, deserialize_with = "crate::http::wire::optional_whole_number")]
+    #[schema(minimum = 0, maximum = 5)]
+    pub logprobs: Option<u32>,
+    /// Accepted and ignored with `x-agentd-warning` above 1: answers are not ranked.
+    #[serde(default, deserialize_with = "crate::http::wire::optional_whole_number")]
+    #[schema(minimum = 1, maximum = 8)]
+    pub best_of: Option<u32>,
+    /// Only `false`: an agent answers the prompt, it does not continue its text.
+    #[serde(default)]
+    pub echo: Option<bool>,
+    /// Only empty: an agent does not fill in text between a prompt and a suffix.
+    #[serde(default)]
+    pub suffix: Option<String>,
+}
+
+/// A completion prompt: text, or a list of texts (agentd takes one).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum Prompt {
+    Text(String),
+    Texts(Vec<String>),
+}
+
+string_constant!(TextCompletionObject::TextCompletion = "text_completion");
+
+/// The answer of `POST /v1/completions`, and (one choice, no usage but in the last) each
+/// streamed `data:` frame.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TextCompletion<'a> {
+    pub id: &'a str,
+    pub object: TextCompletionObject,
+    pub created: i64,
+    pub model: &'a str,
+    pub choices: Vec<TextChoice<'a>>,
+    /// Summed over the choices' runs; in a stream only in the usage frame
+    /// (`stream_options.include_usage`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub usage: Option<CompletionUsage>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TextChoice<'a> {
+    pub text: &'a str,
+    pub index: u32,
+    /// Always null: agentd returns no log probabilities.
+    #[schema(value_type = Option<Object>)]
+    pub logprobs: Option<()>,
+    /// `stop` (an answer) or `length` (turns or context exhausted); null until the last
+    /// streamed frame.
+    #[schema(required)]
+    pub finish_reason: Option<FinishReason>,
 }

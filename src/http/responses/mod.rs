@@ -258,6 +258,8 @@ pub async fn create_response(
     Extension(caller): Extension<Caller>,
     ApiJson(body): ApiJson<CreateResponse>,
 ) -> Result<Response, ApiError> {
+    let (caller, _tag_only) =
+        crate::http::openai::params::caller_for_user(caller, body.user.as_ref())?;
     let agent = caller.model_agent(&runtime, &body.model)?;
     check_body(&body)?;
     let read = input::read_input(body.input.as_ref())?;
@@ -290,6 +292,7 @@ pub async fn create_response(
     };
     submission.user_id = caller.owner();
     submission.key = caller.limited_key.clone();
+    submission.acted_by = caller.acted_by.clone();
     submission.client_tools = input::client_tools_of(&body)?;
     if echo.background {
         submission.on_disconnect = OnDisconnect::Continue;

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use crate::http::wire::{AssistantRole, ListObject, string_constant};
 
 /// `POST /v1/responses`; `model` names an agent. Fields agentd has no use for (`include`,
-/// `reasoning`, `prompt_cache_key`, `client_metadata`, `user`, `service_tier`, `truncation`, …)
+/// `reasoning`, `prompt_cache_key`, `client_metadata`, `service_tier`, `truncation`, …)
 /// are accepted and ignored, as stateless clients (Codex, the Agents SDK) send them.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct CreateResponse {
@@ -64,6 +64,11 @@ pub struct CreateResponse {
     pub metadata: Option<Value>,
     #[serde(default)]
     pub parallel_tool_calls: Option<bool>,
+    /// With an admin key, the user the response is for (like the `x-agentd-user` header); with
+    /// another key its own user, or ignored.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub user: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]

@@ -97,6 +97,11 @@ pub struct RunListItem<'a> {
     pub finished_at: Option<String>,
     #[schema(required)]
     pub duration_ms: Option<i64>,
+    /// The admin that started the run acting for its user (`key:ID`, or `admin` on a server
+    /// without keys); absent when the run's owner started it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub acted_by: Option<&'a str>,
 }
 
 impl<'a> From<&'a RunRecord> for RunListItem<'a> {
@@ -118,6 +123,7 @@ impl<'a> From<&'a RunRecord> for RunListItem<'a> {
             created_at: run.created_at.to_rfc3339(),
             finished_at: run.finished_at.map(|t| t.to_rfc3339()),
             duration_ms: run.duration_ms,
+            acted_by: run.acted_by.as_deref(),
         }
     }
 }

@@ -129,6 +129,7 @@ pub async fn create_run(
     submission.schema = body.schema;
     submission.user_id = caller.owner();
     submission.key = caller.limited_key.clone();
+    submission.acted_by = caller.acted_by.clone();
     submission.request_id = body.request_id;
     submission.on_disconnect = on_disconnect;
     let handle = match runtime.start_run(submission).await {

@@ -242,6 +242,11 @@ pub struct RunStatus<'a> {
     /// The AgentResult (answer, usage, accounting, final report); null until the run finishes.
     #[schema(required, value_type = Option<Object>)]
     pub result: Option<Value>,
+    /// The admin that started the run acting for its user (`key:ID`, or `admin` on a server
+    /// without keys); absent when the run's owner started it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub acted_by: Option<&'a str>,
 }
 
 impl<'a> RunStatus<'a> {
@@ -258,6 +263,7 @@ impl<'a> RunStatus<'a> {
             finished_at: run.finished_at.map(|t| t.to_rfc3339()),
             duration_ms: run.duration_ms,
             result,
+            acted_by: run.acted_by.as_deref(),
         }
     }
 }

@@ -18,6 +18,7 @@ const TEMPERATURE: OptionalParam = OptionalParam::at(&["temperature"]);
 const TOP_P: OptionalParam = OptionalParam::at(&["top_p"]);
 const TOP_K: OptionalParam = OptionalParam::at(&["top_k"]);
 const THINKING: OptionalParam = OptionalParam::at(&["thinking"]);
+const STOP_SEQUENCES: OptionalParam = OptionalParam::at(&["stop_sequences"]);
 
 /// Anthropic refuses non-streamed requests that may run past ten minutes, which it judges by
 /// `max_tokens`; from this size on the response is streamed whatever the config says.
@@ -57,6 +58,8 @@ pub fn request_body(request: &LlmRequest, params: &ResolvedParams, shape: &Shape
         body.insert("stream".into(), json!(true));
     }
     let mut body = WireBody::new(body);
+    // The only request parameter of [`crate::llm::parameters::RequestParam`] the API takes.
+    body.set_optional(STOP_SEQUENCES, params.stop.as_ref().map(|v| json!(v)));
     match thinking_budget {
         Some(budget) => {
             body.set_optional(
@@ -257,6 +260,27 @@ mod tests {
                 budget_tokens: Some(budget),
             }),
             ..ResolvedParams::default()
+        }
+    }
+
+    #[test]
+    fn stop_is_the_only_request_parameter_sent() {
+        let params = crate::llm::parameters::ParameterPolicy::default()
+            .resolve("claude", &crate::llm::parameters::every_request_param());
+        let shape = Shape {
+            stream: false,
+            prompt_caching: false,
+        };
+        let body = request_body(&request(tool_turn(None)), &params, &shape).body;
+        assert_eq!(body["stop_sequences"], json!(["Observation:"]));
+        for absent in [
+            "stop",
+            "seed",
+            "presence_penalty",
+            "frequency_penalty",
+            "logit_bias",
+        ] {
+            assert!(body.get(absent).is_none(), "{absent}");
         }
     }
 

@@ -20,6 +20,9 @@ const TOP_P: OptionalParam = OptionalParam::at(&["generationConfig", "topP"]);
 const TOP_K: OptionalParam = OptionalParam::at(&["generationConfig", "topK"]);
 const FREQUENCY_PENALTY: OptionalParam =
     OptionalParam::at(&["generationConfig", "frequencyPenalty"]);
+const PRESENCE_PENALTY: OptionalParam = OptionalParam::at(&["generationConfig", "presencePenalty"]);
+const STOP_SEQUENCES: OptionalParam = OptionalParam::at(&["generationConfig", "stopSequences"]);
+const SEED: OptionalParam = OptionalParam::at(&["generationConfig", "seed"]);
 const MAX_OUTPUT_TOKENS: OptionalParam =
     OptionalParam::at(&["generationConfig", "maxOutputTokens"]);
 const THINKING_CONFIG: OptionalParam = OptionalParam::at(&["generationConfig", "thinkingConfig"]);
@@ -45,7 +48,12 @@ pub fn request_body(request: &LlmRequest, params: &ResolvedParams) -> WireBody {
     body.set_optional(TEMPERATURE, params.temperature.map(|v| json!(v)));
     body.set_optional(TOP_P, params.top_p.map(|v| json!(v)));
     body.set_optional(TOP_K, params.top_k.map(|v| json!(v)));
-    body.set_optional(FREQUENCY_PENALTY, params.repeat_penalty.map(|v| json!(v)));
+    // A request's `frequency_penalty` beats the agent's `repeat_penalty`; no `logit_bias`.
+    let frequency = params.frequency_penalty.or(params.repeat_penalty);
+    body.set_optional(FREQUENCY_PENALTY, frequency.map(|v| json!(v)));
+    body.set_optional(PRESENCE_PENALTY, params.presence_penalty.map(|v| json!(v)));
+    body.set_optional(STOP_SEQUENCES, params.stop.as_ref().map(|v| json!(v)));
+    body.set_optional(SEED, params.seed.map(|v| json!(v)));
     body.set_optional(
         MAX_OUTPUT_TOKENS,
         params.max_output_tokens.map(|v| json!(v)),
@@ -230,5 +238,13 @@ mod tests {
         assert_eq!(budget_for(32_769), Some(32_768));
         assert_eq!(budget_for(1024), Some(1024));
         assert_eq!(budget_for(1023), Some(1024));
+        let every = crate::llm::parameters::ParameterPolicy::default()
+            .resolve("gemini", &crate::llm::parameters::every_request_param());
+        assert_eq!(
+            request_body(&request, &every).body["generationConfig"],
+            json!({"stopSequences": ["Observation:"], "presencePenalty": 0.5,
+                "frequencyPenalty": -0.5, "seed": 42}),
+            "everything but logit_bias"
+        );
     }
 }

@@ -54,6 +54,10 @@ const TOP_P: OptionalParam = OptionalParam::at(&["top_p"]);
 const TOP_K: OptionalParam = OptionalParam::at(&["top_k"]);
 const FREQUENCY_PENALTY: OptionalParam = OptionalParam::at(&["frequency_penalty"]);
 const REPETITION_PENALTY: OptionalParam = OptionalParam::at(&["repetition_penalty"]);
+const PRESENCE_PENALTY: OptionalParam = OptionalParam::at(&["presence_penalty"]);
+const STOP: OptionalParam = OptionalParam::at(&["stop"]);
+const SEED: OptionalParam = OptionalParam::at(&["seed"]);
+const LOGIT_BIAS: OptionalParam = OptionalParam::at(&["logit_bias"]);
 const MAX_TOKENS: OptionalParam = OptionalParam::at(&["max_tokens"]);
 const MAX_COMPLETION_TOKENS: OptionalParam = OptionalParam::at(&["max_completion_tokens"]);
 const REASONING_EFFORT: OptionalParam = OptionalParam::at(&["reasoning_effort"]);
@@ -135,11 +139,22 @@ impl OpenAiProvider {
         if dialect != Dialect::OpenAi {
             body.set_optional(TOP_K, params.top_k.map(|v| json!(v)));
         }
-        let penalty = match dialect {
-            Dialect::OpenRouter => REPETITION_PENALTY,
-            Dialect::OpenAi | Dialect::Compatible => FREQUENCY_PENALTY,
+        // A request's `frequency_penalty` beats the agent's `repeat_penalty`, which OpenAI and
+        // the compatible servers only know as `frequency_penalty`.
+        let frequency = match dialect {
+            Dialect::OpenRouter => {
+                body.set_optional(REPETITION_PENALTY, params.repeat_penalty.map(|v| json!(v)));
+                params.frequency_penalty
+            }
+            Dialect::OpenAi | Dialect::Compatible => {
+                params.frequency_penalty.or(params.repeat_penalty)
+            }
         };
-        body.set_optional(penalty, params.repeat_penalty.map(|v| json!(v)));
+        body.set_optional(FREQUENCY_PENALTY, frequency.map(|v| json!(v)));
+        body.set_optional(PRESENCE_PENALTY, params.presence_penalty.map(|v| json!(v)));
+        body.set_optional(STOP, params.stop.as_ref().map(|v| json!(v)));
+        body.set_optional(SEED, params.seed.map(|v| json!(v)));
+        body.set_optional(LOGIT_BIAS, params.logit_bias.as_ref().map(|v| json!(v)));
         let max_tokens = match dialect {
             Dialect::OpenAi => MAX_COMPLETION_TOKENS,
             Dialect::Compatible | Dialect::OpenRouter => MAX_TOKENS,
@@ -269,8 +284,37 @@ mod tests {
             repeat_penalty: Some(1.1),
             max_output_tokens: Some(900),
             reasoning: Some(ReasoningLevel::High),
-            reasoning_tokens: None,
+            ..SamplingParams::default()
         }
+    }
+
+    #[test]
+    fn every_dialect_sends_every_request_parameter() {
+        for (dialect, kind) in [
+            (Dialect::OpenAi, "openai"),
+            (Dialect::Compatible, "openai-compatible"),
+            (Dialect::OpenRouter, "openrouter"),
+        ] {
+            let body = provider(dialect, json!({"type": kind}))
+                .request_body(&request(crate::llm::parameters::every_request_param()))
+                .body;
+            assert_eq!(body["stop"], json!(["Observation:"]), "{kind}");
+            assert_eq!(body["presence_penalty"], 0.5, "{kind}");
+            assert_eq!(body["frequency_penalty"], -0.5, "{kind}");
+            assert_eq!(body["seed"], 42, "{kind}");
+            assert_eq!(body["logit_bias"], json!({"50256": -100.0}), "{kind}");
+        }
+        let both = SamplingParams {
+            frequency_penalty: Some(0.25),
+            ..all_params()
+        };
+        let openai = provider(Dialect::OpenAi, json!({"type": "openai"}))
+            .request_body(&request(both))
+            .body;
+        assert_eq!(
+            openai["frequency_penalty"], 0.25,
+            "the request's beats the agent's"
+        );
     }
 
     #[test]

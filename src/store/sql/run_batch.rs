@@ -7,7 +7,7 @@ use sqlx::types::Json;
 use crate::store::sql::at;
 use crate::store::{JsonText, NewRun, RunOutcome, RunWrite};
 
-/// Runs per multi-row statement: a run row binds 20 values, one of them the whole result.
+/// Runs per multi-row statement: a run row binds 21 values, one of them the whole result.
 pub const RUNS_PER_INSERT: usize = 25;
 
 /// Followed by the VALUES rows. A run already stored as running gets the end of a finished
@@ -17,7 +17,7 @@ pub const RUNS_PER_INSERT: usize = 25;
 /// its result is the run's.
 pub const UPSERT_RUNS: &str = "INSERT INTO runs (id, agent, user_id, conversation_id, created_at, status, \
      exit_reason, success, error, final_report, input_tokens, output_tokens, cached_tokens, total_tokens, \
-     cost_usd, turns, finished_at, duration_ms, result, owner) ";
+     cost_usd, turns, finished_at, duration_ms, result, owner, acted_by) ";
 pub const UPSERT_RUNS_END: &str = " ON CONFLICT (id) DO UPDATE SET status = excluded.status, \
      exit_reason = excluded.exit_reason, success = excluded.success, error = excluded.error, \
      final_report = excluded.final_report, input_tokens = excluded.input_tokens, \
@@ -187,7 +187,8 @@ macro_rules! impl_run_batch_store {
                             .push_bind(end.finished_at)
                             .push_bind(end.duration_ms)
                             .push_bind(end.result)
-                            .push_bind(&run.owner);
+                            .push_bind(&run.owner)
+                            .push_bind(&run.acted_by);
                     });
                     upsert.push(UPSERT_RUNS_END);
                     upsert.build().execute(&mut **tx).await?;

@@ -7,13 +7,13 @@ use sqlx::types::Json;
 use crate::store::{AccountingRecord, JsonText, RunRecord};
 
 pub const SELECT_RUN: &str = "SELECT id, agent, user_id, conversation_id, status, exit_reason, success, error, final_report, \
-     input_tokens, output_tokens, cached_tokens, total_tokens, cost_usd, turns, created_at, finished_at, duration_ms, result, owner \
+     input_tokens, output_tokens, cached_tokens, total_tokens, cost_usd, turns, created_at, finished_at, duration_ms, result, owner, acted_by \
      FROM runs WHERE id = $1";
 
 /// The columns of a listed run: every one but the whole result, which can be large.
 pub const LIST_RUNS: &str = "SELECT id, agent, user_id, conversation_id, status, exit_reason, success, error, final_report, \
      input_tokens, output_tokens, cached_tokens, total_tokens, cost_usd, turns, created_at, finished_at, duration_ms, \
-     NULL AS result, owner FROM runs WHERE 1 = 1";
+     NULL AS result, owner, acted_by FROM runs WHERE 1 = 1";
 
 /// Appends `filter`'s conditions, order and limit to a [`LIST_RUNS`] query.
 pub fn push_run_filter<DB>(query: &mut sqlx::QueryBuilder<DB>, filter: &crate::store::RunFilter)
@@ -106,6 +106,7 @@ pub struct RunRow {
     duration_ms: Option<i64>,
     result: Option<Json<Value>>,
     owner: Option<String>,
+    acted_by: Option<String>,
 }
 
 impl From<RunRow> for RunRecord {
@@ -131,6 +132,7 @@ impl From<RunRow> for RunRecord {
             duration_ms: row.duration_ms,
             result: row.result.map(|j| j.0),
             owner: row.owner,
+            acted_by: row.acted_by,
         }
     }
 }

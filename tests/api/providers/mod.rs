@@ -75,7 +75,8 @@ pub async fn call(provider: &dyn Provider, request: LlmRequest) -> Result<LlmRes
     Ok(assembler.finish())
 }
 
-/// Every sampling parameter set, reasoning `high`.
+/// Every sampling parameter an agent sets, reasoning `high` (a request's `stop`, penalties,
+/// `seed` and `logit_bias` are the providers' unit tests').
 pub fn all_sampling() -> SamplingParams {
     SamplingParams {
         temperature: Some(0.25),
@@ -84,6 +85,6 @@ pub fn all_sampling() -> SamplingParams {
         repeat_penalty: Some(1.15),
         max_output_tokens: Some(20_000),
         reasoning: Some(agentd::llm::ReasoningLevel::High),
-        reasoning_tokens: None,
+        ..SamplingParams::default()
     }
 }

@@ -23,6 +23,7 @@ async fn running_run(store: &dyn agentd::store::Store, id: &str) {
                 conversation_id: None,
                 created_at: at(1),
                 owner: Some("replica-a".into()),
+                acted_by: None,
             },
             outcome: None,
         }],

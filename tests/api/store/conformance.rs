@@ -65,6 +65,7 @@ pub(super) fn new_run(id: &str, user: Option<&str>) -> NewRun {
         conversation_id: Some("c-1".into()),
         created_at: at(0),
         owner: None,
+        acted_by: None,
     }
 }
 

@@ -15,6 +15,7 @@ fn run(id: &str, user: Option<&str>, agent: &str, created: i64, finished: bool) 
             conversation_id: Some(format!("conv-{}", user.unwrap_or("none"))),
             created_at: at(created),
             owner: None,
+            acted_by: None,
         },
         outcome: finished.then(outcome),
     }
