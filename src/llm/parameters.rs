@@ -64,7 +64,7 @@ impl RequestParam {
     }
 
     /// Whether a provider of this kind sends it: the OpenAI dialects all of them; Anthropic stop
-    /// sequences only; Gemini and Ollama everything but `logit_bias`.
+    /// sequences only; Gemini and Ollama everything but `logit_bias`; the scripted model none.
     pub fn taken_by(self, kind: ProviderKind) -> bool {
         match kind {
             ProviderKind::Openai | ProviderKind::OpenaiCompatible | ProviderKind::Openrouter => {
@@ -72,6 +72,8 @@ impl RequestParam {
             }
             ProviderKind::Anthropic => self == Self::Stop,
             ProviderKind::Google | ProviderKind::Ollama => self != Self::LogitBias,
+            // The built-in scripted model plays its script whatever the sampling.
+            ProviderKind::Scripted => false,
         }
     }
 

@@ -576,11 +576,32 @@ async fn an_admin_acts_for_a_user_whose_run_it_is_and_nobody_else_may() {
         .expect("a response id")
         .to_string();
 
+    // And on Anthropic Messages, through the header.
+    app.llm.push(Reply::text("done"));
+    let (status, body, _) = acting(
+        &app,
+        ADMIN,
+        Some("alice"),
+        "/v1/messages",
+        Some(json!({"model": "chat", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let by_messages = body["x-agentd-run-id"]
+        .as_str()
+        .expect("run id")
+        .to_string();
+
     let (status, list) = get(&app, ALICE, "/v1/runs").await;
     assert_eq!(status, 200);
     let mut listed = listed_ids(&list);
     listed.sort();
-    let mut expected = vec![by_header.clone(), by_field.clone(), by_response];
+    let mut expected = vec![
+        by_header.clone(),
+        by_field.clone(),
+        by_response,
+        by_messages,
+    ];
     expected.sort();
     assert_eq!(listed, expected, "both runs are alice's: {list}");
     for run in list["data"].as_array().expect("runs") {

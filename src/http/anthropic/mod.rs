@@ -167,6 +167,7 @@ pub async fn messages(
     };
     submission.user_id = caller.owner();
     submission.key = caller.limited_key.clone();
+    submission.acted_by = caller.acted_by.clone();
     submission.client_tools = client_tools_of(&body)?;
     let handle = runtime.start_run(submission).await.map_err(|error| {
         client_tools::start_error(error, &ANTHROPIC_TOOL_FIELDS, |call_id| {
