@@ -74,9 +74,57 @@ where
         })
 }
 
+/// An optional signed integer (a seed) that accepts `-7` and `-7.0` alike, as JSON Schema's
+/// `integer` does, and nothing fractional or out of the 64-bit range.
+pub fn optional_whole_signed<'de, D>(deserializer: D) -> Result<Option<i64>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::Deserialize;
+    let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    // 2^63 as a float: the first value past i64::MAX.
+    const PAST_I64: f64 = 9_223_372_036_854_775_808.0;
+    let whole = number.as_i64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= -PAST_I64 && *f < PAST_I64)
+            .map(|f| f as i64)
+    });
+    whole.map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "{number} is not a whole number in the 64-bit range"
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    struct Seeded {
+        #[serde(default, deserialize_with = "super::optional_whole_signed")]
+        seed: Option<i64>,
+    }
+
+    fn seed(json: &str) -> Result<Option<i64>, String> {
+        serde_json::from_str::<Seeded>(json)
+            .map(|s| s.seed)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn seeds_are_whole_numbers_in_either_notation() {
+        assert_eq!(seed(r#"{"seed": 109832.0}"#), Ok(Some(109_832)));
+        assert_eq!(seed(r#"{"seed": -7}"#), Ok(Some(-7)));
+        assert_eq!(seed(r#"{"seed": 9223372036854775807}"#), Ok(Some(i64::MAX)));
+        assert_eq!(seed("{}"), Ok(None));
+        for bad in ["1.5", "9223372036854775808", "1e300", "\"7\""] {
+            assert!(seed(&format!(r#"{{"seed": {bad}}}"#)).is_err(), "{bad}");
+        }
+    }
 
     #[derive(Deserialize)]
     struct Tokens {

@@ -196,7 +196,7 @@ async fn bad_requests_get_the_spec_error_format() {
     let missing_model = app
         .post_json("/v1/chat/completions", &json!({"messages": []}))
         .await;
-    assert_error(missing_model, 400, "invalid_request", None).await;
+    assert_error(missing_model, 400, "invalid_request", Some("model")).await;
     let unknown = app
         .post_json(
             "/v1/chat/completions",

@@ -20,36 +20,7 @@ const JSON_AGENT: &str = "---\ndescription: Sums numbers\nmodels: llm/upstream-m
 
 /// `.ci/venv/bin/python` with `package` importable as `module`, installed once if missing.
 pub(crate) fn venv_python(module: &str, package: &str) -> PathBuf {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv");
-    let python = venv.join("bin/python");
-    let has_module = || {
-        std::process::Command::new(&python)
-            .args(["-c", &format!("import {module}")])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !has_module() {
-        if !python.exists() {
-            let created = std::process::Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv)
-                .status();
-            assert!(
-                created.is_ok_and(|s| s.success()),
-                "cannot create {}: install python3-venv",
-                venv.display()
-            );
-        }
-        let installed = std::process::Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet", "--disable-pip-version-check", package])
-            .status();
-        assert!(
-            installed.is_ok_and(|s| s.success()) && has_module(),
-            "{package} is missing: `{} -m pip install {package}` (or run .ci/run)",
-            python.display()
-        );
-    }
-    python
+    crate::support::python_tool::python_with("venv", &[module], &[package])
 }
 
 /// Runs `tests/sdk/SCRIPT` with the venv's Python; its stdout once it succeeded.

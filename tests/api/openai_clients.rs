@@ -28,39 +28,15 @@ fn repo() -> &'static Path {
 
 /// `.ci/venv-clients/bin/python` with the clients, installed if needed.
 fn clients_python() -> PathBuf {
-    let venv = repo().join(".ci/venv-clients");
-    let python = venv.join("bin/python");
-    let has_clients = || {
-        std::process::Command::new(&python)
-            .args([
-                "-c",
-                "import langchain_openai, llama_index.llms.openai_like, aiohttp",
-            ])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !has_clients() {
-        let created = std::process::Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status();
-        assert!(
-            created.is_ok_and(|s| s.success()),
-            "cannot create {}",
-            venv.display()
-        );
-        let installed = std::process::Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet", "--disable-pip-version-check"])
-            .args(CLIENTS)
-            .status();
-        assert!(
-            installed.is_ok_and(|s| s.success()) && has_clients(),
-            "the Python clients are missing: `{} -m pip install {}`",
-            python.display(),
-            CLIENTS.join(" ")
-        );
-    }
-    python
+    crate::support::python_tool::python_with(
+        "venv-clients",
+        &[
+            "langchain_openai",
+            "llama_index.llms.openai_like",
+            "aiohttp",
+        ],
+        &CLIENTS,
+    )
 }
 
 async fn serve_agentd(llm: &MockLlm) -> (tempfile::TempDir, crate::support::binary::Served) {

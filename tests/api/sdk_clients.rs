@@ -13,38 +13,7 @@ const SDKS: [&str; 2] = ["openai==3.52.0", "anthropic==2.11.0"];
 
 /// `.ci/venv/bin/python` with both SDKs, installed once per test run if needed.
 fn sdk_python() -> PathBuf {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv");
-    let python = venv.join("bin/python");
-    let has_sdks = || {
-        std::process::Command::new(&python)
-            .args(["-c", "import openai, anthropic"])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !has_sdks() {
-        if !python.exists() {
-            let created = std::process::Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv)
-                .status();
-            assert!(
-                created.is_ok_and(|s| s.success()),
-                "cannot create {}: install python3-venv",
-                venv.display()
-            );
-        }
-        let installed = std::process::Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet", "--disable-pip-version-check"])
-            .args(SDKS)
-            .status();
-        assert!(
-            installed.is_ok_and(|s| s.success()) && has_sdks(),
-            "the OpenAI and Anthropic SDKs are missing: `{} -m pip install {}`",
-            python.display(),
-            SDKS.join(" ")
-        );
-    }
-    python
+    crate::support::python_tool::python_with("venv", &["openai", "anthropic"], &SDKS)
 }
 
 /// Runs `tests/sdk/SCRIPT` with the SDKs' Python and `args`; returns its output once it

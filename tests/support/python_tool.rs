@@ -1,6 +1,7 @@
-//! Published Python tools the tests run (`mcp-server-time`, `schemathesis`): found through an
-//! environment variable, else in `.ci/venv`, installed there with pip (pinned) when missing so
-//! `cargo test` works on a fresh clone; `.ci/run` installs the same versions.
+//! Published Python tools and clients the tests run (`mcp-server-time`, `schemathesis`, the SDKs
+//! and client libraries): found through an environment variable or in a venv under `.ci/`,
+//! installed there with pip (pinned) when missing so `cargo test` works on a fresh clone;
+//! `scripts/test` installs the same versions.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -43,7 +44,44 @@ pub fn installed(tool: &PythonTool) -> PathBuf {
     }
 }
 
+/// `.ci/VENV/bin/python` able to `import` each of `modules`, after installing the pinned
+/// `packages` there when one is missing; panics saying how to install them.
+pub fn python_with(venv: &str, modules: &[&str], packages: &[&str]) -> PathBuf {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci").join(venv);
+    let python = venv.join("bin/python");
+    let imports = format!("import {}", modules.join(", "));
+    let importable = || {
+        std::process::Command::new(&python)
+            .args(["-c", &imports])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if importable() {
+        return python;
+    }
+    let _one_at_a_time = INSTALLING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if importable() {
+        return python; // Another test installed them meanwhile.
+    }
+    let outcome = install_all(&venv, packages);
+    assert!(
+        outcome.is_ok() && importable(),
+        "{} cannot `{imports}` ({outcome:?}): run scripts/test --setup-only, or `{} -m pip \
+         install {}`",
+        venv.display(),
+        python.display(),
+        packages.join(" ")
+    );
+    python
+}
+
 fn install(venv: &Path, package: &str) -> Result<(), String> {
+    install_all(venv, &[package])
+}
+
+fn install_all(venv: &Path, packages: &[&str]) -> Result<(), String> {
     let run = |program: &Path, args: &[&str]| {
         let status = std::process::Command::new(program)
             .args(args)
@@ -64,8 +102,7 @@ fn install(venv: &Path, package: &str) -> Result<(), String> {
             &["-m", "venv", &venv.display().to_string()],
         )?;
     }
-    run(
-        &venv.join("bin/pip"),
-        &["install", "--quiet", "--disable-pip-version-check", package],
-    )
+    let mut args = vec!["install", "--quiet", "--disable-pip-version-check"];
+    args.extend_from_slice(packages);
+    run(&venv.join("bin/pip"), &args)
 }

@@ -38,8 +38,10 @@ pub struct ChatRequest {
     /// The user's message; not empty or only white space.
     #[schema(pattern = "\\S")]
     pub message: String,
-    /// Continue this conversation; a new one starts without it.
+    /// Continue this conversation of the user's, or start one under this id when the user
+    /// has none; a new one with a server-chosen id starts without it.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._:-]+$")]
     pub conversation_id: Option<String>,
     /// The agent that answers; `chat` by default.
     #[serde(default)]

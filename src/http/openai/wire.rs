@@ -85,7 +85,7 @@ pub struct SamplingFields {
     #[serde(default)]
     #[schema(minimum = -2, maximum = 2)]
     pub frequency_penalty: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::http::wire::optional_whole_signed")]
     pub seed: Option<i64>,
     /// Token id to a bias from -100 to 100.
     #[serde(default)]
