@@ -21,6 +21,7 @@ use agentd::store::{
     AccountingRecord, NewRun, NewRunEvent, RecorderMetrics, RecorderSettings, RunOutcome,
     RunRecorder, Store,
 };
+use agentd::vocabulary::RunStatus;
 use serde_json::json;
 use sqlx::Connection;
 
@@ -61,7 +62,7 @@ fn outcome() -> RunOutcome {
     let entry = json!({"type": "llm", "status": "ok", "provider": "llm", "model": "m", "latency": 1,
         "tokens": {"inputTokens": 20, "outputTokens": 5, "totalTokens": 25}, "timestamp": 0});
     RunOutcome {
-        status: "completed",
+        status: RunStatus::Completed,
         exit_reason: "final_answer",
         success: true,
         error: None,
@@ -144,7 +145,8 @@ async fn runs_per_second(backend: &str, store: Arc<dyn Store>, runs: usize) -> f
         .expect("get")
         .expect("stored");
     assert_eq!(
-        last.status, "completed",
+        last.status,
+        RunStatus::Completed,
         "{backend}: the last run is not finished"
     );
     per_s

@@ -38,3 +38,4 @@ pub mod store;
 pub mod telemetry;
 pub mod tls;
 pub mod tools;
+pub mod vocabulary;

@@ -4,69 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::llm::{ChatMessage, Usage};
-
-/// Why a run ended (SPEC §4.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExitReason {
-    FinalAnswer,
-    TextFallback,
-    Cached,
-    MaxTurns,
-    ContextLimit,
-    UserStop,
-    EmptyInput,
-    Cancelled,
-    AuthFailure,
-    QuotaExceeded,
-    RateLimited,
-    LlmError,
-    NoLlmResponse,
-    ConfigError,
-    InternalError,
-    /// The process running it stopped (killed, lost power or network); another ended it.
-    OwnerLost,
-    /// The server shut down (its drain time ran out) before the run ended.
-    ShuttingDown,
-    /// The model called tools the client brought (SPEC §9.2); the client runs them and sends
-    /// their results in its next request.
-    ClientToolCalls,
-    /// A model response passed the agent's `llmResponseMaxBytes`.
-    OutputTooLarge,
-    /// A json run's answer was text that does not parse or does not fit the schema.
-    SchemaValidationFailed,
-}
-
-impl ExitReason {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::FinalAnswer => "final_answer",
-            Self::TextFallback => "text_fallback",
-            Self::Cached => "cached",
-            Self::MaxTurns => "max_turns",
-            Self::ContextLimit => "context_limit",
-            Self::UserStop => "user_stop",
-            Self::EmptyInput => "empty_input",
-            Self::Cancelled => "cancelled",
-            Self::AuthFailure => "auth_failure",
-            Self::QuotaExceeded => "quota_exceeded",
-            Self::RateLimited => "rate_limited",
-            Self::LlmError => "llm_error",
-            Self::NoLlmResponse => "no_llm_response",
-            Self::ConfigError => "config_error",
-            Self::InternalError => "internal_error",
-            Self::OwnerLost => "owner_lost",
-            Self::ShuttingDown => "shutting_down",
-            Self::ClientToolCalls => "client_tool_calls",
-            Self::OutputTooLarge => "output_too_large",
-            Self::SchemaValidationFailed => "schema_validation_failed",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        serde_json::from_value(serde_json::Value::String(text.to_string())).ok()
-    }
-}
+pub use crate::vocabulary::{ExitReason, RunStatus};
 
 /// Whether the report came from the model (`success`) or was made up by agentd (`failure`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -257,26 +195,6 @@ impl UsageTotals {
             }
         }
         totals
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunStatus {
-    Running,
-    Completed,
-    Failed,
-    Cancelled,
-}
-
-impl RunStatus {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::Cancelled => "cancelled",
-        }
     }
 }
 

@@ -22,9 +22,10 @@ use sha2::{Digest, Sha256};
 
 use crate::agent::events::{RunStarted, TextDelta};
 use crate::agent::result::UsageTotals;
-use crate::agent::{AgentEvent, AgentResult, ExitReason, ReportStatus, SessionRequest};
+use crate::agent::{AgentEvent, AgentResult, ReportStatus, SessionRequest};
 use crate::config::cache::{CacheBackend, CacheConfig};
 use crate::store::{CacheStore, StoreError};
+use crate::vocabulary::ExitReason;
 
 pub use self::redis::RedisCache;
 pub use self::redis_link::{RedisCallError, RedisLink};

@@ -43,6 +43,22 @@ pub struct Caller {
 pub const ACT_FOR_HEADER: &str = "x-agentd-user";
 
 impl Caller {
+    /// A submission of `prompt` to `agent` made by this caller: owned by the caller (its user,
+    /// else its key), counted against its key's limits, and recorded as an admin's act when the
+    /// caller acts for a user. A headend that takes the user from elsewhere (a path, a thread)
+    /// sets `user_id` after.
+    pub fn submission(
+        &self,
+        agent: Arc<crate::config::AgentSpec>,
+        prompt: impl Into<String>,
+    ) -> crate::runtime::RunSubmission {
+        let mut submission = crate::runtime::RunSubmission::new(agent, prompt);
+        submission.user_id = self.owner();
+        submission.key = self.limited_key.clone();
+        submission.acted_by = self.acted_by.clone();
+        submission
+    }
+
     /// The caller of a server without keys (loopback only), and of the public routes.
     pub(crate) fn admin() -> Self {
         Self {
@@ -158,6 +174,22 @@ impl Caller {
         if agent.name != model {
             tracing::debug!(model, agent = %agent.name, "the model names no agent: server.defaultAgent answers");
         }
+        self.check_agent(&agent.name)?;
+        Ok(agent)
+    }
+
+    /// The agent named `name` in a path (`/v1/agents/{agent}`, `/a2a/{agent}`): 404 naming it
+    /// when there is none, 403 when this key may not use it.
+    pub fn named_agent(
+        &self,
+        runtime: &crate::runtime::Runtime,
+        name: &str,
+    ) -> Result<std::sync::Arc<crate::config::AgentSpec>, ApiError> {
+        let agent = runtime.agents().get(name).ok_or_else(|| {
+            ApiError::not_found(format!(
+                "No agent named `{name}`; GET /v1/agents lists them"
+            ))
+        })?;
         self.check_agent(&agent.name)?;
         Ok(agent)
     }

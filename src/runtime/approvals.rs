@@ -35,6 +35,7 @@ use crate::store::{
     ApprovalDecision, ApprovalRecord, DecisionWritten, JsonText, NewApproval, NewRun, ParkedRun,
     StoreError, TakenCheckpoint, whole_result,
 };
+use crate::vocabulary::RunStatus;
 
 /// Expired waits ended per sweep; the next sweep takes the rest.
 const EXPIRY_BATCH: u32 = 100;
@@ -161,7 +162,7 @@ impl Runtime {
             }
             let running = matches!(
                 self.recorded_run(run_id).await?,
-                Some(run) if run.status == "running"
+                Some(run) if run.status == RunStatus::Running
             );
             if !running || tokio::time::Instant::now() >= deadline {
                 return Err(ApprovalError::CallNotFound {

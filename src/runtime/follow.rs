@@ -74,7 +74,7 @@ pub enum CancelOutcome {
     /// The run executes on another replica, which was asked to stop it.
     Requested,
     /// The run is not running (its stored status).
-    NotRunning(String),
+    NotRunning(RunStatus),
     NotFound,
 }
 
@@ -168,7 +168,8 @@ impl Runtime {
         run_id: &str,
         mode: CancelMode,
     ) -> Result<CancelOutcome, StoreError> {
-        let mut status = String::new();
+        // What the last attempt saw; a run that kept changing under every attempt still runs.
+        let mut status = RunStatus::Running;
         for _ in 0..CANCEL_ATTEMPTS {
             if let Some(control) = self.live.control(run_id) {
                 match mode {
@@ -181,7 +182,7 @@ impl Runtime {
                 return Ok(CancelOutcome::NotFound);
             };
             status = run.status;
-            if status == "waiting_approval" {
+            if status == RunStatus::WaitingApproval {
                 // It holds no process: whoever takes its checkpoint first ends it, here.
                 if self.resume_waiting_run(run_id, true).await? {
                     return Ok(CancelOutcome::Cancelled);
@@ -189,7 +190,7 @@ impl Runtime {
                 // A decision resumed it first: it runs now, here or elsewhere.
                 continue;
             }
-            if status != "running" {
+            if status != RunStatus::Running {
                 return Ok(CancelOutcome::NotRunning(status));
             }
             self.store
@@ -294,7 +295,7 @@ impl Runtime {
                     return;
                 }
                 match runtime.store.get_run(&run_id).await {
-                    Ok(Some(run)) if is_ended(&run.status) => {
+                    Ok(Some(run)) if run.status.is_terminal() => {
                         ended = Some(run);
                         continue;
                     }
@@ -319,11 +320,6 @@ impl Runtime {
             }
         }
     }
-}
-
-/// Whether a run with this status has ended (a run waiting for approval has not).
-pub(super) fn is_ended(status: &str) -> bool {
-    !matches!(status, "queued" | "running" | "waiting_approval")
 }
 
 /// The end of the stream of a run stored as ended without a stored `run.finished`, numbered
@@ -368,7 +364,7 @@ fn stored_summary(run: &RunRecord) -> RunSummary {
     }
     let count = |value: i64| u64::try_from(value).unwrap_or(0);
     RunSummary {
-        status: parse(&run.status).unwrap_or(RunStatus::Failed),
+        status: run.status,
         success: run.success.unwrap_or(false),
         exit_reason: run
             .exit_reason
@@ -431,7 +427,7 @@ fn running_record(live: &LiveRun) -> RunRecord {
         agent: run.agent.clone(),
         user_id: run.user_id.clone(),
         conversation_id: run.conversation_id.clone(),
-        status: "running".into(),
+        status: RunStatus::Running,
         exit_reason: None,
         success: None,
         error: None,
@@ -463,7 +459,7 @@ mod tests {
             agent: "a".into(),
             user_id: None,
             conversation_id: None,
-            status: "failed".into(),
+            status: RunStatus::Failed,
             exit_reason: Some(exit_reason.into()),
             success: Some(false),
             error: Some("it went wrong".into()),

@@ -24,6 +24,7 @@ use super::approvals::ApprovalError;
 use super::follow::{FollowError, FollowedEvent};
 use crate::agent::approval::Decision;
 use crate::store::StoreError;
+use crate::vocabulary::RunStatus;
 
 /// The event a session emits for each call that waits.
 const APPROVAL_REQUESTED: &str = "tool.approval_requested";
@@ -222,7 +223,7 @@ impl Runtime {
     async fn parked_at(&self, run_id: &str, last_seq: i64) -> Result<bool, StoreError> {
         let waiting = matches!(
             self.recorded_run(run_id).await?,
-            Some(run) if run.status == "waiting_approval"
+            Some(run) if run.status == RunStatus::WaitingApproval
         );
         if !waiting {
             return Ok(false);

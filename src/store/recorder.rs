@@ -49,6 +49,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
 use super::{NewRun, NewRunEvent, RunBatch, RunBatchStore, RunOutcome, RunWrite, StoreError};
+use crate::vocabulary::RunStatus;
 
 /// Tuning of the recorder; the defaults suit a server.
 #[derive(Debug, Clone)]
@@ -579,7 +580,7 @@ fn split(mut batch: RunBatch) -> (RunBatch, RunBatch) {
 /// nothing the refused row carried beyond its usage.
 fn refused_outcome(end: RunOutcome, error: &StoreError) -> RunOutcome {
     RunOutcome {
-        status: "failed",
+        status: RunStatus::Failed,
         exit_reason: "internal_error",
         success: false,
         error: Some(format!("the store refused this run's record: {error}")),

@@ -6,6 +6,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use super::*;
 use crate::store::StoreError;
+use crate::vocabulary::RunStatus;
 
 /// A store that records the batches it is given, optionally blocking or failing first.
 #[derive(Default)]
@@ -41,7 +42,9 @@ impl RunBatchStore for FakeEvents {
         // A refused run's failed stand-in is taken: only its own data was refused.
         let refused_run = batch.runs.iter().any(|w| {
             self.refused_runs.contains(&w.run.id)
-                && w.outcome.as_ref().is_none_or(|end| end.status != "failed")
+                && w.outcome
+                    .as_ref()
+                    .is_none_or(|end| end.status != RunStatus::Failed)
         });
         if refused_event || refused_run {
             return Err(StoreError::Encode {
@@ -310,7 +313,7 @@ fn run(id: &str) -> NewRun {
 
 fn ended() -> RunOutcome {
     RunOutcome {
-        status: "completed",
+        status: RunStatus::Completed,
         exit_reason: "final_answer",
         success: true,
         error: None,

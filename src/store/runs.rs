@@ -8,8 +8,9 @@ use serde_json::Value;
 
 use super::{JsonText, NewRunEvent, RecorderSettings, StoreError};
 use crate::agent::AgentResult;
-use crate::agent::result::{AccountingEntry, EntryStatus, ExitReason, UsageTotals};
+use crate::agent::result::{AccountingEntry, EntryStatus, UsageTotals};
 use crate::llm::ChatMessage;
+use crate::vocabulary::{ExitReason, RunStatus};
 
 /// A run as it starts.
 #[derive(Debug, Clone)]
@@ -32,7 +33,7 @@ pub struct RunRecord {
     pub agent: String,
     pub user_id: Option<String>,
     pub conversation_id: Option<String>,
-    pub status: String,
+    pub status: RunStatus,
     pub exit_reason: Option<String>,
     pub success: Option<bool>,
     pub error: Option<String>,
@@ -57,7 +58,7 @@ pub struct RunRecord {
 /// What is written when a run ends.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
-    pub status: &'static str,
+    pub status: RunStatus,
     pub exit_reason: &'static str,
     pub success: bool,
     pub error: Option<String>,
@@ -257,7 +258,7 @@ fn clamp(value: u64) -> i64 {
 impl From<&AgentResult> for RunOutcome {
     fn from(result: &AgentResult) -> Self {
         Self {
-            status: result.status().as_str(),
+            status: result.status(),
             exit_reason: result.exit_reason.as_str(),
             success: result.success,
             error: result.error.clone(),
@@ -334,7 +335,7 @@ mod tests {
             agent: "a".into(),
             user_id: None,
             conversation_id: None,
-            status: "failed".into(),
+            status: RunStatus::Failed,
             exit_reason: Some("final_answer".into()),
             success: Some(false),
             error: None,

@@ -382,7 +382,7 @@ async fn client_disconnect_cancels_the_run() {
     for _ in 0..100 {
         tokio::time::sleep(Duration::from_millis(50)).await;
         if let Some(run) = app.runtime.store().get_run(&run_id).await.expect("store") {
-            status = run.status;
+            status = run.status.to_string();
             if status != "running" {
                 break;
             }

@@ -99,7 +99,7 @@ async fn sigterm_drains_then_cancels_and_tells_streaming_clients() {
         .await
         .expect("query")
         .expect("the run is stored");
-    assert_eq!(run.status, "cancelled");
+    assert_eq!(run.status.as_str(), "cancelled");
     assert_eq!(run.exit_reason.as_deref(), Some("shutting_down"));
 }
 

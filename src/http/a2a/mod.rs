@@ -33,6 +33,7 @@ use crate::runtime::{
     CancelMode, CancelOutcome, ConversationTurn, RunSubmission, Runtime, StartError,
 };
 use crate::store::{RunCursor, RunFilter, RunRecord};
+use crate::vocabulary::RunStatus;
 use wire::{Dialect, StreamFrame, TaskState};
 
 /// The user that owns the conversations (`contextId`s) of callers whose key has no user.
@@ -231,16 +232,6 @@ pub struct A2aAgentPath {
     agent: String,
 }
 
-fn find_agent(runtime: &Runtime, caller: &Caller, name: &str) -> Result<Arc<AgentSpec>, ApiError> {
-    let agent = runtime.agents().get(name).ok_or_else(|| {
-        ApiError::not_found(format!(
-            "No agent named `{name}`; GET /v1/agents lists them"
-        ))
-    })?;
-    caller.check_agent(&agent.name)?;
-    Ok(agent)
-}
-
 #[utoipa::path(
     get,
     path = "/.well-known/agent-card.json",
@@ -295,7 +286,7 @@ pub async fn agent_card(
     ApiPath(A2aAgentPath { agent: name }): ApiPath<A2aAgentPath>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let agent = find_agent(&runtime, &caller, &name)?;
+    let agent = caller.named_agent(&runtime, &name)?;
     let url = format!("{}/a2a/{}", base_url(&headers), agent.name);
     let description = if agent.description.is_empty() {
         format!("The {} agent.", agent.name)
@@ -326,7 +317,7 @@ pub async fn rpc(
     ApiPath(A2aAgentPath { agent: name }): ApiPath<A2aAgentPath>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    let agent = find_agent(&runtime, &caller, &name)?;
+    let agent = caller.named_agent(&runtime, &name)?;
     let request: RpcRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(error) => {
@@ -426,7 +417,7 @@ async fn ended_task_run(
     let deadline = tokio::time::Instant::now() + END_RECORD_WAIT;
     loop {
         let run = task_run(runtime, caller, agent, id).await?;
-        let ended = TaskState::from_run_status(&run.status).is_terminal();
+        let ended = TaskState::from_run_status(run.status).is_terminal();
         if ended || tokio::time::Instant::now() >= deadline {
             return Ok(run);
         }
@@ -453,14 +444,10 @@ fn submission(
             "message.parts: no text or data part, or only empty ones",
         ));
     }
-    let mut submission = RunSubmission::new(agent, prompt);
-    submission.user_id = Some(
-        caller
-            .owner()
-            .unwrap_or_else(|| KEYLESS_A2A_USER.to_string()),
-    );
-    submission.key = caller.limited_key.clone();
-    submission.acted_by = caller.acted_by.clone();
+    let mut submission = caller.submission(agent, prompt);
+    if submission.user_id.is_none() {
+        submission.user_id = Some(KEYLESS_A2A_USER.to_string());
+    }
     submission.request_id = message.message_id.clone().filter(|id| !id.is_empty());
     // A task runs on when its client leaves; CancelTask ends it.
     submission.on_disconnect = OnDisconnect::Continue;
@@ -581,7 +568,7 @@ async fn subscribe(
     dialect: Dialect,
 ) -> Result<Answer, RpcError> {
     let run = task_run(runtime, caller, agent, &params.id).await?;
-    if TaskState::from_run_status(&run.status).is_terminal() {
+    if TaskState::from_run_status(run.status).is_terminal() {
         return Err(RpcError::new(
             code::UNSUPPORTED_OPERATION,
             format!(
@@ -604,7 +591,7 @@ async fn cancel(
     dialect: Dialect,
 ) -> Result<Answer, RpcError> {
     let run = task_run(runtime, caller, agent, &params.id).await?;
-    let not_cancelable = |status: &str| {
+    let not_cancelable = |status: RunStatus| {
         RpcError::new(
             code::TASK_NOT_CANCELABLE,
             format!("task `{}` is not running (status {status})", params.id),
@@ -612,7 +599,7 @@ async fn cancel(
     };
     match runtime.cancel_run(&run.id, CancelMode::Abort).await {
         Ok(CancelOutcome::Cancelled | CancelOutcome::Requested) => {}
-        Ok(CancelOutcome::NotRunning(status)) => return Err(not_cancelable(&status)),
+        Ok(CancelOutcome::NotRunning(status)) => return Err(not_cancelable(status)),
         Ok(CancelOutcome::NotFound) => return Err(RpcError::task_not_found(&params.id)),
         Err(_) => {
             return Err(RpcError::new(

@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use super::wire::{self, Dialect, StreamFrame, TaskState, TaskView};
 use crate::runtime::FollowedEvent;
 use crate::store::RunRecord;
+use crate::vocabulary::RunStatus;
 
 /// Now, as A2A timestamps are written.
 pub fn now() -> String {
@@ -19,7 +20,7 @@ pub fn task_of_run(run: &RunRecord, history_length: Option<u32>, dialect: Dialec
         .conversation_id
         .clone()
         .unwrap_or_else(|| run.id.clone());
-    let state = TaskState::from_run_status(&run.status);
+    let state = TaskState::from_run_status(run.status);
     let note = run.error.as_deref().map(|error| {
         wire::message(
             &format!("{}-status", run.id),
@@ -190,7 +191,8 @@ pub fn frame_of_event(
             ),
         }),
         "run.finished" => {
-            let state = TaskState::from_run_status(text("status"));
+            let state = RunStatus::parse(text("status"))
+                .map_or(TaskState::Working, TaskState::from_run_status);
             let note = match data.get("error").and_then(Value::as_str) {
                 Some(error) => error.to_string(),
                 None => format!("run {}", text("exit_reason")),

@@ -2,6 +2,7 @@
 //! and their 0.3 spellings (`kind` fields, lowercase states and roles) for clients that call the
 //! 0.3 method names. Only what agentd sends or reads is modelled.
 
+use crate::vocabulary::RunStatus;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -25,14 +26,14 @@ pub enum TaskState {
 
 impl TaskState {
     /// From a run's stored status (SPEC §4.2).
-    pub fn from_run_status(status: &str) -> Self {
+    pub fn from_run_status(status: RunStatus) -> Self {
         match status {
-            "queued" => Self::Submitted,
-            "waiting_approval" => Self::InputRequired,
-            "completed" => Self::Completed,
-            "failed" => Self::Failed,
-            "cancelled" => Self::Canceled,
-            _ => Self::Working,
+            RunStatus::Queued => Self::Submitted,
+            RunStatus::Running => Self::Working,
+            RunStatus::WaitingApproval => Self::InputRequired,
+            RunStatus::Completed => Self::Completed,
+            RunStatus::Failed => Self::Failed,
+            RunStatus::Cancelled => Self::Canceled,
         }
     }
 

@@ -34,7 +34,7 @@ use crate::agent::client_tools::{ClientToolChoice, ClientTools};
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::llm::{ChatMessage, Role, ToolCall};
 use crate::runtime::{
-    CLIENT_CONVERSATION_ID_RULE, ConversationTurn, RunSubmission, Runtime, WaitingCallRef,
+    CLIENT_CONVERSATION_ID_RULE, ConversationTurn, Runtime, WaitingCallRef,
     is_client_conversation_id,
 };
 use wire::{AgUiMessage, AgUiPath, FrameIds, INTERRUPT_PREFIX, RunAgentInput, frames};
@@ -79,13 +79,13 @@ pub async fn run(
     let Some(turn) = read_messages(&input.messages)? else {
         return Ok(nothing_to_answer(&runtime, input.thread_id, input.run_id));
     };
-    let mut submission = RunSubmission::new(agent, turn.prompt);
-    submission.key = caller.limited_key.clone();
-    submission.acted_by = caller.acted_by.clone();
+    let mut submission = caller.submission(agent, turn.prompt);
     submission.on_disconnect = runtime.config().server.on_disconnect;
     submission.client_tools = client_tools;
     // A thread without a user sends its messages as history; its run is still the key's own.
-    submission.user_id = user_id.clone().or_else(|| caller.owner());
+    if let Some(user) = &user_id {
+        submission.user_id = Some(user.clone());
+    }
     match user_id {
         // A stored conversation keeps text only: a run going on from tool results takes the
         // posted messages, which hold the calls and their results.

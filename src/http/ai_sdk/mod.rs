@@ -30,8 +30,7 @@ use super::ui_stream::{RunEventJson, UiPart, followed_events, live_events, ui_pa
 use crate::agent::ExitReason;
 use crate::config::OnDisconnect;
 use crate::runtime::{
-    CLIENT_CONVERSATION_ID_RULE, ConversationTurn, RunSubmission, Runtime,
-    is_client_conversation_id,
+    CLIENT_CONVERSATION_ID_RULE, ConversationTurn, Runtime, is_client_conversation_id,
 };
 use crate::store::{RunFilter, RunOwnerFilter};
 use wire::{ACCEPT_VALUE, STREAM_HEADER, StreamPath, UseChatRequest, chunks};
@@ -72,10 +71,8 @@ pub async fn chat(
         (None, ConversationTurn::Start) => None,
     };
     let agent = chat_agent(&runtime, &caller, requested_agent.as_deref())?;
-    let mut submission = RunSubmission::new(agent, ask.prompt);
+    let mut submission = caller.submission(agent, ask.prompt);
     submission.user_id = Some(user_id);
-    submission.key = caller.limited_key.clone();
-    submission.acted_by = caller.acted_by.clone();
     submission.conversation = Some(ask.conversation);
     // A reload resumes the answer, so leaving never cancels it; Stop is the cancel route.
     submission.on_disconnect = OnDisconnect::Continue;

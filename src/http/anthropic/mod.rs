@@ -21,7 +21,7 @@ use crate::agent::result::RunSummary;
 use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams};
 use crate::config::AgentSpec;
 use crate::llm::Role;
-use crate::runtime::{RunHandle, RunSubmission, Runtime};
+use crate::runtime::{RunHandle, Runtime};
 use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -157,7 +157,7 @@ pub async fn messages(
     let max_output_tokens = body
         .max_tokens
         .map(|asked| asked.min(output_ceiling(&runtime, &agent)));
-    let mut submission = RunSubmission::new(agent, prompt);
+    let mut submission = caller.submission(agent, prompt);
     submission.history = history;
     submission.overrides = SamplingParams {
         temperature: body.temperature,
@@ -165,9 +165,6 @@ pub async fn messages(
         max_output_tokens,
         ..SamplingParams::default()
     };
-    submission.user_id = caller.owner();
-    submission.key = caller.limited_key.clone();
-    submission.acted_by = caller.acted_by.clone();
     submission.client_tools = client_tools_of(&body)?;
     let handle = runtime.start_run(submission).await.map_err(|error| {
         client_tools::start_error(error, &ANTHROPIC_TOOL_FIELDS, |call_id| {

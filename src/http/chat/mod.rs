@@ -17,8 +17,7 @@ use super::wire::ListObject;
 use crate::agent::{AgentResult, ExitReason};
 use crate::config::AgentSpec;
 use crate::runtime::{
-    CLIENT_CONVERSATION_ID_RULE, ConversationTurn, RunSubmission, Runtime,
-    is_client_conversation_id,
+    CLIENT_CONVERSATION_ID_RULE, ConversationTurn, Runtime, is_client_conversation_id,
 };
 use crate::store::ConversationCursor;
 use axum::extract::{Extension, State};
@@ -151,10 +150,8 @@ pub async fn chat(
         (None, None) => None,
     };
     let agent = chat_agent(&runtime, &caller, requested.as_deref())?;
-    let mut submission = RunSubmission::new(agent, body.message);
+    let mut submission = caller.submission(agent, body.message);
     submission.user_id = Some(user_id);
-    submission.key = caller.limited_key.clone();
-    submission.acted_by = caller.acted_by.clone();
     // A conversation id the user does not have yet is created under that id, as AG-UI
     // threads and AI SDK chats are.
     submission.conversation = Some(match body.conversation_id {

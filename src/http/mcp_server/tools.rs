@@ -18,7 +18,7 @@ use crate::agent::{AgentEvent, AgentResult};
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::http::auth::Caller;
 use crate::http::json_rpc::RetryLater;
-use crate::runtime::{RunSubmission, Runtime, StartError};
+use crate::runtime::{Runtime, StartError};
 use crate::tools::schema::ArgumentSchema;
 
 /// The MCP view of the agents; one per request (the server is stateless).
@@ -276,11 +276,8 @@ impl ServerHandler for AgentTools {
                 )
             })?;
         let input = call_input(&agent, request.arguments)?;
-        let mut submission = RunSubmission::new(agent, input.prompt);
+        let mut submission = caller.submission(agent, input.prompt);
         submission.format = input.format;
-        submission.user_id = caller.owner();
-        submission.key = caller.limited_key.clone();
-        submission.acted_by = caller.acted_by.clone();
         submission.on_disconnect = OnDisconnect::Cancel;
         let handle = self
             .runtime

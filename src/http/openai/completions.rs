@@ -15,13 +15,13 @@ use super::wire::{
     CompletionUsage, FinishReason, Prompt, TextChoice, TextCompletion, TextCompletionObject,
     TextCompletionRequest,
 };
-use super::{Frames, TextField, finished_runs, first_alone, first_id, for_caller, run_ids_of};
+use super::{Frames, TextField, finished_runs, first_alone, first_id, run_ids_of};
 use crate::agent::result::UsageTotals;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiJson, ErrorBody};
 use crate::http::sse::{sse_response, with_run_headers};
 use crate::llm::ToolCall;
-use crate::runtime::{RunHandle, RunSubmission, Runtime};
+use crate::runtime::{RunHandle, Runtime};
 
 /// OpenAI's cap on the legacy `logprobs`.
 const MAX_LOGPROBS: u32 = 5;
@@ -59,9 +59,8 @@ pub async fn completions(
     ignored.note("best_of", body.best_of.is_some_and(|best_of| best_of > 1));
     ignored.note("user", user_ignored);
     let agent_name = agent.name.clone();
-    let mut submission = RunSubmission::new(agent, prompt);
+    let mut submission = caller.submission(agent, prompt);
     submission.overrides = sampling;
-    for_caller(&mut submission, &caller);
     let handles = super::start_choices(&runtime, submission, n)
         .await
         .map_err(ApiError::from)?;

@@ -209,13 +209,12 @@ pub async fn chat_completions(
     let (format, schema) = output_of(body.response_format.as_ref())?;
     let show_progress = agent.progress_in_reasoning;
     let agent_name = agent.name.clone();
-    let mut submission = RunSubmission::new(agent, prompt);
+    let mut submission = caller.submission(agent, prompt);
     submission.history = history;
     submission.overrides = sampling;
     submission.format = format;
     submission.schema = schema;
     submission.client_tools = client_tools_of(&body)?;
-    for_caller(&mut submission, &caller);
     let handles = start_choices(&runtime, submission, n)
         .await
         .map_err(|error| {
@@ -246,12 +245,6 @@ pub async fn chat_completions(
 
 /// The run is the caller's: its owner, the key it counts against, and the admin acting for
 /// the owner.
-fn for_caller(submission: &mut RunSubmission, caller: &Caller) {
-    submission.user_id = caller.owner();
-    submission.key = caller.limited_key.clone();
-    submission.acted_by = caller.acted_by.clone();
-}
-
 /// Starts `n` runs of `submission`, one per choice. A run that cannot start (the server is
 /// full) aborts those already started, and the request gets the reason.
 async fn start_choices(

@@ -39,7 +39,7 @@ use crate::agent::approval::Decision;
 use crate::config::OnDisconnect;
 use crate::http::runs::approvals::{WaitAnswerParams, wait_answer_error};
 use crate::llm::ChatMessage;
-use crate::runtime::{CancelMode, RunSubmission, Runtime, WaitingCallRef};
+use crate::runtime::{CancelMode, Runtime, WaitingCallRef};
 use crate::store::StoredResponse;
 use input::{ApprovalAnswer, ReadInput};
 use projector::{APPROVAL_REQUEST_PREFIX, ResponseProjector};
@@ -280,7 +280,7 @@ pub async fn create_response(
     history.extend(read.history);
     let (format, schema) = input::output_of(body.text.as_ref().and_then(|t| t.format.as_ref()))?;
     let echo = ResponseEcho::of(&body);
-    let mut submission = RunSubmission::new(agent, read.prompt);
+    let mut submission = caller.submission(agent, read.prompt);
     submission.history = history;
     submission.format = format;
     submission.schema = schema;
@@ -290,9 +290,6 @@ pub async fn create_response(
         max_output_tokens: body.max_output_tokens,
         ..SamplingParams::default()
     };
-    submission.user_id = caller.owner();
-    submission.key = caller.limited_key.clone();
-    submission.acted_by = caller.acted_by.clone();
     submission.client_tools = input::client_tools_of(&body)?;
     if echo.background {
         submission.on_disconnect = OnDisconnect::Continue;

@@ -111,7 +111,7 @@ impl<'a> From<&'a RunRecord> for RunListItem<'a> {
             agent: &run.agent,
             user_id: run.user_id.as_deref(),
             conversation_id: run.conversation_id.as_deref(),
-            status: &run.status,
+            status: run.status.as_str(),
             exit_reason: run.exit_reason.as_deref(),
             success: run.success,
             error: run.error.as_deref(),

@@ -16,9 +16,9 @@ use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use super::sse::{sse_response, with_run_headers};
 use super::wire::ListObject;
 use crate::agent::AgentEvent;
-use crate::config::{AgentSpec, OnDisconnect};
+use crate::config::OnDisconnect;
 use crate::llm::Role;
-use crate::runtime::{CancelOutcome, RunHandle, RunSubmission, Runtime, StartError};
+use crate::runtime::{CancelOutcome, RunHandle, Runtime, StartError};
 use crate::store::{RunRecord, whole_result};
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -72,18 +72,8 @@ pub async fn get_agent(
     Extension(caller): Extension<Caller>,
     ApiPath(AgentPath { agent: name }): ApiPath<AgentPath>,
 ) -> Result<axum::Json<AgentDescription>, ApiError> {
-    let agent = find_agent(&runtime, &caller, &name)?;
+    let agent = caller.named_agent(&runtime, &name)?;
     Ok(axum::Json(AgentDescription::from(agent.as_ref())))
-}
-
-fn find_agent(runtime: &Runtime, caller: &Caller, name: &str) -> Result<Arc<AgentSpec>, ApiError> {
-    let agent = runtime.agents().get(name).ok_or_else(|| {
-        ApiError::not_found(format!(
-            "No agent named `{name}`; GET /v1/agents lists them"
-        ))
-    })?;
-    caller.check_agent(&agent.name)?;
-    Ok(agent)
 }
 
 #[utoipa::path(
@@ -110,7 +100,7 @@ pub async fn create_run(
     headers: HeaderMap,
     ApiJson(body): ApiJson<RunRequest>,
 ) -> Result<Response, ApiError> {
-    let agent = find_agent(&runtime, &caller, &name)?;
+    let agent = caller.named_agent(&runtime, &name)?;
     if body.prompt.trim().is_empty() {
         return Err(ApiError::invalid_request("`prompt` must not be empty").with_param("prompt"));
     }
@@ -123,13 +113,10 @@ pub async fn create_run(
         body.on_disconnect
             .unwrap_or(runtime.config().server.on_disconnect)
     };
-    let mut submission = RunSubmission::new(agent, body.prompt);
+    let mut submission = caller.submission(agent, body.prompt);
     submission.history = body.history;
     submission.format = body.format;
     submission.schema = body.schema;
-    submission.user_id = caller.owner();
-    submission.key = caller.limited_key.clone();
-    submission.acted_by = caller.acted_by.clone();
     submission.request_id = body.request_id;
     submission.on_disconnect = on_disconnect;
     let handle = match runtime.start_run(submission).await {

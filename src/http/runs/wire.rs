@@ -255,7 +255,7 @@ impl<'a> RunStatus<'a> {
         Self {
             run_id: &run.id,
             agent: &run.agent,
-            status: &run.status,
+            status: run.status.as_str(),
             exit_reason: run.exit_reason.as_deref(),
             success: run.success,
             conversation_id: run.conversation_id.as_deref(),

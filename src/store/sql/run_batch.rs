@@ -60,7 +60,7 @@ impl<'a> EndColumns<'a> {
                 result: None,
             },
             Some(end) => Self {
-                status: end.status,
+                status: end.status.as_str(),
                 exit_reason: Some(end.exit_reason),
                 success: Some(end.success),
                 error: end.error.as_deref(),

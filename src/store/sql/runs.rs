@@ -90,7 +90,7 @@ pub struct RunRow {
     agent: String,
     user_id: Option<String>,
     conversation_id: Option<String>,
-    status: String,
+    status: crate::vocabulary::RunStatus,
     exit_reason: Option<String>,
     success: Option<bool>,
     error: Option<String>,

@@ -74,7 +74,7 @@ pub async fn a_parked_run_waits_is_decided_once_and_is_taken_once(backend: &Back
         .await
         .expect("park");
     let run = store.get_run("r1").await.expect("get").expect("run");
-    assert_eq!(run.status, "waiting_approval");
+    assert_eq!(run.status.as_str(), "waiting_approval");
     assert_eq!(run.owner, None, "a waiting run holds no process");
     let waiting = store
         .waiting_approvals(Some("alice"), 10)
@@ -158,7 +158,7 @@ pub async fn a_parked_run_waits_is_decided_once_and_is_taken_once(backend: &Back
             .is_empty()
     );
     let run = store.get_run("r1").await.expect("get").expect("run");
-    assert_eq!(run.status, "running");
+    assert_eq!(run.status.as_str(), "running");
     assert_eq!(run.owner.as_deref(), Some("replica-b"));
     let approvals = store.run_approvals("r1").await.expect("approvals");
     assert_eq!(

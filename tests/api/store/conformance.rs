@@ -71,7 +71,7 @@ pub(super) fn new_run(id: &str, user: Option<&str>) -> NewRun {
 
 pub(super) fn outcome() -> RunOutcome {
     RunOutcome {
-        status: "completed",
+        status: agentd::vocabulary::RunStatus::Completed,
         exit_reason: "final_answer",
         success: true,
         error: None,
@@ -115,7 +115,7 @@ pub async fn runs_are_recorded_with_their_outcome_and_accounting(backend: &Backe
     store.ping().await.expect("ping");
     write_runs(&store, vec![write("r-1", false)]).await;
     let started = store.get_run("r-1").await.expect("get").expect("exists");
-    assert_eq!(started.status, "running");
+    assert_eq!(started.status.as_str(), "running");
     assert_eq!(started.user_id.as_deref(), Some("alice"));
     assert_eq!(started.created_at, at(0));
     assert_eq!((started.success, started.result.as_ref()), (None, None));
@@ -130,7 +130,7 @@ pub async fn runs_are_recorded_with_their_outcome_and_accounting(backend: &Backe
     let outcome = outcome();
     write_runs(&store, vec![write("r-1", true)]).await;
     let finished = store.get_run("r-1").await.expect("get").expect("exists");
-    assert_eq!(finished.status, "completed");
+    assert_eq!(finished.status.as_str(), "completed");
     assert_eq!(finished.exit_reason.as_deref(), Some("final_answer"));
     assert_eq!(finished.success, Some(true));
     assert_eq!(
@@ -194,7 +194,7 @@ pub async fn run_batches_insert_finish_and_never_undo_a_finished_run(backend: &B
         ("running", None)
     );
     let whole = store.get_run("whole").await.expect("get").expect("stored");
-    assert_eq!(whole.status, "completed");
+    assert_eq!(whole.status.as_str(), "completed");
     assert_eq!(whole.user_id.as_deref(), Some("alice"));
     assert_eq!(whole.created_at, at(0));
     assert_eq!(whole.result, outcome().result.map(|t| t.to_value()));
@@ -216,7 +216,7 @@ pub async fn run_batches_insert_finish_and_never_undo_a_finished_run(backend: &B
         .await
         .expect("get")
         .expect("stored");
-    assert_eq!(ended.status, "completed");
+    assert_eq!(ended.status.as_str(), "completed");
     assert_eq!(ended.exit_reason.as_deref(), Some("final_answer"));
     assert_eq!(ended.total_tokens, 17);
     assert_eq!(ended.finished_at, Some(outcome().finished_at));
@@ -247,7 +247,7 @@ pub async fn a_run_batch_larger_than_one_statement_is_written_whole(backend: &Ba
     store.write_run_batch(&batch).await.expect("batch");
     for id in &ids {
         let run = store.get_run(id).await.expect("get").expect("stored");
-        assert_eq!(run.status, "completed", "{id}");
+        assert_eq!(run.status.as_str(), "completed", "{id}");
         assert_eq!(
             store.list_accounting(id).await.expect("list").len(),
             2,
@@ -423,7 +423,7 @@ pub async fn data_survives_close_and_reopen(backend: &Backend) {
         .await
         .expect("get")
         .expect("run kept");
-    assert_eq!(run.status, "completed");
+    assert_eq!(run.status.as_str(), "completed");
     assert_eq!(
         reopened.list_accounting("kept").await.expect("list").len(),
         2

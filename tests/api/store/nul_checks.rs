@@ -131,7 +131,7 @@ pub async fn nul_from_a_model_is_streamed_and_stored_as_the_replacement_characte
         .collect();
     assert_eq!(stored, live, "a replay is what the live client saw");
     let run = store.get_run(&run_id).await.expect("run").expect("stored");
-    assert_eq!(run.status, "completed");
+    assert_eq!(run.status.as_str(), "completed");
     assert_eq!(
         run.final_report
             .as_ref()
@@ -143,7 +143,7 @@ pub async fn nul_from_a_model_is_streamed_and_stored_as_the_replacement_characte
     let next_id = answered_run(&app, "plain").await;
     app.runtime.flush_recorder().await;
     let next = store.get_run(&next_id).await.expect("run").expect("stored");
-    assert_eq!(next.status, "completed");
+    assert_eq!(next.status.as_str(), "completed");
 }
 
 /// Runs the `chat` agent, its answer `text`; returns the run's id once answered with 200.
@@ -203,7 +203,7 @@ pub async fn a_row_the_store_refuses_never_holds_back_other_runs(backend: &Backe
             .await
             .expect("read")
             .unwrap_or_else(|| panic!("run-{n} stored"));
-        assert_eq!(run.status, "completed", "run-{n}");
+        assert_eq!(run.status.as_str(), "completed", "run-{n}");
     }
     let odd = store
         .get_run("run-500")
@@ -220,7 +220,11 @@ pub async fn a_row_the_store_refuses_never_holds_back_other_runs(backend: &Backe
             "kept as written where the backend holds NUL"
         ),
         _ => {
-            assert_eq!(odd.status, "failed", "a stand-in marks the refused run");
+            assert_eq!(
+                odd.status.as_str(),
+                "failed",
+                "a stand-in marks the refused run"
+            );
             assert!(odd.error.as_deref().is_some_and(|e| e.contains("refused")));
         }
     }

@@ -184,7 +184,7 @@ async fn a_postgres_outage_is_503_fast_and_runs_meanwhile_are_stored_when_it_ret
         .await
         .expect("the store answers again")
         .expect("the run recorded during the outage is stored");
-    assert_eq!(stored.status, "completed");
+    assert_eq!(stored.status.as_str(), "completed");
 
     // A stop while the store is gone still ends within drainSeconds and the store grace.
     cluster.ctl("stop");

@@ -62,7 +62,7 @@ async fn every_completion_is_recorded_as_a_run_with_its_accounting() {
     let _: Value = response.json().await.expect("json");
     let run = stored_run(&app, &run_id).await;
     assert_eq!(run.agent, "chat");
-    assert_eq!(run.status, "completed");
+    assert_eq!(run.status.as_str(), "completed");
     assert_eq!(run.exit_reason.as_deref(), Some("final_answer"));
     assert_eq!(run.success, Some(true));
     assert_eq!(
