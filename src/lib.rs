@@ -6,7 +6,7 @@
 //! |---|---|
 //! | [`config`] | layered JSON config, `.ai-agent.env`, `${VAR}` expansion, `.ai` agent files, the agent registry |
 //! | [`agent`] | the session loop: turns, retries, provider cycling, final report, events, `AgentResult`; one tool call under its policy (cache, retries), oversized outputs as handles, sub-agents and `router__handoff-to` |
-//! | [`llm`] | the `Provider` trait and the vendor adapters (OpenAI-compatible first), SSE decoding |
+//! | [`llm`] | the `Provider` trait and the vendor adapters (OpenAI-compatible first), SSE decoding; the built-in scripted model that needs no network |
 //! | [`tools`] | the `ToolProvider` trait and the registry of tools a session may call; each tool's policy (cache TTL, retries) and the tool result cache |
 //! | [`store`] | the `Store` trait with SQLite and PostgreSQL backends; migrations; the run recorder (runs and run events written in batches) |
 //! | [`cache`] | the response cache: keys, what may be cached, store and Redis backends; the guarded Redis link (call timeout, circuit breaker) the key limits share |
@@ -15,6 +15,7 @@
 //! | [`telemetry`] | Prometheus metrics and log setup |
 //! | [`runtime`] | the composition root, and the one run pipeline every headend starts runs through ([`runtime::Runtime::start_run`]); this process as a replica (heartbeats, owner loss, notifications from other replicas), following and cancelling runs anywhere; tool approvals (runs parked in the store while they wait, [`runtime::Runtime::decide_approval`] resuming them on any replica); advisors, router and handoff around an agent |
 //! | [`secrets`] | users' tool secrets: sealed with `secrets.key` (ChaCha20-Poly1305) into the store, opened for `${caller.secret.NAME}` |
+//! | [`vocabulary`] | the run's words every layer shares without depending on the others: why a run ended ([`vocabulary::ExitReason`]) and where it stands ([`vocabulary::RunStatus`]); the store keeps their names |
 //! | [`json_text`], [`nul_text`] | JSON kept as its text; what happens to NUL characters |
 //! | [`tls`] | the TLS crypto provider (rustls with ring) every HTTPS and PostgreSQL client uses |
 //! | [`cli`] | the `agentd` command line; `main.rs` only calls [`cli::main`] |

@@ -5,6 +5,7 @@
 //! [`SessionRequest`], runs [`Session::run`] in a task, and translates the events.
 
 pub mod approval;
+mod call_routes;
 pub mod client_tools;
 pub mod context_guard;
 mod ending;

@@ -11,16 +11,16 @@ use serde_json::{Map, Value};
 use tracing::{error, warn};
 
 use super::approval::{DecidedCall, Decision, PendingCall, WaitingTurn};
+use super::call_routes::{ArgumentedCall, ChildCall, TurnCall, TurnReplies, TurnRoutes};
 use super::context_guard::BUDGET_EXCEEDED_STUB;
 use super::ending::Ending;
 use super::events::{AgentEvent, ApprovalDecided, ApprovalRequested, EventSink};
 use super::final_report::FINAL_REPORT_TOOL;
 use super::guard_phase::Refusal;
-use super::internal_phase::{read_tool_output, record_task_status, run_batch};
-use super::internal_tools::{BATCH_TOOL, TASK_STATUS_TOOL};
+use super::internal_phase::{read_tool_output, run_batch};
 use super::output_handles::{OutputHandles, TOOL_OUTPUT_TOOL};
 use super::result::{AccountingEntry, EntryStatus, ExitReason, Lineage, ToolAccounting};
-use super::router::{ROUTER_TOOL, Router};
+use super::router::Router;
 use super::run::{Run, RunFacts};
 use super::session::{EMPTY_RESPONSE_NOTICE, RunControl};
 use super::sub_agents::{
@@ -44,7 +44,7 @@ pub(super) enum Handled {
 }
 
 /// Told to the model for a call that needs approval where nobody can be asked.
-const NO_APPROVER_REPLY: &str =
+pub(super) const NO_APPROVER_REPLY: &str =
     "denied: this tool needs a person's approval, which this session cannot ask for";
 
 /// `charactersOut` the contract fixes for an accepted final report.
@@ -196,118 +196,71 @@ impl ToolRunner<'_> {
         source: Option<&'static str>,
     ) -> Result<Vec<String>, Handled> {
         let limit = run.facts.request.agent.limits.max_tool_calls_per_turn as usize;
-        let mut replies: Vec<Option<String>> = vec![None; calls.len()];
-        let mut runnable: Vec<(usize, &ToolCall, Map<String, Value>)> = Vec::new();
+        let mut routes = TurnRoutes::new(calls.len());
         let mut requested = 0usize;
-        let mut batches: Vec<(usize, &ToolCall)> = Vec::new();
-        let mut children = Vec::new();
-        let mut parked: Vec<(usize, &ToolCall, Map<String, Value>)> = Vec::new();
-        let mut extractions: Vec<(usize, &ToolCall)> = Vec::new();
         for (index, call) in calls.iter().enumerate() {
-            if call.name == FINAL_REPORT_TOOL && run.facts.report.is_some() {
-                let outcome = match run.xml.as_ref() {
-                    None => self.accept_final_report(run, call).await,
-                    Some(xml) => Err(format!(
-                        "the final report is not a tool in this session; write it inside the <ai-agent-{}-FINAL> tag",
-                        xml.state.nonce
-                    )),
-                };
-                match outcome {
-                    Ok(ending) => return Err(Handled::End(ending)),
-                    Err(reason) => {
-                        // A failing final report collapses the remaining turns: the next is the last.
-                        run.plan.max_turns = run.plan.max_turns.min(turn + 1);
-                        replies[index] = Some(failed(&reason));
-                    }
-                }
-                continue;
-            }
-            if is_final {
-                replies[index] = Some(failed(&format!(
-                    "{} is not available on the final turn; answer with what you already know",
-                    call.name
-                )));
-                continue;
-            }
-            if call.name == TASK_STATUS_TOOL && run.facts.report.is_some() {
-                replies[index] = Some(
-                    record_task_status(
-                        self.events,
-                        &run.facts,
-                        &mut run.plan,
-                        &mut run.transcript,
-                        call,
-                    )
-                    .await,
-                );
-                continue;
-            }
-            if call.name == BATCH_TOOL && run.facts.report.is_some() {
-                batches.push((index, call));
-                continue;
-            }
-            if let (ROUTER_TOOL, Some(router)) = (call.name.as_str(), self.router) {
-                match call_arguments(call).and_then(|a| router.choose(&a).map_err(|e| failed(&e))) {
-                    Ok(route) => {
-                        let note = format!("Handed the conversation to {}.", route.agent);
-                        return Err(Handled::End(Ending::answer(
-                            ExitReason::FinalAnswer,
-                            &run.facts.format,
-                            Some(note),
-                            None,
-                            None,
-                        )));
-                    }
-                    Err(reply) => replies[index] = Some(reply),
-                }
-                continue;
-            }
-            if call.name == TOOL_OUTPUT_TOOL && run.facts.offers_tool_output() {
-                extractions.push((index, call));
-                continue;
-            }
-            requested += 1;
-            if requested > limit {
-                replies[index] = Some(failed(&format!(
-                    "dropped: at most {limit} tool calls are allowed per turn; call {} again in the next turn if you still need it",
-                    call.name
-                )));
-                continue;
-            }
-            if run.facts.request.agent.approvals.requires(&call.name) {
-                match call_arguments(call) {
-                    Ok(arguments) if self.may_wait && source.is_none() => {
-                        parked.push((index, call, scope_to_user(&run.facts, arguments)));
-                    }
-                    Ok(_) => replies[index] = Some(NO_APPROVER_REPLY.to_string()),
-                    Err(reply) => replies[index] = Some(reply),
-                }
-                continue;
-            }
-            let child = self
-                .sub_agents
-                .and_then(|sub_agents| sub_agents.find(&call.name));
-            match (call_arguments(call), child) {
-                (Ok(arguments), Some(child)) => children.push((index, call, child, arguments)),
-                (Ok(arguments), None) => {
-                    runnable.push((index, call, scope_to_user(&run.facts, arguments)))
-                }
-                (Err(reply), _) => replies[index] = Some(reply),
-            }
+            let turn_call = TurnCall {
+                turn,
+                is_final,
+                source,
+                limit,
+            };
+            let route = self.route(run, &turn_call, call, &mut requested).await?;
+            routes.add(index, call, route);
         }
         let context = ToolContext::of(&run.facts, source);
-        let mut admitted = vec![false; calls.len()];
+        let mut replies = TurnReplies::new(routes.answered);
         // Reads of kept outputs are tool outputs like any other: cut and guarded.
-        for (index, call) in extractions {
+        for (index, call) in routes.extractions {
             let reply = read_tool_output(self, &run.facts, &mut run.transcript, call).await;
             let reply = truncate_output(TOOL_OUTPUT_TOOL, reply, context.max_bytes);
-            replies[index] = Some(match run.context.admit_tool_output(&reply) {
-                Ok(()) => reply,
-                Err(_) => BUDGET_EXCEEDED_STUB.to_string(),
-            });
-            admitted[index] = true;
+            replies.admit(&mut run.context, index, reply);
         }
-        // Sub-agents run at once (a few at a time); their replies are recorded in call order.
+        self.run_sub_agents(run, routes.children, &mut replies)
+            .await?;
+        for (index, call) in routes.batches {
+            let remaining = limit.saturating_sub(requested);
+            let (reply, used) = run_batch(
+                self,
+                &run.facts,
+                &mut run.transcript,
+                call,
+                &context,
+                remaining,
+            )
+            .await;
+            requested += used;
+            replies.admit(&mut run.context, index, reply);
+        }
+        self.run_tools(run, routes.runnable, &context, &mut replies)
+            .await?;
+        if self.control.abort.is_cancelled() {
+            return Err(Handled::End(self.control.aborted()));
+        }
+        let contents = replies.contents(run, &routes.parked);
+        if !routes.parked.is_empty() {
+            let pending = self.ask_for_approval(run, &routes.parked).await;
+            run.waiting = Some(WaitingTurn {
+                turn,
+                calls: calls.to_vec(),
+                replies: contents,
+                pending,
+            });
+            return Ok(Vec::new());
+        }
+        Ok(contents
+            .into_iter()
+            .map(Option::unwrap_or_default)
+            .collect())
+    }
+
+    /// Sub-agents run at once (a few at a time); their replies are recorded in call order.
+    async fn run_sub_agents(
+        &self,
+        run: &mut Run,
+        children: Vec<ChildCall<'_>>,
+        replies: &mut TurnReplies,
+    ) -> Result<(), Handled> {
         let places = tokio::sync::Semaphore::new(SUB_AGENT_CONCURRENCY);
         let child_calls = children.into_iter().map(|(index, call, child, arguments)| {
             let (places, facts) = (&places, &run.facts);
@@ -324,41 +277,30 @@ impl ToolRunner<'_> {
         };
         for (index, child_reply) in child_replies {
             let reply = record_sub_agent(self.events, &mut run.transcript, child_reply).await;
-            replies[index] = Some(match run.context.admit_tool_output(&reply) {
-                Ok(()) => reply,
-                Err(_) => BUDGET_EXCEEDED_STUB.to_string(),
-            });
-            admitted[index] = true;
+            replies.admit(&mut run.context, index, reply);
         }
-        for (index, call) in batches {
-            let remaining = limit.saturating_sub(requested);
-            let (reply, used) = run_batch(
-                self,
-                &run.facts,
-                &mut run.transcript,
-                call,
-                &context,
-                remaining,
-            )
-            .await;
-            requested += used;
-            replies[index] = Some(match run.context.admit_tool_output(&reply) {
-                Ok(()) => reply,
-                Err(_) => BUDGET_EXCEEDED_STUB.to_string(),
-            });
-            admitted[index] = true;
-        }
+        Ok(())
+    }
+
+    /// The turn's other tools run concurrently; their outputs pass the guard's
+    /// `tool_preflight` (a refused one is a short notice) and their entries are recorded in
+    /// call order.
+    async fn run_tools(
+        &self,
+        run: &mut Run,
+        runnable: Vec<ArgumentedCall<'_>>,
+        context: &ToolContext,
+        replies: &mut TurnReplies,
+    ) -> Result<(), Handled> {
         let executions = runnable
             .into_iter()
-            .map(|(index, call, arguments)| self.execute_tool(index, call, arguments, &context));
-        let executed = tokio::select! {
+            .map(|(index, call, arguments)| self.execute_tool(index, call, arguments, context));
+        let mut executed: Vec<Executed> = tokio::select! {
             biased;
             _ = self.control.abort.cancelled() => return Err(Handled::End(self.control.aborted())),
             executed = futures_util::future::join_all(executions) => executed,
         };
-        let mut executed: Vec<Executed> = executed;
         executed.sort_by_key(|e| e.index);
-        // Outputs of executed tools pass the guard's tool_preflight; the rest are short notices.
         for Executed {
             index,
             message,
@@ -377,38 +319,9 @@ impl ToolRunner<'_> {
                 }
             };
             run.transcript.record(self.events, entry).await;
-            replies[index] = Some(message);
-            admitted[index] = true;
+            replies.set_admitted(index, message);
         }
-        if self.control.abort.is_cancelled() {
-            return Err(Handled::End(self.control.aborted()));
-        }
-        let mut contents = Vec::with_capacity(calls.len());
-        for (index, (reply, admitted)) in replies.into_iter().zip(admitted).enumerate() {
-            if parked.iter().any(|(waiting, _, _)| *waiting == index) {
-                contents.push(None);
-                continue;
-            }
-            let content = reply.unwrap_or_else(|| failed("not executed"));
-            if !admitted {
-                run.context.add_unchecked_tool_reply(&content);
-            }
-            contents.push(Some(content));
-        }
-        if !parked.is_empty() {
-            let pending = self.ask_for_approval(run, &parked).await;
-            run.waiting = Some(WaitingTurn {
-                turn,
-                calls: calls.to_vec(),
-                replies: contents,
-                pending,
-            });
-            return Ok(Vec::new());
-        }
-        Ok(contents
-            .into_iter()
-            .map(Option::unwrap_or_default)
-            .collect())
+        Ok(())
     }
 
     /// Emits `tool.approval_requested` for each parked call; they wait until `approvalTimeout`.
@@ -519,7 +432,11 @@ impl ToolRunner<'_> {
     }
 
     /// Validates a final-report call; `Err` carries the reason the model will be told.
-    async fn accept_final_report(&self, run: &mut Run, call: &ToolCall) -> Result<Ending, String> {
+    pub(super) async fn accept_final_report(
+        &self,
+        run: &mut Run,
+        call: &ToolCall,
+    ) -> Result<Ending, String> {
         let outcome = match (parse_tool_arguments(&call.arguments), &run.facts.report) {
             (Ok(parsed), Some(report)) => {
                 let arguments = match parsed {

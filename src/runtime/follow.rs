@@ -170,6 +170,9 @@ impl Runtime {
     ) -> Result<CancelOutcome, StoreError> {
         // What the last attempt saw; a run that kept changing under every attempt still runs.
         let mut status = RunStatus::Running;
+        // Whether this cancel aborted a resume of the run on this replica (a decision resuming
+        // it at the same instant shares that control): the run then ends `cancelled` by it.
+        let mut aborted_a_resume = false;
         for _ in 0..CANCEL_ATTEMPTS {
             if let Some(control) = self.live.control(run_id) {
                 match mode {
@@ -188,7 +191,12 @@ impl Runtime {
                     return Ok(CancelOutcome::Cancelled);
                 }
                 // A decision resumed it first: it runs now, here or elsewhere.
+                aborted_a_resume = true;
                 continue;
+            }
+            if status == RunStatus::Cancelled && aborted_a_resume {
+                // The resume this cancel aborted has already ended the run: the cancel was taken.
+                return Ok(CancelOutcome::Cancelled);
             }
             if status != RunStatus::Running {
                 return Ok(CancelOutcome::NotRunning(status));
