@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::support::binary::{command, project, serve};
 use crate::support::mock_llm::{MockLlm, Reply};
 
 /// Pinned as `scripts/test` pins them.
@@ -40,17 +39,7 @@ fn clients_python() -> PathBuf {
 }
 
 async fn serve_agentd(llm: &MockLlm) -> (tempfile::TempDir, crate::support::binary::Served) {
-    let dir = project(&json!({
-        "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url()}},
-        "agents": ["agents"],
-        "auth": {"keys": [{"key": "clients-key", "admin": true}]},
-        "server": {"listen": "127.0.0.1:0"},
-        "store": {"url": "sqlite::memory:"},
-    }));
-    let mut agentd = command(dir.path());
-    agentd.args(["serve", "--config", "agentd.json"]);
-    let server = serve(agentd, |_| {}).await;
-    (dir, server)
+    crate::support::binary::serve_with_admin_key(&llm.base_url(), "clients-key").await
 }
 
 /// The upstream request whose last message contains `text`.
@@ -127,22 +116,12 @@ async fn the_ai_sdks_completion_model_generates_and_streams() {
     llm.push(Reply::text("Paris.").with_usage(9, 2, 0, 0));
     llm.push(Reply::text_in_pieces(&["one, ", "two, ", "three"]));
     let (_dir, server) = serve_agentd(&llm).await;
-    let output = tokio::process::Command::new("node")
-        .arg(node_dir.join("ai_sdk_completion.mjs"))
-        .args([format!("http://{}", server.address), "chat".into()])
-        .env("AGENTD_KEY", "clients-key")
-        .current_dir(&node_dir)
-        .output()
-        .await
-        .expect("node runs (install Node 20)");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("printed {stdout:?}: {e}"));
+    let seen = crate::web::run_node_as(
+        "ai_sdk_completion.mjs",
+        &[format!("http://{}", server.address), "chat".into()],
+        "clients-key",
+    )
+    .await;
     assert_eq!(
         seen["generated"],
         json!({"text": "Paris.", "finishReason": "stop", "inputTokens": 9, "outputTokens": 2})

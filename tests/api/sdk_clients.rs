@@ -4,9 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::json;
-
-use crate::support::binary::{command, project, serve};
 use crate::support::mock_llm::{MockLlm, Reply};
 
 const SDKS: [&str; 2] = ["openai==3.52.0", "anthropic==2.11.0"];
@@ -44,16 +41,8 @@ async fn the_openai_and_anthropic_sdks_parse_every_response() {
     for _ in 0..6 {
         llm.push(Reply::text("Hello from the mock upstream!").with_chunks(5));
     }
-    let dir = project(&json!({
-        "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url()}},
-        "agents": ["agents"],
-        "auth": {"keys": [{"key": "sdk-key", "admin": true}]},
-        "server": {"listen": "127.0.0.1:0"},
-        "store": {"url": "sqlite::memory:"},
-    }));
-    let mut agentd = command(dir.path());
-    agentd.args(["serve", "--config", "agentd.json"]);
-    let server = serve(agentd, |_| {}).await;
+    let (_dir, server) =
+        crate::support::binary::serve_with_admin_key(&llm.base_url(), "sdk-key").await;
     let address = &server.address;
     let args = [format!("http://{address}"), "sdk-key".to_string()];
     let stdout = run_sdk_script("clients.py", &args).await;

@@ -123,16 +123,22 @@ pub(crate) async fn run_python(script: &str, args: &[String]) -> String {
 
 /// Runs `tests/node/SCRIPT` with node (as user `ada`'s key) and returns the JSON it printed last.
 pub(crate) async fn run_node(script: &str, args: &[String]) -> Value {
+    run_node_as(script, args, ADA_KEY).await
+}
+
+/// Runs `tests/node/SCRIPT` with node, `AGENTD_KEY` set to `key`, and returns the JSON it
+/// printed last.
+pub(crate) async fn run_node_as(script: &str, args: &[String], key: &str) -> Value {
     let node_dir = repo().join("tests/node");
     assert!(
         node_dir.join("node_modules/@ag-ui/client").exists()
             && node_dir.join("node_modules/ai").exists(),
-        "the npm clients are missing: `npm ci --prefix tests/node` (Node 20; or run .ci/run)"
+        "the npm clients are missing: run scripts/test --setup-only (or `npm ci --prefix tests/node`)"
     );
     let output = tokio::process::Command::new("node")
         .arg(node_dir.join(script))
         .args(args)
-        .env("AGENTD_KEY", ADA_KEY)
+        .env("AGENTD_KEY", key)
         .current_dir(&node_dir)
         .output()
         .await

@@ -95,3 +95,19 @@ fn strip_ansi(line: &str) -> String {
     }
     plain
 }
+
+/// The real binary serving a project whose one provider is the mock at `llm_base_url`, with an
+/// admin `key`, an in-memory store and an OS-chosen port. Keep the directory alive.
+pub async fn serve_with_admin_key(llm_base_url: &str, key: &str) -> (tempfile::TempDir, Served) {
+    let dir = project(&serde_json::json!({
+        "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm_base_url}},
+        "agents": ["agents"],
+        "auth": {"keys": [{"key": key, "admin": true}]},
+        "server": {"listen": "127.0.0.1:0"},
+        "store": {"url": "sqlite::memory:"},
+    }));
+    let mut agentd = command(dir.path());
+    agentd.args(["serve", "--config", "agentd.json"]);
+    let server = serve(agentd, |_| {}).await;
+    (dir, server)
+}
