@@ -34,27 +34,7 @@ pub(crate) async fn run_python(
     let python = tokio::task::spawn_blocking(move || venv_python(&module, &package))
         .await
         .expect("venv");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/sdk")
-        .join(script);
-    let output = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new(python)
-            .arg(script)
-            .args(args)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the script ends within 2 minutes")
-    .expect("python runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
+    crate::support::python_tool::run_sdk_script(python, script, args).await
 }
 
 /// An app with an admin key, a key limited to `chat`, and the slow and JSON agents.

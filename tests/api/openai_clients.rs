@@ -69,18 +69,9 @@ async fn langchain_llamaindex_and_open_webuis_requests_get_their_answers() {
     let python = tokio::task::spawn_blocking(clients_python)
         .await
         .expect("venv");
-    let output = tokio::process::Command::new(python)
-        .arg(repo().join("tests/sdk/openai_clients.py"))
-        .args([format!("http://{}", server.address), "clients-key".into()])
-        .output()
-        .await
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let args = [format!("http://{}", server.address), "clients-key".into()];
+    let stdout =
+        crate::support::python_tool::run_sdk_script(python, "openai_clients.py", &args).await;
     assert_eq!(
         stdout.lines().filter(|l| l.ends_with(" ok")).count(),
         8,

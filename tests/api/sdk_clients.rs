@@ -2,7 +2,7 @@
 //! every response, streamed and not (tests/sdk/clients.py). The SDKs live in `.ci/venv`, which
 //! this test fills with pip when they are missing.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::support::mock_llm::{MockLlm, Reply};
 
@@ -17,22 +17,7 @@ fn sdk_python() -> PathBuf {
 /// succeeded (else fails the test with its output).
 pub(crate) async fn run_sdk_script(script: &str, args: &[String]) -> String {
     let python = tokio::task::spawn_blocking(sdk_python).await.expect("venv");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/sdk")
-        .join(script);
-    let output = tokio::process::Command::new(python)
-        .arg(script)
-        .args(args)
-        .output()
-        .await
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
+    crate::support::python_tool::run_sdk_script(python, script, args).await
 }
 
 #[tokio::test]

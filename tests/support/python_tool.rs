@@ -106,3 +106,29 @@ fn install_all(venv: &Path, packages: &[&str]) -> Result<(), String> {
     args.extend_from_slice(packages);
     run(&venv.join("bin/pip"), &args)
 }
+
+/// Runs `tests/sdk/SCRIPT` with `python` and `args` (killed past two minutes); its stdout once it
+/// succeeded, else the test fails with its output.
+pub async fn run_sdk_script(python: PathBuf, script: &str, args: &[String]) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/sdk")
+        .join(script);
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        tokio::process::Command::new(python)
+            .arg(script)
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the script ends within 2 minutes")
+    .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
