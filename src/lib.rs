@@ -16,6 +16,7 @@
 //! | [`runtime`] | the composition root, and the one run pipeline every headend starts runs through ([`runtime::Runtime::start_run`]); this process as a replica (heartbeats, owner loss, notifications from other replicas), following and cancelling runs anywhere; tool approvals (runs parked in the store while they wait, [`runtime::Runtime::decide_approval`] resuming them on any replica); advisors, router and handoff around an agent |
 //! | [`secrets`] | users' tool secrets: sealed with `secrets.key` (ChaCha20-Poly1305) into the store, opened for `${caller.secret.NAME}` |
 //! | [`vocabulary`] | the run's words every layer shares without depending on the others: why a run ended ([`vocabulary::ExitReason`]) and where it stands ([`vocabulary::RunStatus`]); the store keeps their names |
+//! | [`library`] | agentd as a library (SPEC §16): [`library::Agent`] from a file, a string or a builder; `run` for an `AgentResult`, `stream` for its events, an observer for callbacks; no I/O of its own |
 //! | [`json_text`], [`nul_text`] | JSON kept as its text; what happens to NUL characters |
 //! | [`tls`] | the TLS crypto provider (rustls with ring) every HTTPS and PostgreSQL client uses |
 //! | [`cli`] | the `agentd` command line; `main.rs` only calls [`cli::main`] |
@@ -24,19 +25,40 @@
 //! [`agent::Session::run`] → [`llm::Provider`], and the session's [`agent::AgentEvent`]s flow back
 //! (numbered and recorded on the way) to the headend that started it.
 
-pub mod agent;
-pub mod cache;
-pub mod cli;
-pub mod config;
-pub mod http;
-pub mod json_text;
-pub mod limits;
-pub mod llm;
-pub mod nul_text;
-pub mod runtime;
-pub mod secrets;
-pub mod store;
-pub mod telemetry;
-pub mod tls;
-pub mod tools;
+pub mod library;
 pub mod vocabulary;
+
+// The server's own modules. They are `pub` because the `agentd` binary and the one integration
+// test binary (`tests/api`) reach into them; they are not the library's API (hidden from the
+// documentation and from the public-API snapshot; [`library`] re-exports what an embedder
+// needs), and may change in any release.
+#[doc(hidden)]
+pub mod agent;
+#[doc(hidden)]
+pub mod cache;
+#[doc(hidden)]
+pub mod cli;
+#[doc(hidden)]
+pub mod config;
+#[doc(hidden)]
+pub mod http;
+#[doc(hidden)]
+pub mod json_text;
+#[doc(hidden)]
+pub mod limits;
+#[doc(hidden)]
+pub mod llm;
+#[doc(hidden)]
+pub mod nul_text;
+#[doc(hidden)]
+pub mod runtime;
+#[doc(hidden)]
+pub mod secrets;
+#[doc(hidden)]
+pub mod store;
+#[doc(hidden)]
+pub mod telemetry;
+#[doc(hidden)]
+pub mod tls;
+#[doc(hidden)]
+pub mod tools;

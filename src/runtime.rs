@@ -278,20 +278,8 @@ impl Runtime {
         history: Vec<ChatMessage>,
         prompt: String,
     ) -> u64 {
-        let request = SessionRequest {
-            run_id: String::new(),
-            agent: agent.clone(),
-            prompt,
-            history,
-            overrides: Default::default(),
-            conversation_id: None,
-            format: None,
-            schema: None,
-            user_id: None,
-            parent: None,
-            transport: None,
-            client_tools: Default::default(),
-        };
+        let mut request = SessionRequest::for_prompt(String::new(), agent.clone(), prompt);
+        request.history = history;
         let conversation = opening_conversation(&request, &self.tools.instructions_for(agent));
         let tokenizer = tokenizer_of(agent, &self.catalog);
         let tools = self.tools.registry_for(agent).definitions().await;

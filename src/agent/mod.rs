@@ -70,6 +70,25 @@ pub struct SessionRequest {
 }
 
 impl SessionRequest {
+    /// A root run of `agent` on `prompt` with nothing else set: no history, no caller, the
+    /// agent's own format and transport.
+    pub fn for_prompt(run_id: String, agent: Arc<AgentSpec>, prompt: String) -> Self {
+        Self {
+            run_id,
+            agent,
+            prompt,
+            history: Vec::new(),
+            overrides: SamplingParams::default(),
+            conversation_id: None,
+            format: None,
+            schema: None,
+            user_id: None,
+            parent: None,
+            transport: None,
+            client_tools: client_tools::ClientTools::default(),
+        }
+    }
+
     /// The user this run acts for: its owner when that is a user, `None` for a key's run.
     pub fn user(&self) -> Option<&str> {
         crate::config::owner::user_of(self.user_id.as_deref())

@@ -3,8 +3,8 @@ use std::path::Path;
 use serde_json::json;
 
 use super::*;
+use crate::agent::SessionRequest;
 use crate::agent::result::{FinalReport, RunStatus};
-use crate::agent::{SamplingParams, SessionRequest};
 use crate::config::registry::resolve_agent;
 use crate::config::{AgentSpec, parse_config};
 use crate::llm::ChatMessage;
@@ -21,20 +21,7 @@ fn agent(frontmatter: &str) -> Arc<AgentSpec> {
 }
 
 fn request(agent: Arc<AgentSpec>, prompt: &str) -> SessionRequest {
-    SessionRequest {
-        run_id: "run-1".into(),
-        agent,
-        prompt: prompt.into(),
-        history: Vec::new(),
-        overrides: SamplingParams::default(),
-        conversation_id: None,
-        format: None,
-        schema: None,
-        user_id: None,
-        transport: None,
-        client_tools: Default::default(),
-        parent: None,
-    }
+    SessionRequest::for_prompt("run-1".into(), agent, prompt.into())
 }
 
 fn answered(text: &str) -> AgentResult {

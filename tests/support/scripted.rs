@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use agentd::agent::observer::{GuardEvent, SessionObserver};
 use agentd::agent::{
-    AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, SamplingParams, Session,
-    SessionRequest,
+    AgentEvent, AgentResult, EventSink, ProviderSet, RunControl, Session, SessionRequest,
 };
 use agentd::config::models::ModelCatalog;
 use agentd::config::{AgentSpec, parse_config, registry::resolve_agent};
@@ -309,20 +308,7 @@ impl Harness {
     }
 
     pub fn request(agent: Arc<AgentSpec>, prompt: &str) -> SessionRequest {
-        SessionRequest {
-            run_id: "run-1".into(),
-            agent,
-            prompt: prompt.into(),
-            history: Vec::new(),
-            overrides: SamplingParams::default(),
-            conversation_id: None,
-            format: None,
-            schema: None,
-            user_id: None,
-            transport: None,
-            client_tools: Default::default(),
-            parent: None,
-        }
+        SessionRequest::for_prompt("run-1".into(), agent, prompt.into())
     }
 
     /// Runs the session and returns its result and every event it emitted.
