@@ -25,6 +25,7 @@
 //! (numbered and recorded on the way) to the headend that started it.
 
 pub mod agent;
+pub mod audit;
 pub mod cache;
 pub mod cli;
 pub mod config;
