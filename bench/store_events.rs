@@ -55,6 +55,7 @@ fn new_run(id: &str) -> NewRun {
         created_at: chrono::Utc::now(),
         owner: None,
         acted_by: None,
+        key_id: None,
     }
 }
 
@@ -91,6 +92,7 @@ fn outcome() -> RunOutcome {
             status: "ok".into(),
             ts: chrono::Utc::now(),
             entry: entry.into(),
+            usage: Default::default(),
         }],
     }
 }

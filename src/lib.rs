@@ -35,6 +35,8 @@ pub mod vocabulary;
 #[doc(hidden)]
 pub mod agent;
 #[doc(hidden)]
+pub mod audit;
+#[doc(hidden)]
 pub mod cache;
 #[doc(hidden)]
 pub mod cli;

@@ -375,6 +375,12 @@ impl Runtime {
         };
         self.metrics.sessions_active.dec();
         if let SessionEnd::Finished(result) = &end {
+            crate::telemetry::genai::record_agent_usage(
+                &tracing::Span::current(),
+                result.usage.input_tokens,
+                result.usage.output_tokens,
+                result.usage.cached_tokens,
+            );
             self.record_metrics(&agent, result);
             self.remember(slot.as_ref(), &agent, result).await;
         }
@@ -474,6 +480,7 @@ fn session_span(request: &SessionRequest) -> tracing::Span {
     let exported = crate::telemetry::traces_exported();
     let span = info_span!(
         "session",
+        otel.name = %format_args!("invoke_agent {}", request.agent.name),
         ai.agent.id = %request.agent.name,
         ai.session.txn_id = %request.run_id,
         ai.session.parent_txn_id = parent.map(|p| p.txn_id.as_str()),
@@ -485,6 +492,11 @@ fn session_span(request: &SessionRequest) -> tracing::Span {
             .in_scope(crate::telemetry::trace_id_of_current_span)
             .unwrap_or_else(|| request.run_id.clone());
         span.record("trace_id", trace_id.as_str());
+        crate::telemetry::genai::describe_agent(
+            &span,
+            &request.agent.name,
+            request.conversation_id.as_deref(),
+        );
     }
     span
 }

@@ -26,6 +26,7 @@ use crate::llm::{
     ChatMessage, LlmDelta, LlmError, LlmRequest, LlmResponse, Provider, ResponseAssembler,
     ToolDefinition,
 };
+use crate::telemetry::genai;
 
 /// How one attempt ended.
 pub(super) enum AttemptOutcome {
@@ -85,6 +86,8 @@ impl LlmAccess<'_> {
         };
         let routing = routing_for(facts, attempt.final_tag_nonce);
         let started = Instant::now();
+        let span = genai::chat_span(&target.provider, &target.model);
+        genai::record_chat_input(&span, &request.messages);
         let outcome = match self.providers.get(&target.provider) {
             None => Err(LlmError::Model(format!(
                 "provider {:?} is not configured",
@@ -95,11 +98,12 @@ impl LlmAccess<'_> {
                 _ = self.abort.cancelled() => return AttemptOutcome::Aborted,
                 outcome = self
                     .stream_response(provider.as_ref(), request, routing, attempt.turn_output.attempt())
-                    .instrument(tracing::info_span!("llm", ai.llm.provider = %target.provider, ai.llm.model = %target.model)) => outcome,
+                    .instrument(span.clone()) => outcome,
             },
         };
         // An upstream's error text is the provider's output too (see `nul_text`).
         let outcome = outcome.map_err(scrub_error);
+        record_span(&span, target, started, &outcome);
         if let Ok((response, _)) = &outcome {
             context.commit_response(&transcript.conversation, response);
         }
@@ -237,6 +241,30 @@ fn scrub_error(mut error: LlmError) -> LlmError {
         | LlmError::TooLarge(text) => crate::nul_text::scrub(text),
     }
     error
+}
+
+/// The call's GenAI span attributes and metrics (`telemetry::genai`).
+fn record_span(
+    span: &tracing::Span,
+    target: &Target,
+    started: Instant,
+    outcome: &Result<(LlmResponse, bool), LlmError>,
+) {
+    let response = outcome.as_ref().ok().map(|(response, _)| response);
+    genai::record_chat(
+        span,
+        &genai::ChatOutcome {
+            provider: &target.provider,
+            request_model: &target.model,
+            response_model: response.and_then(|r| r.metadata.actual_model.as_deref()),
+            usage: response.and_then(|r| r.usage),
+            duration: started.elapsed(),
+            error: outcome.as_ref().err().map(LlmError::kind),
+        },
+    );
+    if let Some(response) = response {
+        genai::record_chat_output(span, &response.text);
+    }
 }
 
 fn is_empty(response: &LlmResponse) -> bool {

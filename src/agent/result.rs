@@ -36,6 +36,13 @@ pub struct TokenCounts {
     pub output_tokens: u64,
     pub cached_tokens: u64,
     pub total_tokens: u64,
+    /// Output tokens spent reasoning (part of `outputTokens`); left out when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl From<Usage> for TokenCounts {
@@ -45,6 +52,7 @@ impl From<Usage> for TokenCounts {
             output_tokens: u.output_tokens,
             cached_tokens: u.cached_tokens,
             total_tokens: u.total(),
+            reasoning_tokens: u.reasoning_tokens,
         }
     }
 }
@@ -327,6 +335,7 @@ mod tests {
                 output_tokens: 2,
                 cached_tokens: 0,
                 total_tokens: 5,
+                reasoning_tokens: 0,
             },
             cost_usd: None,
             actual_provider: None,

@@ -268,7 +268,7 @@ impl ToolRunner<'_> {
         };
         let name = call.name.clone();
         let server = server_of(&call.name);
-        let span = tracing::info_span!("tool", ai.tool.name = %call.name, ai.tool.server = %server);
+        let span = crate::telemetry::genai::tool_span(&call.name, &server, &call.id);
         let call_report = Arc::clone(report);
         let task = tokio::spawn(
             async move {

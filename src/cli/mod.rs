@@ -72,6 +72,22 @@ enum Command {
         #[arg(long)]
         database: Option<String>,
     },
+    /// The audit log: `agentd audit verify` walks its hash chain (exit 0 intact, 1 broken).
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AuditCommand {
+    /// Verify the hash chain and name the first broken row.
+    Verify {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        database: Option<String>,
+    },
 }
 
 /// A failure with the exit code it maps to.
@@ -166,6 +182,9 @@ async fn dispatch_plain(command: Command) -> Result<u8, Failure> {
         Command::Tools(args) => tools::tools(args).await,
         Command::Check { config } => check(config),
         Command::Migrate { config, database } => migrate(config, database).await,
+        Command::Audit {
+            command: AuditCommand::Verify { config, database },
+        } => verify_audit(config, database).await,
     }
 }
 
@@ -222,7 +241,7 @@ async fn serve(
     runtime.close().await;
     served.map_err(Failure::init)?;
     tracing::info!("agentd stopped");
-    telemetry.shutdown();
+    telemetry.shutdown().await;
     Ok(0)
 }
 
@@ -340,6 +359,30 @@ fn find_executable(command: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// `agentd audit verify`: prints what the walk found as JSON; exit 1 when a row is broken.
+async fn verify_audit(config: Option<PathBuf>, database: Option<String>) -> Result<u8, Failure> {
+    let url = match database {
+        Some(url) => url,
+        None => load_config(config, None)?.store.url,
+    };
+    let failed = |e: crate::store::StoreError| Failure {
+        code: EXIT_SESSION_FAILED,
+        message: e.to_string(),
+    };
+    let store = crate::store::open(&url).await.map_err(failed)?;
+    let verification = crate::audit::verify(store.as_ref()).await.map_err(failed)?;
+    store.close().await;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&verification).unwrap_or_default()
+    );
+    Ok(if verification.ok {
+        0
+    } else {
+        EXIT_SESSION_FAILED
+    })
 }
 
 async fn migrate(config: Option<PathBuf>, database: Option<String>) -> Result<u8, Failure> {

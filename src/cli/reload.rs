@@ -3,6 +3,7 @@
 //! command line's overrides and its agents handed to [`Runtime::reload_agents`]. A file that does
 //! not load is logged as an error and the running agents stay; runs in flight are never touched.
 
+use crate::audit::{Actor, AuditAction, AuditEvent, AuditOutcome};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -131,12 +132,19 @@ impl Watch {
             }
             Ok(loaded) => {
                 self.fingerprint = fingerprint(&loaded.files, &loaded.config);
-                self.apply(&loaded);
+                let event = self.apply(&loaded);
+                crate::audit::record_or_log(self.runtime.store().as_ref(), event).await;
             }
         }
     }
 
-    fn apply(&self, loaded: &LoadedConfig) {
+    /// Applies the reload and says what the audit log records of it.
+    fn apply(&self, loaded: &LoadedConfig) -> AuditEvent {
+        let audited = |outcome: AuditOutcome, details: serde_json::Value| {
+            AuditEvent::new(Actor::system(), AuditAction::ConfigReloaded, "config")
+                .with_outcome(outcome)
+                .with_details(details)
+        };
         match self
             .runtime
             .reload_agents(&loaded.config, &self.running_config, &loaded.merged)
@@ -152,9 +160,21 @@ impl Watch {
                 if !report.needs_restart.is_empty() {
                     warn!(keys = ?report.needs_restart, "reload: these configuration keys changed and apply at the next start");
                 }
+                audited(
+                    AuditOutcome::Success,
+                    serde_json::json!({
+                        "added": report.added,
+                        "removed": report.removed,
+                        "changed": report.changed,
+                    }),
+                )
             }
             Err(problem) => {
                 error!(error = %problem, "reload: the new agents cannot run here; the running agents stay");
+                audited(
+                    AuditOutcome::Failed,
+                    serde_json::json!({ "error": problem.to_string() }),
+                )
             }
         }
     }

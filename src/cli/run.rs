@@ -142,7 +142,7 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
             result.error.as_deref().unwrap_or("no details")
         );
     }
-    telemetry.shutdown();
+    telemetry.shutdown().await;
     Ok(if result.success {
         0
     } else if result.exit_reason == ExitReason::SchemaValidationFailed {

@@ -173,7 +173,8 @@ pub enum LogFormatSetting {
     Json,
 }
 
-/// OTLP/HTTP (protobuf) trace export, e.g. `http://collector:4318/v1/traces`.
+/// OTLP/HTTP (protobuf) export of spans to `endpoint` (e.g. `http://collector:4318/v1/traces`)
+/// and of the GenAI client metrics to `metricsEndpoint` (default: `…/v1/metrics` beside it).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OtlpConfig {
@@ -182,6 +183,15 @@ pub struct OtlpConfig {
     pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub service_name: Option<String>,
+    #[serde(default)]
+    pub metrics_endpoint: Option<String>,
+    /// How often metrics are exported (default 60 000).
+    #[serde(default)]
+    pub metrics_interval_ms: Option<u64>,
+    /// Whether `chat` spans carry the messages sent and received (off: they may hold personal
+    /// data).
+    #[serde(default)]
+    pub capture_content: bool,
 }
 
 /// Whether a client that leaves a streamed run cancels it (`cancel`) or lets it finish (`continue`).

@@ -56,6 +56,7 @@ impl Caller {
         submission.user_id = self.owner();
         submission.key = self.limited_key.clone();
         submission.acted_by = self.acted_by.clone();
+        submission.key_id = self.key_id.clone();
         submission
     }
 

@@ -122,13 +122,18 @@ pub fn request_span(request: &Request) -> Span {
         .extensions()
         .get::<MatchedPath>()
         .map_or("unmatched", MatchedPath::as_str);
-    info_span!(
+    let span = info_span!(
         "request",
+        otel.name = %format_args!("{} {route}", request.method()),
+        otel.kind = "server",
         request_id,
         method = %request.method(),
         route,
         key_id = field::Empty,
-    )
+    );
+    // A caller's W3C trace context makes this request part of its trace.
+    crate::telemetry::genai::adopt_http_parent(&span, request.headers());
+    span
 }
 
 /// The `method` label of the HTTP metrics: a standard method by its name, any other `other`.

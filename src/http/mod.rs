@@ -7,6 +7,7 @@ mod a2a;
 mod ag_ui;
 mod ai_sdk;
 mod anthropic;
+pub(crate) mod audit;
 pub mod auth;
 mod chat;
 mod client_tools;
@@ -23,6 +24,7 @@ mod runs;
 mod secrets;
 mod sse;
 mod ui_stream;
+mod usage;
 mod web;
 mod wire;
 
@@ -67,6 +69,10 @@ fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
     let mcp = mcp_server::McpEndpoint::new(runtime.clone(), loopback_hosts_only);
     let router = router
         .layer(axum::Extension(mcp))
+        .layer(middleware::from_fn_with_state(
+            runtime.clone(),
+            audit::audit_admin_reads,
+        ))
         .layer(middleware::from_fn_with_state(keys, auth::authenticate))
         .layer(middleware::from_fn(layers::refuse_long_uri))
         .layer(middleware::from_fn_with_state(
@@ -145,6 +151,9 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(a2a::server_card))
         .routes(routes!(a2a::agent_card))
         .routes(routes!(a2a::rpc))
+        .routes(routes!(audit::list_audit))
+        .routes(routes!(audit::verify_audit))
+        .routes(routes!(usage::usage))
 }
 
 /// Serves until `shutdown` resolves and the runs have drained (answering meanwhile), then stops

@@ -32,6 +32,7 @@ use super::responses::wire::ResponseStreamFrame;
         (name = "ag-ui", description = "AG-UI: agents for CopilotKit and other AG-UI frontends"),
         (name = "web", description = "The web page at `/` (public) and the calls it needs"),
         (name = "responses", description = "OpenAI Responses: stored, resumable responses with client tools"),
+        (name = "governance", description = "Usage reports, the hash-chained audit log, run budgets and users' data rights"),
     ),
     components(schemas(ChatCompletionChunk, StreamEvent, ResponseStreamFrame, ErrorBody, AnthropicErrorBody))
 )]

@@ -14,11 +14,13 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use super::audit::actor_of;
 use super::auth::Caller;
 use super::chat::check_user;
 use super::chat::wire::UserPath;
 use super::error::{ApiError, ApiPath, ErrorBody, parse_json_body, read_body};
 use super::wire::ListObject;
+use crate::audit::{AuditAction, AuditEvent};
 use crate::config::secrets::{MAX_NAME_CHARS, is_valid_name};
 use crate::runtime::Runtime;
 use crate::secrets::{MAX_VALUE_BYTES, SecretsError, UserSecrets};
@@ -126,6 +128,7 @@ pub async fn put_secret(
 ) -> Result<Response, ApiError> {
     let secrets = secrets_for(&runtime, &caller, &user_id)?;
     check_name(&name)?;
+    let actor = actor_of(&caller, request.headers());
     let bytes = read_body(request, &()).await?;
     let body: PutSecret = parse_json_body(&bytes)?;
     check_value(&body.value)?;
@@ -133,7 +136,20 @@ pub async fn put_secret(
         .put(&user_id, &name, &body.value)
         .await
         .map_err(secrets_error)?;
+    audit_secret(&runtime, actor, AuditAction::SecretSet, &user_id, &name).await;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The audit row of a secret change: its user and name, never its value.
+async fn audit_secret(
+    runtime: &Runtime,
+    actor: crate::audit::Actor,
+    action: AuditAction,
+    user_id: &str,
+    name: &str,
+) {
+    let event = AuditEvent::new(actor, action, format!("user:{user_id}/secret:{name}"));
+    crate::audit::record_or_log(runtime.store().as_ref(), event).await;
 }
 
 #[utoipa::path(
@@ -182,6 +198,7 @@ pub async fn delete_secret(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
     ApiPath(SecretPath { user_id, name }): ApiPath<SecretPath>,
+    headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     let secrets = secrets_for(&runtime, &caller, &user_id)?;
     check_name(&name)?;
@@ -190,6 +207,8 @@ pub async fn delete_secret(
         .await
         .map_err(ApiError::store)?;
     if deleted {
+        let actor = actor_of(&caller, &headers);
+        audit_secret(&runtime, actor, AuditAction::SecretDeleted, &user_id, &name).await;
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(

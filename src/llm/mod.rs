@@ -237,6 +237,9 @@ pub struct Usage {
     /// Prompt tokens written to the provider's cache by this call.
     #[serde(default)]
     pub cache_write_tokens: u64,
+    /// Output tokens spent reasoning (part of `output_tokens`), when the provider says.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
 }
 
 impl Usage {
@@ -248,6 +251,7 @@ impl Usage {
         self.output_tokens += other.output_tokens;
         self.cached_tokens += other.cached_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
     }
 }
 
@@ -354,6 +358,20 @@ pub enum LlmError {
 }
 
 impl LlmError {
+    /// A short name of the kind of failure (OpenTelemetry's `error.type`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::RateLimit { .. } => "rate_limited",
+            Self::Auth(_) => "auth_failure",
+            Self::QuotaExceeded(_) => "quota_exceeded",
+            Self::Model(_) => "model_error",
+            Self::Network(_) => "network_error",
+            Self::Timeout(_) => "timeout",
+            Self::InvalidResponse(_) => "invalid_response",
+            Self::TooLarge(_) => "too_large",
+        }
+    }
+
     /// The same error with its message rewritten by `rewrite`.
     pub fn map_message(self, rewrite: impl Fn(String) -> String) -> Self {
         match self {

@@ -132,6 +132,20 @@ impl Runtime {
         }
         self.count_decision(&approval, decision.as_str(), now);
         info!(%run_id, %call_id, decision = decision.as_str(), %by, "tool approval decided");
+        let audited = crate::audit::AuditEvent::new(
+            crate::audit::Actor {
+                user: Some(by.to_string()),
+                ..crate::audit::Actor::default()
+            },
+            crate::audit::AuditAction::ApprovalDecided,
+            format!("run:{run_id}/call:{call_id}"),
+        )
+        .with_details(serde_json::json!({
+            "decision": decision.as_str(),
+            "tool": approval.tool,
+            "edited": edited_value.is_some(),
+        }));
+        crate::audit::record_or_log(self.store.as_ref(), audited).await;
         self.resume_waiting_run(run_id, false).await?;
         let mut decided = approval;
         decided.decision = Some(decision.as_str().into());
@@ -471,6 +485,7 @@ impl Runtime {
             created_at: run.created_at,
             owner: Some(self.replica.id.clone()),
             acted_by: run.acted_by.clone(),
+            key_id: None,
         };
         info!(%run_id, cancelled = control.abort.is_cancelled(), "resuming a run that waited for approval");
         // Nobody holds this handle: the events reach followers through the store.

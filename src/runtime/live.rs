@@ -287,6 +287,7 @@ mod tests {
             created_at: chrono::Utc::now(),
             owner: None,
             acted_by: None,
+            key_id: None,
         }
     }
 

@@ -201,6 +201,7 @@ impl Runtime {
             created_at,
             owner: None,
             acted_by: None,
+            key_id: None,
         };
         self.recorder.run_started(run.clone()).await;
         let _stored = self.recorder.run_finished(run, result.into()).await;

@@ -88,6 +88,8 @@ pub struct RunSubmission {
     /// The admin that submits this run acting for `user_id` (`key:ID`, or `admin`): recorded
     /// with the run.
     pub acted_by: Option<String>,
+    /// The key that submitted it (usage by key).
+    pub key_id: Option<String>,
 }
 
 impl RunSubmission {
@@ -108,6 +110,7 @@ impl RunSubmission {
             on_disconnect: OnDisconnect::Cancel,
             client_tools: ClientTools::default(),
             acted_by: None,
+            key_id: None,
         }
     }
 }
@@ -431,7 +434,7 @@ impl Runtime {
             request,
             conversation,
             submission.on_disconnect,
-            submission.acted_by,
+            (submission.acted_by, submission.key_id),
         ))
     }
 
@@ -443,7 +446,7 @@ impl Runtime {
         request: SessionRequest,
         conversation: Option<(String, String)>,
         on_disconnect: OnDisconnect,
-        acted_by: Option<String>,
+        (acted_by, key_id): (Option<String>, Option<String>),
     ) -> RunHandle {
         let new_run = NewRun {
             id: request.run_id.clone(),
@@ -454,6 +457,7 @@ impl Runtime {
             created_at: chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 6),
             owner: Some(self.replica.id.clone()),
             acted_by,
+            key_id,
         };
         self.launch(SessionTask {
             slot: Some(slot),

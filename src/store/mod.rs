@@ -8,13 +8,15 @@
 //! the response cache table ([`CacheStore`]), the counters of per-key limits ([`KeyLimitStore`]),
 //! and what lets runs outlive a process: replicas and their heartbeats, owner loss, `requestId`s
 //! and cross-replica cancels ([`ReplicaStore`]), and the Responses API's objects
-//! ([`ResponseStore`]), and users' sealed tool secrets ([`SecretStore`]). It knows nothing about HTTP or sessions: callers
+//! ([`ResponseStore`]), and users' sealed tool secrets ([`SecretStore`]), and the hash-chained audit log
+//! ([`AuditStore`]), and usage reports ([`UsageStore`]). It knows nothing about HTTP or sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
 //! numbers and are embedded at compile time; no database is needed to build.
 
 mod approvals;
+mod audit;
 mod cache_entries;
 mod conversations;
 mod key_limits;
@@ -27,6 +29,7 @@ mod runs;
 mod secrets;
 mod sql;
 mod sqlite;
+mod usage;
 
 use std::sync::Arc;
 
@@ -36,6 +39,9 @@ pub use crate::json_text::JsonText;
 pub use approvals::{
     ApprovalDecision, ApprovalRecord, ApprovalStore, DecisionWritten, NewApproval, ParkedRun,
     TakenCheckpoint,
+};
+pub use audit::{
+    AuditEntry, AuditFilter, AuditStore, GENESIS_HASH, NewAuditEntry, chain_hash, hashed_time,
 };
 pub use cache_entries::{CacheEntry, CacheStore, NewCacheEntry};
 pub use conversations::{
@@ -52,11 +58,12 @@ pub use replicas::{
 pub use responses::{ResponseStore, StoredResponse};
 pub use run_events::{NewRunEvent, RunEventRecord, RunEventStore};
 pub use runs::{
-    AccountingRecord, NewRun, RunBatch, RunBatchStore, RunCursor, RunFilter, RunOutcome,
-    RunOwnerFilter, RunRecord, RunStore, RunWrite, whole_result,
+    AccountingRecord, EntryUsage, NewRun, RunBatch, RunBatchStore, RunCursor, RunFilter,
+    RunOutcome, RunOwnerFilter, RunRecord, RunStore, RunWrite, whole_result,
 };
 pub use secrets::{SealedSecret, SecretName, SecretStore};
 pub use sqlite::SqliteStore;
+pub use usage::{MAX_USAGE_GROUPS, UsageGroup, UsageQuery, UsageRow, UsageStore};
 
 /// The most rows one page of a listing may ask for.
 pub const MAX_PAGE_SIZE: u32 = 1000;
@@ -192,6 +199,8 @@ pub trait Store:
     + ResponseStore
     + ApprovalStore
     + SecretStore
+    + AuditStore
+    + UsageStore
     + Send
     + Sync
 {

@@ -106,6 +106,11 @@ pub(crate) fn redact_password(url: &str) -> String {
 }
 
 super::sql::shared_store_impl!(PostgresStore, sqlx::Postgres);
+super::sql::usage::impl_usage_store!(
+    PostgresStore,
+    sqlx::Postgres,
+    "to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+);
 
 #[cfg(test)]
 mod tests {

@@ -308,6 +308,7 @@ fn run(id: &str) -> NewRun {
         created_at: chrono::Utc::now(),
         owner: None,
         acted_by: None,
+        key_id: None,
     }
 }
 

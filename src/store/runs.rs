@@ -24,6 +24,8 @@ pub struct NewRun {
     pub owner: Option<String>,
     /// The admin that started it acting for `user_id` (`key:ID`, or `admin`).
     pub acted_by: Option<String>,
+    /// The key that started it (usage by key); `None` on a server without keys.
+    pub key_id: Option<String>,
 }
 
 /// A stored run.
@@ -90,6 +92,18 @@ pub struct AccountingRecord {
     pub ts: DateTime<Utc>,
     /// The entry in the contract's record format, as emitted.
     pub entry: JsonText,
+    /// Its tokens and cost, in columns usage reports sum (zero for tool entries).
+    pub usage: EntryUsage,
+}
+
+/// The tokens and cost of one accounting entry.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EntryUsage {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_tokens: i64,
+    pub reasoning_tokens: i64,
+    pub cost_usd: f64,
 }
 
 /// Whose runs a listing shows.
@@ -294,6 +308,13 @@ impl From<&AccountingEntry> for AccountingRecord {
                 status: status(llm.status).into(),
                 ts: at(llm.timestamp),
                 entry: json,
+                usage: EntryUsage {
+                    input_tokens: count(llm.tokens.input_tokens),
+                    output_tokens: count(llm.tokens.output_tokens),
+                    cached_tokens: count(llm.tokens.cached_tokens),
+                    reasoning_tokens: count(llm.tokens.reasoning_tokens),
+                    cost_usd: llm.cost_usd.unwrap_or(0.0),
+                },
             },
             AccountingEntry::Tool(tool) => Self {
                 entry_type: "tool".into(),
@@ -303,9 +324,15 @@ impl From<&AccountingEntry> for AccountingRecord {
                 status: status(tool.status).into(),
                 ts: at(tool.timestamp),
                 entry: json,
+                usage: EntryUsage::default(),
             },
         }
     }
+}
+
+/// A token count as the store keeps it.
+fn count(tokens: u64) -> i64 {
+    i64::try_from(tokens).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

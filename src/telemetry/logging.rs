@@ -1,13 +1,12 @@
 //! Logs and traces: one global `tracing` subscriber writing logfmt (default) or JSON lines to
 //! stderr, filtered by `RUST_LOG` (default `info,rmcp=warn`), plus an OpenTelemetry layer that
 //! exports spans over OTLP/HTTP when `telemetry.otlp.endpoint` is set (off by default and in
-//! tests). Secrets never reach a log line: keys are `SecretString`s and headers are not logged.
+//! in-process tests; see [`super::otlp`]). Secrets never reach a log line: keys are `SecretString`s and headers are not logged.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use opentelemetry::trace::{TraceContextExt, TracerProvider};
-use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
@@ -25,18 +24,31 @@ pub enum TelemetryError {
     Exporter { endpoint: String, detail: String },
 }
 
-/// Keeps the trace exporter alive; [`TelemetryGuard::shutdown`] flushes pending spans.
+/// Keeps the exporters alive; [`TelemetryGuard::shutdown`] flushes pending spans and metrics.
 #[must_use = "dropping the guard stops trace export"]
 pub struct TelemetryGuard {
     tracer_provider: Option<SdkTracerProvider>,
+    meter_provider: Option<SdkMeterProvider>,
 }
 
 impl TelemetryGuard {
-    pub fn shutdown(self) {
-        if let Some(provider) = self.tracer_provider {
+    /// Flushes and stops the exporters. Their shutdown blocks until the last export is sent
+    /// through this runtime, so it runs on a blocking thread.
+    pub async fn shutdown(self) {
+        let Self {
+            tracer_provider,
+            meter_provider,
+        } = self;
+        let flush = tokio::task::spawn_blocking(move || {
             // Export failures at exit are not worth failing the exit for.
-            let _ = provider.shutdown();
-        }
+            if let Some(provider) = tracer_provider {
+                let _ = provider.shutdown();
+            }
+            if let Some(provider) = meter_provider {
+                let _ = provider.shutdown();
+            }
+        });
+        let _ = flush.await;
     }
 }
 
@@ -55,7 +67,16 @@ pub fn init_telemetry(config: &TelemetryConfig) -> Result<TelemetryGuard, Teleme
             .with_writer(std::io::stderr)
             .boxed(),
     };
-    let tracer_provider = config.otlp.as_ref().map(tracer_provider).transpose()?;
+    let tracer_provider = config
+        .otlp
+        .as_ref()
+        .map(super::otlp::tracer_provider)
+        .transpose()?;
+    let meter_provider = config
+        .otlp
+        .as_ref()
+        .map(super::otlp::meter_provider)
+        .transpose()?;
     let otel = tracer_provider.as_ref().map(|provider| {
         let service = config
             .otlp
@@ -72,28 +93,14 @@ pub fn init_telemetry(config: &TelemetryConfig) -> Result<TelemetryGuard, Teleme
         .try_init();
     if installed.is_ok() {
         TRACES_EXPORTED.store(exporting, Ordering::Relaxed);
+        if let (Some(provider), Some(otlp)) = (&meter_provider, &config.otlp) {
+            super::genai::install(provider, otlp.capture_content);
+        }
     }
-    Ok(TelemetryGuard { tracer_provider })
-}
-
-fn tracer_provider(otlp: &crate::config::OtlpConfig) -> Result<SdkTracerProvider, TelemetryError> {
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_endpoint(otlp.endpoint.clone())
-        .with_timeout(Duration::from_millis(otlp.timeout_ms.unwrap_or(2_000)))
-        .build()
-        .map_err(|e| TelemetryError::Exporter {
-            endpoint: otlp.endpoint.clone(),
-            detail: e.to_string(),
-        })?;
-    let service = otlp.service_name.clone().unwrap_or_else(|| "agentd".into());
-    let resource = opentelemetry_sdk::Resource::builder()
-        .with_service_name(service)
-        .build();
-    Ok(SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
-        .with_resource(resource)
-        .build())
+    Ok(TelemetryGuard {
+        tracer_provider,
+        meter_provider,
+    })
 }
 
 /// Whether the installed subscriber exports traces (spans then carry OpenTelemetry trace ids).

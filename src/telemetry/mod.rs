@@ -3,7 +3,9 @@
 //! agent, provider and model names, status codes; never user ids or raw paths.
 
 mod agent_metrics;
+pub mod genai;
 mod logging;
+pub mod otlp;
 
 pub use logging::{
     TelemetryError, TelemetryGuard, init_telemetry, trace_id_of_current_span, traces_exported,

@@ -69,6 +69,8 @@ enum Access {
     /// Acts on the caller's own behalf only (starts its own run, reads its own identity):
     /// a key is needed, and nothing of carol's is in the answer.
     OwnBehalf,
+    /// Admin keys only (the audit log): everyone else gets 403.
+    AdminOnly,
 }
 
 /// Whose objects the callers try to reach.
@@ -360,6 +362,22 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
                 access: Listing,
             },
         ],
+        ("get", "/v1/audit") => one(get.clone(), "/v1/audit".into(), None, AdminOnly),
+        ("get", "/v1/audit/verify") => one(get.clone(), "/v1/audit/verify".into(), None, AdminOnly),
+        ("get", "/v1/usage") => vec![
+            Probe {
+                method: get.clone(),
+                path: "/v1/usage?group_by=user".into(),
+                body: None,
+                access: Listing,
+            },
+            Probe {
+                method: get,
+                path: format!("/v1/usage?group_by=agent&user={}", o.owner.user),
+                body: None,
+                access: OthersObject,
+            },
+        ],
         _ => return None,
     })
 }
@@ -573,6 +591,8 @@ fn check(
             Err(format!("an admin was refused: {what}"))
         }
         (Who::Admin, _) => Ok(()),
+        (_, Access::AdminOnly) if status == 403 => Ok(()),
+        (_, Access::AdminOnly) => Err(format!("not an admin, not 403: {what}")),
         (_, Access::OthersObject) => {
             if [403, 404].contains(&status) || json_rpc_error {
                 Ok(())

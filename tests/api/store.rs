@@ -7,6 +7,7 @@ pub(crate) mod backends;
 pub(crate) mod cache_conformance;
 mod conformance;
 mod conversation_checks;
+mod governance_conformance;
 mod key_limit_conformance;
 mod nul_checks;
 pub(crate) mod outage;
@@ -64,6 +65,13 @@ on_both_backends!(
     a_parked_run_waits_is_decided_once_and_is_taken_once,
     expired_waits_are_found_refused_to_people_and_cancel_takes_what_waits,
     decisions_made_at_once_record_exactly_one,
+);
+
+on_both_backends!(
+    governance_conformance => governance_sqlite, governance_postgres:
+    the_audit_chain_verifies_and_names_an_edited_or_missing_row,
+    appends_from_two_replicas_at_once_never_fork_the_chain,
+    usage_is_summed_per_group_and_scoped_to_a_user,
 );
 
 on_both_backends!(

@@ -163,6 +163,7 @@ fn deltas(reply: &Reply, nonce: Option<&str>) -> Vec<Result<LlmDelta, LlmError>>
         output_tokens: usage.output,
         cached_tokens: usage.cache_read,
         cache_write_tokens: usage.cache_write,
+        reasoning_tokens: 0,
     }));
     if let Some(route) = reply.dialect().route {
         deltas.push(LlmDelta::Metadata(ResponseMetadata {

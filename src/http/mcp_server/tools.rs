@@ -2,6 +2,7 @@
 //! that agent through the run pipeline, its events turned into progress notifications.
 
 use std::sync::Arc;
+use tracing::Instrument;
 
 use rmcp::model::ErrorCode;
 use rmcp::model::{
@@ -279,9 +280,17 @@ impl ServerHandler for AgentTools {
         let mut submission = caller.submission(agent, input.prompt);
         submission.format = input.format;
         submission.on_disconnect = OnDisconnect::Cancel;
+        // The client's trace (`_meta.traceparent`) is the parent of the run's spans.
+        let span = tracing::info_span!(
+            "mcp",
+            otel.name = %format_args!("tools/call {name}"),
+            otel.kind = "server",
+        );
+        crate::telemetry::genai::adopt_meta_parent(&span, &context.meta.0.0);
         let handle = self
             .runtime
             .start_run(submission)
+            .instrument(span)
             .await
             .map_err(start_error)?;
         let _registered = self.calls.register(

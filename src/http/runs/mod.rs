@@ -380,6 +380,7 @@ pub async fn cancel_run(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
     ApiPath(RunPath { run_id }): ApiPath<RunPath>,
+    headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let run = visible_run(&runtime, &caller, &run_id).await?;
@@ -409,6 +410,13 @@ pub async fn cancel_run(
         Err(error) => return Err(ApiError::store(error)),
     }
     let _ = run;
+    let audited = crate::audit::AuditEvent::new(
+        crate::http::audit::actor_of(&caller, &headers),
+        crate::audit::AuditAction::RunCancelled,
+        format!("run:{run_id}"),
+    )
+    .with_details(serde_json::json!({ "mode": runtime_mode.as_str() }));
+    crate::audit::record_or_log(runtime.store().as_ref(), audited).await;
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(CancelAnswer {

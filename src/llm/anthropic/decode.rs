@@ -330,7 +330,8 @@ mod tests {
                 input_tokens: 125,
                 output_tokens: 42,
                 cached_tokens: 100,
-                cache_write_tokens: 20
+                cache_write_tokens: 20,
+                reasoning_tokens: 0
             })
         );
     }

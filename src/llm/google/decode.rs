@@ -128,6 +128,7 @@ fn parse_usage(usage: &Value) -> Usage {
         output_tokens: number("candidatesTokenCount") + number("thoughtsTokenCount"),
         cached_tokens: number("cachedContentTokenCount"),
         cache_write_tokens: 0,
+        reasoning_tokens: number("thoughtsTokenCount"),
     }
 }
 
@@ -192,7 +193,8 @@ mod tests {
                 input_tokens: 10,
                 output_tokens: 12,
                 cached_tokens: 4,
-                cache_write_tokens: 0
+                cache_write_tokens: 0,
+                reasoning_tokens: 7
             })
         );
     }

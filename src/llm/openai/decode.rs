@@ -196,6 +196,7 @@ fn parse_usage(usage: &Value) -> Usage {
         output_tokens: number(&["completion_tokens"]),
         cached_tokens: cached,
         cache_write_tokens: number(&["prompt_tokens_details", "cache_write_tokens"]),
+        reasoning_tokens: number(&["completion_tokens_details", "reasoning_tokens"]),
     }
 }
 
@@ -265,6 +266,7 @@ mod tests {
                     output_tokens: 3,
                     cached_tokens: 2,
                     cache_write_tokens: 4,
+                    reasoning_tokens: 0,
                 }),
             ]
         );

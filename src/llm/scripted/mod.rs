@@ -361,6 +361,7 @@ fn usage(request: &LlmRequest, out: &[LlmDelta]) -> Usage {
         output_tokens: output,
         cached_tokens: 0,
         cache_write_tokens: 0,
+        reasoning_tokens: 0,
     }
 }
 

@@ -8,6 +8,7 @@
 //! tool) while one is open.
 
 pub mod approvals;
+pub mod audit;
 pub mod cache;
 pub mod conversations;
 pub mod key_limits;
@@ -17,6 +18,7 @@ pub mod run_batch;
 pub mod run_events;
 pub mod runs;
 pub mod secrets;
+pub mod usage;
 
 use chrono::{DateTime, SubsecRound, Utc};
 
@@ -104,6 +106,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::responses::impl_response_store!($store, $db);
         $crate::store::sql::approvals::impl_approval_store!($store, $db);
         $crate::store::sql::secrets::impl_secret_store!($store, $db);
+        $crate::store::sql::audit::impl_audit_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {

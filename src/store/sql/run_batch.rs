@@ -7,7 +7,7 @@ use sqlx::types::Json;
 use crate::store::sql::at;
 use crate::store::{JsonText, NewRun, RunOutcome, RunWrite};
 
-/// Runs per multi-row statement: a run row binds 21 values, one of them the whole result.
+/// Runs per multi-row statement: a run row binds 22 values, one of them the whole result.
 pub const RUNS_PER_INSERT: usize = 25;
 
 /// Followed by the VALUES rows. A run already stored as running gets the end of a finished
@@ -17,7 +17,7 @@ pub const RUNS_PER_INSERT: usize = 25;
 /// its result is the run's.
 pub const UPSERT_RUNS: &str = "INSERT INTO runs (id, agent, user_id, conversation_id, created_at, status, \
      exit_reason, success, error, final_report, input_tokens, output_tokens, cached_tokens, total_tokens, \
-     cost_usd, turns, finished_at, duration_ms, result, owner, acted_by) ";
+     cost_usd, turns, finished_at, duration_ms, result, owner, acted_by, key_id) ";
 pub const UPSERT_RUNS_END: &str = " ON CONFLICT (id) DO UPDATE SET status = excluded.status, \
      exit_reason = excluded.exit_reason, success = excluded.success, error = excluded.error, \
      final_report = excluded.final_report, input_tokens = excluded.input_tokens, \
@@ -140,7 +140,12 @@ macro_rules! impl_run_batch_store {
                             .push_bind(&entry.tool)
                             .push_bind(&entry.status)
                             .push_bind(at(entry.ts))
-                            .push_bind(sqlx::types::Json(&entry.entry));
+                            .push_bind(sqlx::types::Json(&entry.entry))
+                            .push_bind(entry.usage.input_tokens)
+                            .push_bind(entry.usage.output_tokens)
+                            .push_bind(entry.usage.cached_tokens)
+                            .push_bind(entry.usage.reasoning_tokens)
+                            .push_bind(entry.usage.cost_usd);
                     });
                     insert.push(runs::INSERT_ACCOUNTING_END);
                     insert.build().execute(&mut **tx).await?;
@@ -188,7 +193,8 @@ macro_rules! impl_run_batch_store {
                             .push_bind(end.duration_ms)
                             .push_bind(end.result)
                             .push_bind(&run.owner)
-                            .push_bind(&run.acted_by);
+                            .push_bind(&run.acted_by)
+                            .push_bind(&run.key_id);
                     });
                     upsert.push(UPSERT_RUNS_END);
                     upsert.build().execute(&mut **tx).await?;

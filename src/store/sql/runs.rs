@@ -77,11 +77,13 @@ where
 }
 
 /// Followed by the VALUES rows; a repeated `(run_id, idx)` is skipped so a retry cannot duplicate.
-pub const INSERT_ACCOUNTING: &str =
-    "INSERT INTO run_accounting (run_id, idx, type, provider, model, tool, status, ts, entry) ";
+pub const INSERT_ACCOUNTING: &str = "INSERT INTO run_accounting (run_id, idx, type, provider, \
+     model, tool, status, ts, entry, input_tokens, output_tokens, cached_tokens, reasoning_tokens, \
+     cost_usd) ";
 pub const INSERT_ACCOUNTING_END: &str = " ON CONFLICT (run_id, idx) DO NOTHING";
 
-pub const SELECT_ACCOUNTING: &str = "SELECT type, provider, model, tool, status, ts, entry \
+pub const SELECT_ACCOUNTING: &str = "SELECT type, provider, model, tool, status, ts, entry, \
+     input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd \
      FROM run_accounting WHERE run_id = $1 ORDER BY idx";
 
 #[derive(sqlx::FromRow)]
@@ -147,6 +149,11 @@ pub struct AccountingRow {
     status: String,
     ts: DateTime<Utc>,
     entry: Json<JsonText>,
+    input_tokens: i64,
+    output_tokens: i64,
+    cached_tokens: i64,
+    reasoning_tokens: i64,
+    cost_usd: f64,
 }
 
 impl From<AccountingRow> for AccountingRecord {
@@ -159,6 +166,13 @@ impl From<AccountingRow> for AccountingRecord {
             status: row.status,
             ts: row.ts,
             entry: row.entry.0,
+            usage: crate::store::EntryUsage {
+                input_tokens: row.input_tokens,
+                output_tokens: row.output_tokens,
+                cached_tokens: row.cached_tokens,
+                reasoning_tokens: row.reasoning_tokens,
+                cost_usd: row.cost_usd,
+            },
         }
     }
 }

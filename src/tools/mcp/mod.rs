@@ -202,7 +202,14 @@ impl McpServer {
         arguments: serde_json::Map<String, Value>,
     ) -> ToolOutcome {
         let _slot = self.queue.acquire().await;
-        let request = CallToolRequestParams::new(mcp_name).with_arguments(arguments);
+        let mut request = CallToolRequestParams::new(mcp_name).with_arguments(arguments);
+        // The run's trace continues in the server (`_meta.traceparent`, SEP-414).
+        let trace = crate::telemetry::genai::current_meta();
+        if !trace.is_empty() {
+            request.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
+                trace,
+            )));
+        }
         match connection.peer.call_tool_once(request).await {
             Ok(CallToolResponse::Complete(result)) => outcome_of(result),
             Ok(_) => ToolOutcome::Failed(

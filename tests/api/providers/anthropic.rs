@@ -73,7 +73,8 @@ async fn thinking_text_parallel_tools_and_cache_usage_decode_from_split_events()
             input_tokens: 1212,
             output_tokens: 34,
             cached_tokens: 1000,
-            cache_write_tokens: 200
+            cache_write_tokens: 200,
+            reasoning_tokens: 0
         }),
         "input counts the cached and cache-written prompt too"
     );

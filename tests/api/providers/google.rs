@@ -66,7 +66,8 @@ async fn thoughts_text_function_calls_and_usage_decode_from_split_frames() {
             input_tokens: 50,
             output_tokens: 20,
             cached_tokens: 16,
-            cache_write_tokens: 0
+            cache_write_tokens: 0,
+            reasoning_tokens: 0
         })
     );
     let sent = &mock.received()[0];

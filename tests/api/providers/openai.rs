@@ -59,7 +59,8 @@ async fn text_reasoning_and_usage_survive_splits_inside_json_and_utf8() {
             input_tokens: 30,
             output_tokens: 12,
             cached_tokens: 8,
-            cache_write_tokens: 3
+            cache_write_tokens: 3,
+            reasoning_tokens: 0
         })
     );
     let sent = &mock.received()[0];

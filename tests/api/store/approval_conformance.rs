@@ -24,6 +24,7 @@ async fn running_run(store: &dyn agentd::store::Store, id: &str) {
                 created_at: at(1),
                 owner: Some("replica-a".into()),
                 acted_by: None,
+                key_id: None,
             },
             outcome: None,
         }],

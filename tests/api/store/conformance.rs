@@ -66,6 +66,7 @@ pub(super) fn new_run(id: &str, user: Option<&str>) -> NewRun {
         created_at: at(0),
         owner: None,
         acted_by: None,
+        key_id: None,
     }
 }
 
@@ -96,6 +97,7 @@ pub(super) fn outcome() -> RunOutcome {
                 status: "failed".into(),
                 ts: at(1),
                 entry: json!({"type": "llm", "status": "failed", "error": "HTTP 500"}).into(),
+                usage: Default::default(),
             },
             AccountingRecord {
                 entry_type: "tool".into(),
@@ -105,6 +107,7 @@ pub(super) fn outcome() -> RunOutcome {
                 status: "ok".into(),
                 ts: at(2),
                 entry: json!({"type": "tool", "mcpServer": "time", "command": "now"}).into(),
+                usage: Default::default(),
             },
         ],
     }

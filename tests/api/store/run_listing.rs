@@ -16,6 +16,7 @@ fn run(id: &str, user: Option<&str>, agent: &str, created: i64, finished: bool) 
             created_at: at(created),
             owner: None,
             acted_by: None,
+            key_id: None,
         },
         outcome: finished.then(outcome),
     }
