@@ -17,6 +17,7 @@
 //! | [`secrets`] | users' tool secrets: sealed with `secrets.key` (ChaCha20-Poly1305) into the store, opened for `${caller.secret.NAME}` |
 //! | [`vocabulary`] | the run's words every layer shares without depending on the others: why a run ended ([`vocabulary::ExitReason`]) and where it stands ([`vocabulary::RunStatus`]); the store keeps their names |
 //! | [`library`] | agentd as a library (SPEC §16): [`library::Agent`] from a file, a string or a builder; `run` for an `AgentResult`, `stream` for its events, an observer for callbacks; no I/O of its own |
+//! | [`audit`] | the append-only, hash-chained audit log: who did what (keys, secrets, approvals, cancels, reloads, erasures, admin reads), its verification |
 //! | [`json_text`], [`nul_text`] | JSON kept as its text; what happens to NUL characters |
 //! | [`tls`] | the TLS crypto provider (rustls with ring) every HTTPS and PostgreSQL client uses |
 //! | [`cli`] | the `agentd` command line; `main.rs` only calls [`cli::main`] |

@@ -61,15 +61,18 @@ pub fn parse_time(value: &str, param: &str) -> Result<DateTime<Utc>, ApiError> {
 /// Optional `from` and `to` bounds of a range.
 pub type TimeRange = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
 
-/// Parses optional `from` / `to` bounds and checks `from` is before `to`.
+/// Parses optional `from` / `to` bounds (an empty value, as forms send, is no bound). A `to`
+/// at or before `from` is an empty range: it selects nothing (the answer is empty, not an
+/// error, as with any range that holds no row).
 pub fn time_range(from: Option<&str>, to: Option<&str>) -> Result<TimeRange, ApiError> {
-    let from = from.map(|value| parse_time(value, "from")).transpose()?;
-    let to = to.map(|value| parse_time(value, "to")).transpose()?;
-    if let (Some(from), Some(to)) = (from, to)
-        && from >= to
-    {
-        return Err(ApiError::invalid_request("`from` must be before `to`").with_param("from"));
-    }
+    let bound = |value: Option<&str>, param: &str| {
+        value
+            .filter(|value| !value.is_empty())
+            .map(|value| parse_time(value, param))
+            .transpose()
+    };
+    let from = bound(from, "from")?;
+    let to = bound(to, "to")?;
     Ok((from, to))
 }
 
@@ -87,15 +90,18 @@ fn require_admin(caller: &Caller) -> Result<(), ApiError> {
 pub struct AuditQuery {
     /// Rows at or after this time (RFC 3339, or a day `YYYY-MM-DD`).
     #[serde(default)]
+    #[param(format = DateTime)]
     pub from: Option<String>,
     /// Rows before this time (RFC 3339, or a day `YYYY-MM-DD`).
     #[serde(default)]
+    #[param(format = DateTime)]
     pub to: Option<String>,
     /// Rows whose actor is this user id or key id.
     #[serde(default)]
     pub actor: Option<String>,
     /// Rows of this action (`secret.set`, `approval.decided`, `run.cancelled`, …).
     #[serde(default)]
+    #[param(value_type = Option<AuditAction>)]
     pub action: Option<String>,
     /// Rows after this row number (the `x-agentd-next-after` of the previous page).
     #[serde(default)]
@@ -110,7 +116,7 @@ pub struct AuditQuery {
 impl AuditQuery {
     fn filter(&self) -> Result<(AuditFilter, u32), ApiError> {
         let (from, to) = time_range(self.from.as_deref(), self.to.as_deref())?;
-        if let Some(action) = &self.action
+        if let Some(action) = self.action.as_deref().filter(|action| !action.is_empty())
             && AuditAction::parse(action).is_none()
         {
             let known: Vec<&str> = AuditAction::ALL.iter().map(|a| a.as_str()).collect();
@@ -135,7 +141,7 @@ impl AuditQuery {
             from,
             to,
             actor: self.actor.clone(),
-            action: self.action.clone(),
+            action: self.action.clone().filter(|action| !action.is_empty()),
             after_seq,
             limit: STORE_PAGE,
         };
@@ -380,6 +386,6 @@ mod tests {
         assert!(parse_time("2026-01-31T12:00:00Z", "from").is_ok());
         let error = parse_time("yesterday", "to").err();
         assert_eq!(error.and_then(|e| e.param), Some("to".to_string()));
-        assert!(time_range(Some("2026-02-01"), Some("2026-01-01")).is_err());
+        assert!(time_range(Some("2026-02-01"), Some("2026-01-01")).is_ok());
     }
 }

@@ -54,9 +54,11 @@ pub struct UsageParams {
     /// Runs created at or after this time (RFC 3339 or `YYYY-MM-DD`); 30 days before `to` by
     /// default.
     #[serde(default)]
+    #[param(format = DateTime)]
     pub from: Option<String>,
     /// Runs created before this time (RFC 3339 or `YYYY-MM-DD`); now by default.
     #[serde(default)]
+    #[param(format = DateTime)]
     pub to: Option<String>,
     /// Admins: only this user's runs.
     #[serde(default)]
@@ -143,9 +145,6 @@ pub async fn usage(
     let (from, to) = time_range(params.from.as_deref(), params.to.as_deref())?;
     let to = to.unwrap_or_else(Utc::now);
     let from = from.unwrap_or(to - Duration::days(DEFAULT_DAYS));
-    if from >= to {
-        return Err(ApiError::invalid_request("`from` must be before `to`").with_param("from"));
-    }
     let group_by = params.group_by.unwrap_or_default();
     let query = UsageQuery {
         group: group_by.into(),
