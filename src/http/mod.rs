@@ -21,6 +21,7 @@ mod ops;
 mod responses;
 mod runs;
 mod secrets;
+mod shared;
 mod sse;
 mod ui_stream;
 mod web;
