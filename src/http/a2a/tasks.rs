@@ -255,3 +255,42 @@ impl Translator for TaskTranslator {
         out.push(self.frame(&failed));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::shared::goldens::{self, RUN_ID};
+    use crate::vocabulary::RunStatus;
+
+    fn running() -> RunRecord {
+        RunRecord {
+            id: RUN_ID.into(),
+            agent: "helper".into(),
+            user_id: Some("ada".into()),
+            conversation_id: Some("conv-1".into()),
+            status: RunStatus::Running,
+            exit_reason: None,
+            success: None,
+            error: None,
+            final_report: None,
+            input_tokens: 0,
+            output_tokens: 0,
+            cached_tokens: 0,
+            total_tokens: 0,
+            cost_usd: 0.0,
+            turns: 0,
+            created_at: chrono::DateTime::UNIX_EPOCH,
+            finished_at: None,
+            duration_ms: None,
+            result: None,
+            owner: None,
+            acted_by: None,
+        }
+    }
+
+    #[test]
+    fn every_stored_run_streams_as_golden_a2a_task_updates() {
+        goldens::each("a2a", || TaskTranslator::new(&running(), Dialect::V1));
+        goldens::each("a2a_v03", || TaskTranslator::new(&running(), Dialect::V03));
+    }
+}

@@ -428,3 +428,16 @@ impl UiRender for AgUi {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::shared::goldens::{self, RUN_ID};
+
+    #[test]
+    fn every_stored_run_streams_as_golden_ag_ui_events() {
+        goldens::each("ag_ui", || {
+            UiFrames::new(RUN_ID, AgUi::new("thread-1".into(), "run-1".into()))
+        });
+    }
+}

@@ -231,3 +231,14 @@ impl UiRender for UiMessageStream {
         out.push(Frame::data("[DONE]"));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::shared::goldens::{self, RUN_ID};
+
+    #[test]
+    fn every_stored_run_streams_as_a_golden_ui_message_stream() {
+        goldens::each("ai_sdk", || UiFrames::new(RUN_ID, UiMessageStream));
+    }
+}

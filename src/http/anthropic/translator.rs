@@ -198,3 +198,19 @@ impl Translator for MessagesTranslator {
         out.push(error_frame(&AnthropicError(ApiError::internal())));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::shared::goldens;
+
+    #[test]
+    fn every_stored_run_streams_as_golden_anthropic_events() {
+        goldens::each("anthropic", || {
+            MessagesTranslator::new(Reply {
+                id: "msg_r".into(),
+                model: "helper".into(),
+            })
+        });
+    }
+}

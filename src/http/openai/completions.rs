@@ -266,6 +266,14 @@ mod tests {
     }
 
     #[test]
+    fn every_stored_run_streams_as_golden_text_completion_frames() {
+        use crate::http::shared::goldens::{self, RUN_ID};
+        goldens::each("completions", || {
+            super::super::CompletionTranslator::new(frames(true), RUN_ID, false)
+        });
+    }
+
+    #[test]
     fn one_prompt_is_taken() {
         assert_eq!(prompt_of(&Prompt::Text("hi".into())).expect("text"), "hi");
         assert_eq!(

@@ -910,6 +910,15 @@ mod tests {
     }
 
     #[test]
+    fn every_stored_run_streams_as_golden_chat_completion_chunks() {
+        use crate::http::shared::goldens::{self, RUN_ID};
+        goldens::each("chat_completions", || {
+            let reply = Completion::new("chatcmpl-r".into(), "helper".into(), 7, true, 0);
+            CompletionTranslator::new(reply, RUN_ID, true)
+        });
+    }
+
+    #[test]
     fn history_and_prompt_are_split() {
         let messages = parse(json!([
             {"role": "system", "content": "be brief"},

@@ -654,3 +654,32 @@ pub async fn input_items(
         data,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::shared::drive::translate_all;
+    use crate::http::shared::goldens::{self, RUN_ID};
+
+    fn projector() -> ResponseProjector {
+        let body: CreateResponse =
+            serde_json::from_value(json!({"model": "helper", "input": "hi"})).expect("body");
+        let mut echo = ResponseEcho::of(&body);
+        echo.created_at = 0;
+        ResponseProjector::new(echo.object(&response_id_of(RUN_ID)), RUN_ID, 0)
+    }
+
+    #[test]
+    fn every_stored_run_streams_as_golden_response_events() {
+        goldens::each("responses", projector);
+    }
+
+    #[test]
+    fn every_stored_run_answers_a_golden_response_object() {
+        for (name, events) in goldens::fixtures() {
+            let mut projector = projector();
+            translate_all(&mut projector, &events);
+            insta::assert_json_snapshot!(format!("responses_body__{name}"), projector.response());
+        }
+    }
+}

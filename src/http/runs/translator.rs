@@ -40,3 +40,14 @@ impl Translator for RunsTranslator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::shared::goldens;
+
+    #[test]
+    fn every_stored_run_streams_as_its_golden_stored_events() {
+        goldens::each("runs", || RunsTranslator::new(0));
+    }
+}

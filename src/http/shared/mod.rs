@@ -4,3 +4,5 @@
 //! and from the modules of the whole server (errors, auth, SSE).
 
 pub mod drive;
+#[cfg(test)]
+pub mod goldens;
