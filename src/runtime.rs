@@ -53,7 +53,7 @@ pub use conversation::{
     CLIENT_CONVERSATION_ID_RULE, ConversationTurn, MAX_CLIENT_CONVERSATION_ID_CHARS,
     is_client_conversation_id,
 };
-pub use follow::{CancelMode, CancelOutcome, FollowError, FollowedEvent};
+pub use follow::{CancelMode, CancelOutcome, FollowError};
 pub use ownership::ReplicaIdentity;
 pub use pipeline::{RunHandle, RunSubmission, StartError};
 pub use reload::{ReloadError, ReloadReport};

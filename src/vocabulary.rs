@@ -1,8 +1,12 @@
-//! The run's vocabulary (SPEC §4.2): why a run ended and where it stands. A leaf module with no
+//! The run's vocabulary (SPEC §4.2): its events ([`events`]), why a run ended and where it stands. A leaf module with no
 //! dependency on the rest of the crate, so the store, the cache, the limits, the agent and every
 //! headend speak the same typed words; the store keeps their names as text.
 
 use serde::{Deserialize, Serialize};
+
+pub mod events;
+
+pub use events::{AgentEvent, RunEvent};
 
 /// Why a run ended (SPEC §4.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -25,6 +25,7 @@ pub struct FinalReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Value>,
     /// Unix milliseconds when the report was captured.
+    #[serde(default)]
     pub ts: i64,
 }
 

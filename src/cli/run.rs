@@ -118,6 +118,7 @@ pub(super) async fn run(options: RunArgs) -> Result<u8, Failure> {
     let mut progress = Progress::new(!options.json);
     let approver = Approver::new(&options);
     while let Some(event) = handle.events.recv().await {
+        let event = event.event;
         progress.show(&event);
         if let AgentEvent::ApprovalRequested(waiting) = &event {
             progress.finish();

@@ -22,6 +22,7 @@ mod ops;
 mod responses;
 mod runs;
 mod secrets;
+mod shared;
 mod sse;
 mod ui_stream;
 mod usage;

@@ -3,20 +3,19 @@
 //! grow and close, steps, tool calls with their results, approvals, and the run's end. Each
 //! protocol only renders these parts as its own frames; none of them reads run events itself.
 //!
-//! The translator works on an event's type and JSON data, the form both a live
-//! [`AgentEvent`](crate::agent::AgentEvent) and a stored event have, so a resumed stream goes
-//! through the same code as a live one. It never fails: an event it cannot read is skipped.
+//! The translator reads typed [`AgentEvent`]s, the form both a live event and a stored one take
+//! ([`RunEvent`]), so a resumed stream goes through the same code as a live one. It never fails.
 
-use std::sync::Arc;
-
-use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 
 use crate::agent::AgentEvent;
-use crate::config::OnDisconnect;
-use crate::llm::ToolCall;
-use crate::runtime::{FollowError, FollowedEvent, RunHandle, Runtime};
-use tokio_util::sync::DropGuard;
+use crate::agent::events::{
+    ApprovalDecided, ApprovalRequested, RunStarted, TextDelta, ToolFinished, ToolStarted,
+    TurnStarted,
+};
+use crate::agent::result::RunSummary;
+use crate::http::shared::drive::{Frame, StreamEnd, Translator};
+use crate::vocabulary::{RunEvent, RunStatus};
 
 /// One thing a UI protocol shows, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,26 +147,28 @@ impl UiTranslator {
         self.finished
     }
 
-    /// The parts one event (its SPEC §4.2 type and data) becomes.
-    pub fn translate(&mut self, kind: &str, data: &Value) -> Vec<UiPart> {
+    /// The parts one event becomes.
+    pub fn translate(&mut self, event: &AgentEvent) -> Vec<UiPart> {
         let mut parts = Vec::new();
         if self.finished {
             return parts;
         }
-        match kind {
-            "run.started" => self.run_started(data, &mut parts),
-            "turn.started" => self.turn_started(data, &mut parts),
-            "output" => self.delta(OpenBlock::Text, data, &mut parts),
-            "thinking" => self.delta(OpenBlock::Reasoning, data, &mut parts),
-            "progress" => parts.push(UiPart::Progress(data.clone())),
-            "tool.started" => self.tool_started(data, &mut parts),
-            "tool.finished" => self.tool_finished(data, &mut parts),
-            "tool.approval_requested" => self.approval_requested(data, &mut parts),
-            "tool.approval_decided" => self.approval_decided(data, &mut parts),
-            "final_report" => self.answer = text(data, "content"),
-            "error" => self.last_error = text(data, "message"),
-            "run.finished" => self.run_finished(data, &mut parts),
-            _ => {}
+        match event {
+            AgentEvent::RunStarted(started) => self.run_started(started, &mut parts),
+            AgentEvent::TurnStarted(turn) => self.turn_started(turn, &mut parts),
+            AgentEvent::Output(delta) => self.delta(OpenBlock::Text, delta, &mut parts),
+            AgentEvent::Thinking(delta) => self.delta(OpenBlock::Reasoning, delta, &mut parts),
+            AgentEvent::Progress(progress) => parts.push(UiPart::Progress(
+                serde_json::to_value(progress).unwrap_or(Value::Null),
+            )),
+            AgentEvent::ToolStarted(tool) => self.tool_started(tool, &mut parts),
+            AgentEvent::ToolFinished(tool) => self.tool_finished(tool, &mut parts),
+            AgentEvent::ApprovalRequested(waiting) => self.approval_requested(waiting, &mut parts),
+            AgentEvent::ApprovalDecided(decided) => self.approval_decided(decided, &mut parts),
+            AgentEvent::FinalReport(report) => self.answer = report.content.clone(),
+            AgentEvent::Error(error) => self.last_error = Some(error.message.clone()),
+            AgentEvent::RunFinished(summary) => self.run_finished(summary, &mut parts),
+            AgentEvent::Accounting(_) => {}
         }
         parts
     }
@@ -204,18 +205,16 @@ impl UiTranslator {
         parts
     }
 
-    fn run_started(&mut self, data: &Value, parts: &mut Vec<UiPart>) {
-        if let Some(run_id) = text(data, "run_id") {
-            self.run_id = run_id;
-        }
+    fn run_started(&mut self, started: &RunStarted, parts: &mut Vec<UiPart>) {
+        self.run_id.clone_from(&started.run_id);
         parts.push(UiPart::RunStarted {
             run_id: self.run_id.clone(),
-            conversation_id: text(data, "conversation_id"),
+            conversation_id: started.conversation_id.clone(),
         });
     }
 
-    fn turn_started(&mut self, data: &Value, parts: &mut Vec<UiPart>) {
-        let step = data.get("turn").and_then(Value::as_u64).unwrap_or(1);
+    fn turn_started(&mut self, turn: &TurnStarted, parts: &mut Vec<UiPart>) {
+        let step = u64::from(turn.turn);
         if self.step == Some(step) {
             // A retried attempt of the same turn stays in its step.
             return;
@@ -225,17 +224,9 @@ impl UiTranslator {
         parts.push(UiPart::StepStarted { step });
     }
 
-    fn delta(&mut self, block: OpenBlock, data: &Value, parts: &mut Vec<UiPart>) {
-        let Some(delta) = text(data, "text") else {
-            return;
-        };
-        let replace = data.get("replace").and_then(Value::as_bool) == Some(true);
+    fn delta(&mut self, block: OpenBlock, delta: &TextDelta, parts: &mut Vec<UiPart>) {
         // An append-only client sees a replacing retry after a blank line.
-        let delta = if replace {
-            format!("\n\n{delta}")
-        } else {
-            delta
-        };
+        let delta = delta.appended_text().into_owned();
         if delta.is_empty() {
             return;
         }
@@ -286,40 +277,47 @@ impl UiTranslator {
         }
     }
 
-    fn tool_started(&mut self, data: &Value, parts: &mut Vec<UiPart>) {
-        let parent_message_id = match &self.open {
+    /// The open text message, which a tool call follows.
+    fn open_text(&self) -> Option<String> {
+        match &self.open {
             Some((OpenBlock::Text, id)) => Some(id.clone()),
             _ => None,
-        };
+        }
+    }
+
+    fn tool_started(&mut self, tool: &ToolStarted, parts: &mut Vec<UiPart>) {
+        let parent_message_id = self.open_text();
         self.close_block(parts);
         parts.push(UiPart::ToolCall {
-            call_id: text(data, "call_id").unwrap_or_default(),
-            tool: text(data, "tool").unwrap_or_default(),
-            arguments: data.get("arguments").cloned().unwrap_or(Value::Null),
+            call_id: tool.call_id.clone(),
+            tool: tool.tool.clone(),
+            arguments: tool.arguments.clone(),
             parent_message_id,
         });
     }
 
-    fn tool_finished(&mut self, data: &Value, parts: &mut Vec<UiPart>) {
-        let failed = text(data, "status").as_deref() == Some("failed");
+    fn tool_finished(&mut self, tool: &ToolFinished, parts: &mut Vec<UiPart>) {
+        let failed = tool.status == "failed";
         let error = failed.then(|| {
-            text(data, "error").unwrap_or_else(|| "The tool failed without saying why".into())
+            tool.error
+                .clone()
+                .unwrap_or_else(|| "The tool failed without saying why".into())
         });
         parts.push(UiPart::ToolResult {
-            call_id: text(data, "call_id").unwrap_or_default(),
-            output: text(data, "output").unwrap_or_default(),
+            call_id: tool.call_id.clone(),
+            output: tool.output.clone(),
             error,
         });
     }
 
-    fn approval_requested(&mut self, data: &Value, parts: &mut Vec<UiPart>) {
+    fn approval_requested(&mut self, waiting: &ApprovalRequested, parts: &mut Vec<UiPart>) {
         self.close_block(parts);
         let approval = PendingApproval {
             run_id: self.run_id.clone(),
-            call_id: text(data, "call_id").unwrap_or_default(),
-            tool: text(data, "tool").unwrap_or_default(),
-            arguments: data.get("arguments").cloned().unwrap_or(Value::Null),
-            expires_at: text(data, "expires_at"),
+            call_id: waiting.call_id.clone(),
+            tool: waiting.tool.clone(),
+            arguments: waiting.arguments.clone(),
+            expires_at: Some(waiting.expires_at.clone()),
         };
         parts.push(UiPart::ApprovalRequested {
             call_id: approval.call_id.clone(),
@@ -330,178 +328,133 @@ impl UiTranslator {
         self.pending.push(approval);
     }
 
-    fn approval_decided(&mut self, data: &Value, parts: &mut Vec<UiPart>) {
-        let call_id = text(data, "call_id").unwrap_or_default();
-        self.pending.retain(|p| p.call_id != call_id);
+    fn approval_decided(&mut self, decided: &ApprovalDecided, parts: &mut Vec<UiPart>) {
+        self.pending.retain(|p| p.call_id != decided.call_id);
         parts.push(UiPart::ApprovalDecided {
-            call_id,
-            decision: text(data, "decision").unwrap_or_default(),
+            call_id: decided.call_id.clone(),
+            decision: decided.decision.clone(),
         });
     }
 
-    fn run_finished(&mut self, data: &Value, parts: &mut Vec<UiPart>) {
-        let parent_message_id = match &self.open {
-            Some((OpenBlock::Text, id)) => Some(id.clone()),
-            _ => None,
-        };
+    fn run_finished(&mut self, summary: &RunSummary, parts: &mut Vec<UiPart>) {
+        let parent_message_id = self.open_text();
         self.close_block(parts);
         // Client tools (SPEC §9.2): the calls the client is to run end the run, without results.
-        let client_calls = data.get("client_tool_calls").and_then(Value::as_array);
-        let client_calls = client_calls
-            .into_iter()
-            .flatten()
-            .filter_map(|call| serde_json::from_value::<ToolCall>(call.clone()).ok());
-        for call in client_calls {
+        for call in &summary.client_tool_calls {
             parts.push(UiPart::ToolCall {
-                call_id: call.id,
-                tool: call.name,
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
                 arguments: serde_json::from_str(&call.arguments)
-                    .unwrap_or(Value::String(call.arguments)),
+                    .unwrap_or_else(|_| Value::String(call.arguments.clone())),
                 parent_message_id: parent_message_id.clone(),
             });
         }
         self.close_step(parts);
-        let usage = data.get("usage");
-        let count = |field: &str| {
-            usage
-                .and_then(|u| u.get(field))
-                .and_then(Value::as_u64)
-                .unwrap_or(0)
-        };
-        let status = text(data, "status").unwrap_or_else(|| "failed".into());
-        let error = (status == "failed").then(|| {
-            text(data, "error")
+        let failed = summary.status == RunStatus::Failed;
+        let error = failed.then(|| {
+            summary
+                .error
+                .clone()
                 .or_else(|| self.last_error.clone())
                 .unwrap_or_else(|| "The run failed".into())
         });
         self.finished = true;
         parts.push(UiPart::Finished(RunEnd {
-            status,
-            exit_reason: text(data, "exit_reason").unwrap_or_default(),
+            status: summary.status.as_str().to_string(),
+            exit_reason: summary.exit_reason.as_str().to_string(),
             error,
             answer: self.answer.take(),
-            input_tokens: count("input_tokens"),
-            output_tokens: count("output_tokens"),
-            total_tokens: count("total_tokens"),
-            cost_usd: data.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0),
+            input_tokens: summary.usage.input_tokens,
+            output_tokens: summary.usage.output_tokens,
+            total_tokens: summary.usage.total_tokens,
+            cost_usd: summary.cost_usd,
             pending_approvals: std::mem::take(&mut self.pending),
         }));
     }
 }
 
-/// One run event as the UI protocols read it: its SPEC §4.2 type and JSON data.
-pub type RunEventJson = (String, Value);
+/// How a UI protocol writes its parts.
+pub trait UiRender: Send + 'static {
+    /// The frames of one part.
+    fn render(&self, part: UiPart, out: &mut Vec<Frame>);
 
-/// The events of a run this request started, until `run.finished`; a client that leaves
-/// cancels the run unless `on_disconnect` lets it continue.
-pub fn live_events(
-    handle: RunHandle,
-    on_disconnect: OnDisconnect,
-) -> impl Stream<Item = RunEventJson> + Send + 'static {
-    async_stream::stream! {
-        let _cancel_on_drop = (on_disconnect == OnDisconnect::Cancel).then(|| handle.abort_on_drop());
-        let mut events = handle.events;
-        while let Some(event) = events.recv().await {
-            let finished = matches!(event, AgentEvent::RunFinished(_));
-            let data = serde_json::from_str(event.data().as_str()).unwrap_or(Value::Null);
-            yield (event.kind().to_string(), data);
-            if finished {
-                return;
-            }
+    /// The frames after the last part.
+    fn close(&self, _out: &mut Vec<Frame>) {}
+}
+
+/// The translator of a UI protocol: a run's events as [`UiPart`]s, rendered by `R`.
+pub struct UiFrames<R: UiRender> {
+    parts: UiTranslator,
+    render: R,
+    /// Parts shown before any event (a resumed run's start).
+    prelude: Vec<UiPart>,
+}
+
+impl<R: UiRender> UiFrames<R> {
+    pub fn new(run_id: impl Into<String>, render: R) -> Self {
+        Self {
+            parts: UiTranslator::new(run_id),
+            render,
+            prelude: Vec::new(),
+        }
+    }
+
+    /// Shows `part` before the first event.
+    pub fn starting_with(mut self, part: UiPart) -> Self {
+        self.prelude.push(part);
+        self
+    }
+
+    fn render_all(&self, parts: Vec<UiPart>, out: &mut Vec<Frame>) {
+        for part in parts {
+            self.render.render(part, out);
         }
     }
 }
 
-/// A run's stored events after `after`, then live ones, until `run.finished` (any replica);
-/// a failure to read them ends the stream with an `error` event saying so.
-pub fn followed_events(
-    runtime: &Arc<Runtime>,
-    run_id: String,
-    after: i64,
-) -> impl Stream<Item = RunEventJson> + Send + 'static + use<> {
-    runtime.follow_run_events(run_id, after).map(event_json)
-}
+impl<R: UiRender> Translator for UiFrames<R> {
+    fn open(&mut self, out: &mut Vec<Frame>) {
+        let prelude = std::mem::take(&mut self.prelude);
+        self.render_all(prelude, out);
+    }
 
-/// Like [`followed_events`], up to the run's end or its next wait for approvals
-/// ([`Runtime::follow_until_wait`]): the stream of a protocol whose answer ends at the wait
-/// (then [`UiTranslator::end_of_stream`] shows the pending calls). `abort_guard` (a client that
-/// leaves cancels the run) goes with the stream, unless the stream ended at a wait.
-pub fn stretch_events(
-    runtime: &Arc<Runtime>,
-    run_id: String,
-    after: i64,
-    abort_guard: Option<DropGuard>,
-) -> impl Stream<Item = RunEventJson> + Send + 'static + use<> {
-    let events = runtime.follow_until_wait(run_id, after);
-    async_stream::stream! {
-        let mut abort_guard = abort_guard;
-        let mut waiting = false;
-        futures_util::pin_mut!(events);
-        while let Some(event) = events.next().await {
-            let (kind, data) = event_json(event);
-            waiting = kind == "tool.approval_requested";
-            let finished = kind == "run.finished";
-            yield (kind, data);
-            if finished {
-                return;
-            }
-        }
-        if waiting {
-            drop(abort_guard.take().map(DropGuard::disarm));
+    fn event(&mut self, event: &RunEvent, out: &mut Vec<Frame>) {
+        let parts = self.parts.translate(&event.event);
+        self.render_all(parts, out);
+        if self.parts.is_finished() {
+            self.render.close(out);
         }
     }
-}
 
-fn event_json(event: Result<FollowedEvent, FollowError>) -> RunEventJson {
-    match event {
-        Ok(event) => (
-            event.kind.to_string(),
-            serde_json::from_str(event.data.as_str()).unwrap_or(Value::Null),
-        ),
-        Err(error) => (
-            "error".to_string(),
-            serde_json::json!({"code": "follow_failed", "message": error.to_string()}),
-        ),
+    fn is_finished(&self) -> bool {
+        self.parts.is_finished()
     }
-}
 
-/// The parts of a run's events, closed by [`UiTranslator::end_of_stream`] when the events stop
-/// before the run's end.
-pub fn ui_parts(
-    run_id: String,
-    events: impl Stream<Item = RunEventJson> + Send + 'static,
-) -> impl Stream<Item = UiPart> + Send + 'static {
-    async_stream::stream! {
-        let mut translator = UiTranslator::new(run_id);
-        futures_util::pin_mut!(events);
-        while let Some((kind, data)) = events.next().await {
-            for part in translator.translate(&kind, &data) {
-                yield part;
-            }
-            if translator.is_finished() {
-                return;
-            }
+    fn end(&mut self, end: StreamEnd, out: &mut Vec<Frame>) {
+        if let StreamEnd::Failed(error) = end {
+            self.parts.last_error = Some(error.to_string());
         }
-        for part in translator.end_of_stream() {
-            yield part;
-        }
+        let parts = self.parts.end_of_stream();
+        self.render_all(parts, out);
+        self.render.close(out);
     }
-}
-
-fn text(data: &Value, field: &str) -> Option<String> {
-    data.get(field).and_then(Value::as_str).map(str::to_string)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocabulary::events::fixtures::event;
     use serde_json::json;
+
+    fn translate_one(translator: &mut UiTranslator, kind: &str, data: &Value) -> Vec<UiPart> {
+        translator.translate(&event(kind, data.clone()))
+    }
 
     fn translate_all(events: &[(&str, Value)]) -> Vec<UiPart> {
         let mut translator = UiTranslator::new("r");
         events
             .iter()
-            .flat_map(|(kind, data)| translator.translate(kind, data))
+            .flat_map(|(kind, data)| translate_one(&mut translator, kind, data))
             .collect()
     }
 
@@ -570,17 +523,22 @@ mod tests {
     #[test]
     fn a_failed_run_carries_the_last_error_and_nothing_follows_the_end() {
         let mut translator = UiTranslator::new("r");
-        translator.translate(
+        translate_one(
+            &mut translator,
             "error",
             &json!({"code": "llm_error", "message": "upstream 500"}),
         );
-        let parts = translator.translate("run.finished", &json!({"status": "failed"}));
+        let parts = translate_one(
+            &mut translator,
+            "run.finished",
+            &json!({"status": "failed"}),
+        );
         assert!(
             matches!(&parts[0], UiPart::Finished(end) if end.error.as_deref() == Some("upstream 500"))
         );
         assert!(
             translator
-                .translate("output", &json!({"text": "late"}))
+                .translate(&event("output", json!({"text": "late"})))
                 .is_empty()
         );
         assert!(translator.end_of_stream().is_empty());
@@ -614,7 +572,8 @@ mod tests {
     #[test]
     fn a_stream_that_pauses_for_approval_ends_waiting_with_the_pending_call() {
         let mut translator = UiTranslator::new("r");
-        translator.translate(
+        translate_one(
+            &mut translator,
             "tool.approval_requested",
             &json!({"call_id": "c1", "tool": "rm", "arguments": {"path": "/"}}),
         );

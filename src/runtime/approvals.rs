@@ -28,7 +28,7 @@ use super::live::ResumingGuard;
 use super::pipeline::{RunEnding, SessionStart, SessionTask};
 use super::run_events::Client;
 use crate::agent::approval::{Checkpoint, DecidedCall, Decision};
-use crate::agent::{AgentEvent, AgentResult, RunControl};
+use crate::agent::{AgentResult, RunControl};
 use crate::config::OnDisconnect;
 use crate::limits::LimitedKey;
 use crate::store::{
@@ -336,9 +336,8 @@ impl Runtime {
         tokio::pin!(events);
         let mut finished = false;
         while let Some(Ok(event)) = events.next().await {
-            finished = event.kind == "run.finished";
+            finished = event.is_run_finished();
             if let Some(listener) = &client
-                && let Some(event) = AgentEvent::from_stored(&event.kind, event.data.as_str())
                 && !listener.pass(event).await
             {
                 client = None;

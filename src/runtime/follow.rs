@@ -14,7 +14,6 @@
 //! events were refused by the store, or it never had events of its own, as a sub-agent's run)
 //! its `final_report` and `run.finished`, as its session emitted them.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +25,7 @@ use crate::agent::events::ErrorEvent;
 use crate::agent::result::{RunStatus, RunSummary, UsageTotals};
 use crate::agent::{AgentResult, ExitReason};
 use crate::store::{JsonText, RunEventRecord, RunFilter, RunRecord, StoreError, whole_result};
+use crate::vocabulary::{AgentEvent, RunEvent};
 
 /// How long a follower of a run elsewhere waits for a wake before looking anyway.
 const SAFETY_POLL: Duration = Duration::from_secs(1);
@@ -34,8 +34,6 @@ const REPLAY_PAGE: u32 = 500;
 /// How long a just-started run is waited for before it counts as unknown.
 const RECENT_RUN_WAIT: Duration = Duration::from_secs(2);
 
-/// The event that ends every run's stream.
-const RUN_FINISHED: &str = "run.finished";
 /// How often a cancel looks for its run again: a waiting run that a decision resumed as the
 /// cancel tried to take it runs (and is found running) on the next look.
 const CANCEL_ATTEMPTS: usize = 3;
@@ -78,14 +76,6 @@ pub enum CancelOutcome {
     NotFound,
 }
 
-/// One event of a followed run.
-#[derive(Debug, Clone)]
-pub struct FollowedEvent {
-    pub seq: i64,
-    pub kind: Cow<'static, str>,
-    pub data: JsonText,
-}
-
 /// Why following a run stopped before its end.
 #[derive(Debug, thiserror::Error)]
 pub enum FollowError {
@@ -97,14 +87,14 @@ pub enum FollowError {
     ShuttingDown,
 }
 
-impl From<RunEventRecord> for FollowedEvent {
-    fn from(event: RunEventRecord) -> Self {
-        Self {
-            seq: event.seq,
-            kind: Cow::Owned(event.event_type),
-            data: event.data,
-        }
+/// A stored row as the event it is, parsed once here; a row this build cannot read (a kind a
+/// newer replica wrote) is passed over.
+fn stored_event(row: RunEventRecord) -> Option<RunEvent> {
+    let parsed = RunEvent::from_stored(row.seq, &row.event_type, row.data);
+    if parsed.is_none() {
+        tracing::warn!(seq = row.seq, kind = %row.event_type, "a stored run event cannot be read; passed over");
     }
+    parsed
 }
 
 impl Runtime {
@@ -216,7 +206,7 @@ impl Runtime {
         self: &Arc<Self>,
         run_id: String,
         after: i64,
-    ) -> impl Stream<Item = Result<FollowedEvent, FollowError>> + Send + 'static + use<> {
+    ) -> impl Stream<Item = Result<RunEvent, FollowError>> + Send + 'static + use<> {
         let runtime = self.clone();
         async_stream::stream! {
             let mut after = after;
@@ -231,9 +221,11 @@ impl Runtime {
                         }
                     };
                     let before = after;
-                    for event in page.into_iter().take_while(|e| e.seq <= live.base_seq()) {
-                        after = event.seq;
-                        yield Ok(event.into());
+                    for row in page.into_iter().take_while(|e| e.seq <= live.base_seq()) {
+                        after = row.seq;
+                        if let Some(event) = stored_event(row) {
+                            yield Ok(event);
+                        }
                     }
                     if after == before {
                         break;
@@ -284,10 +276,11 @@ impl Runtime {
                     }
                 };
                 let full_page = page.len() as u32 == REPLAY_PAGE;
-                for event in page {
-                    after = event.seq;
-                    let finished = event.event_type == RUN_FINISHED;
-                    yield Ok(event.into());
+                for row in page {
+                    after = row.seq;
+                    let Some(event) = stored_event(row) else { continue };
+                    let finished = event.is_run_finished();
+                    yield Ok(event);
                     if finished {
                         return;
                     }
@@ -333,28 +326,34 @@ impl Runtime {
 /// The end of the stream of a run stored as ended without a stored `run.finished`, numbered
 /// after `after`, from its stored result: `error` (why) and `run.finished` for a run ended
 /// `owner_lost`, else its `final_report` (if it has one) and `run.finished`.
-fn closing_frames(run: &RunRecord, after: i64) -> Vec<FollowedEvent> {
+fn closing_frames(run: &RunRecord, after: i64) -> Vec<RunEvent> {
     let summary = stored_summary(run);
-    let mut frames: Vec<(&'static str, JsonText)> = Vec::with_capacity(2);
+    let mut frames: Vec<(AgentEvent, JsonText)> = Vec::with_capacity(2);
     if summary.exit_reason == ExitReason::OwnerLost {
-        let error = ErrorEvent {
+        let error = AgentEvent::Error(ErrorEvent {
             code: ExitReason::OwnerLost.as_str().into(),
             message: run
                 .error
                 .clone()
                 .unwrap_or_else(|| "the agentd process running this run stopped".into()),
-        };
-        frames.push(("error", JsonText::of(&error)));
-    } else if let Some(report) = &run.final_report {
-        frames.push(("final_report", JsonText::of(report)));
+        });
+        let data = error.data();
+        frames.push((error, data));
+    } else if let Some(report) = &run.final_report
+        && let Ok(typed) = serde_json::from_value(report.clone())
+    {
+        // The stored text as it was stored, the event typed from it.
+        frames.push((AgentEvent::FinalReport(typed), JsonText::of(report)));
     }
-    frames.push((RUN_FINISHED, JsonText::of(&summary)));
+    let finished = AgentEvent::RunFinished(Box::new(summary));
+    let data = finished.data();
+    frames.push((finished, data));
     // `after` is the client's `Last-Event-ID` when nothing was stored after it: any number.
     (1..)
         .zip(frames)
-        .map(|(offset, (kind, data))| FollowedEvent {
+        .map(|(offset, (event, data))| RunEvent {
             seq: after.saturating_add(offset),
-            kind: Cow::Borrowed(kind),
+            event,
             data,
         })
         .collect()
@@ -394,17 +393,17 @@ fn stored_summary(run: &RunRecord) -> RunSummary {
     }
 }
 
-/// The live run's events after `after`; sets `finished` at `run.finished`.
-fn follow_live(live: &LiveRun, after: &mut i64, finished: &mut bool) -> Vec<FollowedEvent> {
+/// The live run's events after `after`, parsed from their text (the session's own client got
+/// them typed); sets `finished` at `run.finished`.
+fn follow_live(live: &LiveRun, after: &mut i64, finished: &mut bool) -> Vec<RunEvent> {
     let mut out = Vec::new();
     for event in live.events_after(*after) {
         *after = event.seq;
-        *finished |= event.kind == RUN_FINISHED;
-        out.push(FollowedEvent {
-            seq: event.seq,
-            kind: Cow::Borrowed(event.kind),
-            data: event.data,
-        });
+        let Some(event) = RunEvent::from_stored(event.seq, event.kind, event.data) else {
+            continue;
+        };
+        *finished |= event.is_run_finished();
+        out.push(event);
         if *finished {
             break;
         }
@@ -487,8 +486,8 @@ mod tests {
         }
     }
 
-    fn kinds(frames: &[FollowedEvent]) -> Vec<(i64, &str)> {
-        frames.iter().map(|f| (f.seq, f.kind.as_ref())).collect()
+    fn kinds(frames: &[RunEvent]) -> Vec<(i64, &str)> {
+        frames.iter().map(|f| (f.seq, f.kind())).collect()
     }
 
     #[test]

@@ -26,12 +26,13 @@ use super::{Runtime, run_events, session_span};
 use crate::agent::SessionRequest;
 use crate::agent::approval::{Checkpoint, DecidedCall, SessionEnd};
 use crate::agent::client_tools::ClientTools;
-use crate::agent::{AgentEvent, AgentResult, EventSink, RunControl, SamplingParams};
+use crate::agent::{AgentResult, EventSink, RunControl, SamplingParams};
 use crate::config::agent_file::{Finalization, Transport};
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::limits::{KeyReservation, LimitRefusal, LimitedKey};
 use crate::llm::ChatMessage;
 use crate::store::{NewRun, StoreError};
+use crate::vocabulary::RunEvent;
 
 /// The longest `requestId` kept: ids are stored for a day, so their size is bounded.
 pub const MAX_REQUEST_ID_CHARS: usize = 256;
@@ -152,7 +153,7 @@ pub struct RunHandle {
     pub conversation_id: Option<String>,
     /// The run's events in order; the n-th event received is the one stored with seq n (the SSE
     /// `id` of SPEC §4.2), so a stream resumed from the store continues where this one stopped.
-    pub events: mpsc::Receiver<AgentEvent>,
+    pub events: mpsc::Receiver<RunEvent>,
     /// `stop` asks for a graceful final turn, `abort` ends the run now.
     pub control: RunControl,
     /// The result, handed over once the run is recorded (and a conversation's answer saved).

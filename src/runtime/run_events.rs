@@ -16,10 +16,11 @@ use super::live::{LiveEvent, LiveRun};
 use crate::agent::AgentEvent;
 use crate::config::OnDisconnect;
 use crate::store::{NewRunEvent, RunRecorder};
+use crate::vocabulary::RunEvent;
 
 /// The headend a run's events go to, and what to do when it stops taking them.
 pub(super) struct Client {
-    pub events: mpsc::Sender<AgentEvent>,
+    pub events: mpsc::Sender<RunEvent>,
     /// How long a full channel may stay full before the client counts as gone
     /// (`server.writeTimeoutSeconds`).
     pub write_timeout: Duration,
@@ -32,7 +33,7 @@ pub(super) struct Client {
 impl Client {
     /// Passes `event` on; `false` once the client is gone (left, or stalled past the write
     /// timeout). The channel's room is tried first: only a full channel starts a timer.
-    pub(super) async fn pass(&self, event: AgentEvent) -> bool {
+    pub(super) async fn pass(&self, event: RunEvent) -> bool {
         let event = match self.events.try_send(event) {
             Ok(()) => return true,
             Err(TrySendError::Closed(_)) => return false,
@@ -103,27 +104,31 @@ pub(super) async fn tee(
     let mut listener = Some(client);
     let mut seq = first_seq;
     let mut burst = Vec::with_capacity(8);
+    // The burst numbered: what the client gets, typed, with the text the store keeps.
+    let mut numbered: Vec<RunEvent> = Vec::with_capacity(8);
     while from_session.recv_many(&mut burst, BURST).await > 0 {
         merge_queued_deltas(&mut burst);
         let ts = chrono::Utc::now();
-        let mut followed = Vec::with_capacity(burst.len());
-        let mut records: Vec<_> = burst
+        numbered.extend(burst.drain(..).map(|event| {
+            seq += 1;
+            RunEvent::new(seq, event)
+        }));
+        let followed: Vec<LiveEvent> = numbered
             .iter()
-            .map(|event| {
-                seq += 1;
-                let data = event.data();
-                followed.push(LiveEvent {
-                    seq,
-                    kind: event.kind(),
-                    data: data.clone(),
-                });
-                NewRunEvent {
-                    run_id: run_id.clone(),
-                    seq,
-                    event_type: event.kind().to_string(),
-                    data,
-                    ts,
-                }
+            .map(|event| LiveEvent {
+                seq: event.seq,
+                kind: event.kind(),
+                data: event.data.clone(),
+            })
+            .collect();
+        let mut records: Vec<_> = numbered
+            .iter()
+            .map(|event| NewRunEvent {
+                run_id: run_id.clone(),
+                seq: event.seq,
+                event_type: event.kind().to_string(),
+                data: event.data.clone(),
+                ts,
             })
             .collect();
         // The burst that ends the run's log waits for room, as its run row will.
@@ -136,7 +141,7 @@ pub(super) async fn tee(
         if let Some(last) = last {
             recorder.last_events(last).await;
         }
-        for event in burst.drain(..) {
+        for event in numbered.drain(..) {
             if let Some(client) = &listener
                 && !client.pass(event).await
             {

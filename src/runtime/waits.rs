@@ -21,13 +21,11 @@ use futures_util::{Stream, StreamExt};
 
 use super::Runtime;
 use super::approvals::ApprovalError;
-use super::follow::{FollowError, FollowedEvent};
+use super::follow::FollowError;
 use crate::agent::approval::Decision;
 use crate::store::StoreError;
-use crate::vocabulary::RunStatus;
+use crate::vocabulary::{AgentEvent, RunEvent, RunStatus};
 
-/// The event a session emits for each call that waits.
-const APPROVAL_REQUESTED: &str = "tool.approval_requested";
 /// How often a follower inside a wait's block looks whether the run has parked.
 const PARK_POLL: Duration = Duration::from_millis(50);
 /// Stored events read per query while looking for a wait.
@@ -172,7 +170,7 @@ impl Runtime {
         self: &Arc<Self>,
         run_id: String,
         after: i64,
-    ) -> impl Stream<Item = Result<FollowedEvent, FollowError>> + Send + 'static + use<> {
+    ) -> impl Stream<Item = Result<RunEvent, FollowError>> + Send + 'static + use<> {
         let runtime = self.clone();
         async_stream::stream! {
             let events = runtime.follow_run_events(run_id.clone(), after);
@@ -207,7 +205,7 @@ impl Runtime {
                     }
                     Some(Ok(event)) => event,
                 };
-                if event.kind == APPROVAL_REQUESTED {
+                if event.is_approval_requested() {
                     in_wait = true;
                 } else if in_wait {
                     // The run went on after the wait: that is the next stretch.
@@ -250,28 +248,23 @@ impl Runtime {
         loop {
             let page = self.store.list_run_events(run_id, after, SCAN_PAGE).await?;
             let full = page.len() as u32 == SCAN_PAGE;
-            for event in page {
-                after = event.seq;
-                if event.event_type != APPROVAL_REQUESTED {
+            for row in page {
+                after = row.seq;
+                let event = RunEvent::from_stored(row.seq, &row.event_type, row.data);
+                let Some(AgentEvent::ApprovalRequested(requested)) = event.map(|e| e.event) else {
                     if found {
                         return Ok(block);
                     }
                     block = None;
                     continue;
-                }
-                let requested = event
-                    .data
-                    .to_value()
-                    .get("call_id")
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_string)
-                    .unwrap_or_default();
+                };
+                let requested = requested.call_id;
                 found |= requested == call_id;
                 let point = block.get_or_insert_with(|| WaitPoint {
-                    last_seq: event.seq,
+                    last_seq: row.seq,
                     call_ids: Vec::new(),
                 });
-                point.last_seq = event.seq;
+                point.last_seq = row.seq;
                 point.call_ids.push(requested);
             }
             if !full {

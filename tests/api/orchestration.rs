@@ -35,7 +35,7 @@ async fn run(
     let mut handle = app.runtime.start_run(submission).await.expect("run starts");
     let mut events = Vec::new();
     while let Some(event) = handle.events.recv().await {
-        events.push(event);
+        events.push(event.event);
     }
     (events, handle.result.await.expect("result"))
 }

@@ -57,7 +57,7 @@ async fn a_sub_agent_call_runs_the_child_and_returns_its_answer() {
     let lead_run = handle.run_id.clone();
     let mut events = Vec::new();
     while let Some(event) = handle.events.recv().await {
-        events.push(event);
+        events.push(event.event);
     }
     let result = handle.result.await.expect("result");
     assert!(result.success, "{:?}", result.error);
@@ -186,7 +186,7 @@ async fn sub_agent_calls_of_one_turn_run_at_once_and_answer_in_call_order() {
         .expect("run starts");
     let mut progress = Vec::new();
     while let Some(event) = handle.events.recv().await {
-        if let AgentEvent::Progress(p) = event {
+        if let AgentEvent::Progress(p) = event.event {
             progress.push(p.kind.clone());
         }
     }
@@ -252,7 +252,7 @@ async fn at_most_four_sub_agents_run_at_once() {
         .expect("run starts");
     let mut lifecycle = Vec::new();
     while let Some(event) = handle.events.recv().await {
-        if let AgentEvent::Progress(p) = event
+        if let AgentEvent::Progress(p) = event.event
             && p.kind.starts_with("agent_")
         {
             lifecycle.push(p.kind.clone());

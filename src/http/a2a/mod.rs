@@ -12,29 +12,27 @@
 mod tasks;
 pub mod wire;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::json_rpc::RetryLater;
-use super::sse::{sse_response, with_run_headers};
+use super::shared::drive::{self, Events, OnLeave};
+use super::sse::with_run_headers;
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::runtime::{
     CancelMode, CancelOutcome, ConversationTurn, RunSubmission, Runtime, StartError,
 };
 use crate::store::{RunCursor, RunFilter, RunRecord};
 use crate::vocabulary::RunStatus;
-use wire::{Dialect, StreamFrame, TaskState};
+use wire::{Dialect, TaskState};
 
 /// The user that owns the conversations (`contextId`s) of callers whose key has no user.
 pub const KEYLESS_A2A_USER: &str = "a2a";
@@ -332,18 +330,23 @@ pub async fn rpc(
     let answer = dispatch(&runtime, &caller, agent, request).await;
     Ok(match answer {
         Ok(Answer::Json(result)) => axum::Json(rpc_result(&id, result)).into_response(),
-        Ok(Answer::Stream { run_id, stream }) => {
-            with_run_headers(sse_response(&runtime, stream), &run_id, None)
+        Ok(Answer::Stream { run, dialect }) => {
+            let events = Events::followed(&runtime, run.id.clone(), 0);
+            let translator = tasks::TaskTranslator::new(&run, dialect);
+            let stream = drive::stream(&runtime, events, translator, OnLeave::Continue);
+            with_run_headers(stream, &run.id, None)
         }
         Err(error) => axum::Json(rpc_error(&id, &error)).into_response(),
     })
 }
 
-type FrameStream = std::pin::Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>>;
-
 enum Answer {
     Json(Value),
-    Stream { run_id: String, stream: FrameStream },
+    /// The task as it is, then its events as status and artifact updates until it ends.
+    Stream {
+        run: Box<RunRecord>,
+        dialect: Dialect,
+    },
 }
 
 async fn dispatch(
@@ -486,14 +489,9 @@ async fn send(
     let run_id = start(runtime, submission).await?;
     if !immediately {
         // Wait for the run's end: follow its events until `run.finished`.
-        let mut events = Box::pin(runtime.follow_run_events(run_id.clone(), 0));
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(event) if event.kind == "run.finished" => break,
-                Ok(_) => {}
-                Err(error) => return Err(RpcError::new(code::INTERNAL, error.to_string())),
-            }
-        }
+        drive::until_finished(Events::followed(runtime, run_id.clone(), 0))
+            .await
+            .map_err(|error| RpcError::new(code::INTERNAL, error.to_string()))?;
     }
     let run = if immediately {
         task_run(runtime, caller, &agent, &run_id).await?
@@ -518,46 +516,9 @@ async fn stream(
     let run_id = start(runtime, submission).await?;
     let run = task_run(runtime, caller, &agent, &run_id).await?;
     Ok(Answer::Stream {
-        run_id: run_id.clone(),
-        stream: task_stream(runtime, run, dialect),
+        run: Box::new(run),
+        dialect,
     })
-}
-
-/// The task as it is, then its events as status and artifact updates until it ends.
-fn task_stream(runtime: &Arc<Runtime>, run: RunRecord, dialect: Dialect) -> FrameStream {
-    let task = tasks::task_of_run(&run, Some(0), dialect);
-    let (task_id, context_id) = (task.id.clone(), task.context_id.clone());
-    let first = StreamFrame::Task(task.to_json(dialect));
-    let request_id = Value::String(task_id.clone());
-    let frame = move |frame: &StreamFrame| {
-        let body = rpc_result(&request_id, frame.to_json(dialect));
-        Ok::<_, Infallible>(Event::default().data(body.to_string()))
-    };
-    let first_event = frame(&first);
-    let events = runtime
-        .follow_run_events(task_id.clone(), 0)
-        .filter_map(move |event| {
-            let translated = match event {
-                Ok(event) => tasks::frame_of_event(&event, &task_id, &context_id, dialect),
-                Err(error) => Some(StreamFrame::Status {
-                    task_id: task_id.clone(),
-                    context_id: context_id.clone(),
-                    status: wire::status(
-                        TaskState::Failed,
-                        Some(
-                            json!({"messageId": format!("{task_id}-error"), "role": "ROLE_AGENT",
-                            "parts": [wire::text_part(&error.to_string(), dialect)]}),
-                        ),
-                        &tasks::now(),
-                        dialect,
-                    ),
-                    terminal: true,
-                    metadata: None,
-                }),
-            };
-            std::future::ready(translated.map(|f| frame(&f)))
-        });
-    Box::pin(futures_util::stream::iter([first_event]).chain(events))
 }
 
 async fn subscribe(
@@ -578,8 +539,8 @@ async fn subscribe(
         ));
     }
     Ok(Answer::Stream {
-        run_id: run.id.clone(),
-        stream: task_stream(runtime, run, dialect),
+        run: Box::new(run),
+        dialect,
     })
 }
 
@@ -609,17 +570,11 @@ async fn cancel(
         }
     }
     // Answer with the ended task when it ends soon, else as it is.
-    let mut events = Box::pin(runtime.follow_run_events(run.id.clone(), 0));
-    let finished = tokio::time::timeout(CANCEL_WAIT, async {
-        while let Some(Ok(event)) = events.next().await {
-            if event.kind == "run.finished" {
-                break;
-            }
-        }
-    })
-    .await;
+    let events = Events::followed(runtime, run.id.clone(), 0);
+    // A follow that failed ends the wait as the run's end would.
+    let finished = tokio::time::timeout(CANCEL_WAIT, drive::until_finished(events)).await;
     let run = match finished {
-        Ok(()) => ended_task_run(runtime, caller, agent, &run.id).await?,
+        Ok(_) => ended_task_run(runtime, caller, agent, &run.id).await?,
         Err(_) => task_run(runtime, caller, agent, &run.id).await?,
     };
     Ok(Answer::Json(

@@ -5,9 +5,10 @@
 use serde_json::{Map, Value, json};
 
 use super::wire::{self, Dialect, StreamFrame, TaskState, TaskView};
-use crate::runtime::FollowedEvent;
+use crate::agent::AgentEvent;
+use crate::http::shared::drive::{Frame, StreamEnd, Translator};
 use crate::store::RunRecord;
-use crate::vocabulary::RunStatus;
+use crate::vocabulary::RunEvent;
 
 /// Now, as A2A timestamps are written.
 pub fn now() -> String {
@@ -118,14 +119,12 @@ fn conversation_messages(
 /// What a followed run event says to an A2A client, if anything. `tool.approval_requested`
 /// (SPEC §8) makes the task `INPUT_REQUIRED` with a note naming the call and how to decide it.
 pub fn frame_of_event(
-    event: &FollowedEvent,
+    event: &RunEvent,
     task_id: &str,
     context_id: &str,
     dialect: Dialect,
 ) -> Option<StreamFrame> {
-    let data = event.data.to_value();
-    let text = |key: &str| data.get(key).and_then(Value::as_str).unwrap_or_default();
-    let status = |state: TaskState, note: String, terminal: bool| {
+    let status = |state: TaskState, note: String, metadata: Option<Value>| {
         let message = wire::message(
             &format!("{task_id}-event-{}", event.seq),
             task_id,
@@ -138,67 +137,160 @@ pub fn frame_of_event(
             task_id: task_id.to_string(),
             context_id: context_id.to_string(),
             status: wire::status(state, Some(message), &now(), dialect),
-            terminal,
-            metadata: terminal.then(|| {
-                json!({"costUsd": data.get("cost_usd"), "usage": data.get("usage"),
-                       "exitReason": data.get("exit_reason")})
-            }),
+            terminal: metadata.is_some(),
+            metadata,
         })
     };
-    match event.kind.as_ref() {
-        "turn.started" => status(
-            TaskState::Working,
-            format!(
-                "turn {}",
-                data.get("turn").and_then(Value::as_u64).unwrap_or(0)
-            ),
-            false,
-        ),
-        "tool.started" => status(
-            TaskState::Working,
-            format!("calling {}", text("tool")),
-            false,
-        ),
-        "progress" => {
-            let what = text("kind").replace('_', " ");
-            let note = match data.get("message").and_then(Value::as_str) {
-                Some(message) => format!("{} {what}: {message}", text("agent")),
-                None => format!("{} {what}", text("agent")),
-            };
-            status(TaskState::Working, note, false)
+    let working = |note: String| status(TaskState::Working, note, None);
+    match &event.event {
+        AgentEvent::TurnStarted(turn) => working(format!("turn {}", turn.turn)),
+        AgentEvent::ToolStarted(tool) => working(format!("calling {}", tool.tool)),
+        AgentEvent::Progress(progress) => {
+            let what = progress.kind.replace('_', " ");
+            working(match &progress.message {
+                Some(message) => format!("{} {what}: {message}", progress.agent),
+                None => format!("{} {what}", progress.agent),
+            })
         }
-        "tool.approval_requested" => status(
+        AgentEvent::ApprovalRequested(waiting) => status(
             TaskState::InputRequired,
             format!(
                 "the tool {} waits for approval: POST /v1/runs/{task_id}/approvals/{}",
-                text("tool"),
-                text("call_id")
+                waiting.tool, waiting.call_id
             ),
-            false,
+            None,
         ),
-        "tool.approval_decided" => status(
-            TaskState::Working,
-            format!("tool call {} {}", text("call_id"), text("decision")),
-            false,
-        ),
-        "final_report" => Some(StreamFrame::Artifact {
+        AgentEvent::ApprovalDecided(decided) => working(format!(
+            "tool call {} {}",
+            decided.call_id, decided.decision
+        )),
+        AgentEvent::FinalReport(report) => Some(StreamFrame::Artifact {
             task_id: task_id.to_string(),
             context_id: context_id.to_string(),
             artifact: wire::report_artifact(
-                data.get("content").and_then(Value::as_str),
-                data.get("content_json"),
+                report.content.as_deref(),
+                report.content_json.as_ref(),
                 dialect,
             ),
         }),
-        "run.finished" => {
-            let state = RunStatus::parse(text("status"))
-                .map_or(TaskState::Working, TaskState::from_run_status);
-            let note = match data.get("error").and_then(Value::as_str) {
-                Some(error) => error.to_string(),
-                None => format!("run {}", text("exit_reason")),
+        AgentEvent::RunFinished(summary) => {
+            let note = match &summary.error {
+                Some(error) => error.clone(),
+                None => format!("run {}", summary.exit_reason.as_str()),
             };
-            status(state, note, true)
+            let metadata = json!({"costUsd": summary.cost_usd, "usage": summary.usage,
+                "exitReason": summary.exit_reason});
+            status(
+                TaskState::from_run_status(summary.status),
+                note,
+                Some(metadata),
+            )
         }
         _ => None,
+    }
+}
+
+/// A2A's translator: the task as it is, then its events as status and artifact updates, each
+/// the JSON-RPC result of the request that opened the stream; a follow that fails ends the
+/// task `FAILED` with why.
+pub struct TaskTranslator {
+    task_id: String,
+    context_id: String,
+    dialect: Dialect,
+    /// The task as it was when the stream opened.
+    first: Option<StreamFrame>,
+    finished: bool,
+}
+
+impl TaskTranslator {
+    pub fn new(run: &RunRecord, dialect: Dialect) -> Self {
+        let task = task_of_run(run, Some(0), dialect);
+        Self {
+            task_id: task.id.clone(),
+            context_id: task.context_id.clone(),
+            dialect,
+            first: Some(StreamFrame::Task(task.to_json(dialect))),
+            finished: false,
+        }
+    }
+
+    fn frame(&self, frame: &StreamFrame) -> Frame {
+        let request_id = Value::String(self.task_id.clone());
+        Frame::data(super::rpc_result(&request_id, frame.to_json(self.dialect)).to_string())
+    }
+}
+
+impl Translator for TaskTranslator {
+    fn open(&mut self, out: &mut Vec<Frame>) {
+        if let Some(first) = self.first.take() {
+            out.push(self.frame(&first));
+        }
+    }
+
+    fn event(&mut self, event: &RunEvent, out: &mut Vec<Frame>) {
+        self.finished = event.is_run_finished();
+        let frame = frame_of_event(event, &self.task_id, &self.context_id, self.dialect);
+        out.extend(frame.map(|frame| self.frame(&frame)));
+    }
+
+    fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    fn end(&mut self, end: StreamEnd, out: &mut Vec<Frame>) {
+        self.finished = true;
+        let StreamEnd::Failed(error) = end else {
+            return;
+        };
+        let (task_id, dialect) = (self.task_id.clone(), self.dialect);
+        let note = json!({"messageId": format!("{task_id}-error"), "role": "ROLE_AGENT",
+            "parts": [wire::text_part(&error.to_string(), dialect)]});
+        let failed = StreamFrame::Status {
+            task_id,
+            context_id: self.context_id.clone(),
+            status: wire::status(TaskState::Failed, Some(note), &now(), dialect),
+            terminal: true,
+            metadata: None,
+        };
+        out.push(self.frame(&failed));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::shared::goldens::{self, RUN_ID};
+    use crate::vocabulary::RunStatus;
+
+    fn running() -> RunRecord {
+        RunRecord {
+            id: RUN_ID.into(),
+            agent: "helper".into(),
+            user_id: Some("ada".into()),
+            conversation_id: Some("conv-1".into()),
+            status: RunStatus::Running,
+            exit_reason: None,
+            success: None,
+            error: None,
+            final_report: None,
+            input_tokens: 0,
+            output_tokens: 0,
+            cached_tokens: 0,
+            total_tokens: 0,
+            cost_usd: 0.0,
+            turns: 0,
+            created_at: chrono::DateTime::UNIX_EPOCH,
+            finished_at: None,
+            duration_ms: None,
+            result: None,
+            owner: None,
+            acted_by: None,
+        }
+    }
+
+    #[test]
+    fn every_stored_run_streams_as_golden_a2a_task_updates() {
+        goldens::each("a2a", || TaskTranslator::new(&running(), Dialect::V1));
+        goldens::each("a2a_v03", || TaskTranslator::new(&running(), Dialect::V03));
     }
 }

@@ -18,7 +18,6 @@ use std::sync::Arc;
 use axum::extract::{Extension, State};
 use axum::response::Response;
 use axum::response::sse::Event;
-use futures_util::{Stream, StreamExt};
 
 use serde_json::Value;
 
@@ -27,8 +26,9 @@ use super::chat::check_user;
 use super::client_tools::{self, ToolFields};
 use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use super::runs::approvals::{MAX_REASON_CHARS, WaitAnswerParams, decider, wait_answer_error};
+use super::shared::drive::{self, Events, Frame, OnLeave};
 use super::sse::{sse_response, with_run_headers};
-use super::ui_stream::{UiPart, stretch_events, ui_parts};
+use super::ui_stream::{UiFrames, UiPart, UiRender};
 use crate::agent::approval::Decision;
 use crate::agent::client_tools::{ClientToolChoice, ClientTools};
 use crate::config::{AgentSpec, OnDisconnect};
@@ -105,15 +105,9 @@ pub async fn run(
     let guard = (on_disconnect == OnDisconnect::Cancel).then(|| handle.abort_on_drop());
     // The stream follows the run's recorded events up to its end or its wait for approvals.
     drop(handle.into_result());
-    let events = ag_ui_events(
-        ui_parts(
-            run_id.clone(),
-            stretch_events(&runtime, run_id.clone(), 0, guard),
-        ),
-        input.thread_id,
-        input.run_id,
-    );
-    let response = sse_response(&runtime, events);
+    let translator = UiFrames::new(run_id.clone(), AgUi::new(input.thread_id, input.run_id));
+    let events = Events::stretch(&runtime, run_id.clone(), 0);
+    let response = drive::stream(&runtime, events, translator, OnLeave::cancel_with(guard));
     Ok(with_run_headers(
         response,
         &run_id,
@@ -172,12 +166,10 @@ async fn resume(
         run_id: run.id.clone(),
         conversation_id: run.conversation_id.clone(),
     };
-    let parts = futures_util::stream::once(async move { started }).chain(ui_parts(
-        run.id.clone(),
-        stretch_events(&runtime, run.id.clone(), wait.last_seq, None),
-    ));
-    let events = ag_ui_events(parts, input.thread_id, input.run_id);
-    let response = sse_response(&runtime, events);
+    let translator = UiFrames::new(run.id.clone(), AgUi::new(input.thread_id, input.run_id))
+        .starting_with(started);
+    let events = Events::stretch(&runtime, run.id.clone(), wait.last_seq);
+    let response = drive::stream(&runtime, events, translator, OnLeave::Continue);
     Ok(with_run_headers(
         response,
         &run.id,
@@ -411,21 +403,41 @@ fn thread_user(caller: &Caller, input: &RunAgentInput) -> Result<Option<String>,
     }
 }
 
-/// The parts as AG-UI `data:` frames.
-fn ag_ui_events(
-    parts: impl Stream<Item = super::ui_stream::UiPart> + Send + 'static,
+/// AG-UI's rendering of the UI parts: `data:` frames naming the client's thread and run.
+struct AgUi {
     thread_id: String,
     run_id: String,
-) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
-    parts.flat_map(move |part| {
+}
+
+impl AgUi {
+    fn new(thread_id: String, run_id: String) -> Self {
+        Self { thread_id, run_id }
+    }
+}
+
+impl UiRender for AgUi {
+    fn render(&self, part: UiPart, out: &mut Vec<Frame>) {
         let ids = FrameIds {
-            thread_id: &thread_id,
-            run_id: &run_id,
+            thread_id: &self.thread_id,
+            run_id: &self.run_id,
         };
-        let events: Vec<Result<Event, Infallible>> = frames(part, &ids)
-            .into_iter()
-            .map(|frame| Ok(Event::default().data(frame.to_string())))
-            .collect();
-        futures_util::stream::iter(events)
-    })
+        out.extend(
+            frames(part, &ids)
+                .into_iter()
+                .map(|frame| Frame::data(frame.to_string())),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::shared::goldens::{self, RUN_ID};
+
+    #[test]
+    fn every_stored_run_streams_as_golden_ag_ui_events() {
+        goldens::each("ag_ui", || {
+            UiFrames::new(RUN_ID, AgUi::new("thread-1".into(), "run-1".into()))
+        });
+    }
 }

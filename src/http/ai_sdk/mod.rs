@@ -10,14 +10,11 @@
 
 pub mod wire;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -25,8 +22,9 @@ use super::auth::Caller;
 use super::chat::wire::ChatRequest;
 use super::chat::{chat_agent, check_user, conversation_agent, friendly_failure};
 use super::error::{ApiError, ApiPath, ErrorBody, parse_json_body};
-use super::sse::{sse_response, with_run_headers};
-use super::ui_stream::{RunEventJson, UiPart, followed_events, live_events, ui_parts};
+use super::shared::drive::{self, Events, Frame, OnLeave};
+use super::sse::with_run_headers;
+use super::ui_stream::{UiFrames, UiPart, UiRender};
 use crate::agent::ExitReason;
 use crate::config::OnDisconnect;
 use crate::runtime::{
@@ -79,7 +77,7 @@ pub async fn chat(
     let handle = runtime.start_run(submission).await?;
     let run_id = handle.run_id.clone();
     let conversation_id = handle.conversation_id.clone();
-    let events = live_events(handle, OnDisconnect::Continue);
+    let events = Events::live(handle);
     Ok(with_run_headers(
         stream_response(&runtime, run_id.clone(), events),
         &run_id,
@@ -186,7 +184,7 @@ pub async fn resume_stream(
     let Some(run) = runs.into_iter().next() else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
-    let events = followed_events(&runtime, run.id.clone(), 0);
+    let events = Events::followed(&runtime, run.id.clone(), 0);
     Ok(with_run_headers(
         stream_response(&runtime, run.id.clone(), events),
         &run.id,
@@ -194,13 +192,11 @@ pub async fn resume_stream(
     ))
 }
 
-/// The run's events as the UI message stream, ending with `[DONE]`.
-fn stream_response(
-    runtime: &Runtime,
-    run_id: String,
-    events: impl Stream<Item = RunEventJson> + Send + 'static,
-) -> Response {
-    let mut response = sse_response(runtime, ui_message_stream(ui_parts(run_id, events)));
+/// The run's events as the UI message stream, ending with `[DONE]`. Leaving never cancels the
+/// run: a reload resumes the answer.
+fn stream_response(runtime: &Runtime, run_id: String, events: Events) -> Response {
+    let translator = UiFrames::new(run_id, UiMessageStream);
+    let mut response = drive::stream(runtime, events, translator, OnLeave::Continue);
     response
         .headers_mut()
         .insert(STREAM_HEADER, HeaderValue::from_static("v1"));
@@ -219,17 +215,30 @@ fn for_end_users(part: UiPart) -> UiPart {
     }
 }
 
-fn ui_message_stream(
-    parts: impl Stream<Item = UiPart> + Send + 'static,
-) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
-    let frames = parts.flat_map(|part| {
-        let events: Vec<Result<Event, Infallible>> = chunks(for_end_users(part))
-            .into_iter()
-            .map(|chunk| Ok(Event::default().data(chunk.to_string())))
-            .collect();
-        futures_util::stream::iter(events)
-    });
-    frames.chain(futures_util::stream::once(async {
-        Ok(Event::default().data("[DONE]"))
-    }))
+/// The AI SDK's UI message stream: a `data:` frame per chunk, then `[DONE]`.
+struct UiMessageStream;
+
+impl UiRender for UiMessageStream {
+    fn render(&self, part: UiPart, out: &mut Vec<Frame>) {
+        out.extend(
+            chunks(for_end_users(part))
+                .into_iter()
+                .map(|chunk| Frame::data(chunk.to_string())),
+        );
+    }
+
+    fn close(&self, out: &mut Vec<Frame>) {
+        out.push(Frame::data("[DONE]"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::shared::goldens::{self, RUN_ID};
+
+    #[test]
+    fn every_stored_run_streams_as_a_golden_ui_message_stream() {
+        goldens::each("ai_sdk", || UiFrames::new(RUN_ID, UiMessageStream));
+    }
 }

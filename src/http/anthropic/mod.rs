@@ -6,34 +6,31 @@
 //! [`request`] turns a request into a run's input, [`wire`] holds the bodies.
 
 mod request;
+mod translator;
 pub mod wire;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use super::auth::Caller;
 use super::client_tools::{self, ToolFields};
 use super::error::{ApiError, ApiJson, ErrorBody};
-use super::sse::{sse_response, with_run_headers};
+use super::shared::drive::{self, Events, OnLeave};
+use super::sse::with_run_headers;
 use super::wire::AssistantRole;
-use crate::agent::events::AgentEvent;
-use crate::agent::result::RunSummary;
-use crate::agent::{AgentResult, ExitReason, ReportStatus, SamplingParams};
+use crate::agent::{AgentResult, SamplingParams};
 use crate::config::AgentSpec;
 use crate::llm::Role;
 use crate::runtime::{RunHandle, Runtime};
 use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use futures_util::Stream;
 use request::{client_tools_of, split_messages, tool_result_param};
 use serde_json::json;
+use translator::{MessagesTranslator, Reply, stop_reason};
 use wire::{
-    AnthropicErrorBody, AnthropicErrorDetail, AnthropicModel, AnthropicModelList, BlockDelta,
-    ContentBlock, ErrorType, Message, MessageDelta, MessageType, MessageUsage, MessagesRequest,
-    ModelType, StopReason, StreamEvent, TokenCount,
+    AnthropicErrorBody, AnthropicErrorDetail, AnthropicModel, AnthropicModelList, ContentBlock,
+    ErrorType, Message, MessageType, MessagesRequest, ModelType, TokenCount,
 };
 
 /// Renders every error answered under `/v1/messages` — by the handlers or by the layers around
@@ -70,13 +67,6 @@ impl AnthropicError {
                 message: &self.0.message,
             },
         }
-    }
-
-    /// The streamed `error` event.
-    fn event(&self) -> Result<Event, Infallible> {
-        // Borrowed strings only: serialisation cannot fail.
-        let data = serde_json::to_string(&self.body()).unwrap_or_default();
-        Ok(Event::default().event("error").data(data))
     }
 }
 
@@ -177,7 +167,9 @@ pub async fn messages(
         model: body.model.clone(),
     };
     let response = if body.stream.unwrap_or(false) {
-        sse_response(&runtime, stream_events(handle, reply))
+        let on_leave = OnLeave::Cancel(handle.abort_on_drop());
+        let translator = MessagesTranslator::new(reply);
+        drive::stream(&runtime, Events::live(handle), translator, on_leave)
     } else {
         complete(handle, reply)
             .await
@@ -246,134 +238,6 @@ const ANTHROPIC_TOOL_FIELDS: ToolFields = ToolFields {
     schema: "input_schema",
 };
 
-struct Reply {
-    id: String,
-    model: String,
-}
-
-fn stop_reason(summary: &RunSummary) -> Option<StopReason> {
-    match summary.exit_reason {
-        ExitReason::ClientToolCalls => Some(StopReason::ToolUse),
-        ExitReason::MaxTurns | ExitReason::ContextLimit => Some(StopReason::MaxTokens),
-        _ if summary.success => Some(StopReason::EndTurn),
-        _ => None,
-    }
-}
-
-/// One streamed event, serialised straight from its borrowed fields: a streamed token costs one
-/// string for its frame, not a JSON tree built and dropped.
-fn event(event: &StreamEvent<'_>) -> Result<Event, Infallible> {
-    // Borrowed strings and numbers only: serialisation cannot fail.
-    let data = serde_json::to_string(event).unwrap_or_default();
-    Ok(Event::default().event(event.name()).data(data))
-}
-
-/// The block being streamed: Anthropic allows one open block at a time.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Block {
-    Thinking,
-    Text,
-}
-
-fn stream_events(handle: RunHandle, reply: Reply) -> impl Stream<Item = Result<Event, Infallible>> {
-    async_stream::stream! {
-        let _cancel_on_drop = handle.abort_on_drop();
-        let RunHandle { mut events, .. } = handle;
-        yield event(&StreamEvent::MessageStart { message: Message {
-            id: &reply.id, kind: MessageType::Message, role: AssistantRole::Assistant, model: &reply.model,
-            content: Vec::new(), stop_reason: None, stop_sequence: None, usage: MessageUsage::NOT_YET_KNOWN,
-        }});
-        let mut open: Option<(Block, usize)> = None;
-        let mut next_index = 0usize;
-        let mut failure_report: Option<String> = None;
-        let mut wrote_text = false;
-        while let Some(agent_event) = events.recv().await {
-            let (block, text) = match agent_event {
-                AgentEvent::Thinking(delta) => (Block::Thinking, delta.text),
-                AgentEvent::Output(delta) => (Block::Text, delta.into_appended_text()),
-                AgentEvent::FinalReport(report) if report.status == ReportStatus::Failure => {
-                    failure_report = report.content;
-                    continue;
-                }
-                AgentEvent::RunFinished(summary) => {
-                    if let (Some(text), false) = (failure_report.take(), wrote_text) {
-                        for frame in switch_block(&mut open, &mut next_index, Block::Text) { yield frame; }
-                        yield delta_frame(open_index(open), Block::Text, &text);
-                    }
-                    if let Some((_, index)) = open.take() {
-                        yield event(&StreamEvent::ContentBlockStop { index });
-                    }
-                    for call in &summary.client_tool_calls {
-                        let index = next_index;
-                        next_index += 1;
-                        yield event(&StreamEvent::ContentBlockStart { index, content_block: ContentBlock::ToolUse {
-                            id: &call.id, name: &call.name, input: json!({}),
-                        }});
-                        yield event(&StreamEvent::ContentBlockDelta { index, delta: BlockDelta::InputJsonDelta { partial_json: &call.arguments } });
-                        yield event(&StreamEvent::ContentBlockStop { index });
-                    }
-                    match stop_reason(&summary) {
-                        Some(reason) => {
-                            yield event(&StreamEvent::MessageDelta {
-                                delta: MessageDelta { stop_reason: reason, stop_sequence: None },
-                                usage: (&summary.usage).into(),
-                            });
-                            yield event(&StreamEvent::MessageStop);
-                        }
-                        None => yield AnthropicError(ApiError::from_run(&summary)).event(),
-                    }
-                    return;
-                }
-                _ => continue,
-            };
-            for frame in switch_block(&mut open, &mut next_index, block) { yield frame; }
-            wrote_text |= block == Block::Text;
-            yield delta_frame(open_index(open), block, &text);
-        }
-        yield AnthropicError(ApiError::internal()).event();
-    }
-}
-
-fn open_index(open: Option<(Block, usize)>) -> usize {
-    open.map_or(0, |(_, index)| index)
-}
-
-/// Closes the open block if it is of another kind and opens `wanted`; returns the frames.
-fn switch_block(
-    open: &mut Option<(Block, usize)>,
-    next_index: &mut usize,
-    wanted: Block,
-) -> Vec<Result<Event, Infallible>> {
-    if matches!(open, Some((block, _)) if *block == wanted) {
-        return Vec::new();
-    }
-    let mut frames = Vec::new();
-    if let Some((_, index)) = open.take() {
-        frames.push(event(&StreamEvent::ContentBlockStop { index }));
-    }
-    let index = *next_index;
-    *next_index += 1;
-    let content_block = match wanted {
-        Block::Thinking => ContentBlock::Thinking { thinking: "" },
-        Block::Text => ContentBlock::Text { text: "" },
-    };
-    frames.push(event(&StreamEvent::ContentBlockStart {
-        index,
-        content_block,
-    }));
-    *open = Some((wanted, index));
-    frames
-}
-
-/// A `content_block_delta` event: one per streamed token.
-fn delta_frame(index: usize, block: Block, text: &str) -> Result<Event, Infallible> {
-    let delta = match block {
-        Block::Thinking => BlockDelta::ThinkingDelta { thinking: text },
-        Block::Text => BlockDelta::TextDelta { text },
-    };
-    event(&StreamEvent::ContentBlockDelta { index, delta })
-}
-
 async fn complete(handle: RunHandle, reply: Reply) -> Result<Response, AnthropicError> {
     let _cancel_on_drop = handle.abort_on_drop();
     let RunHandle { result, .. } = handle;
@@ -419,8 +283,7 @@ async fn complete(handle: RunHandle, reply: Reply) -> Result<Response, Anthropic
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
+    use super::wire::{BlockDelta, StreamEvent};
     use serde_json::json;
 
     #[test]

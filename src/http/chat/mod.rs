@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::auth::Caller;
 use super::error::{ApiError, ApiPath, ApiQuery, ErrorBody, parse_json_body, read_body};
 use super::runs::numbered_events;
-use super::sse::{sse_response, with_run_headers};
+use super::sse::with_run_headers;
 use super::wire::ListObject;
 use crate::agent::{AgentResult, ExitReason};
 use crate::config::AgentSpec;
@@ -166,7 +166,7 @@ pub async fn chat(
     let run_id = handle.run_id.clone();
     let conversation_id = handle.conversation_id.clone().unwrap_or_default();
     let response = if body.stream.unwrap_or(false) {
-        sse_response(&runtime, numbered_events(handle, on_disconnect))
+        numbered_events(&runtime, handle, on_disconnect)
     } else {
         let _cancel_on_drop = handle.abort_on_drop();
         // The pipeline saves the answer before it hands the result over.

@@ -319,6 +319,7 @@ impl ServerHandler for AgentTools {
                 }
                 event = events.recv() => match event {
                     Some(event) => {
+                        let event = event.event;
                         if let (Some(reporter), Some(message)) = (reporter.as_mut(), progress_message(&event)) {
                             reporter.report(message).await;
                         }

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use axum::extract::{Extension, State};
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 
 use super::params::{self, Ignored};
@@ -19,7 +18,8 @@ use super::{Frames, TextField, finished_runs, first_alone, first_id, run_ids_of}
 use crate::agent::result::UsageTotals;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiJson, ErrorBody};
-use crate::http::sse::{sse_response, with_run_headers};
+use crate::http::shared::drive::Frame;
+use crate::http::sse::with_run_headers;
 use crate::llm::ToolCall;
 use crate::runtime::{RunHandle, Runtime};
 
@@ -75,7 +75,7 @@ pub async fn completions(
             .is_some_and(|o| o.include_usage),
     };
     let response = match (stream, first_alone(handles)) {
-        (true, Ok(handle)) => sse_response(&runtime, super::stream_events(handle, frames, false)),
+        (true, Ok(handle)) => super::stream_response(&runtime, handle, frames, false),
         (_, Ok(handle)) => complete(vec![handle], frames).await,
         (_, Err(handles)) => complete(handles, frames).await,
     };
@@ -200,28 +200,28 @@ impl TextFrames {
 }
 
 impl Frames for TextFrames {
-    fn opening(&self) -> Option<Event> {
+    fn opening(&self) -> Option<Frame> {
         None
     }
 
-    fn text(&self, field: TextField, text: &str) -> Option<Event> {
+    fn text(&self, field: TextField, text: &str) -> Option<Frame> {
         match field {
-            TextField::Content => Some(Event::default().data(self.frame_text(text, None))),
+            TextField::Content => Some(Frame::data(self.frame_text(text, None))),
             TextField::Reasoning => None,
         }
     }
 
-    fn tool_calls(&self, _calls: &[ToolCall]) -> Option<Event> {
+    fn tool_calls(&self, _calls: &[ToolCall]) -> Option<Frame> {
         None
     }
 
-    fn finish(&self, reason: FinishReason) -> Event {
-        Event::default().data(self.frame_text("", Some(reason)))
+    fn finish(&self, reason: FinishReason) -> Frame {
+        Frame::data(self.frame_text("", Some(reason)))
     }
 
-    fn usage(&self, usage: &UsageTotals) -> Option<Event> {
+    fn usage(&self, usage: &UsageTotals) -> Option<Frame> {
         self.include_usage
-            .then(|| Event::default().data(self.usage_text(usage)))
+            .then(|| Frame::data(self.usage_text(usage)))
     }
 }
 
@@ -263,6 +263,14 @@ mod tests {
         assert_eq!(usage["usage"]["total_tokens"], 0);
         assert!(frames.usage(&UsageTotals::default()).is_some());
         assert!(self::frames(false).usage(&UsageTotals::default()).is_none());
+    }
+
+    #[test]
+    fn every_stored_run_streams_as_golden_text_completion_frames() {
+        use crate::http::shared::goldens::{self, RUN_ID};
+        goldens::each("completions", || {
+            super::super::CompletionTranslator::new(frames(true), RUN_ID, false)
+        });
     }
 
     #[test]

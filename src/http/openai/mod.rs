@@ -10,19 +10,17 @@ pub mod completions;
 pub mod params;
 pub mod wire;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::extract::{Extension, State};
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use futures_util::Stream;
 use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::client_tools::{self, ToolFields};
 use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use super::sse::{sse_response, with_run_headers};
+use super::shared::drive::{self, Events, Frame, OnLeave, StreamEnd, Translator};
+use super::sse::with_run_headers;
 use super::wire::{AssistantRole, ListObject};
 use crate::agent::client_tools::ClientTools;
 use crate::agent::events::AgentEvent;
@@ -32,6 +30,7 @@ use crate::config::AgentSpec;
 use crate::llm::ToolDefinition;
 use crate::llm::{ChatMessage, Role, ToolCall};
 use crate::runtime::{RunHandle, RunSubmission, Runtime, StartError};
+use crate::vocabulary::RunEvent;
 use params::Ignored;
 use wire::{
     AssistantMessage, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChunkChoice,
@@ -236,7 +235,7 @@ pub async fn chat_completions(
         sent_messages,
     );
     let response = match (stream, first_alone(handles)) {
-        (true, Ok(handle)) => sse_response(&runtime, stream_events(handle, reply, show_progress)),
+        (true, Ok(handle)) => stream_response(&runtime, handle, reply, show_progress),
         (_, Ok(handle)) => complete(vec![handle], reply).await,
         (_, Err(handles)) => complete(handles, reply).await,
     };
@@ -488,7 +487,7 @@ impl Completion {
     /// A chunk carrying only text (a token of the answer or of its reasoning): the frame's
     /// fixed part is written once per stream, each token only adds its escaped text. The
     /// bytes are those [`Self::chunk`] writes for the same delta.
-    fn text_chunk(&self, field: TextField, text: &str) -> Event {
+    fn text_chunk(&self, field: TextField, text: &str) -> Frame {
         let name = match field {
             TextField::Content => r#""content":"#,
             TextField::Reasoning => r#""reasoning_content":"#,
@@ -502,12 +501,12 @@ impl Completion {
         // A string always serialises.
         let _ = serde_json::to_writer(&mut frame, text);
         frame.extend_from_slice(TAIL.as_bytes());
-        Event::default().data(String::from_utf8(frame).unwrap_or_default())
+        Frame::data(String::from_utf8(frame).unwrap_or_default())
     }
 
     /// One `chat.completion.chunk` serialised straight from borrowed fields: a streamed token
     /// costs one string for its frame, not a JSON tree built and dropped.
-    fn chunk(&self, delta: Delta<'_>, finish_reason: Option<FinishReason>) -> Event {
+    fn chunk(&self, delta: Delta<'_>, finish_reason: Option<FinishReason>) -> Frame {
         let choice = ChunkChoice {
             index: 0,
             delta,
@@ -516,11 +515,11 @@ impl Completion {
         self.frame(std::slice::from_ref(&choice), None)
     }
 
-    fn usage_chunk(&self, usage: &UsageTotals) -> Event {
+    fn usage_chunk(&self, usage: &UsageTotals) -> Frame {
         self.frame(&[], Some(usage.into()))
     }
 
-    fn frame(&self, choices: &[ChunkChoice<'_>], usage: Option<CompletionUsage>) -> Event {
+    fn frame(&self, choices: &[ChunkChoice<'_>], usage: Option<CompletionUsage>) -> Frame {
         let frame = ChatCompletionChunk {
             id: &self.id,
             object: ChunkObject::ChatCompletionChunk,
@@ -530,7 +529,7 @@ impl Completion {
             usage,
         };
         // Borrowed strings and numbers only: serialisation cannot fail.
-        Event::default().data(serde_json::to_string(&frame).unwrap_or_default())
+        Frame::data(serde_json::to_string(&frame).unwrap_or_default())
     }
 }
 
@@ -539,19 +538,19 @@ impl Completion {
 /// has no place for.
 pub(crate) trait Frames: Send + 'static {
     /// The frame before any event.
-    fn opening(&self) -> Option<Event>;
+    fn opening(&self) -> Option<Frame>;
     /// Answer text, or reasoning (thinking and progress lines).
-    fn text(&self, field: TextField, text: &str) -> Option<Event>;
+    fn text(&self, field: TextField, text: &str) -> Option<Frame>;
     /// The client tools the model called.
-    fn tool_calls(&self, calls: &[ToolCall]) -> Option<Event>;
+    fn tool_calls(&self, calls: &[ToolCall]) -> Option<Frame>;
     /// The last frame of the choice.
-    fn finish(&self, reason: FinishReason) -> Event;
+    fn finish(&self, reason: FinishReason) -> Frame;
     /// The usage frame before `[DONE]`, when the client asked for it.
-    fn usage(&self, usage: &UsageTotals) -> Option<Event>;
+    fn usage(&self, usage: &UsageTotals) -> Option<Frame>;
 }
 
 impl Frames for Completion {
-    fn opening(&self) -> Option<Event> {
+    fn opening(&self) -> Option<Frame> {
         Some(self.chunk(
             Delta {
                 role: Some(AssistantRole::Assistant),
@@ -562,11 +561,11 @@ impl Frames for Completion {
         ))
     }
 
-    fn text(&self, field: TextField, text: &str) -> Option<Event> {
+    fn text(&self, field: TextField, text: &str) -> Option<Frame> {
         Some(self.text_chunk(field, text))
     }
 
-    fn tool_calls(&self, calls: &[ToolCall]) -> Option<Event> {
+    fn tool_calls(&self, calls: &[ToolCall]) -> Option<Frame> {
         let calls = response_tool_calls(calls, true);
         Some(self.chunk(
             Delta {
@@ -577,11 +576,11 @@ impl Frames for Completion {
         ))
     }
 
-    fn finish(&self, reason: FinishReason) -> Event {
+    fn finish(&self, reason: FinishReason) -> Frame {
         self.chunk(Delta::default(), Some(reason))
     }
 
-    fn usage(&self, usage: &UsageTotals) -> Option<Event> {
+    fn usage(&self, usage: &UsageTotals) -> Option<Frame> {
         self.include_usage.then(|| self.usage_chunk(usage))
     }
 }
@@ -597,73 +596,105 @@ fn finish_reason(summary: &RunSummary) -> Option<FinishReason> {
     }
 }
 
-/// A run's events as an endpoint's frames, then `[DONE]`.
-pub(crate) fn stream_events<F: Frames>(
+/// The translator of both completion endpoints: a run's events as the endpoint's frames
+/// ([`Frames`]), then `[DONE]`.
+pub(crate) struct CompletionTranslator<F: Frames> {
+    frames: F,
+    run_id: String,
+    /// Progress lines (turns, tools) go to the reasoning (the agent's `progressInReasoning`).
+    show_progress: bool,
+    streamed_text: bool,
+    failure_report: Option<String>,
+    finished: bool,
+}
+
+impl<F: Frames> CompletionTranslator<F> {
+    pub(crate) fn new(frames: F, run_id: impl Into<String>, show_progress: bool) -> Self {
+        Self {
+            frames,
+            run_id: run_id.into(),
+            show_progress,
+            streamed_text: false,
+            failure_report: None,
+            finished: false,
+        }
+    }
+
+    fn run_finished(&mut self, summary: &RunSummary, out: &mut Vec<Frame>) {
+        match finish_reason(summary) {
+            Some(reason) => {
+                if let Some(text) = self.failure_report.take().filter(|_| !self.streamed_text) {
+                    out.extend(self.frames.text(TextField::Content, &text));
+                }
+                if !summary.client_tool_calls.is_empty() {
+                    out.extend(self.frames.tool_calls(&summary.client_tool_calls));
+                }
+                out.push(self.frames.finish(reason));
+            }
+            None => out.push(Frame::data(ApiError::from_run(summary).body_text())),
+        }
+        out.extend(self.frames.usage(&summary.usage));
+        out.push(Frame::data("[DONE]"));
+        self.finished = true;
+    }
+}
+
+impl<F: Frames> Translator for CompletionTranslator<F> {
+    fn open(&mut self, out: &mut Vec<Frame>) {
+        out.extend(self.frames.opening());
+    }
+
+    fn event(&mut self, event: &RunEvent, out: &mut Vec<Frame>) {
+        let frame = match &event.event {
+            AgentEvent::Output(delta) => {
+                self.streamed_text = true;
+                self.frames.text(TextField::Content, &delta.appended_text())
+            }
+            AgentEvent::Thinking(delta) => self.frames.text(TextField::Reasoning, &delta.text),
+            AgentEvent::FinalReport(report) if report.status == ReportStatus::Failure => {
+                self.failure_report.clone_from(&report.content);
+                None
+            }
+            AgentEvent::RunFinished(summary) => {
+                self.run_finished(summary, out);
+                None
+            }
+            // Chat completions has no notion of approvals: the waiting call is named in a
+            // progress line whatever the agent's progress setting (SPEC §8).
+            waiting @ (AgentEvent::ApprovalRequested(_) | AgentEvent::ApprovalDecided(_)) => {
+                approval_line(waiting, &self.run_id)
+                    .and_then(|line| self.frames.text(TextField::Reasoning, &line))
+            }
+            other if self.show_progress => {
+                progress_line(other).and_then(|line| self.frames.text(TextField::Reasoning, &line))
+            }
+            _ => None,
+        };
+        out.extend(frame);
+    }
+
+    fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The run task ended without a final event: reported rather than dropping the connection.
+    fn end(&mut self, _end: StreamEnd, out: &mut Vec<Frame>) {
+        out.push(Frame::data(ApiError::internal().body_text()));
+        out.push(Frame::data("[DONE]"));
+        self.finished = true;
+    }
+}
+
+/// A run's events as an endpoint's frames, then `[DONE]`; a client that leaves cancels the run.
+pub(crate) fn stream_response<F: Frames>(
+    runtime: &Runtime,
     handle: RunHandle,
     frames: F,
     show_progress: bool,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    async_stream::stream! {
-        // Dropping the stream (the client went away) cancels the run.
-        let _cancel_on_drop = handle.abort_on_drop();
-        let RunHandle { mut events, run_id, .. } = handle;
-        if let Some(opening) = frames.opening() {
-            yield Ok(opening);
-        }
-        let mut streamed_text = false;
-        let mut failure_report: Option<String> = None;
-        while let Some(event) = events.recv().await {
-            let frame = match event {
-                AgentEvent::Output(delta) => {
-                    streamed_text = true;
-                    frames.text(TextField::Content, &delta.appended_text())
-                }
-                AgentEvent::Thinking(delta) => frames.text(TextField::Reasoning, &delta.text),
-                AgentEvent::FinalReport(report) if report.status == ReportStatus::Failure => {
-                    failure_report = report.content;
-                    None
-                }
-                AgentEvent::RunFinished(summary) => {
-                    match finish_reason(&summary) {
-                        Some(reason) => {
-                            if let Some(text) = failure_report.take().filter(|_| !streamed_text)
-                                && let Some(frame) = frames.text(TextField::Content, &text)
-                            {
-                                yield Ok(frame);
-                            }
-                            if !summary.client_tool_calls.is_empty()
-                                && let Some(frame) = frames.tool_calls(&summary.client_tool_calls)
-                            {
-                                yield Ok(frame);
-                            }
-                            yield Ok(frames.finish(reason));
-                        }
-                        None => yield Ok(Event::default().data(ApiError::from_run(&summary).body_text())),
-                    }
-                    if let Some(frame) = frames.usage(&summary.usage) {
-                        yield Ok(frame);
-                    }
-                    yield Ok(Event::default().data("[DONE]"));
-                    return;
-                }
-                // Chat completions has no notion of approvals: the waiting call is named in a
-                // progress line whatever the agent's progress setting (SPEC §8).
-                AgentEvent::ApprovalRequested(_) | AgentEvent::ApprovalDecided(_) => {
-                    approval_line(&event, &run_id)
-                        .and_then(|line| frames.text(TextField::Reasoning, &line))
-                }
-                other if show_progress => progress_line(&other)
-                    .and_then(|line| frames.text(TextField::Reasoning, &line)),
-                _ => None,
-            };
-            if let Some(frame) = frame {
-                yield Ok(frame);
-            }
-        }
-        // The run task ended without a final event: report it rather than dropping the connection.
-        yield Ok(Event::default().data(ApiError::internal().body_text()));
-        yield Ok(Event::default().data("[DONE]"));
-    }
+) -> Response {
+    let on_leave = OnLeave::Cancel(handle.abort_on_drop());
+    let translator = CompletionTranslator::new(frames, handle.run_id.clone(), show_progress);
+    drive::stream(runtime, Events::live(handle), translator, on_leave)
 }
 
 /// The progress line of a call waiting for approval (with where to decide it), or of its
@@ -854,9 +885,9 @@ mod tests {
         );
     }
 
-    /// The frame as axum holds it (its buffer, `data: …` included).
-    fn frame_text(event: Event) -> String {
-        format!("{event:?}")
+    /// The frame as the translator wrote it.
+    fn frame_text(frame: Frame) -> String {
+        format!("{frame:?}")
     }
 
     #[test]
@@ -876,6 +907,15 @@ mod tests {
                 frame_text(reply.chunk(Delta::reasoning(text), None)),
             );
         }
+    }
+
+    #[test]
+    fn every_stored_run_streams_as_golden_chat_completion_chunks() {
+        use crate::http::shared::goldens::{self, RUN_ID};
+        goldens::each("chat_completions", || {
+            let reply = Completion::new("chatcmpl-r".into(), "helper".into(), 7, true, 0);
+            CompletionTranslator::new(reply, RUN_ID, true)
+        });
     }
 
     #[test]

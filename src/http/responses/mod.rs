@@ -18,21 +18,19 @@ mod input;
 mod projector;
 pub mod wire;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Extension, State};
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::client_tools;
 use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
-use super::sse::{sse_response, with_run_headers};
+use super::shared::drive::{self, Events, OnLeave};
+use super::sse::with_run_headers;
 use super::wire::ListObject;
 use crate::agent::SamplingParams;
 use crate::agent::approval::Decision;
@@ -46,7 +44,7 @@ use projector::{APPROVAL_REQUEST_PREFIX, ResponseProjector};
 use tokio_util::sync::DropGuard;
 use wire::{
     CreateResponse, DeletedKind, DeletedResponse, InputItemList, ResponseKind, ResponseObject,
-    ResponsePath, ResponseStatus, ResponseStreamFrame, RetrieveQuery, TextFormat, TextOptions,
+    ResponsePath, ResponseStatus, RetrieveQuery, TextFormat, TextOptions,
 };
 
 /// How long `GET` waits for more events of a running response before answering what it has.
@@ -358,8 +356,7 @@ async fn answer(
             } else {
                 abort_guard
             };
-            let frames = stream_frames(runtime.clone(), projector, 0, guard);
-            sse_response(runtime, frames)
+            stream_frames(runtime, projector, 0, guard)
         }
         (false, true) => {
             disarm(abort_guard);
@@ -475,55 +472,28 @@ fn no_pending_request(answer: &ApprovalAnswer) -> ApiError {
 }
 
 /// A response's frames after `starting_after`: its stretch of the run's events, replayed, then
-/// live. Dropping the stream drops `abort_guard` (a foreground response's client left: cancel
+/// live. A client that leaves drops `abort_guard` (a foreground response's client left: cancel
 /// it); a response that ends where the run waits leaves the run to wait.
 fn stream_frames(
-    runtime: Arc<Runtime>,
-    mut projector: ResponseProjector,
+    runtime: &Arc<Runtime>,
+    projector: ResponseProjector,
     starting_after: u64,
     abort_guard: Option<DropGuard>,
-) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
-    let skip = move |frame: &ResponseStreamFrame| {
-        starting_after > 0 && frame.sequence_number <= starting_after
-    };
-    async_stream::stream! {
-        let mut abort_guard = abort_guard;
-        for frame in projector.start() {
-            if !skip(&frame) { yield Ok(sse_frame(&frame)); }
-        }
-        let events = runtime.follow_until_wait(projector.run_id().to_string(), projector.after());
-        tokio::pin!(events);
-        while let Some(event) = events.next().await {
-            let frames = match event {
-                Ok(event) => projector.apply(&event.kind, &event.data.to_value()),
-                Err(error) => projector.fail("stream_interrupted", &error.to_string()),
-            };
-            for frame in frames {
-                if !skip(&frame) { yield Ok(sse_frame(&frame)); }
-            }
-            if projector.is_finished() {
-                return;
-            }
-        }
-        if projector.is_waiting() {
-            drop(abort_guard.take().map(DropGuard::disarm));
-        }
-        for frame in projector.end_of_stretch() {
-            if !skip(&frame) { yield Ok(sse_frame(&frame)); }
-        }
-    }
-}
-
-fn sse_frame(frame: &ResponseStreamFrame) -> Event {
-    // Plain data only: serialisation cannot fail.
-    Event::default()
-        .event(frame.event.name())
-        .data(serde_json::to_string(frame).unwrap_or_default())
+) -> Response {
+    let events = Events::stretch(runtime, projector.run_id().to_string(), projector.after());
+    let translator = projector.starting_after(starting_after);
+    drive::stream(
+        runtime,
+        events,
+        translator,
+        OnLeave::cancel_with(abort_guard),
+    )
 }
 
 /// Feeds the response's stretch of the run's events until it ends.
 async fn follow_to_end(runtime: &Arc<Runtime>, projector: ResponseProjector) -> ResponseProjector {
-    follow(runtime, projector, None).await
+    let events = Events::stretch(runtime, projector.run_id().to_string(), projector.after());
+    drive::collect(events, projector, None).await
 }
 
 /// Feeds the events there are now (waiting up to `quiet` for each next one).
@@ -532,39 +502,8 @@ async fn follow_for_now(
     projector: ResponseProjector,
     quiet: Duration,
 ) -> ResponseProjector {
-    follow(runtime, projector, Some(quiet)).await
-}
-
-/// Feeds the stretch's events; with `quiet`, stops when none came for that long.
-async fn follow(
-    runtime: &Arc<Runtime>,
-    mut projector: ResponseProjector,
-    quiet: Option<Duration>,
-) -> ResponseProjector {
-    projector.start();
-    let events = runtime.follow_until_wait(projector.run_id().to_string(), projector.after());
-    tokio::pin!(events);
-    loop {
-        let next = match quiet {
-            Some(quiet) => match tokio::time::timeout(quiet, events.next()).await {
-                Ok(next) => next,
-                Err(_) => break,
-            },
-            None => events.next().await,
-        };
-        match next {
-            Some(Ok(event)) => drop(projector.apply(&event.kind, &event.data.to_value())),
-            Some(Err(error)) => drop(projector.fail("stream_interrupted", &error.to_string())),
-            None => {
-                drop(projector.end_of_stretch());
-                break;
-            }
-        }
-        if projector.is_finished() {
-            break;
-        }
-    }
-    projector
+    let events = Events::stretch(runtime, projector.run_id().to_string(), projector.after());
+    drive::collect(events, projector, Some(quiet)).await
 }
 
 /// The stored response's projector, before any event.
@@ -604,17 +543,8 @@ pub async fn get_response(
     let stored = stored_response(&runtime, &caller, &response_id, "response_id").await?;
     let projector = projector_of(&stored)?;
     if query.stream.unwrap_or(false) {
-        let frames = stream_frames(
-            runtime.clone(),
-            projector,
-            query.starting_after.unwrap_or(0),
-            None,
-        );
-        return Ok(with_run_headers(
-            sse_response(&runtime, frames),
-            &stored.run_id,
-            None,
-        ));
+        let frames = stream_frames(&runtime, projector, query.starting_after.unwrap_or(0), None);
+        return Ok(with_run_headers(frames, &stored.run_id, None));
     }
     if query.starting_after.is_some() {
         return Err(
@@ -723,4 +653,33 @@ pub async fn input_items(
         has_more: false,
         data,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::shared::drive::translate_all;
+    use crate::http::shared::goldens::{self, RUN_ID};
+
+    fn projector() -> ResponseProjector {
+        let body: CreateResponse =
+            serde_json::from_value(json!({"model": "helper", "input": "hi"})).expect("body");
+        let mut echo = ResponseEcho::of(&body);
+        echo.created_at = 0;
+        ResponseProjector::new(echo.object(&response_id_of(RUN_ID)), RUN_ID, 0)
+    }
+
+    #[test]
+    fn every_stored_run_streams_as_golden_response_events() {
+        goldens::each("responses", projector);
+    }
+
+    #[test]
+    fn every_stored_run_answers_a_golden_response_object() {
+        for (name, events) in goldens::fixtures() {
+            let mut projector = projector();
+            translate_all(&mut projector, &events);
+            insta::assert_json_snapshot!(format!("responses_body__{name}"), projector.response());
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! Turns a run's events (SPEC §4.2, as `kind` + JSON data, live or replayed from the store)
+//! Turns a run's events (SPEC §4.2, typed, live or replayed from the store)
 //! into the Responses stream (SPEC §9.1) and the `response` object it builds. Deterministic:
 //! the same events always give the same frames and `sequence_number`s, so a stream resumed
 //! with `starting_after` on any replica continues exactly where the client stopped.
@@ -21,10 +21,14 @@ use super::wire::{
     OutputTokensDetails, ResponseError, ResponseObject, ResponseStatus, ResponseStreamEvent,
     ResponseStreamFrame, ResponseUsage, SummaryText, SummaryTextKind,
 };
+use crate::agent::AgentEvent;
+use crate::agent::events::{ApprovalRequested, ToolFinished, ToolStarted};
 use crate::agent::result::{ExitReason, ReportStatus, RunSummary};
 use crate::http::error::ApiError;
+use crate::http::shared::drive::{Frame, StreamEnd, Translator};
 use crate::http::wire::AssistantRole;
 use crate::runtime::WaitingCallRef;
+use crate::vocabulary::RunEvent;
 
 /// The prefix of an `mcp_approval_request` item's id (OpenAI's).
 pub const APPROVAL_REQUEST_PREFIX: &str = "mcpr";
@@ -56,6 +60,8 @@ pub struct ResponseProjector {
     finished: bool,
     /// The run's `run.finished`, once it came.
     summary: Option<RunSummary>,
+    /// A stream resumed with `starting_after` leaves out the frames up to that number.
+    starting_after: u64,
 }
 
 impl ResponseProjector {
@@ -81,7 +87,29 @@ impl ResponseProjector {
             waiting: false,
             finished: false,
             summary: None,
+            starting_after: 0,
         }
+    }
+
+    /// The stream from after frame `sequence_number` (`starting_after`; 0: all of it).
+    pub fn starting_after(mut self, sequence_number: u64) -> Self {
+        self.starting_after = sequence_number;
+        self
+    }
+
+    /// The frames a resumed stream shows, as server-sent events named by their `type`.
+    fn shown(&self, frames: Vec<ResponseStreamFrame>, out: &mut Vec<Frame>) {
+        let after = self.starting_after;
+        let shown = frames
+            .iter()
+            .filter(|frame| after == 0 || frame.sequence_number > after);
+        // Plain data only: serialisation cannot fail.
+        out.extend(shown.map(|frame| {
+            Frame::named(
+                frame.event.name(),
+                serde_json::to_string(frame).unwrap_or_default(),
+            )
+        }));
     }
 
     /// The run this response is a stretch of.
@@ -94,11 +122,6 @@ impl ResponseProjector {
         self.after
     }
 
-    /// Whether the response ended (or will end) where the run waits for approvals.
-    pub fn is_waiting(&self) -> bool {
-        self.waiting
-    }
-
     /// The run's end, once its `run.finished` event came.
     pub fn summary(&self) -> Option<&RunSummary> {
         self.summary.as_ref()
@@ -107,11 +130,6 @@ impl ResponseProjector {
     /// The response as it stands.
     pub fn response(&self) -> &ResponseObject {
         &self.response
-    }
-
-    /// Whether a terminal event was produced.
-    pub fn is_finished(&self) -> bool {
-        self.finished
     }
 
     /// `response.created` and `response.in_progress`: the first two frames of every stream.
@@ -128,39 +146,23 @@ impl ResponseProjector {
     }
 
     /// The frames one run event adds.
-    pub fn apply(&mut self, kind: &str, data: &Value) -> Vec<ResponseStreamFrame> {
+    pub fn apply(&mut self, event: &AgentEvent) -> Vec<ResponseStreamFrame> {
         if self.finished {
             return Vec::new();
         }
-        let text = || data.get("text").and_then(Value::as_str).unwrap_or_default();
-        match kind {
-            "thinking" => self.reasoning_delta(text()),
-            "output" => {
-                let delta = if data.get("replace").and_then(Value::as_bool) == Some(true) {
-                    format!("\n\n{}", text())
-                } else {
-                    text().to_string()
-                };
-                self.text_delta(&delta)
-            }
-            "tool.started" => self.tool_started(data),
-            "tool.finished" => self.tool_finished(data),
-            "tool.approval_requested" => self.approval_requested(data),
-            "final_report" => {
-                if data.get("status").and_then(Value::as_str)
-                    == Some(report_status(ReportStatus::Failure))
-                {
-                    self.failure_report = data
-                        .get("content")
-                        .and_then(Value::as_str)
-                        .map(str::to_string);
+        match event {
+            AgentEvent::Thinking(delta) => self.reasoning_delta(&delta.text),
+            AgentEvent::Output(delta) => self.text_delta(&delta.appended_text()),
+            AgentEvent::ToolStarted(tool) => self.tool_started(tool),
+            AgentEvent::ToolFinished(tool) => self.tool_finished(tool),
+            AgentEvent::ApprovalRequested(waiting) => self.approval_requested(waiting),
+            AgentEvent::FinalReport(report) => {
+                if report.status == ReportStatus::Failure {
+                    self.failure_report.clone_from(&report.content);
                 }
                 Vec::new()
             }
-            "run.finished" => match serde_json::from_value::<RunSummary>(data.clone()) {
-                Ok(summary) => self.finish(&summary),
-                Err(_) => self.fail("internal_error", "the run ended with an unreadable summary"),
-            },
+            AgentEvent::RunFinished(summary) => self.finish(summary),
             _ => Vec::new(),
         }
     }
@@ -389,18 +391,15 @@ impl ResponseProjector {
         frames
     }
 
-    fn tool_started(&mut self, data: &Value) -> Vec<ResponseStreamFrame> {
+    fn tool_started(&mut self, tool: &ToolStarted) -> Vec<ResponseStreamFrame> {
         let mut frames = self.close_open();
-        let field = |name: &str| text_field(data, name);
-        let call_id = field("call_id");
-        let arguments = arguments_text(data);
         let id = self.item_id("mcp", self.response.output.len());
         let (index, added) = self.add_item(OutputItem::McpCall {
             id: id.clone(),
             status: ItemStatus::InProgress,
-            server_label: field("server"),
-            name: field("tool"),
-            arguments,
+            server_label: tool.server.clone(),
+            name: tool.tool.clone(),
+            arguments: arguments_text(&tool.arguments),
             output: None,
             error: None,
         });
@@ -409,19 +408,15 @@ impl ResponseProjector {
             item_id: id,
             output_index: index,
         }));
-        self.running_tools.insert(call_id, index);
+        self.running_tools.insert(tool.call_id.clone(), index);
         frames
     }
 
-    fn tool_finished(&mut self, data: &Value) -> Vec<ResponseStreamFrame> {
-        let call_id = data
-            .get("call_id")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let Some(index) = self.running_tools.remove(call_id) else {
+    fn tool_finished(&mut self, tool: &ToolFinished) -> Vec<ResponseStreamFrame> {
+        let Some(index) = self.running_tools.remove(&tool.call_id) else {
             return Vec::new();
         };
-        let ok = data.get("status").and_then(Value::as_str) == Some("ok");
+        let ok = tool.status == "ok";
         let Some(OutputItem::McpCall {
             id,
             status,
@@ -437,14 +432,8 @@ impl ResponseProjector {
         } else {
             ItemStatus::Failed
         };
-        *output = data
-            .get("output")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        *error = data
-            .get("error")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        *output = Some(tool.output.clone());
+        error.clone_from(&tool.error);
         let item_id = id.clone();
         let item = self.response.output[index].clone();
         let progress = if ok {
@@ -467,15 +456,13 @@ impl ResponseProjector {
         ]
     }
 
-    fn approval_requested(&mut self, data: &Value) -> Vec<ResponseStreamFrame> {
+    fn approval_requested(&mut self, waiting: &ApprovalRequested) -> Vec<ResponseStreamFrame> {
         let mut frames = self.close_open();
-        let field = |name: &str| text_field(data, name);
-        let arguments = arguments_text(data);
         let item = OutputItem::McpApprovalRequest {
-            id: WaitingCallRef::new(&self.run_id, field("call_id")).encode(APPROVAL_REQUEST_PREFIX),
-            server_label: field("server"),
-            name: field("tool"),
-            arguments,
+            id: WaitingCallRef::new(&self.run_id, &waiting.call_id).encode(APPROVAL_REQUEST_PREFIX),
+            server_label: waiting.server.clone(),
+            name: waiting.tool.clone(),
+            arguments: arguments_text(&waiting.arguments),
         };
         let (index, added) = self.add_item(item.clone());
         frames.push(added);
@@ -604,6 +591,31 @@ fn outcome(
     }
 }
 
+/// The Responses API's translator: the projector's frames as server-sent events.
+impl Translator for ResponseProjector {
+    fn open(&mut self, out: &mut Vec<Frame>) {
+        let frames = self.start();
+        self.shown(frames, out);
+    }
+
+    fn event(&mut self, event: &RunEvent, out: &mut Vec<Frame>) {
+        let frames = self.apply(&event.event);
+        self.shown(frames, out);
+    }
+
+    fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    fn end(&mut self, end: StreamEnd, out: &mut Vec<Frame>) {
+        let frames = match end {
+            StreamEnd::Stopped => self.end_of_stretch(),
+            StreamEnd::Failed(error) => self.fail("stream_interrupted", &error.to_string()),
+        };
+        self.shown(frames, out);
+    }
+}
+
 fn usage_of(summary: &RunSummary) -> ResponseUsage {
     let usage = &summary.usage;
     ResponseUsage {
@@ -619,27 +631,11 @@ fn usage_of(summary: &RunSummary) -> ResponseUsage {
     }
 }
 
-/// A text field of an event's data, empty when absent.
-fn text_field(data: &Value, name: &str) -> String {
-    data.get(name)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
-}
-
 /// A tool call's arguments as JSON text.
-fn arguments_text(data: &Value) -> String {
-    match data.get("arguments") {
-        Some(Value::String(text)) => text.clone(),
-        Some(value) => value.to_string(),
-        None => "{}".into(),
-    }
-}
-
-fn report_status(status: ReportStatus) -> &'static str {
-    match status {
-        ReportStatus::Success => "success",
-        ReportStatus::Failure => "failure",
+fn arguments_text(arguments: &Value) -> String {
+    match arguments {
+        Value::String(text) => text.clone(),
+        value => value.to_string(),
     }
 }
 

@@ -6,25 +6,24 @@
 
 pub mod approvals;
 pub mod list;
+mod translator;
 pub mod wire;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use super::sse::{sse_response, with_run_headers};
+use super::shared::drive::{self, Events, OnLeave};
+use super::sse::with_run_headers;
 use super::wire::ListObject;
-use crate::agent::AgentEvent;
 use crate::config::OnDisconnect;
 use crate::llm::Role;
 use crate::runtime::{CancelOutcome, RunHandle, Runtime, StartError};
 use crate::store::{RunRecord, whole_result};
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use futures_util::{Stream, StreamExt};
+use translator::RunsTranslator;
 use wire::{
     AgentDescription, AgentList, AgentPath, CancelAnswer, CancelMode, CancelRequest, RunAccepted,
     RunPath, RunRequest, RunStatus, RunningStatus,
@@ -132,7 +131,7 @@ pub async fn create_run(
         drop(handle);
         accepted(&run_id)
     } else if wants_stream {
-        sse_response(&runtime, numbered_events(handle, on_disconnect))
+        numbered_events(&runtime, handle, on_disconnect)
     } else {
         finished_result(&caller, handle, on_disconnect).await?
     };
@@ -157,10 +156,7 @@ async fn existing_run(
     stream: bool,
 ) -> Result<Response, ApiError> {
     if stream {
-        return Ok(sse_response(
-            runtime,
-            stored_events(runtime, run_id.to_string(), 0),
-        ));
+        return Ok(stored_events(runtime, run_id.to_string(), 0));
     }
     // The first submission's run may be executing on another replica and not recorded yet:
     // its start is written within the recorder's flush interval.
@@ -187,30 +183,20 @@ fn accepted(run_id: &str) -> Response {
         .into_response()
 }
 
-fn event_frame(seq: i64, kind: &str, data: &str) -> Result<Event, Infallible> {
-    Ok(Event::default().id(seq.to_string()).event(kind).data(data))
-}
-
 /// The events of a run this request started as SSE frames numbered like the stored ones, until
-/// `run.finished`.
+/// `run.finished`; a client that leaves cancels the run unless it asked the run to continue.
 pub fn numbered_events(
+    runtime: &Runtime,
     handle: RunHandle,
     on_disconnect: OnDisconnect,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    async_stream::stream! {
-        // A client that leaves cancels the run unless it asked the run to continue.
-        let _cancel_on_drop = (on_disconnect == OnDisconnect::Cancel).then(|| handle.abort_on_drop());
-        let mut events = handle.events;
-        let mut seq = 0;
-        while let Some(event) = events.recv().await {
-            seq += 1;
-            let finished = matches!(event, AgentEvent::RunFinished(_));
-            yield event_frame(seq, event.kind(), event.data().as_str());
-            if finished {
-                return;
-            }
-        }
-    }
+) -> Response {
+    let guard = (on_disconnect == OnDisconnect::Cancel).then(|| handle.abort_on_drop());
+    drive::stream(
+        runtime,
+        Events::live(handle),
+        RunsTranslator::new(0),
+        OnLeave::cancel_with(guard),
+    )
 }
 
 async fn finished_result(
@@ -246,21 +232,13 @@ fn shown_result(caller: &Caller, mut result: serde_json::Value) -> serde_json::V
 }
 
 /// Stored events after `after`, then new ones as they are stored, until `run.finished`.
-fn stored_events(
-    runtime: &Arc<Runtime>,
-    run_id: String,
-    after: i64,
-) -> impl Stream<Item = Result<Event, Infallible>> + use<> {
-    runtime
-        .follow_run_events(run_id, after)
-        .map(move |event| match event {
-            Ok(event) => event_frame(event.seq, &event.kind, event.data.as_str()),
-            Err(error) => event_frame(
-                after + 1,
-                "error",
-                &serde_json::to_string(&ApiError::from(error).detail()).unwrap_or_default(),
-            ),
-        })
+fn stored_events(runtime: &Arc<Runtime>, run_id: String, after: i64) -> Response {
+    drive::stream(
+        runtime,
+        Events::followed(runtime, run_id, after),
+        RunsTranslator::new(after),
+        OnLeave::Continue,
+    )
 }
 
 /// The run, if it exists and the caller may see it (admins all, user keys their own), as it is
@@ -358,10 +336,7 @@ pub async fn run_events(
             );
         }
     };
-    Ok(sse_response(
-        &runtime,
-        stored_events(&runtime, run_id, after),
-    ))
+    Ok(stored_events(&runtime, run_id, after))
 }
 
 #[utoipa::path(
