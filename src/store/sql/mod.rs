@@ -7,6 +7,7 @@
 //! Transactions here contain database statements only: nothing awaits the network (an LLM, a
 //! tool) while one is open.
 
+pub mod api_keys;
 pub mod approvals;
 pub mod cache;
 pub mod conversations;
@@ -104,6 +105,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::responses::impl_response_store!($store, $db);
         $crate::store::sql::approvals::impl_approval_store!($store, $db);
         $crate::store::sql::secrets::impl_secret_store!($store, $db);
+        $crate::store::sql::api_keys::impl_api_key_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {
