@@ -27,6 +27,7 @@ mod edge_hardening;
 mod edge_layers;
 mod faults;
 mod first_hour;
+mod identity;
 mod internal_tools;
 mod isolation;
 mod key_limits;

@@ -34,6 +34,7 @@ def main():
         page.fill("input[name=login]", USER, timeout=TIMEOUT)
         page.fill("input[name=password]", "any password")
         page.click("button[type=submit]")
+        page.wait_for_load_state()
         page.click("button[type=submit]", timeout=TIMEOUT)
         expect(page.locator("#sign-out")).to_be_visible(timeout=TIMEOUT)
         assert page.url.rstrip("/") == BASE, page.url
