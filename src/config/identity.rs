@@ -98,3 +98,56 @@ pub(super) fn check(auth: &super::AuthConfig, file: &str) -> Result<(), ConfigEr
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::config::parse_config;
+
+    fn error_of(auth: serde_json::Value) -> String {
+        parse_config(json!({"auth": auth}), "a.json")
+            .expect_err("invalid")
+            .to_string()
+    }
+
+    #[test]
+    fn issuers_take_defaults_and_bad_ones_are_named_by_path() {
+        let config = parse_config(
+            json!({"auth": {"oidc": [{"issuer": "https://login.example.com", "audience": "https://agentd.example.com"}]}}),
+            "a.json",
+        )
+        .expect("valid");
+        let issuer = &config.auth.oidc[0];
+        assert_eq!(
+            (issuer.user_claim.as_str(), issuer.scopes_claim.as_str()),
+            ("sub", "scope")
+        );
+        assert_eq!(issuer.admin_scope, "agentd:admin");
+        assert!(
+            config.auth.is_enforced(),
+            "an issuer alone means callers authenticate"
+        );
+        let bad_url = error_of(json!({"oidc": [{"issuer": "login", "audience": "x"}]}));
+        assert!(bad_url.contains("auth.oidc[0].issuer"), "{bad_url}");
+        let no_audience =
+            error_of(json!({"oidc": [{"issuer": "https://a.example", "audience": " "}]}));
+        assert!(
+            no_audience.contains("auth.oidc[0].audience"),
+            "{no_audience}"
+        );
+        let twice = error_of(json!({"oidc": [
+            {"issuer": "https://a.example", "audience": "x"},
+            {"issuer": "https://a.example", "audience": "y"}
+        ]}));
+        assert!(
+            twice.contains("auth.oidc[1].issuer") && twice.contains("twice"),
+            "{twice}"
+        );
+        let scope = error_of(json!({"keys": [{"key": "k", "scopes": ["runs:write"]}]}));
+        assert!(
+            scope.contains("auth.keys[0].scopes") && scope.contains("runs:write"),
+            "{scope}"
+        );
+    }
+}
