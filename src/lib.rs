@@ -10,6 +10,7 @@
 //! | [`tools`] | the `ToolProvider` trait and the registry of tools a session may call; each tool's policy (cache TTL, retries) and the tool result cache |
 //! | [`store`] | the `Store` trait with SQLite and PostgreSQL backends; migrations; the run recorder (runs and run events written in batches) |
 //! | [`cache`] | the response cache: keys, what may be cached, store and Redis backends; the guarded Redis link (call timeout, circuit breaker) the key limits share |
+//! | [`identity`] | scopes, JWT bearer tokens from OpenID Connect issuers (JWKS cached), run-time API keys (digests, revocation on every replica), the audit hook |
 //! | [`limits`] | per-key limits (requests per minute, runs at once, daily budgets) counted in the store or Redis |
 //! | [`http`] | the router, one folder per API family (its wire types and one translator of run events), generated OpenAPI, the edge layers, connections, errors, SSE |
 //! | [`telemetry`] | Prometheus metrics and log setup |
@@ -45,6 +46,8 @@ pub mod cli;
 pub mod config;
 #[doc(hidden)]
 pub mod http;
+#[doc(hidden)]
+pub mod identity;
 #[doc(hidden)]
 pub mod json_text;
 #[doc(hidden)]

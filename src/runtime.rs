@@ -250,6 +250,16 @@ impl Runtime {
         &self.store
     }
 
+    /// Per-key limits, for what is left of them (`GET /v1/me`).
+    pub fn key_limits(&self) -> &KeyLimiter {
+        &self.limits
+    }
+
+    /// Cancelled when this runtime closes: background tasks of the edge stop with it.
+    pub fn background_token(&self) -> CancellationToken {
+        self.background.clone()
+    }
+
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }

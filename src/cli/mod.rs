@@ -249,13 +249,14 @@ async fn serve(
 fn check_exposure(config: &Config, address: SocketAddr) -> Result<(), Failure> {
     if address.ip().is_loopback()
         || config.auth.effective_keys().next().is_some()
+        || !config.auth.oidc.is_empty()
         || config.auth.disabled
     {
         return Ok(());
     }
     Err(Failure::config(format!(
-        "server.listen {address} is not a loopback address and no API key is configured: set \
-         AGENTD_ADMIN_KEY (the example config's admin key), add keys to auth.keys, or set \
+        "server.listen {address} is not a loopback address and no API key or issuer is configured: set \
+         AGENTD_ADMIN_KEY (the example config's admin key), add keys to auth.keys or issuers to auth.oidc, or set \
          auth.disabled: true to serve without keys"
     )))
 }

@@ -4,19 +4,26 @@
 
 use std::num::{NonZeroU32, NonZeroU64};
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KeyLimits {
     /// Run submissions per one-minute window.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub requests_per_minute: Option<NonZeroU32>,
     /// Runs of this key in progress at once, across every replica.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrent_runs: Option<NonZeroU32>,
     /// Tokens (`total_tokens` of finished runs) per UTC day; checked when a run is admitted.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens_per_day: Option<NonZeroU64>,
     /// US dollars (`cost_usd` of finished runs) per UTC day; checked when a run is admitted.
-    #[serde(default, deserialize_with = "positive_amount")]
+    #[serde(
+        default,
+        deserialize_with = "positive_amount",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cost_usd_per_day: Option<f64>,
 }
 

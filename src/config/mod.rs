@@ -12,6 +12,7 @@ pub mod cors;
 pub mod duration;
 pub mod env_file;
 pub mod expand;
+pub mod identity;
 pub mod key_limits;
 pub mod layers;
 pub mod model_settings;
@@ -271,11 +272,19 @@ impl Default for ServerConfig {
 pub struct AuthConfig {
     #[serde(default)]
     pub keys: Vec<ApiKeyConfig>,
+    /// OpenID Connect issuers whose JWT bearer tokens are accepted (SPEC §12).
+    #[serde(default)]
+    pub oidc: Vec<identity::OidcIssuerConfig>,
     #[serde(default)]
     pub disabled: bool,
 }
 
 impl AuthConfig {
+    /// Whether callers must authenticate: keys or issuers configured, and auth not disabled.
+    pub fn is_enforced(&self) -> bool {
+        !self.disabled && (self.effective_keys().next().is_some() || !self.oidc.is_empty())
+    }
+
     /// The keys in force: an entry whose key expanded to nothing (e.g. `${AGENTD_ADMIN_KEY:-}`
     /// with the variable unset) is no key at all.
     pub fn effective_keys(&self) -> impl Iterator<Item = &ApiKeyConfig> {
@@ -317,6 +326,9 @@ pub struct ApiKeyConfig {
     pub admin: bool,
     pub user_id: Option<String>,
     pub agents: Option<Vec<String>>,
+    /// Its scopes (SPEC §12); unset: `admin` for an admin key, else its agents, `runs:read`
+    /// and `keys:manage`.
+    pub scopes: Option<Vec<String>>,
     /// Requests, concurrent runs and daily budgets of this key, counted across replicas.
     pub limits: Option<key_limits::KeyLimits>,
 }
@@ -418,6 +430,7 @@ pub fn parse_config(value: Value, file: &str) -> Result<Config, ConfigError> {
     config.pricing.check(file)?;
     config.secrets.check(file)?;
     config.auth.check_user_ids(file)?;
+    identity::check(&config.auth, file)?;
     Ok(config)
 }
 

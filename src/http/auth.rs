@@ -9,14 +9,12 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use secrecy::ExposeSecret;
 use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
 use crate::config::{AuthConfig, owner};
+use crate::identity::scopes::{self, Grants};
 use crate::limits::LimitedKey;
 use crate::store::{RunOwnerFilter, RunRecord};
 
@@ -37,6 +35,38 @@ pub struct Caller {
     /// The admin acting for `user_id` (its owner id `key:ID`, or `admin` on a server without
     /// keys); `None` when the caller acts for itself.
     pub acted_by: Option<String>,
+    /// The presenting key's name (run-time keys), for `GET /v1/me`.
+    pub key_name: Option<String>,
+    /// `runs:read`: may list and read runs.
+    pub runs_read: bool,
+    /// `keys:manage`: may manage its user's keys.
+    pub keys_manage: bool,
+    /// What the caller presented.
+    pub credential: Credential,
+}
+
+/// What a caller presented.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Credential {
+    /// Nothing: a server without keys, or a public route.
+    None,
+    /// A key of `auth.keys`.
+    ConfigKey,
+    /// A key created with `POST /v1/keys`.
+    StoredKey,
+    /// A JWT bearer token of this issuer.
+    Token { issuer: String },
+}
+
+impl Credential {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::ConfigKey => "config_key",
+            Self::StoredKey => "key",
+            Self::Token { .. } => "token",
+        }
+    }
 }
 
 /// The header with which an admin acts for a user: `x-agentd-user: alice`.
@@ -69,6 +99,40 @@ impl Caller {
             agents: None,
             limited_key: None,
             acted_by: None,
+            key_name: None,
+            runs_read: true,
+            keys_manage: true,
+            credential: Credential::None,
+        }
+    }
+
+    /// What this caller's scopes grant.
+    pub fn grants(&self) -> Grants {
+        Grants {
+            admin: self.admin,
+            agents: if self.admin {
+                None
+            } else {
+                self.agents.clone()
+            },
+            runs_read: self.admin || self.runs_read,
+            keys_manage: self.admin || self.keys_manage,
+        }
+    }
+
+    /// A caller with `grants` (its admin right, agents and scopes).
+    pub(crate) fn with_grants(grants: &Grants) -> Self {
+        Self {
+            admin: grants.admin,
+            agents: grants.agents.clone(),
+            runs_read: grants.runs_read,
+            keys_manage: grants.keys_manage,
+            user_id: None,
+            key_id: None,
+            limited_key: None,
+            acted_by: None,
+            key_name: None,
+            credential: Credential::None,
         }
     }
 
@@ -126,13 +190,19 @@ impl Caller {
         }
     }
 
-    /// The agents a listing of runs is limited to: `None` is every agent.
-    pub fn visible_agents(&self) -> Option<Vec<String>> {
-        if self.admin {
-            None
-        } else {
-            self.agents.clone()
-        }
+    /// The agents a listing of runs is limited to: `None` is every agent; patterns are
+    /// matched against the agents `runtime` has.
+    pub fn visible_agents(&self, runtime: &crate::runtime::Runtime) -> Option<Vec<String>> {
+        let patterns = self.agents.as_ref().filter(|_| !self.admin)?;
+        Some(
+            runtime
+                .agents()
+                .iter()
+                .map(|agent| agent.name.clone())
+                .filter(|name| patterns.iter().any(|p| scopes::agent_matches(p, name)))
+                .chain(patterns.iter().filter(|p| !p.contains('*')).cloned())
+                .collect(),
+        )
     }
 
     /// Whether this caller may read an agent's definition (its system prompt): admins only.
@@ -146,12 +216,9 @@ impl Caller {
         self.owner().unwrap_or_else(|| "admin".into())
     }
 
+    /// Whether this caller may run `agent` (its `agents:NAME:run` scopes, `*` wildcards).
     pub fn may_use_agent(&self, agent: &str) -> bool {
-        self.admin
-            || self
-                .agents
-                .as_ref()
-                .is_none_or(|allowed| allowed.iter().any(|a| a == agent))
+        self.grants().may_run(agent)
     }
 
     /// Admins act for anyone; a user-bound key only for its own user.
@@ -201,7 +268,7 @@ impl Caller {
             Ok(())
         } else {
             Err(ApiError::forbidden(format!(
-                "This API key may not use the agent `{agent}`"
+                "This API key may not use the agent `{agent}`: it lacks the scope `agents:{agent}:run`"
             )))
         }
     }
@@ -219,23 +286,22 @@ impl KeyTable {
             .keys_with_ids()
             .map(|(k, id)| {
                 let caller = Caller {
-                    admin: k.admin,
                     user_id: k.user_id.clone(),
                     key_id: Some(id.clone()),
-                    agents: k.agents.clone(),
                     limited_key: k.limits.filter(|limits| !limits.is_empty()).map(|limits| {
                         LimitedKey {
                             id: id.clone(),
                             limits,
                         }
                     }),
-                    acted_by: None,
+                    credential: Credential::ConfigKey,
+                    ..Caller::with_grants(&config_key_grants(k))
                 };
                 (digest(k.key.expose_secret()), caller, id)
             })
             .collect::<Vec<_>>();
         Self {
-            enforced: !auth.disabled && !keys.is_empty(),
+            enforced: auth.is_enforced(),
             keys,
         }
     }
@@ -243,6 +309,13 @@ impl KeyTable {
     /// Whether requests need a key (keys configured and auth not disabled).
     pub fn is_enforced(&self) -> bool {
         self.enforced
+    }
+
+    /// Every configured key's caller and id.
+    pub fn callers(&self) -> impl Iterator<Item = (&Caller, &str)> {
+        self.keys
+            .iter()
+            .map(|(_, caller, id)| (caller, id.as_str()))
     }
 
     /// The caller a presented key belongs to (tests of what each caller may do).
@@ -258,7 +331,7 @@ impl KeyTable {
 
     /// The caller a presented key belongs to and the key's id; every key is compared, match
     /// or not.
-    fn lookup_with_id(&self, presented: &str) -> Option<(Caller, &str)> {
+    pub(crate) fn lookup_with_id(&self, presented: &str) -> Option<(Caller, &str)> {
         let presented = digest(presented);
         let mut found = None;
         for (key, caller, id) in &self.keys {
@@ -270,89 +343,31 @@ impl KeyTable {
     }
 }
 
+/// What a config key may do: its `scopes`, else everything for an admin key, else its agents,
+/// `runs:read` and `keys:manage`.
+fn config_key_grants(key: &crate::config::ApiKeyConfig) -> Grants {
+    if let Some(list) = &key.scopes {
+        let mut grants = Grants::of(&scopes::known_scopes(list.iter().map(String::as_str)));
+        grants.admin |= key.admin;
+        return if grants.admin { Grants::all() } else { grants };
+    }
+    if key.admin {
+        return Grants::all();
+    }
+    Grants {
+        admin: false,
+        agents: key.agents.clone(),
+        runs_read: true,
+        keys_manage: true,
+    }
+}
+
 fn digest(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
 }
 
 fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
-}
-
-/// The routes anyone may call; the OpenAPI document marks them as needing no key. The web
-/// page and its files are public: the page asks for a key and sends it with each API call.
-pub const PUBLIC_PATHS: [&str; 6] = [
-    "/health",
-    "/ready",
-    "/metrics",
-    "/openapi.json",
-    "/",
-    "/ui/{file}",
-];
-
-fn is_public(path: &str) -> bool {
-    PUBLIC_PATHS.contains(&path) || path.starts_with("/ui/")
-}
-
-/// Puts the [`Caller`] into the request's extensions, or answers 401.
-pub async fn authenticate(
-    State(keys): State<Arc<KeyTable>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    if is_public(request.uri().path()) {
-        request.extensions_mut().insert(Caller::admin());
-        return next.run(request).await;
-    }
-    if !keys.enforced {
-        return with_caller(Caller::admin(), request, next).await;
-    }
-    let headers = request.headers();
-    let presented = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
-        .map(str::trim);
-    let Some(presented) = presented.filter(|k| !k.is_empty()) else {
-        return ApiError::unauthorized(
-            "Missing API key: send `Authorization: Bearer KEY` or `x-api-key: KEY`",
-        )
-        .into_response();
-    };
-    match keys.lookup_with_id(presented) {
-        Some((caller, key_id)) => {
-            super::layers::record_key_id(key_id);
-            with_caller(caller, request, next).await
-        }
-        None => ApiError::unauthorized("Invalid API key").into_response(),
-    }
-}
-
-/// Runs the request as `caller`, or as the user its [`ACT_FOR_HEADER`] names.
-async fn with_caller(caller: Caller, mut request: Request, next: Next) -> Response {
-    let caller = match acting_caller(caller, request.headers()) {
-        Ok(caller) => caller,
-        Err(error) => return error.into_response(),
-    };
-    if let (Some(by), Some(user)) = (&caller.acted_by, &caller.user_id) {
-        tracing::info!(acted_by = %by, user = %user, "an admin acts for a user");
-    }
-    request.extensions_mut().insert(caller);
-    next.run(request).await
-}
-
-fn acting_caller(caller: Caller, headers: &axum::http::HeaderMap) -> Result<Caller, ApiError> {
-    let Some(value) = headers.get(ACT_FOR_HEADER) else {
-        return Ok(caller);
-    };
-    let user = value.to_str().map(str::trim).map_err(|_| {
-        ApiError::invalid_request(format!("`{ACT_FOR_HEADER}` must be visible ASCII text"))
-            .with_param(ACT_FOR_HEADER)
-    })?;
-    caller.act_for(user, ACT_FOR_HEADER)
 }
 
 #[cfg(test)]

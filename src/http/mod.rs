@@ -13,6 +13,7 @@ mod chat;
 mod client_tools;
 mod connections;
 pub mod error;
+pub mod identity;
 mod json_rpc;
 mod layers;
 mod mcp_server;
@@ -63,10 +64,10 @@ fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
     let server = &runtime.config().server;
     let body_limit = server.request_body_limit_bytes;
     let cors = layers::cors(&server.cors_origins);
-    let keys = Arc::new(auth::KeyTable::from_config(&runtime.config().auth));
+    let authenticator = Arc::new(identity::Authenticator::new(&runtime));
     // Without keys (and not explicitly disabled) agentd serves loopback only, where a browser
     // page could reach `/mcp` through DNS rebinding: there its Host must be a loopback name.
-    let loopback_hosts_only = !keys.is_enforced() && !runtime.config().auth.disabled;
+    let loopback_hosts_only = !authenticator.is_enforced() && !runtime.config().auth.disabled;
     let mcp = mcp_server::McpEndpoint::new(runtime.clone(), loopback_hosts_only);
     let router = router
         .layer(axum::Extension(mcp))
@@ -74,7 +75,11 @@ fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
             runtime.clone(),
             audit::audit_admin_reads,
         ))
-        .layer(middleware::from_fn_with_state(keys, auth::authenticate))
+        .layer(middleware::from_fn_with_state(
+            authenticator.clone(),
+            identity::authenticate,
+        ))
+        .layer(axum::Extension(authenticator))
         .layer(middleware::from_fn(layers::refuse_long_uri))
         .layer(middleware::from_fn_with_state(
             runtime.clone(),
@@ -147,7 +152,15 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(web::page))
         .routes(routes!(web::asset))
         .routes(routes!(web::markdown))
-        .routes(routes!(web::whoami))
+        .routes(routes!(identity::me::whoami))
+        .routes(routes!(
+            identity::keys::create_key,
+            identity::keys::list_keys
+        ))
+        .routes(routes!(identity::keys::rotate_key))
+        .routes(routes!(identity::keys::revoke_key))
+        .routes(routes!(identity::well_known::protected_resource))
+        .routes(routes!(identity::well_known::signin))
         .routes(routes!(mcp_server::post_mcp))
         .routes(routes!(a2a::server_card))
         .routes(routes!(a2a::agent_card))

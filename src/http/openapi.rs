@@ -13,8 +13,8 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder
 use utoipa::openapi::{OpenApi as Document, SecurityRequirement};
 
 use super::anthropic::wire::{AnthropicErrorBody, StreamEvent};
-use super::auth::PUBLIC_PATHS;
 use super::error::ErrorBody;
+use super::identity::PUBLIC_PATHS;
 use super::openai::wire::ChatCompletionChunk;
 use super::responses::wire::ResponseStreamFrame;
 

@@ -146,6 +146,19 @@ pub struct KeyLimiter {
     /// This process's id as the holder of run slots.
     replica_id: String,
     held: HeldSlots,
+    /// The shutdown of renewals not started yet: a limiter with no configured limits starts
+    /// renewing when a run-time key's run first takes a slot.
+    pending_renewal: Mutex<Option<CancellationToken>>,
+}
+
+/// What is left of a key's limits now (`GET /v1/me`).
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct LimitsLeft {
+    pub limits: KeyLimits,
+    /// Tokens left of `tokensPerDay` until the next UTC day.
+    pub tokens_left_today: Option<u64>,
+    /// Dollars left of `costUsdPerDay` until the next UTC day.
+    pub cost_usd_left_today: Option<f64>,
 }
 
 impl KeyLimiter {
@@ -174,6 +187,8 @@ impl KeyLimiter {
         let limiter = Self::with_counter(counter);
         if any_limits {
             limiter.keep_renewing(shutdown);
+        } else {
+            *limiter.pending_renewal_slot() = Some(shutdown);
         }
         Ok(limiter)
     }
@@ -184,7 +199,44 @@ impl KeyLimiter {
             counter,
             replica_id: uuid::Uuid::new_v4().to_string(),
             held: HeldSlots::default(),
+            pending_renewal: Mutex::new(None),
         }
+    }
+
+    fn pending_renewal_slot(&self) -> std::sync::MutexGuard<'_, Option<CancellationToken>> {
+        self.pending_renewal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What is left today of `key`'s daily budgets (read, not counted); the rates and run
+    /// slots are reported as their limits.
+    pub async fn left(&self, key: &LimitedKey) -> LimitsLeft {
+        let mut left = LimitsLeft {
+            limits: key.limits,
+            ..LimitsLeft::default()
+        };
+        if !key.limits.has_daily_budget() {
+            return left;
+        }
+        match self
+            .counter
+            .usage_on(&key.id, window::utc_day(Utc::now()))
+            .await
+        {
+            Ok(usage) => {
+                left.tokens_left_today = key
+                    .limits
+                    .tokens_per_day
+                    .map(|limit| limit.get().saturating_sub(usage.tokens));
+                left.cost_usd_left_today = key
+                    .limits
+                    .cost_usd_per_day
+                    .map(|limit| (limit - usage.cost_usd).max(0.0));
+            }
+            Err(error) => counter_failed(&key.id, &error),
+        }
+        left
     }
 
     /// Counts a submission of a run `run_id` by `key` (none: a keyless caller, never limited)
@@ -313,6 +365,9 @@ impl KeyLimiter {
             now,
             lease_until: now + SLOT_LEASE,
         };
+        if let Some(shutdown) = self.pending_renewal_slot().take() {
+            self.keep_renewing(shutdown);
+        }
         let claimed = self.counter.claim_run_slot(&claim).await;
         if !matches!(claimed, Ok(true)) {
             self.held_slots().remove(run_id);

@@ -8,13 +8,15 @@
 //! the response cache table ([`CacheStore`]), the counters of per-key limits ([`KeyLimitStore`]),
 //! and what lets runs outlive a process: replicas and their heartbeats, owner loss, `requestId`s
 //! and cross-replica cancels ([`ReplicaStore`]), and the Responses API's objects
-//! ([`ResponseStore`]), and users' sealed tool secrets ([`SecretStore`]), and the hash-chained audit log
-//! ([`AuditStore`]), and usage reports ([`UsageStore`]). It knows nothing about HTTP or sessions: callers
+//! ([`ResponseStore`]), users' sealed tool secrets ([`SecretStore`]), the hash-chained audit log
+//! ([`AuditStore`]), usage reports ([`UsageStore`]) and run-time API keys as digests
+//! ([`ApiKeyStore`]). It knows nothing about HTTP or sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
 //! numbers and are embedded at compile time; no database is needed to build.
 
+mod api_keys;
 mod approvals;
 mod audit;
 mod cache_entries;
@@ -36,6 +38,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 pub use crate::json_text::JsonText;
+pub use api_keys::{ApiKeyStore, Rotation, StoredApiKey};
 pub use approvals::{
     ApprovalDecision, ApprovalRecord, ApprovalStore, DecisionWritten, NewApproval, ParkedRun,
     TakenCheckpoint,
@@ -201,6 +204,7 @@ pub trait Store:
     + SecretStore
     + AuditStore
     + UsageStore
+    + ApiKeyStore
     + Send
     + Sync
 {

@@ -102,6 +102,8 @@ struct Objects {
     response: String,
     conversation: String,
     task: String,
+    /// A run-time key of the owner (an admin's key bound to no user for a key owner).
+    api_key: String,
 }
 
 struct Probe {
@@ -137,6 +139,28 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
             one(get, template.to_string(), None, Public)
         }
         ("get", "/ui/{file}") => one(get, "/ui/app.js".into(), None, Public),
+        ("get", "/.well-known/oauth-protected-resource" | "/v1/signin") => {
+            one(get, template.to_string(), None, Public)
+        }
+        ("post", "/v1/keys") => one(
+            post,
+            template.into(),
+            Some(json!({"name": "a key of my own"})),
+            OwnBehalf,
+        ),
+        ("get", "/v1/keys") => one(get, template.into(), None, Listing),
+        ("post", "/v1/keys/{key_id}/rotate") => one(
+            post,
+            format!("/v1/keys/{}/rotate", o.api_key),
+            None,
+            OthersObject,
+        ),
+        ("delete", "/v1/keys/{key_id}") => one(
+            delete,
+            format!("/v1/keys/{}", o.api_key),
+            None,
+            OthersObject,
+        ),
         ("post", "/v1/markdown") => one(
             post,
             template.into(),
@@ -538,7 +562,19 @@ async fn owners_objects(app: &TestApp, owner: Owner) -> Objects {
             .expect("context")
             .to_string()
     };
+    let key_maker = if owner.is_user { owner.key } else { ADMIN };
+    let api_key = app
+        .client
+        .post(app.url("/v1/keys"))
+        .bearer_auth(key_maker)
+        .json(&json!({"name": "the owner's key"}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(api_key.status(), 201, "the owner's key");
+    let api_key: Value = api_key.json().await.expect("key");
     Objects {
+        api_key: api_key["id"].as_str().expect("key id").to_string(),
         owner,
         waiting_run,
         finished_run,
@@ -555,6 +591,7 @@ fn mentions_owner(body: &str, objects: &Objects) -> bool {
         &objects.finished_run,
         &objects.response,
         &objects.task,
+        &objects.api_key,
     ]
     .iter()
     .any(|id| body.contains(id.as_str()))

@@ -28,6 +28,7 @@ mod edge_layers;
 mod faults;
 mod first_hour;
 mod governance;
+mod identity;
 mod internal_tools;
 mod isolation;
 mod key_limits;

@@ -2,6 +2,7 @@
 //! service (a fresh database per test, dropped after), the response cache on the store and on
 //! the local Redis, the counters of per-key limits on both, and what the running server records.
 
+mod api_key_conformance;
 mod approval_conformance;
 pub(crate) mod backends;
 pub(crate) mod cache_conformance;
@@ -53,6 +54,11 @@ on_both_backends!(
 on_both_backends!(
     response_checks => responses_sqlite, responses_postgres:
     responses_are_kept_per_user_and_deleted_once,
+);
+
+on_both_backends!(
+    api_key_conformance => api_keys_sqlite, api_keys_postgres:
+    api_keys_are_found_by_digest_listed_per_user_rotated_and_revoked_once,
 );
 
 on_both_backends!(

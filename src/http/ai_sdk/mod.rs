@@ -174,7 +174,7 @@ pub async fn resume_stream(
     let filter = RunFilter {
         owner: RunOwnerFilter::User(Some(user_id)),
         agent: None,
-        agents_allowed: caller.visible_agents(),
+        agents_allowed: caller.visible_agents(&runtime),
         statuses: vec!["queued".into(), "running".into(), "waiting_approval".into()],
         conversation_id: Some(conversation_id),
         after: None,

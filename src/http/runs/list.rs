@@ -144,7 +144,7 @@ pub async fn list_runs(
     Extension(caller): Extension<Caller>,
     ApiQuery(query): ApiQuery<RunListQuery>,
 ) -> Result<Response, ApiError> {
-    let filter = run_filter(&caller, query)?;
+    let filter = run_filter(&caller, query, &runtime)?;
     let page = runtime.list_runs(&filter).await.map_err(ApiError::store)?;
     let full_page = page.len() == filter.limit as usize;
     let next = full_page
@@ -162,7 +162,11 @@ pub async fn list_runs(
 }
 
 /// The store filter for `query` as `caller` may ask it, or a 400/403 naming what is wrong.
-fn run_filter(caller: &Caller, query: RunListQuery) -> Result<RunFilter, ApiError> {
+fn run_filter(
+    caller: &Caller,
+    query: RunListQuery,
+    runtime: &Runtime,
+) -> Result<RunFilter, ApiError> {
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::invalid_request(format!(
@@ -173,7 +177,7 @@ fn run_filter(caller: &Caller, query: RunListQuery) -> Result<RunFilter, ApiErro
     Ok(RunFilter {
         owner: owner_filter(caller, query.user)?,
         agent: query.agent,
-        agents_allowed: caller.visible_agents(),
+        agents_allowed: caller.visible_agents(runtime),
         statuses: statuses(query.status.as_deref())?,
         conversation_id: query.conversation_id,
         after: query.after.as_deref().map(cursor).transpose()?,

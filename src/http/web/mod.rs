@@ -4,7 +4,9 @@
 //! model writes can run. The page speaks only the public API; two calls exist for it:
 //! `POST /v1/markdown` renders a finished answer's Markdown with `pulldown-cmark` (HTML in it shown
 //! as text) and cleans the result with `ammonia`, bounded in size, nesting and time and off the
-//! async workers ([`markdown`]), and `GET /v1/me` says what the caller's key is (admin, bound user).
+//! async workers ([`markdown`]), and `GET /v1/me` (`http::identity::me`) says who the caller is. With `pageClientId` the page
+//! signs in itself (`assets/signin.js`); the page's policy then lets it call the issuer's
+//! token endpoint.
 
 pub mod markdown;
 
@@ -14,7 +16,6 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::auth::Caller;
 use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 
 /// Only this page's own files and calls to this server; no inline script or style.
@@ -28,11 +29,16 @@ pub const MAX_MARKDOWN_BYTES: usize = 256 * 1024;
 const INDEX_HTML: &str = include_str!("assets/index.html");
 
 /// The page's files, by the name `/ui/{file}` serves them under.
-const ASSETS: [(&str, &str, &str); 2] = [
+const ASSETS: [(&str, &str, &str); 3] = [
     (
         "app.js",
         "text/javascript; charset=utf-8",
         include_str!("assets/app.js"),
+    ),
+    (
+        "signin.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/signin.js"),
     ),
     (
         "app.css",
@@ -67,16 +73,32 @@ fn with_page_headers(mut response: Response, content_type: &'static str) -> Resp
     summary = "The web chat and runs console",
     responses((status = 200, description = "The page", content_type = "text/html", body = String)),
 )]
-pub async fn page() -> Response {
-    with_page_headers(INDEX_HTML.into_response(), "text/html; charset=utf-8")
+pub async fn page(
+    Extension(auth): Extension<std::sync::Arc<crate::http::identity::Authenticator>>,
+) -> Response {
+    let mut response = with_page_headers(INDEX_HTML.into_response(), "text/html; charset=utf-8");
+    let issuers = crate::http::identity::well_known::page_connect_origins(auth.issuers());
+    if !issuers.is_empty() {
+        // Sign-in (signin.js) exchanges its code at the issuer's token endpoint.
+        let policy = CONTENT_SECURITY_POLICY.replace(
+            "connect-src 'self'",
+            &format!("connect-src 'self' {}", issuers.join(" ")),
+        );
+        if let Ok(value) = HeaderValue::from_str(&policy) {
+            response
+                .headers_mut()
+                .insert(header::CONTENT_SECURITY_POLICY, value);
+        }
+    }
+    response
 }
 
 /// The `{file}` of `/ui/{file}`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct AssetPath {
-    /// `app.js` or `app.css`.
-    #[param(pattern = r"^app\.(js|css)$")]
+    /// `app.js`, `signin.js` or `app.css`.
+    #[param(pattern = r"^(app\.(js|css)|signin\.js)$")]
     pub file: String,
 }
 
@@ -144,36 +166,6 @@ pub async fn markdown(
         }
         Err(error) => Err(ApiError::overloaded(error.to_string(), Some(1))),
     }
-}
-
-/// What the caller's key is.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Me {
-    pub admin: bool,
-    /// The user the key is bound to; null when it acts for anyone it names.
-    #[schema(required)]
-    pub user_id: Option<String>,
-    /// The agents the key may run; null is every agent.
-    #[schema(required)]
-    pub agents: Option<Vec<String>>,
-}
-
-#[utoipa::path(
-    get,
-    path = "/v1/me",
-    tag = "web",
-    summary = "What the caller's key may do (the page asks for a user name when it has none)",
-    responses(
-        (status = 200, description = "The key", body = Me),
-        ErrorBody,
-    ),
-)]
-pub async fn whoami(Extension(caller): Extension<Caller>) -> axum::Json<Me> {
-    axum::Json(Me {
-        admin: caller.admin,
-        user_id: caller.user_id,
-        agents: caller.agents,
-    })
 }
 
 #[cfg(test)]

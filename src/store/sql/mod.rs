@@ -7,6 +7,7 @@
 //! Transactions here contain database statements only: nothing awaits the network (an LLM, a
 //! tool) while one is open.
 
+pub mod api_keys;
 pub mod approvals;
 pub mod audit;
 pub mod cache;
@@ -107,6 +108,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::approvals::impl_approval_store!($store, $db);
         $crate::store::sql::secrets::impl_secret_store!($store, $db);
         $crate::store::sql::audit::impl_audit_store!($store, $db);
+        $crate::store::sql::api_keys::impl_api_key_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {

@@ -30,7 +30,8 @@ class ApiError extends Error {
 
 function headers(extra) {
   const h = Object.assign({}, extra || {});
-  if (state.key) h["Authorization"] = "Bearer " + state.key;
+  const bearer = state.key || (window.agentdSignIn ? window.agentdSignIn.token() : "");
+  if (bearer) h["Authorization"] = "Bearer " + bearer;
   return h;
 }
 
@@ -647,5 +648,5 @@ document.addEventListener("DOMContentLoaded", () => {
   $("tab-runs").addEventListener("click", () => showTab("runs"));
   $("run-filters").addEventListener("submit", loadRuns);
   window.addEventListener("pagehide", saveActive);
-  connect();
+  (window.agentdSignIn ? window.agentdSignIn.start() : Promise.resolve()).then(connect);
 });
