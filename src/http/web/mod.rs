@@ -1,10 +1,12 @@
 //! The web page (SPEC §10): `GET /` and `GET /ui/{file}` serve the chat and runs console, HTML,
-//! CSS and JavaScript embedded in the binary (no CDN, no build step), under a strict
-//! Content-Security-Policy that allows only these files and calls to this server, so nothing a
-//! model writes can run. The page speaks only the public API; two calls exist for it:
-//! `POST /v1/markdown` renders a finished answer's Markdown with `pulldown-cmark` (HTML in it shown
-//! as text) and cleans the result with `ammonia`, bounded in size, nesting and time and off the
-//! async workers ([`markdown`]), and `GET /v1/me` says what the caller's key is (admin, bound user).
+//! CSS, an icon and one JavaScript bundle embedded in the binary (no CDN, no build at run time),
+//! under a strict Content-Security-Policy that allows only these files and calls to this
+//! server, so nothing a model writes can run. The bundle is built from `web/src` by
+//! `web/build.mjs` (esbuild, with marked, DOMPurify and highlight.js from `web/`'s lockfile) and
+//! checked in; a test rebuilds it and fails when it differs. The page speaks only the public
+//! API; two calls exist for it: `POST /v1/markdown` renders Markdown on the server with
+//! `pulldown-cmark` and `ammonia` for API clients, bounded in size, nesting and time and off
+//! the async workers ([`markdown`]), and `GET /v1/me` says what the caller's key is.
 
 pub mod markdown;
 
@@ -28,7 +30,7 @@ pub const MAX_MARKDOWN_BYTES: usize = 256 * 1024;
 const INDEX_HTML: &str = include_str!("assets/index.html");
 
 /// The page's files, by the name `/ui/{file}` serves them under.
-const ASSETS: [(&str, &str, &str); 2] = [
+const ASSETS: [(&str, &str, &str); 3] = [
     (
         "app.js",
         "text/javascript; charset=utf-8",
@@ -38,6 +40,11 @@ const ASSETS: [(&str, &str, &str); 2] = [
         "app.css",
         "text/css; charset=utf-8",
         include_str!("assets/app.css"),
+    ),
+    (
+        "favicon.svg",
+        "image/svg+xml",
+        include_str!("assets/favicon.svg"),
     ),
 ];
 
@@ -75,8 +82,8 @@ pub async fn page() -> Response {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct AssetPath {
-    /// `app.js` or `app.css`.
-    #[param(pattern = r"^app\.(js|css)$")]
+    /// `app.js`, `app.css` or `favicon.svg`.
+    #[param(pattern = r"^(app\.(js|css)|favicon\.svg)$")]
     pub file: String,
 }
 
@@ -90,6 +97,7 @@ pub struct AssetPath {
         (status = 200, description = "The file", content(
             (String = "text/javascript"),
             (String = "text/css"),
+            (String = "image/svg+xml"),
         )),
         ErrorBody,
     ),
