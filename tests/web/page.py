@@ -78,7 +78,7 @@ def no_sideways_scroll(page, where):
     wider = page.evaluate(
         """() => Array.from(document.querySelectorAll('body *')).filter(e => {
             const r = e.getBoundingClientRect();
-            return r.width > 0 && r.right > window.innerWidth + 1 && getComputedStyle(e).position !== 'fixed'
+            return r.width > 0 && r.right > window.innerWidth + 1
               && !e.closest('.table-scroll, .code-block pre, .table-wrap, .sidebar');
           }).map(e => e.tagName + '.' + e.className).slice(0, 5)"""
     )
