@@ -144,7 +144,11 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(chat::chat))
         .routes(routes!(chat::list_conversations))
         .routes(routes!(chat::list_approvals))
-        .routes(routes!(chat::get_conversation, chat::delete_conversation))
+        .routes(routes!(
+            chat::get_conversation,
+            chat::delete_conversation,
+            chat::manage::rename_conversation
+        ))
         .routes(routes!(secrets::list_secrets))
         .routes(routes!(secrets::put_secret, secrets::delete_secret))
         .routes(routes!(ai_sdk::resume_stream))

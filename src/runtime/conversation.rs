@@ -121,6 +121,17 @@ impl Runtime {
         user_id: &str,
         conversation_id: &str,
     ) -> Result<Vec<ChatMessage>, StoreError> {
+        let stored = self.conversation_messages(user_id, conversation_id).await?;
+        Ok(stored.iter().filter_map(StoredMessage::to_chat).collect())
+    }
+
+    /// The newest stored messages of one of the user's conversations (with their numbers),
+    /// oldest first.
+    pub async fn conversation_messages(
+        &self,
+        user_id: &str,
+        conversation_id: &str,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
         let mut stored: Vec<StoredMessage> = Vec::new();
         loop {
             let after = stored.last().map_or(0, |m| m.seq);
@@ -135,10 +146,8 @@ impl Runtime {
             }
         }
         let skip = stored.len().saturating_sub(HISTORY_LIMIT as usize);
-        Ok(stored[skip..]
-            .iter()
-            .filter_map(StoredMessage::to_chat)
-            .collect())
+        stored.drain(..skip);
+        Ok(stored)
     }
 
     /// Stores a successful run's answer in its conversation; a failed run adds nothing.

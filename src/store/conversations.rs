@@ -90,8 +90,34 @@ pub trait ConversationStore: Send + Sync {
         before: Option<&ConversationCursor>,
         limit: u32,
     ) -> Result<Vec<Conversation>, StoreError>;
+    /// The user's conversations whose title contains `query` (case-insensitive for ASCII
+    /// letters), in the order and paging of [`ConversationStore::list_conversations`].
+    async fn search_conversations(
+        &self,
+        user_id: &str,
+        query: &str,
+        before: Option<&ConversationCursor>,
+        limit: u32,
+    ) -> Result<Vec<Conversation>, StoreError>;
     /// Deletes the conversation and its messages; false when the user has no such conversation.
     async fn delete_conversation(&self, user_id: &str, id: &str) -> Result<bool, StoreError>;
+    /// Sets the conversation's title (its place in listings stays); `None` when the user has no
+    /// such conversation.
+    async fn rename_conversation(
+        &self,
+        user_id: &str,
+        id: &str,
+        title: &str,
+    ) -> Result<Option<Conversation>, StoreError>;
+    /// Removes the messages numbered `from_seq` and after (an edited message and what answered
+    /// it) and numbers the next appended message `from_seq`; returns how many were removed.
+    /// [`StoreError::NotFound`] when the user has no such conversation.
+    async fn truncate_messages(
+        &self,
+        user_id: &str,
+        conversation_id: &str,
+        from_seq: i64,
+    ) -> Result<u64, StoreError>;
     /// Appends messages in order and returns their seq numbers. Concurrent appenders never get
     /// the same seq. [`StoreError::NotFound`] when the user has no such conversation.
     async fn append_messages(

@@ -133,6 +133,7 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
     let post = reqwest::Method::POST;
     let put = reqwest::Method::PUT;
     let delete = reqwest::Method::DELETE;
+    let patch = reqwest::Method::PATCH;
     let chat_ask = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]});
     Some(match (method, template) {
         ("get", "/" | "/health" | "/ready" | "/metrics" | "/openapi.json") => {
@@ -334,6 +335,12 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
             get,
             format!("/api/{}/conversations/{}", o.owner.user, o.conversation),
             None,
+            OthersObject,
+        ),
+        ("patch", "/api/{user_id}/conversations/{id}") => one(
+            patch,
+            format!("/api/{}/conversations/{}", o.owner.user, o.conversation),
+            Some(json!({"title": "renamed by someone else"})),
             OthersObject,
         ),
         ("delete", "/api/{user_id}/conversations/{id}") => one(
@@ -741,6 +748,8 @@ async fn authorization_matrix(owner: Owner) {
         .await
         .expect("sent");
     assert_eq!(kept.status(), 200, "the conversation is still the owner's");
+    let kept: Value = kept.json().await.expect("conversation");
+    assert_ne!(kept["title"], "renamed by someone else", "{kept}");
     if owner.is_user {
         let secrets: Value = app
             .client

@@ -23,6 +23,7 @@ mod claude_code;
 mod cli;
 mod connections;
 mod context;
+mod conversation_edits;
 mod edge_hardening;
 mod edge_layers;
 mod faults;

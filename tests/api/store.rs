@@ -91,6 +91,7 @@ on_both_backends!(
     run_batches_insert_finish_and_never_undo_a_finished_run,
     a_run_batch_larger_than_one_statement_is_written_whole,
     conversations_are_listed_newest_first_page_by_page,
+    conversations_are_renamed_searched_and_truncated,
     no_query_returns_another_users_rows,
     messages_keep_their_order_and_fields,
     concurrent_appenders_get_unique_ordered_seqs,

@@ -27,9 +27,17 @@ pub(crate) const ADA_KEY: &str = "ada-key";
 /// agents using it (`tooly`, and `approver`, whose echo waits for approval). Keep the directory
 /// alive.
 pub(crate) async fn spawn_web_app() -> (TestApp, tempfile::TempDir) {
+    spawn_web_app_with(&[]).await
+}
+
+/// [`spawn_web_app`] with more agent files (`(file name, text)`).
+async fn spawn_web_app_with(agents: &[(&str, &str)]) -> (TestApp, tempfile::TempDir) {
     let extra = tempfile::tempdir().expect("dir");
     std::fs::write(extra.path().join("tooly.ai"), TOOL_AGENT).expect("agent");
     std::fs::write(extra.path().join("approver.ai"), APPROVER_AGENT).expect("agent");
+    for (name, text) in agents {
+        std::fs::write(extra.path().join(name), text).expect("agent");
+    }
     let extra_path = extra.path().display().to_string();
     let app = spawn_app_with(|config| {
         config["mcpServers"] = json!({"test": test_server_config(json!({}))});
@@ -629,12 +637,39 @@ async fn the_resume_route_continues_an_answer_in_progress() {
 
 // ---------- the page in a browser ----------
 
+const LEAD_AGENT: &str = "---\ndescription: Asks its helper\nmodels: llm/upstream-model\nfinalization: text\nagents: [helper]\n---\nYou delegate.\n";
+const HELPER_AGENT: &str =
+    "---\ndescription: Helps\nmodels: llm/upstream-model\nfinalization: text\n---\nYou help.\n";
+
+/// The answer tests/web/page.py watches render while it streams.
+const MARKDOWN_PIECES: [&str; 6] = [
+    "## Plan\n\n",
+    "- one\n- two\n\n",
+    "```python\nprint('hi')\n```\n\n",
+    "| a | b |\n|---|---|\n",
+    "| 1 | 2 |\n\n",
+    "Hello **world**",
+];
+
 #[tokio::test]
 async fn the_page_works_in_headless_chromium() {
-    let (app, _dir) = spawn_web_app().await;
+    let (app, _dir) =
+        spawn_web_app_with(&[("lead.ai", LEAD_AGENT), ("helper.ai", HELPER_AGENT)]).await;
+    // 30 runs of another user, so the runs console has a second page.
+    for n in 0..30 {
+        app.llm.push(Reply::text(format!("bob answer {n}")));
+        let sent = post(
+            &app,
+            ADMIN_KEY,
+            "/api/bob/chat",
+            &json!({"message": format!("bob {n}")}),
+        )
+        .await;
+        assert_eq!(sent.status(), 200);
+    }
     // The replies, in the order tests/web/page.py asks for them.
     app.llm
-        .push(Reply::text_in_pieces(&["Hello ", "**world**"]));
+        .push(Reply::text_in_pieces(&MARKDOWN_PIECES).with_chunk_gap(Duration::from_millis(400)));
     app.llm.push(Reply::tool_calls(vec![ToolCall::new(
         "t1",
         "test__echo",
@@ -644,6 +679,21 @@ async fn the_page_works_in_headless_chromium() {
     app.llm.push(Reply::text(
         "Look: <img src=x onerror=\"window.__xss=1\"> <script>window.__xss=2</script> done",
     ));
+    app.llm
+        .push(Reply::text("Thought it through.").with_reasoning("Let me think step by step."));
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "a1",
+        "test__echo",
+        r#"{"text": "ping"}"#,
+    )]));
+    app.llm.push(Reply::text("Approved echo done."));
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "s1",
+        "agent__helper",
+        json!({"prompt": "find the number"}).to_string(),
+    )]));
+    app.llm.push(Reply::text("the number is 42"));
+    app.llm.push(Reply::text("The helper found 42."));
     let words: Vec<String> = (0..20).map(|i| format!("word{i} ")).collect();
     let pieces: Vec<&str> = words.iter().map(String::as_str).collect();
     app.llm
@@ -652,6 +702,16 @@ async fn the_page_works_in_headless_chromium() {
     let slow: Vec<&str> = slow.iter().map(String::as_str).collect();
     app.llm
         .push(Reply::text_in_pieces(&slow).with_chunk_gap(Duration::from_millis(250)));
+    app.llm.push(Reply::text("Regenerated answer."));
+    app.llm.push(Reply::text("Edited answer."));
+    app.llm.push(Reply::text(format!(
+        "A long line:\n\n```text\n{}\n```\n\n| {} |\n|{}|\n| {} |\n\nand a long word {}",
+        "x".repeat(300),
+        ["column"; 12].join(" | "),
+        ["---"; 12].join("|"),
+        ["value"; 12].join(" | "),
+        "y".repeat(120),
+    )));
     let shots = repo().join("target/web-screenshots");
     std::fs::create_dir_all(&shots).expect("screenshot dir");
     let out = run_python(
@@ -666,13 +726,26 @@ async fn the_page_works_in_headless_chromium() {
     .await;
     for step in [
         "401 ok",
-        "stream ok",
+        "markdown ok",
         "tool ok",
         "xss ok",
+        "thinking ok",
+        "approval ok",
+        "subagent ok",
         "reload ok",
         "stop ok",
+        "regenerate ok",
+        "edit ok",
+        "conversations ok",
+        "keyboard ok",
+        "axe desktop chat ok",
         "runs ok",
+        "axe desktop runs ok",
+        "dark ok",
         "phone ok",
+        "axe phone chat ok",
+        "axe phone run detail ok",
+        "console ok",
     ] {
         assert!(out.lines().any(|l| l == step), "{step} missing:\n{out}");
     }
@@ -762,4 +835,55 @@ async fn the_first_visit_to_a_keyless_loopback_server_chats_at_once() {
         .await
         .expect("json");
     assert_eq!(list["data"].as_array().map(Vec::len), Some(1), "{list}");
+}
+
+/// Lighthouse (npm, in headless Chromium) scores the page's accessibility and best practices at
+/// least 95, as a phone and as a desktop, on a keyless loopback server with a conversation open.
+#[tokio::test]
+async fn lighthouse_scores_the_page_at_least_95_for_accessibility_and_best_practices() {
+    let app = crate::support::spawn_app().await;
+    app.llm.push(Reply::text(
+        "## Notes\n\n- a list\n- of things\n\n```rust\nfn main() {}\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |",
+    ));
+    let sent = app
+        .post_json("/api/local/chat", &json!({"message": "Show me notes"}))
+        .await;
+    assert_eq!(sent.status(), 200);
+    for form_factor in ["mobile", "desktop"] {
+        let scores = run_node_as(
+            "lighthouse.mjs",
+            &[format!("{}/", app.address), form_factor.into()],
+            "",
+        )
+        .await;
+        println!("lighthouse {scores}");
+        for category in ["accessibility", "best_practices"] {
+            let score = scores[category].as_i64().unwrap_or_default();
+            assert!(score >= 95, "{form_factor} {category} {score}: {scores}");
+        }
+    }
+}
+
+/// The checked-in bundle (src/http/web/assets/app.js) is what `web/build.mjs` builds from
+/// web/src with web/'s lockfile, byte for byte.
+#[tokio::test]
+async fn the_page_bundle_rebuilds_byte_for_byte_from_the_lockfile() {
+    let web = repo().join("web");
+    assert!(
+        web.join("node_modules/esbuild").exists(),
+        "the page's build tools are missing: run scripts/test --setup-only (or `npm ci --prefix web`)"
+    );
+    let output = tokio::process::Command::new("node")
+        .arg(web.join("build.mjs"))
+        .arg("--check")
+        .current_dir(&web)
+        .output()
+        .await
+        .expect("node runs");
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

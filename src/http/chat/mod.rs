@@ -1,10 +1,12 @@
 //! Per-user chat (seeds/001): `POST /api/{user_id}/chat` continues (or starts) one of the user's
 //! conversations through the run pipeline (which loads the history and stores the user's
 //! message before the run and the answer after it); failures come back as the seeds' friendly
-//! messages, never internals. `GET`/`DELETE /api/{user_id}/conversations[/{id}]` read and remove them;
+//! messages, never internals. `GET`/`DELETE /api/{user_id}/conversations[/{id}]` read and remove them
+//! ([`manage`] renames them and rewinds one for an edited message);
 //! `GET /api/{user_id}/approvals` lists the user's tool calls waiting for approval (SPEC §8).
 //! This module holds the handlers; [`wire`] holds the bodies.
 
+pub mod manage;
 pub mod wire;
 
 use std::sync::Arc;
@@ -144,6 +146,9 @@ pub async fn chat(
         ))
         .with_param("conversation_id"));
     }
+    if let Some(seq) = body.replace_from {
+        manage::rewind_for_edit(&runtime, &user_id, body.conversation_id.as_deref(), seq).await?;
+    }
     let requested = match (&body.agent, &body.conversation_id) {
         (Some(agent), _) => Some(agent.clone()),
         (None, Some(id)) => conversation_agent(&runtime, &user_id, id).await?,
@@ -252,11 +257,21 @@ pub async fn list_conversations(
         );
     }
     let before = query.before.as_deref().map(parse_cursor).transpose()?;
-    let page = runtime
-        .store()
-        .list_conversations(&user_id, before.as_ref(), limit)
-        .await
-        .map_err(ApiError::store)?;
+    let store = runtime.store();
+    let page = match query.q.as_deref() {
+        Some(text) => {
+            let text = manage::checked_title(text, "q")?;
+            store
+                .search_conversations(&user_id, text, before.as_ref(), limit)
+                .await
+        }
+        None => {
+            store
+                .list_conversations(&user_id, before.as_ref(), limit)
+                .await
+        }
+    }
+    .map_err(ApiError::store)?;
     let next = (page.len() as u32 == limit)
         .then(|| {
             page.last()
@@ -318,7 +333,7 @@ pub async fn get_conversation(
             ApiError::not_found("I couldn't find that conversation. It may have been deleted.")
         })?;
     let messages = runtime
-        .conversation_history(&user_id, &id)
+        .conversation_messages(&user_id, &id)
         .await
         .map_err(ApiError::store)?;
     Ok(axum::Json(ConversationDetail {

@@ -7,8 +7,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::agent::result::UsageTotals;
 use crate::http::wire::ListObject;
-use crate::llm::ChatMessage;
-use crate::store::Conversation;
+use crate::store::{Conversation, StoredMessage};
 
 /// The `{user_id}` of a route.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -54,6 +53,14 @@ pub struct ChatRequest {
     /// `onDisconnect` by default.
     #[serde(default, alias = "onDisconnect")]
     pub on_disconnect: Option<crate::config::OnDisconnect>,
+    /// Edit or regenerate: the `seq` of one of the conversation's user messages. That message
+    /// and every message after it are removed from the stored history, and `message` is
+    /// answered in its place (send the same text to regenerate the answer). Needs
+    /// `conversation_id`; refused with 409 `conversation_busy` while a run of the conversation
+    /// is in progress.
+    #[serde(default)]
+    #[schema(minimum = 1)]
+    pub replace_from: Option<i64>,
 }
 
 /// How the chat run ended.
@@ -112,6 +119,20 @@ pub struct ListQuery {
     #[serde(default)]
     #[param(pattern = "^[0-9]{1,15}\\|.+$")]
     pub before: Option<String>,
+    /// Only conversations whose title contains this text (case-insensitive), 1 to 200
+    /// characters.
+    #[serde(default)]
+    #[param(min_length = 1, max_length = 200)]
+    pub q: Option<String>,
+}
+
+/// `PATCH /api/{user_id}/conversations/{id}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationPatch {
+    /// The new title: 1 to 200 characters, not only white space (trimmed).
+    #[schema(min_length = 1, max_length = 200, pattern = "\\S")]
+    pub title: String,
 }
 
 /// A page of the user's conversations, newest first.
@@ -158,18 +179,23 @@ pub struct ConversationDetail<'a> {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ConversationMessage<'a> {
+    /// 1, 2, 3… in the conversation: what `replace_from` of the chat request names.
+    pub seq: i64,
     /// `system`, `user`, `assistant` or `tool`.
-    #[schema(value_type = String)]
-    pub role: crate::llm::Role,
+    pub role: &'a str,
     #[schema(required)]
     pub content: Option<&'a str>,
+    /// RFC 3339.
+    pub created_at: String,
 }
 
-impl<'a> From<&'a ChatMessage> for ConversationMessage<'a> {
-    fn from(message: &'a ChatMessage) -> Self {
+impl<'a> From<&'a StoredMessage> for ConversationMessage<'a> {
+    fn from(message: &'a StoredMessage) -> Self {
         Self {
-            role: message.role,
+            seq: message.seq,
+            role: &message.role,
             content: message.content.as_deref(),
+            created_at: message.created_at.to_rfc3339(),
         }
     }
 }

@@ -1,12 +1,14 @@
 //! The web page (SPEC §10): `GET /` and `GET /ui/{file}` serve the chat and runs console, HTML,
-//! CSS and JavaScript embedded in the binary (no CDN, no build step), under a strict
-//! Content-Security-Policy that allows only these files and calls to this server, so nothing a
-//! model writes can run. The page speaks only the public API; two calls exist for it:
-//! `POST /v1/markdown` renders a finished answer's Markdown with `pulldown-cmark` (HTML in it shown
-//! as text) and cleans the result with `ammonia`, bounded in size, nesting and time and off the
-//! async workers ([`markdown`]), and `GET /v1/me` (`http::identity::me`) says who the caller is. With `pageClientId` the page
-//! signs in itself (`assets/signin.js`); the page's policy then lets it call the issuer's
-//! token endpoint.
+//! CSS, an icon and one JavaScript bundle embedded in the binary (no CDN, no build at run time),
+//! under a strict Content-Security-Policy that allows only these files and calls to this
+//! server, so nothing a model writes can run. The bundle is built from `web/src` by
+//! `web/build.mjs` (esbuild, with marked, DOMPurify and highlight.js from `web/`'s lockfile) and
+//! checked in; a test rebuilds it and fails when it differs. The page speaks only the public
+//! API; two calls exist for it: `POST /v1/markdown` renders Markdown on the server with
+//! `pulldown-cmark` and `ammonia` for API clients, bounded in size, nesting and time and off
+//! the async workers ([`markdown`]), and `GET /v1/me` says who the caller is. With `pageClientId`
+//! the page signs in itself (`web/src/signin.js`, the `signin` hook); its policy then lets it
+//! call the issuer's token endpoint.
 
 pub mod markdown;
 
@@ -36,14 +38,14 @@ const ASSETS: [(&str, &str, &str); 3] = [
         include_str!("assets/app.js"),
     ),
     (
-        "signin.js",
-        "text/javascript; charset=utf-8",
-        include_str!("assets/signin.js"),
-    ),
-    (
         "app.css",
         "text/css; charset=utf-8",
         include_str!("assets/app.css"),
+    ),
+    (
+        "favicon.svg",
+        "image/svg+xml",
+        include_str!("assets/favicon.svg"),
     ),
 ];
 
@@ -79,7 +81,7 @@ pub async fn page(
     let mut response = with_page_headers(INDEX_HTML.into_response(), "text/html; charset=utf-8");
     let issuers = crate::http::identity::well_known::page_connect_origins(auth.issuers());
     if !issuers.is_empty() {
-        // Sign-in (signin.js) exchanges its code at the issuer's token endpoint.
+        // Sign-in (web/src/signin.js) exchanges its code at the issuer's token endpoint.
         let policy = CONTENT_SECURITY_POLICY.replace(
             "connect-src 'self'",
             &format!("connect-src 'self' {}", issuers.join(" ")),
@@ -97,8 +99,8 @@ pub async fn page(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct AssetPath {
-    /// `app.js`, `signin.js` or `app.css`.
-    #[param(pattern = r"^(app\.(js|css)|signin\.js)$")]
+    /// `app.js`, `app.css` or `favicon.svg`.
+    #[param(pattern = r"^(app\.(js|css)|favicon\.svg)$")]
     pub file: String,
 }
 
@@ -112,6 +114,7 @@ pub struct AssetPath {
         (status = 200, description = "The file", content(
             (String = "text/javascript"),
             (String = "text/css"),
+            (String = "image/svg+xml"),
         )),
         ErrorBody,
     ),

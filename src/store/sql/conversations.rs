@@ -21,6 +21,42 @@ pub const LIST_CONVERSATIONS_BEFORE: &str = "SELECT id, user_id, agent, title, c
      WHERE user_id = $1 AND (updated_at < $2 OR (updated_at = $2 AND id < $3)) \
      ORDER BY updated_at DESC, id DESC LIMIT $4";
 
+/// `$2` is a `LIKE` pattern whose `%`, `_` and `\\` are escaped with `\\` ([`title_pattern`]).
+pub const SEARCH_CONVERSATIONS: &str = "SELECT id, user_id, agent, title, created_at, updated_at FROM conversations \
+     WHERE user_id = $1 AND lower(title) LIKE $2 ESCAPE '\\' ORDER BY updated_at DESC, id DESC LIMIT $3";
+
+pub const SEARCH_CONVERSATIONS_BEFORE: &str = "SELECT id, user_id, agent, title, created_at, updated_at FROM conversations \
+     WHERE user_id = $1 AND lower(title) LIKE $2 ESCAPE '\\' \
+     AND (updated_at < $3 OR (updated_at = $3 AND id < $4)) \
+     ORDER BY updated_at DESC, id DESC LIMIT $5";
+
+pub const RENAME_CONVERSATION: &str = "UPDATE conversations SET title = $3 WHERE user_id = $1 AND id = $2 \
+     RETURNING id, user_id, agent, title, created_at, updated_at";
+
+/// Numbers the next message `$3` (the first removed one) and bumps `updated_at`; a `$3` past
+/// the last message changes nothing.
+pub const REWIND_MESSAGE_SEQ: &str = "UPDATE conversations SET next_seq = $3 - 1, updated_at = $4 \
+     WHERE user_id = $1 AND id = $2 AND next_seq >= $3 - 1";
+
+pub const SELECT_CONVERSATION_ID: &str =
+    "SELECT id FROM conversations WHERE user_id = $1 AND id = $2";
+
+pub const DELETE_MESSAGES_FROM: &str =
+    "DELETE FROM messages WHERE user_id = $1 AND conversation_id = $2 AND seq >= $3";
+
+/// A `LIKE` pattern matching titles that contain `query`, lower-cased, its wildcards escaped.
+pub fn title_pattern(query: &str) -> String {
+    let mut pattern = String::from("%");
+    for c in query.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
 pub const DELETE_CONVERSATION: &str = "DELETE FROM conversations WHERE user_id = $1 AND id = $2";
 
 /// Reserves `$3` seq numbers and bumps `updated_at`; the row lock (PostgreSQL) or the write lock
@@ -147,6 +183,87 @@ macro_rules! impl_conversation_store {
                 };
                 let rows = query.fetch_all(&self.reader).await?;
                 Ok(rows.into_iter().map(Into::into).collect())
+            }
+
+            async fn search_conversations(
+                &self,
+                user_id: &str,
+                query: &str,
+                before: Option<&$crate::store::ConversationCursor>,
+                limit: u32,
+            ) -> Result<Vec<$crate::store::Conversation>, $crate::store::StoreError> {
+                use $crate::store::sql::{at, conversations as sql};
+                let limit = $crate::store::check_page_size(limit)?;
+                let pattern = sql::title_pattern(query);
+                let query = match before {
+                    None => sqlx::query_as::<_, sql::ConversationRow>(sql::SEARCH_CONVERSATIONS)
+                        .bind(user_id)
+                        .bind(pattern)
+                        .bind(limit),
+                    Some(cursor) => {
+                        sqlx::query_as::<_, sql::ConversationRow>(sql::SEARCH_CONVERSATIONS_BEFORE)
+                            .bind(user_id)
+                            .bind(pattern)
+                            .bind(at(cursor.updated_at))
+                            .bind(&cursor.id)
+                            .bind(limit)
+                    }
+                };
+                let rows = query.fetch_all(&self.reader).await?;
+                Ok(rows.into_iter().map(Into::into).collect())
+            }
+
+            async fn rename_conversation(
+                &self,
+                user_id: &str,
+                id: &str,
+                title: &str,
+            ) -> Result<Option<$crate::store::Conversation>, $crate::store::StoreError> {
+                use $crate::store::sql::conversations as sql;
+                let row = sqlx::query_as::<_, sql::ConversationRow>(sql::RENAME_CONVERSATION)
+                    .bind(user_id)
+                    .bind(id)
+                    .bind(title)
+                    .fetch_optional(&self.writer)
+                    .await?;
+                Ok(row.map(Into::into))
+            }
+
+            async fn truncate_messages(
+                &self,
+                user_id: &str,
+                conversation_id: &str,
+                from_seq: i64,
+            ) -> Result<u64, $crate::store::StoreError> {
+                use $crate::store::sql::{at, conversations as sql};
+                let not_found = || $crate::store::StoreError::NotFound {
+                    what: "conversation",
+                    id: conversation_id.to_string(),
+                };
+                let mut tx = self.begin_write().await?;
+                let exists: Option<String> = sqlx::query_scalar(sql::SELECT_CONVERSATION_ID)
+                    .bind(user_id)
+                    .bind(conversation_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                exists.ok_or_else(not_found)?;
+                let removed = sqlx::query(sql::DELETE_MESSAGES_FROM)
+                    .bind(user_id)
+                    .bind(conversation_id)
+                    .bind(from_seq)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                // Past the last message nothing is removed and the numbering stays.
+                sqlx::query(sql::REWIND_MESSAGE_SEQ)
+                    .bind(user_id)
+                    .bind(conversation_id)
+                    .bind(from_seq.max(1))
+                    .bind(at(chrono::Utc::now()))
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(removed)
             }
 
             async fn delete_conversation(

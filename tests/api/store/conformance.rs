@@ -13,7 +13,8 @@ use super::Backend;
 use super::cache_conformance;
 pub use super::conversation_checks::{
     concurrent_appenders_get_unique_ordered_seqs,
-    conversations_are_listed_newest_first_page_by_page, messages_keep_their_order_and_fields,
+    conversations_are_listed_newest_first_page_by_page,
+    conversations_are_renamed_searched_and_truncated, messages_keep_their_order_and_fields,
     no_query_returns_another_users_rows,
 };
 use super::key_limit_conformance;

@@ -255,3 +255,147 @@ pub async fn concurrent_appenders_get_unique_ordered_seqs(backend: &Backend) {
         );
     }
 }
+
+/// Rename, title search (wildcards taken literally) and truncation for an edited message: the
+/// removed messages are gone, the next one takes the first removed number, and another user's
+/// conversation of the same id is untouched.
+pub async fn conversations_are_renamed_searched_and_truncated(backend: &Backend) {
+    let store = backend.open().await;
+    for (n, id) in ["s-1", "s-2", "s-3"].iter().enumerate() {
+        store
+            .create_conversation(&conversation(id, "alice", n as i64))
+            .await
+            .expect("create");
+    }
+    store
+        .create_conversation(&conversation("s-1", "bob", 0))
+        .await
+        .expect("bob's");
+    let renamed = store
+        .rename_conversation("alice", "s-1", "Trip to 100% Rome_plan")
+        .await
+        .expect("rename")
+        .expect("exists");
+    assert_eq!(renamed.title.as_deref(), Some("Trip to 100% Rome_plan"));
+    assert_eq!(
+        renamed.updated_at,
+        at(0),
+        "a rename keeps the listing order"
+    );
+    assert_eq!(
+        store
+            .rename_conversation("alice", "nope", "x")
+            .await
+            .expect("rename"),
+        None
+    );
+    let found = |query: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .search_conversations("alice", query, None, 10)
+                .await
+                .expect("search")
+                .into_iter()
+                .map(|c| c.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(found("ROME").await, ["s-1"]);
+    assert_eq!(found("100%").await, ["s-1"]);
+    assert_eq!(found("0% r").await, ["s-1"]);
+    assert_eq!(found("e_p").await, ["s-1"]);
+    assert_eq!(
+        found("_").await,
+        ["s-1"],
+        "`_` is a character, not a wildcard"
+    );
+    assert_eq!(found("about").await, ["s-3", "s-2"]);
+    let page = store
+        .search_conversations("alice", "about", None, 1)
+        .await
+        .expect("page");
+    let rest = store
+        .search_conversations("alice", "about", Some(&page[0].cursor()), 1)
+        .await
+        .expect("next page");
+    assert_eq!(rest[0].id, "s-2");
+    assert!(
+        store
+            .search_conversations("bob", "rome", None, 10)
+            .await
+            .expect("bob")
+            .is_empty()
+    );
+
+    let messages: Vec<_> = (0..4)
+        .map(|n| {
+            message(
+                if n % 2 == 0 { "user" } else { "assistant" },
+                &format!("m{n}"),
+                n,
+            )
+        })
+        .collect();
+    store
+        .append_messages("alice", "s-1", &messages)
+        .await
+        .expect("append");
+    store
+        .append_messages("bob", "s-1", &messages[..1])
+        .await
+        .expect("bob's message");
+    assert_eq!(
+        store
+            .truncate_messages("alice", "s-1", 3)
+            .await
+            .expect("truncate"),
+        2
+    );
+    let seqs = store
+        .append_messages("alice", "s-1", &[message("user", "edited", 9)])
+        .await
+        .expect("append after");
+    assert_eq!(seqs, [3]);
+    let kept: Vec<_> = store
+        .list_messages("alice", "s-1", 0, 10)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|m| (m.seq, m.content.unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            (1, "m0".into()),
+            (2, "m1".into()),
+            (3, "edited".to_string())
+        ]
+    );
+    assert_eq!(
+        store
+            .truncate_messages("alice", "s-1", 99)
+            .await
+            .expect("past the end"),
+        0
+    );
+    assert_eq!(
+        store
+            .append_messages("alice", "s-1", &[message("assistant", "a", 10)])
+            .await
+            .expect("numbering kept"),
+        [4]
+    );
+    assert!(matches!(
+        store.truncate_messages("alice", "nope", 1).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert_eq!(
+        store
+            .list_messages("bob", "s-1", 0, 10)
+            .await
+            .expect("bob's")
+            .len(),
+        1
+    );
+}

@@ -1,0 +1,203 @@
+//! Managing a user's conversations beyond reading them (SPEC §10): `PATCH
+//! /api/{user_id}/conversations/{id}` renames one, and an edited or regenerated message
+//! (`replace_from` on the chat request) rewinds the stored history to just before that user
+//! message, so the new run answers the edited history and the store keeps it as answered.
+
+use std::sync::Arc;
+
+use axum::extract::{Extension, State};
+use axum::response::{IntoResponse, Response};
+
+use super::check_user;
+use super::wire::{ConversationPatch, ConversationPath, ConversationSummary};
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiJson, ApiPath, ErrorBody};
+use crate::runtime::Runtime;
+use crate::store::{RunFilter, RunOwnerFilter, StoreError};
+use crate::vocabulary::RunStatus;
+
+/// The longest title a conversation takes (and the longest title search), in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
+
+/// The not-found message of every conversation route.
+const NO_SUCH_CONVERSATION: &str = "I couldn't find that conversation. It may have been deleted.";
+
+/// A title or a search text: trimmed, 1 to [`MAX_TITLE_CHARS`] characters, no NUL.
+pub(crate) fn checked_title<'a>(text: &'a str, param: &str) -> Result<&'a str, ApiError> {
+    let trimmed = text.trim();
+    if trimmed.contains('\0') {
+        return Err(ApiError::nul_in(param));
+    }
+    let length = trimmed.chars().count();
+    if (1..=MAX_TITLE_CHARS).contains(&length) {
+        return Ok(trimmed);
+    }
+    Err(ApiError::invalid_request(format!(
+        "`{param}` must be 1 to {MAX_TITLE_CHARS} characters (not only white space); it has {length}"
+    ))
+    .with_param(param))
+}
+
+#[utoipa::path(
+    patch,
+    path = "/api/{user_id}/conversations/{id}",
+    tag = "chat",
+    summary = "Rename a conversation",
+    params(ConversationPath),
+    request_body = ConversationPatch,
+    responses(
+        (status = 200, description = "The renamed conversation", body = ConversationSummary),
+        ErrorBody,
+    ),
+)]
+pub async fn rename_conversation(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(ConversationPath { user_id, id }): ApiPath<ConversationPath>,
+    ApiJson(patch): ApiJson<ConversationPatch>,
+) -> Result<Response, ApiError> {
+    check_user(&caller, &user_id)?;
+    let title = checked_title(&patch.title, "title")?;
+    let renamed = runtime
+        .store()
+        .rename_conversation(&user_id, &id, title)
+        .await
+        .map_err(ApiError::store)?
+        .ok_or_else(|| ApiError::not_found(NO_SUCH_CONVERSATION))?;
+    Ok(axum::Json(ConversationSummary::from(&renamed)).into_response())
+}
+
+/// Removes user message `seq` and everything after it from the conversation, so the chat
+/// request's message is answered in its place. 400 naming `replace_from` when `seq` is not one
+/// of the conversation's user messages, 404 for no such conversation, 409
+/// `conversation_busy` while one of its runs is in progress.
+pub(crate) async fn rewind_for_edit(
+    runtime: &Runtime,
+    user_id: &str,
+    conversation_id: Option<&str>,
+    seq: i64,
+) -> Result<(), ApiError> {
+    let conversation_id = conversation_id.ok_or_else(|| {
+        ApiError::invalid_request("`replace_from` needs the `conversation_id` it edits")
+            .with_param("replace_from")
+    })?;
+    let messages = runtime
+        .conversation_messages(user_id, conversation_id)
+        .await
+        .map_err(ApiError::store)?;
+    let exists = runtime
+        .store()
+        .get_conversation(user_id, conversation_id)
+        .await
+        .map_err(ApiError::store)?
+        .is_some();
+    if !exists {
+        return Err(ApiError::not_found(NO_SUCH_CONVERSATION).with_param("conversation_id"));
+    }
+    match messages.iter().find(|m| m.seq == seq) {
+        Some(message) if message.role == "user" => {}
+        Some(message) => {
+            return Err(ApiError::invalid_request(format!(
+                "`replace_from` must name a user message; message {seq} is the {}'s",
+                message.role
+            ))
+            .with_param("replace_from"));
+        }
+        None => {
+            return Err(ApiError::invalid_request(format!(
+                "`replace_from`: the conversation has no message {seq}"
+            ))
+            .with_param("replace_from"));
+        }
+    }
+    if conversation_busy(runtime, user_id, conversation_id).await? {
+        return Err(ApiError {
+            code: "conversation_busy",
+            ..ApiError::conflict(
+                "An answer in this conversation is still in progress: stop it or wait, then edit",
+            )
+        });
+    }
+    match runtime
+        .store()
+        .truncate_messages(user_id, conversation_id, seq)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(StoreError::NotFound { .. }) => Err(ApiError::not_found(NO_SUCH_CONVERSATION)),
+        Err(error) => Err(ApiError::store(error)),
+    }
+}
+
+/// How often, and how far apart, a conversation found busy is looked at again: a run whose
+/// answer the client has just read may not have its end in the store yet (the recorder writes
+/// in batches), so it gets up to a second to get there before the edit is refused.
+const BUSY_CHECKS: u32 = 10;
+const BUSY_RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Whether a run of the conversation is queued, running or waiting for a decision, once what
+/// this process has queued for the store is written.
+async fn conversation_busy(
+    runtime: &Runtime,
+    user_id: &str,
+    conversation_id: &str,
+) -> Result<bool, ApiError> {
+    for check in 1..=BUSY_CHECKS {
+        runtime.flush_recorder().await;
+        if !runs_in_progress(runtime, user_id, conversation_id).await? {
+            return Ok(false);
+        }
+        if check < BUSY_CHECKS {
+            tokio::time::sleep(BUSY_RECHECK).await;
+        }
+    }
+    Ok(true)
+}
+
+/// Whether the store lists a run of the conversation as queued, running or waiting.
+async fn runs_in_progress(
+    runtime: &Runtime,
+    user_id: &str,
+    conversation_id: &str,
+) -> Result<bool, ApiError> {
+    let filter = RunFilter {
+        owner: RunOwnerFilter::User(Some(user_id.to_string())),
+        agent: None,
+        agents_allowed: None,
+        statuses: [
+            RunStatus::Queued,
+            RunStatus::Running,
+            RunStatus::WaitingApproval,
+        ]
+        .iter()
+        .map(|s| s.as_str().to_string())
+        .collect(),
+        conversation_id: Some(conversation_id.to_string()),
+        after: None,
+        limit: 1,
+    };
+    let running = runtime
+        .store()
+        .list_runs(&filter)
+        .await
+        .map_err(ApiError::store)?;
+    Ok(!running.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_are_trimmed_and_bounded_at_and_past_the_limit() {
+        assert_eq!(checked_title("  Trip  ", "title"), Ok("Trip"));
+        let longest = "é".repeat(MAX_TITLE_CHARS);
+        assert_eq!(checked_title(&longest, "title"), Ok(longest.as_str()));
+        let too_long = "é".repeat(MAX_TITLE_CHARS + 1);
+        let error = checked_title(&too_long, "title").expect_err("too long");
+        assert_eq!(error.param.as_deref(), Some("title"));
+        assert!(error.message.contains("201"), "{}", error.message);
+        assert!(checked_title("   ", "q").is_err());
+        assert!(checked_title("a\0b", "title").is_err());
+    }
+}
