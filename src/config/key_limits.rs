@@ -42,9 +42,12 @@ impl KeyLimits {
     }
 }
 
-/// A finite amount above zero; zero, negative and non-finite amounts are config errors.
+/// A finite amount above zero (null: none); zero, negative and non-finite amounts are config
+/// errors.
 fn positive_amount<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
-    let amount = f64::deserialize(deserializer)?;
+    let Some(amount) = Option::<f64>::deserialize(deserializer)? else {
+        return Ok(None); // null: no budget, as when the key is absent
+    };
     if amount.is_finite() && amount > 0.0 {
         Ok(Some(amount))
     } else {

@@ -507,7 +507,9 @@ async fn keys_are_created_once_listed_without_secrets_rotated_revoked_and_expire
         &json!({"name": "past", "expires_at": "2020-01-01T00:00:00Z"}),
     )
     .await;
-    assert_eq!(error_message(past).await.0, 400);
+    let (status, message) = error_message(past).await;
+    assert_eq!(status, 409);
+    assert!(message.contains("`expires_at` is in the past"), "{message}");
 }
 
 #[tokio::test]

@@ -37,19 +37,70 @@ pub const MAX_NAME_CHARS: usize = 100;
 #[serde(deny_unknown_fields)]
 pub struct CreateKey {
     /// What the key is for, 1 to 100 characters.
+    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
     pub name: String,
     /// The user it acts for: the caller's own user (the default), or any user for an admin;
     /// an admin's key with no user owns what it starts as `key:ID`.
+    #[schema(pattern = r"^(?!\.{1,2}$)(?!key:)[A-Za-z0-9._@+:-]{1,128}$")]
     pub user: Option<String>,
     /// Agents it may run (`*` wildcards): shorthand for `agents:NAME:run` scopes.
-    pub agents: Option<Vec<String>>,
+    pub agents: Option<Vec<AgentPattern>>,
     /// Its scopes; with neither `agents` nor `scopes`, the creator's agents and `runs:read`.
-    pub scopes: Option<Vec<String>>,
+    pub scopes: Option<Vec<ScopeText>>,
     /// Its limits, as `auth.keys[].limits`.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<KeyLimitsSchema>)]
     pub limits: Option<KeyLimits>,
-    /// RFC 3339: when it stops working.
+    /// RFC 3339: when it stops working; a time already past is a 409.
     pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// An agent name or pattern (`*` matches any run of characters).
+#[derive(Debug, Deserialize)]
+#[serde(transparent)]
+pub struct AgentPattern(pub String);
+
+/// One scope.
+#[derive(Debug, Deserialize)]
+#[serde(transparent)]
+pub struct ScopeText(pub String);
+
+/// A string schema with this pattern.
+fn text_matching(pattern: &str) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .pattern(Some(pattern))
+        .into()
+}
+
+impl utoipa::PartialSchema for AgentPattern {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        text_matching(r"^[A-Za-z0-9._/*-]{1,200}$")
+    }
+}
+
+impl ToSchema for AgentPattern {}
+
+impl utoipa::PartialSchema for ScopeText {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        text_matching(r"^(agents:[A-Za-z0-9._/*-]{1,200}:run|runs:read|keys:manage|admin)$")
+    }
+}
+
+impl ToSchema for ScopeText {}
+
+/// A key's limits (as `auth.keys[].limits`); every value optional and positive.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "documents KeyLimits's JSON shape")]
+pub struct KeyLimitsSchema {
+    #[schema(rename = "requestsPerMinute", minimum = 1, maximum = 4294967295_u64)]
+    requests_per_minute: Option<u32>,
+    #[schema(rename = "concurrentRuns", minimum = 1, maximum = 4294967295_u64)]
+    concurrent_runs: Option<u32>,
+    #[schema(rename = "tokensPerDay", minimum = 1)]
+    tokens_per_day: Option<u64>,
+    #[schema(rename = "costUsdPerDay", exclusive_minimum = 0)]
+    cost_usd_per_day: Option<f64>,
 }
 
 /// One key, as listed: never its secret.
@@ -64,7 +115,7 @@ pub struct KeyView {
     #[schema(required)]
     pub user_id: Option<String>,
     pub scopes: Vec<String>,
-    #[schema(value_type = Object, required)]
+    #[schema(value_type = Option<KeyLimitsSchema>, required)]
     pub limits: Option<KeyLimits>,
     /// RFC 3339; null for a config key.
     #[schema(required)]
@@ -152,10 +203,10 @@ fn managed_user(caller: &Caller) -> Result<Option<String>, ApiError> {
 fn requested_grants(request: &CreateKey, creator: &Grants) -> Result<Grants, ApiError> {
     let mut wanted: Vec<Scope> = Vec::new();
     if let Some(list) = &request.scopes {
-        wanted = scopes::parse_all(list.iter().map(String::as_str))
+        wanted = scopes::parse_all(list.iter().map(|scope| scope.0.as_str()))
             .map_err(|error| ApiError::invalid_request(error.to_string()).with_param("scopes"))?;
     }
-    for agent in request.agents.iter().flatten() {
+    for AgentPattern(agent) in request.agents.iter().flatten() {
         let scope: Scope = format!("agents:{agent}:run").parse().map_err(|_| {
             ApiError::invalid_request(format!(
                 "`{agent}` is not an agent name or pattern: letters, digits, `-`, `_`, `.`, `/` and `*`"
@@ -245,9 +296,11 @@ pub async fn create_key(
     }
     let now = Utc::now();
     if request.expires_at.is_some_and(|at| at <= now) {
-        return Err(
-            ApiError::invalid_request("`expires_at` is in the past").with_param("expires_at")
-        );
+        // 409, not 400: the value is well-formed, only the clock has passed it.
+        return Err(ApiError::conflict(
+            "`expires_at` is in the past: a key must expire after it is made",
+        )
+        .with_param("expires_at"));
     }
     let minted = minted()?;
     let limits = request.limits.filter(|limits| !limits.is_empty());

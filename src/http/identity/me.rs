@@ -32,7 +32,7 @@ pub struct Me {
     /// The agents it may run, by name.
     pub agents: Vec<String>,
     /// Its key's limits and what is left of them today; null without limits.
-    #[schema(value_type = Object, required)]
+    #[schema(value_type = Option<Object>, required)]
     pub limits: Option<LimitsLeft>,
 }
 
