@@ -342,9 +342,10 @@ async fn a_streamed_chat_sends_run_events_and_still_stores_the_answer() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    let answer = &stored["messages"][1];
     assert_eq!(
-        stored["messages"][1],
-        json!({"role": "assistant", "content": "streamed reply"})
+        (&answer["seq"], &answer["role"], &answer["content"]),
+        (&json!(2), &json!("assistant"), &json!("streamed reply"))
     );
 }
 

@@ -117,7 +117,8 @@ async fn regenerating_sends_the_same_question_over_the_history_before_it() {
 }
 
 #[tokio::test]
-async fn replace_from_is_refused_naming_the_field_when_it_names_no_user_message() {
+async fn replace_from_is_refused_naming_the_field_when_it_names_no_user_message_of_the_conversation()
+ {
     let app = spawn_app().await;
     let id = two_turns(&app).await;
     for (body, status, param) in [

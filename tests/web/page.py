@@ -303,6 +303,9 @@ def desktop(browser, errors):
     expect(page.locator("#thread-title")).to_have_text("Show me markdown", timeout=TIMEOUT)
     expect(last_answer(page).locator(".text h2")).to_have_text("Plan")
     expect(target).to_have_attribute("aria-current", "true")
+    # A stored answer shows what its run used, and links to it.
+    expect(last_answer(page).locator(".footer")).to_contain_text("16 tokens", timeout=TIMEOUT)
+    expect(last_answer(page).locator(".footer .run-link")).to_be_visible()
     axe(page, "desktop chat")
     shot(page, "desktop-chat.png")
     print("keyboard ok")

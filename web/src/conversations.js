@@ -1,8 +1,8 @@
 // The sidebar: the user's conversations (titled after their first message), searched by title,
 // renamed in place, deleted with an Undo; a new chat with an agent picker; the open
 // conversation's messages with Edit (user messages) and Regenerate / Copy (answers).
-import { api, apiJson, describe, state, userPath } from "./api.js";
-import { $, button, el, formatTime } from "./dom.js";
+import { api, apiJson, describe, state, userId, userPath } from "./api.js";
+import { $, button, el, formatCost, formatDuration, formatTime } from "./dom.js";
 import { MarkdownView } from "./markdown.js";
 import { closeSidebarOnPhone, notify } from "./ui.js";
 
@@ -194,10 +194,50 @@ export async function openConversation(id) {
       box.append(body);
       messages.append(box);
       new MarkdownView(text).show(m.content);
+      box.dataset.createdAt = m.created_at;
       answerActions(box);
     }
   }
   messages.scrollTop = messages.scrollHeight;
+  showPastUsage(id);
+}
+
+// Tokens, cost and a run link under stored answers: each answer is matched to the completed
+// run of the conversation that ended just before it was stored.
+async function showPastUsage(id) {
+  let page;
+  try {
+    const query = new URLSearchParams({ conversation_id: id, user: userId(), status: "completed", limit: "200" });
+    page = await apiJson(`/v1/runs?${query}`);
+  } catch (_) { return; }
+  if (state.conversationId !== id) return;
+  const runs = page.data.filter((r) => r.finished_at).map((r) => Object.assign({ ended: Date.parse(r.finished_at) }, r));
+  for (const box of $("messages").querySelectorAll(".message.assistant[data-created-at]")) {
+    if (box.querySelector(".footer")) continue;
+    const stored = Date.parse(box.dataset.createdAt);
+    let best = null;
+    for (const run of runs) {
+      const gap = stored - run.ended;
+      if (gap >= -2000 && gap <= 30000 && (!best || Math.abs(gap) < Math.abs(stored - best.ended))) best = run;
+    }
+    if (!best) continue;
+    runs.splice(runs.indexOf(best), 1);
+    box.querySelector(".answer-body").append(usageFooter(best));
+  }
+}
+
+function usageFooter(run) {
+  const footer = el("div", "footer");
+  const parts = [
+    `${run.input_tokens + run.output_tokens} tokens (${run.input_tokens} in, ${run.output_tokens} out)`,
+    formatCost(run.cost_usd),
+    formatDuration(run.duration_ms),
+  ].filter(Boolean);
+  footer.append(el("span", "usage-line", parts.join(" · ")));
+  const link = el("a", "run-link", "Run details");
+  link.href = `#run=${encodeURIComponent(run.run_id)}`;
+  footer.append(link);
+  return footer;
 }
 
 export function newChat() {

@@ -77,7 +77,7 @@ function route() {
     showTab("runs");
     closeRun();
     const conversation = hash.startsWith("runs?conversation=") ? hash.slice("runs?conversation=".length) : "";
-    if (conversation) setRunFilter(conversation);
+    if (conversation) setRunFilter(conversation, userId());
     loadRuns();
   } else if (hash.startsWith("conversation=")) {
     showTab("chat");

@@ -10,8 +10,9 @@ const PAGE_SIZE = 25;
 const pages = { stack: [], current: null, next: null };
 let detailController = null;
 
-export function setRunFilter(conversationId) {
+export function setRunFilter(conversationId, user) {
   $("filter-conversation").value = conversationId || "";
+  $("filter-user").value = user || "";
 }
 
 export async function loadRuns(event, where) {

@@ -68,9 +68,10 @@ pub async fn rename_conversation(
 }
 
 /// Removes user message `seq` and everything after it from the conversation, so the chat
-/// request's message is answered in its place. 400 naming `replace_from` when `seq` is not one
-/// of the conversation's user messages, 404 for no such conversation, 409
-/// `conversation_busy` while one of its runs is in progress.
+/// request's message is answered in its place. 404 naming `replace_from` when the conversation
+/// has no message `seq` (naming `conversation_id` when there is no such conversation or none is
+/// named), 409 naming `replace_from` when message `seq` is an answer, 409 `conversation_busy`
+/// while one of its runs is in progress.
 pub(crate) async fn rewind_for_edit(
     runtime: &Runtime,
     user_id: &str,
@@ -78,8 +79,10 @@ pub(crate) async fn rewind_for_edit(
     seq: i64,
 ) -> Result<(), ApiError> {
     let conversation_id = conversation_id.ok_or_else(|| {
-        ApiError::invalid_request("`replace_from` needs the `conversation_id` it edits")
-            .with_param("replace_from")
+        ApiError::not_found(
+            "`replace_from` names a message of a conversation: name it in `conversation_id`",
+        )
+        .with_param("conversation_id")
     })?;
     let messages = runtime
         .conversation_messages(user_id, conversation_id)
@@ -97,14 +100,14 @@ pub(crate) async fn rewind_for_edit(
     match messages.iter().find(|m| m.seq == seq) {
         Some(message) if message.role == "user" => {}
         Some(message) => {
-            return Err(ApiError::invalid_request(format!(
+            return Err(ApiError::conflict(format!(
                 "`replace_from` must name a user message; message {seq} is the {}'s",
                 message.role
             ))
             .with_param("replace_from"));
         }
         None => {
-            return Err(ApiError::invalid_request(format!(
+            return Err(ApiError::not_found(format!(
                 "`replace_from`: the conversation has no message {seq}"
             ))
             .with_param("replace_from"));

@@ -56,8 +56,8 @@ pub struct ChatRequest {
     /// Edit or regenerate: the `seq` of one of the conversation's user messages. That message
     /// and every message after it are removed from the stored history, and `message` is
     /// answered in its place (send the same text to regenerate the answer). Needs
-    /// `conversation_id`; refused with 409 `conversation_busy` while a run of the conversation
-    /// is in progress.
+    /// `conversation_id` (404 without); 404 for no such message, 409 for an answer's number,
+    /// 409 `conversation_busy` while a run of the conversation is in progress.
     #[serde(default)]
     #[schema(minimum = 1)]
     pub replace_from: Option<i64>,
