@@ -291,6 +291,7 @@ impl Runtime {
             parent: None,
             transport: None,
             client_tools: Default::default(),
+            budget: Default::default(),
         };
         let conversation = opening_conversation(&request, &self.tools.instructions_for(agent));
         let tokenizer = tokenizer_of(agent, &self.catalog);

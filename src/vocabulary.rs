@@ -34,6 +34,8 @@ pub enum ExitReason {
     OutputTooLarge,
     /// A json run's answer was text that does not parse or does not fit the schema.
     SchemaValidationFailed,
+    /// The run reached its budget (SPEC §14) with `onBudget: fail`.
+    BudgetExceeded,
 }
 
 impl ExitReason {
@@ -59,6 +61,7 @@ impl ExitReason {
             Self::ClientToolCalls => "client_tool_calls",
             Self::OutputTooLarge => "output_too_large",
             Self::SchemaValidationFailed => "schema_validation_failed",
+            Self::BudgetExceeded => "budget_exceeded",
         }
     }
 

@@ -33,6 +33,7 @@ fn request(agent: Arc<AgentSpec>, prompt: &str) -> SessionRequest {
         user_id: None,
         transport: None,
         client_tools: Default::default(),
+        budget: Default::default(),
         parent: None,
     }
 }

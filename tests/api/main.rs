@@ -17,6 +17,7 @@ mod anthropic;
 mod approvals;
 mod auth;
 mod authorization_matrix;
+mod budgets;
 mod chat;
 mod chat_completions;
 mod claude_code;

@@ -322,6 +322,7 @@ impl Harness {
             user_id: None,
             transport: None,
             client_tools: Default::default(),
+            budget: Default::default(),
             parent: None,
         }
     }
