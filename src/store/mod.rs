@@ -24,6 +24,7 @@ mod postgres;
 mod recorder;
 mod replicas;
 mod responses;
+mod retention;
 mod run_events;
 mod runs;
 mod secrets;
@@ -56,6 +57,7 @@ pub use replicas::{
     ReplicaStore,
 };
 pub use responses::{ResponseStore, StoredResponse};
+pub use retention::{RETENTION_LEASE, RetainedKind, RetentionStore};
 pub use run_events::{NewRunEvent, RunEventRecord, RunEventStore};
 pub use runs::{
     AccountingRecord, EntryUsage, NewRun, RunBatch, RunBatchStore, RunCursor, RunFilter,
@@ -201,6 +203,7 @@ pub trait Store:
     + SecretStore
     + AuditStore
     + UsageStore
+    + RetentionStore
     + Send
     + Sync
 {

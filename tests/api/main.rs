@@ -50,6 +50,7 @@ mod responses;
 mod responses_approvals;
 mod responses_clients;
 mod rest_tools;
+mod retention;
 mod retried_streams;
 mod run_list;
 mod run_pipeline;

@@ -14,6 +14,7 @@ pub mod conversations;
 pub mod key_limits;
 pub mod replicas;
 pub mod responses;
+pub mod retention;
 pub mod run_batch;
 pub mod run_events;
 pub mod runs;
@@ -107,6 +108,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::approvals::impl_approval_store!($store, $db);
         $crate::store::sql::secrets::impl_secret_store!($store, $db);
         $crate::store::sql::audit::impl_audit_store!($store, $db);
+        $crate::store::sql::retention::impl_retention_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {
