@@ -31,6 +31,7 @@ mod secrets;
 mod sql;
 mod sqlite;
 mod usage;
+mod user_data;
 
 use std::sync::Arc;
 
@@ -66,6 +67,7 @@ pub use runs::{
 pub use secrets::{SealedSecret, SecretName, SecretStore};
 pub use sqlite::SqliteStore;
 pub use usage::{MAX_USAGE_GROUPS, UsageGroup, UsageQuery, UsageRow, UsageStore};
+pub use user_data::{Erased, UserDataStore};
 
 /// The most rows one page of a listing may ask for.
 pub const MAX_PAGE_SIZE: u32 = 1000;
@@ -204,6 +206,7 @@ pub trait Store:
     + AuditStore
     + UsageStore
     + RetentionStore
+    + UserDataStore
     + Send
     + Sync
 {

@@ -24,6 +24,7 @@ mod claude_code;
 mod cli;
 mod connections;
 mod context;
+mod data_rights;
 mod edge_hardening;
 mod edge_layers;
 mod faults;

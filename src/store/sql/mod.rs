@@ -20,6 +20,7 @@ pub mod run_events;
 pub mod runs;
 pub mod secrets;
 pub mod usage;
+pub mod user_data;
 
 use chrono::{DateTime, SubsecRound, Utc};
 
