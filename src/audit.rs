@@ -19,8 +19,8 @@ pub enum AuditAction {
     KeyCreated,
     #[serde(rename = "key.rotated")]
     KeyRotated,
-    #[serde(rename = "key.deleted")]
-    KeyDeleted,
+    #[serde(rename = "key.revoked")]
+    KeyRevoked,
     #[serde(rename = "secret.set")]
     SecretSet,
     #[serde(rename = "secret.deleted")]
@@ -49,7 +49,7 @@ impl AuditAction {
     pub const ALL: [AuditAction; 14] = [
         Self::KeyCreated,
         Self::KeyRotated,
-        Self::KeyDeleted,
+        Self::KeyRevoked,
         Self::SecretSet,
         Self::SecretDeleted,
         Self::ApprovalDecided,
@@ -67,7 +67,7 @@ impl AuditAction {
         match self {
             Self::KeyCreated => "key.created",
             Self::KeyRotated => "key.rotated",
-            Self::KeyDeleted => "key.deleted",
+            Self::KeyRevoked => "key.revoked",
             Self::SecretSet => "secret.set",
             Self::SecretDeleted => "secret.deleted",
             Self::ApprovalDecided => "approval.decided",

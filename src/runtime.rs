@@ -16,6 +16,7 @@ mod orchestration;
 mod ownership;
 mod pipeline;
 mod reload;
+pub mod retention;
 mod run_events;
 mod run_metrics;
 mod waits;
@@ -198,6 +199,10 @@ impl Runtime {
     /// The heartbeat and sweeper, and (on PostgreSQL) the listener for other replicas.
     fn start_background(self: &Arc<Self>) {
         self.background_tasks.spawn(ownership::keep_ownership(
+            self.clone(),
+            self.background.clone(),
+        ));
+        self.background_tasks.spawn(retention::sweep_forever(
             self.clone(),
             self.background.clone(),
         ));

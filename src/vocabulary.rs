@@ -38,6 +38,8 @@ pub enum ExitReason {
     OutputTooLarge,
     /// A json run's answer was text that does not parse or does not fit the schema.
     SchemaValidationFailed,
+    /// The run reached its budget (SPEC §14) with `onBudget: fail`.
+    BudgetExceeded,
 }
 
 impl ExitReason {
@@ -63,6 +65,7 @@ impl ExitReason {
             Self::ClientToolCalls => "client_tool_calls",
             Self::OutputTooLarge => "output_too_large",
             Self::SchemaValidationFailed => "schema_validation_failed",
+            Self::BudgetExceeded => "budget_exceeded",
         }
     }
 

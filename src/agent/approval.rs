@@ -193,6 +193,9 @@ pub struct Checkpoint {
     /// run slots and adds the run's usage to the key's budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limited_key: Option<String>,
+    /// The key's and request's budget (SPEC §14), kept across the wait.
+    #[serde(default)]
+    pub budget: super::budget::RunBudget,
 }
 
 impl Checkpoint {
@@ -212,6 +215,7 @@ impl Checkpoint {
             transport: self.transport,
             // Client tools are not kept across a wait: the resumed run offers the agent's own.
             client_tools: Default::default(),
+            budget: self.budget,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! [`SessionRequest`], runs [`Session::run`] in a task, and translates the events.
 
 pub mod approval;
+pub mod budget;
 mod call_routes;
 pub mod client_tools;
 pub mod context_guard;
@@ -67,6 +68,9 @@ pub struct SessionRequest {
     pub transport: Option<crate::config::agent_file::Transport>,
     /// Tools the client brought (SPEC §9.2); none for most runs.
     pub client_tools: client_tools::ClientTools,
+    /// The budget of the key and the request (the lower of each limit); the agent's own is
+    /// applied over it by the session.
+    pub budget: budget::RunBudget,
 }
 
 impl SessionRequest {
@@ -86,6 +90,7 @@ impl SessionRequest {
             parent: None,
             transport: None,
             client_tools: client_tools::ClientTools::default(),
+            budget: Default::default(),
         }
     }
 
@@ -109,6 +114,7 @@ impl SessionRequest {
             user_id: self.user_id.clone(),
             transport: None,
             client_tools: Default::default(),
+            budget: Default::default(),
             parent: Some(sub_agents::ParentRun {
                 call_path: call_path.to_string(),
                 txn_id: self.run_id.clone(),

@@ -185,6 +185,8 @@ pub(super) struct Run {
     pub xml: Option<XmlTransport>,
     /// Set by the tool phase when calls of the turn wait for a person: the run stops here.
     pub waiting: Option<WaitingTurn>,
+    /// When the run started (before a wait: as long ago as it had run), for its budget.
+    pub started: std::time::Instant,
 }
 
 impl Run {
@@ -248,6 +250,7 @@ impl Run {
             },
             xml,
             waiting: None,
+            started: std::time::Instant::now(),
         }
     }
 
@@ -296,6 +299,9 @@ impl Run {
             },
             xml,
             waiting: None,
+            started: std::time::Instant::now()
+                .checked_sub(std::time::Duration::from_millis(checkpoint.elapsed_ms))
+                .unwrap_or_else(std::time::Instant::now),
         }
     }
 
@@ -327,6 +333,7 @@ impl Run {
             waiting,
             elapsed_ms,
             limited_key: None,
+            budget: self.facts.request.budget,
         })
     }
 }

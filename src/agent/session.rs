@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, error, warn};
 
 use super::approval::{Checkpoint, DecidedCall, SessionEnd, WaitingTurn};
+use super::budget;
 use super::ending::{Ending, Transcript, assemble};
 use super::events::{AgentEvent, EventSink, RunStarted, TextDelta, TurnStarted};
 use super::final_report::{self, FinalReportSpec};
@@ -408,6 +409,10 @@ impl Session {
     /// failure report then says why).
     async fn turns(&self, run: &mut Run, mut turn: u32) -> Stop {
         while turn < run.plan.max_turns {
+            // After the last turn's model call and tool calls: has the run reached its budget?
+            if let Some(ending) = self.past_budget(run).await {
+                return Stop::Ended(ending);
+            }
             turn += 1;
             run.transcript.turns = turn;
             if self.control.abort.is_cancelled() {
@@ -777,6 +782,34 @@ fn fatal(error: &LlmError) -> Ending {
         _ => ExitReason::AuthFailure,
     };
     Ending::failure(reason, error.to_string())
+}
+
+impl Session {
+    /// The run's end when it has reached its budget (the lowest of the agent's, the key's and
+    /// the request's): `run.budget_exceeded` is emitted and the run ends with the contract's
+    /// synthetic failure report, `exit_reason: budget_exceeded`.
+    async fn past_budget(&self, run: &Run) -> Option<Ending> {
+        let request = &run.facts.request;
+        let budget = request.budget.lowest(request.agent.budget);
+        if budget.is_unlimited() {
+            return None;
+        }
+        let spent = budget::Spent::of(&run.transcript.accounting, run.started.elapsed());
+        let crossed = budget.crossed(&spent)?;
+        let message = format!(
+            "the run reached its budget ({:?} {}; used {})",
+            crossed.limit, crossed.allowed, crossed.used
+        );
+        self.events
+            .emit(AgentEvent::BudgetExceeded(Box::new(crossed)))
+            .await;
+        Some(Ending::synthetic_failure(
+            ExitReason::BudgetExceeded,
+            &run.facts.format,
+            "budget_exceeded",
+            &message,
+        ))
+    }
 }
 
 fn exhausted(error: &LlmError) -> Ending {

@@ -52,6 +52,10 @@ pub struct AgentFrontmatter {
     pub approve: Option<OneOrMany>,
     /// How long such a call waits before it counts as denied (default 10m).
     pub approval_timeout: Option<HumanDuration>,
+    /// What one run of the agent may spend (SPEC §14).
+    pub budget: Option<crate::agent::budget::RunBudget>,
+    /// What a run that reaches its budget does: `fail`.
+    pub on_budget: Option<crate::agent::budget::OnBudget>,
     /// Agents run first, in parallel; their answers reach this agent as advisories.
     pub advisors: Option<OneOrMany>,
     /// Agents this one may hand the conversation to with `router__handoff-to`.

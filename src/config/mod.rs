@@ -20,6 +20,7 @@ pub mod models;
 pub mod owner;
 pub mod reasoning;
 pub mod registry;
+pub mod retention;
 pub mod sampling;
 pub mod secrets;
 mod sub_agents;
@@ -82,6 +83,9 @@ pub struct Config {
     /// the config file that named them.
     #[serde(default)]
     pub agents: Vec<PathBuf>,
+    /// How long each kind of data is kept (SPEC §14).
+    #[serde(default)]
+    pub retention: retention::RetentionConfig,
 }
 
 /// The LLM dialect a provider speaks.
@@ -431,6 +435,14 @@ pub fn parse_config(value: Value, file: &str) -> Result<Config, ConfigError> {
     config.secrets.check(file)?;
     config.auth.check_user_ids(file)?;
     identity::check(&config.auth, file)?;
+    config
+        .retention
+        .check()
+        .map_err(|message| ConfigError::Invalid {
+            file: file.to_string(),
+            path: "retention".into(),
+            message,
+        })?;
     Ok(config)
 }
 

@@ -121,6 +121,9 @@ pub struct AgentSpec {
     pub hash: String,
     /// The calls that wait for a person's approval, and for how long (SPEC §8).
     pub approvals: ApprovalPolicy,
+    /// What one run may spend (`budget:`; SPEC §14), and what happens when it has.
+    pub budget: crate::agent::budget::RunBudget,
+    pub on_budget: crate::agent::budget::OnBudget,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -445,6 +448,10 @@ pub fn resolve_agent(
     let agent_refs = fm.agents.as_ref().map(|a| a.to_vec()).unwrap_or_default();
     let approvals = approval_policy(fm, &tools, &agent_refs, config)
         .map_err(|detail| bad_setting(&file_label, "approve", detail))?;
+    let budget = fm.budget.unwrap_or_default();
+    budget
+        .check()
+        .map_err(|(_, detail)| bad_setting(&file_label, "budget", detail))?;
     Ok(AgentSpec {
         name,
         path: Some(path.to_path_buf()),
@@ -480,6 +487,8 @@ pub fn resolve_agent(
         cache_ttl: fm.cache.and_then(|c| c.0),
         hash,
         approvals,
+        budget,
+        on_budget: fm.on_budget.unwrap_or_default(),
     })
 }
 

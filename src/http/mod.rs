@@ -12,6 +12,7 @@ pub mod auth;
 mod chat;
 mod client_tools;
 mod connections;
+mod data_rights;
 pub mod error;
 pub mod identity;
 mod json_rpc;
@@ -172,6 +173,8 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(audit::list_audit))
         .routes(routes!(audit::verify_audit))
         .routes(routes!(usage::usage))
+        .routes(routes!(data_rights::export_user))
+        .routes(routes!(data_rights::erase_user))
 }
 
 /// Serves until `shutdown` resolves and the runs have drained (answering meanwhile), then stops

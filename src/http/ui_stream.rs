@@ -168,7 +168,8 @@ impl UiTranslator {
             AgentEvent::FinalReport(report) => self.answer = report.content.clone(),
             AgentEvent::Error(error) => self.last_error = Some(error.message.clone()),
             AgentEvent::RunFinished(summary) => self.run_finished(summary, &mut parts),
-            AgentEvent::Accounting(_) => {}
+            // A crossed budget ends the run: `run.finished` says so.
+            AgentEvent::Accounting(_) | AgentEvent::BudgetExceeded(_) => {}
         }
         parts
     }

@@ -1,34 +1,31 @@
-//! The audit hook (SPEC §12, §14): every change to who may call agentd is reported here, by one
-//! call of [`record`] with who acted, what they did and to what. Today it writes a `tracing`
-//! event with target `agentd::audit` (so a log pipeline can route it); the governance audit log
-//! takes its entries from this one function. Never pass a secret: only ids and names.
+//! The audit hook of identity changes (SPEC §12, §14): every change to who may call agentd
+//! (a key created, rotated or revoked) is appended to the hash-chained audit log
+//! ([`crate::audit`]) through this one call, with who acted and which key. Never a secret: only
+//! ids. A failed write is logged, not turned into an error: the change already happened.
 
-/// What was done.
+use crate::audit::{Actor, AuditAction, AuditEvent};
+use crate::store::AuditStore;
+
+/// What was done to a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuditAction {
-    KeyCreated,
-    KeyRotated,
-    KeyRevoked,
+pub enum KeyChange {
+    Created,
+    Rotated,
+    Revoked,
 }
 
-impl AuditAction {
-    pub fn as_str(self) -> &'static str {
+impl KeyChange {
+    fn action(self) -> AuditAction {
         match self {
-            Self::KeyCreated => "key.created",
-            Self::KeyRotated => "key.rotated",
-            Self::KeyRevoked => "key.revoked",
+            Self::Created => AuditAction::KeyCreated,
+            Self::Rotated => AuditAction::KeyRotated,
+            Self::Revoked => AuditAction::KeyRevoked,
         }
     }
 }
 
-/// One change: `actor` (an owner id: a user, `key:ID`, or `admin` on a server without keys)
-/// did `action` to `target` (a key id).
-pub fn record(actor: &str, action: AuditAction, target: &str) {
-    tracing::info!(
-        target: "agentd::audit",
-        actor,
-        action = action.as_str(),
-        target,
-        "audit"
-    );
+/// Appends "`actor` did `change` to key `key_id`" to the audit log.
+pub async fn record(store: &dyn AuditStore, actor: Actor, change: KeyChange, key_id: &str) {
+    let event = AuditEvent::new(actor, change.action(), format!("key:{key_id}"));
+    crate::audit::record_or_log(store, event).await;
 }

@@ -91,6 +91,8 @@ pub struct RunSubmission {
     pub acted_by: Option<String>,
     /// The key that submitted it (usage by key).
     pub key_id: Option<String>,
+    /// The key's and the request's budget, the lower of each limit (SPEC §14).
+    pub budget: crate::agent::budget::RunBudget,
 }
 
 impl RunSubmission {
@@ -112,6 +114,7 @@ impl RunSubmission {
             client_tools: ClientTools::default(),
             acted_by: None,
             key_id: None,
+            budget: Default::default(),
         }
     }
 }
@@ -427,6 +430,7 @@ impl Runtime {
             user_id: submission.user_id,
             transport: submission.transport,
             client_tools: submission.client_tools,
+            budget: submission.budget,
             parent: None,
         };
         Ok(self.spawn_session(

@@ -26,12 +26,14 @@ mod postgres;
 mod recorder;
 mod replicas;
 mod responses;
+mod retention;
 mod run_events;
 mod runs;
 mod secrets;
 mod sql;
 mod sqlite;
 mod usage;
+mod user_data;
 
 use std::sync::Arc;
 
@@ -59,6 +61,7 @@ pub use replicas::{
     ReplicaStore,
 };
 pub use responses::{ResponseStore, StoredResponse};
+pub use retention::{RETENTION_LEASE, RetainedKind, RetentionStore};
 pub use run_events::{NewRunEvent, RunEventRecord, RunEventStore};
 pub use runs::{
     AccountingRecord, EntryUsage, NewRun, RunBatch, RunBatchStore, RunCursor, RunFilter,
@@ -67,6 +70,7 @@ pub use runs::{
 pub use secrets::{SealedSecret, SecretName, SecretStore};
 pub use sqlite::SqliteStore;
 pub use usage::{MAX_USAGE_GROUPS, UsageGroup, UsageQuery, UsageRow, UsageStore};
+pub use user_data::{Erased, UserDataStore};
 
 /// The most rows one page of a listing may ask for.
 pub const MAX_PAGE_SIZE: u32 = 1000;
@@ -205,6 +209,8 @@ pub trait Store:
     + AuditStore
     + UsageStore
     + ApiKeyStore
+    + RetentionStore
+    + UserDataStore
     + Send
     + Sync
 {

@@ -163,6 +163,11 @@ async fn leaves_no_transaction(connection: &mut SqliteConnection) -> Result<bool
 super::sql::shared_store_impl!(SqliteStore, sqlx::Sqlite);
 // Times are RFC 3339 text in UTC: the day is the first ten characters.
 super::sql::usage::impl_usage_store!(SqliteStore, sqlx::Sqlite, "substr(r.created_at, 1, 10)");
+super::sql::user_data::impl_user_data_store!(
+    SqliteStore,
+    sqlx::Sqlite,
+    "json_extract(value, '$.run_id')"
+);
 
 #[cfg(test)]
 mod tests {

@@ -178,6 +178,8 @@ pub enum AgentEvent {
     Error(ErrorEvent),
     ApprovalRequested(Box<ApprovalRequested>),
     ApprovalDecided(Box<ApprovalDecided>),
+    /// The run reached its budget (SPEC §14).
+    BudgetExceeded(Box<crate::agent::budget::BudgetExceeded>),
 }
 
 impl AgentEvent {
@@ -197,6 +199,7 @@ impl AgentEvent {
             Self::Error(_) => "error",
             Self::ApprovalRequested(_) => "tool.approval_requested",
             Self::ApprovalDecided(_) => "tool.approval_decided",
+            Self::BudgetExceeded(_) => "run.budget_exceeded",
         }
     }
 
@@ -215,6 +218,7 @@ impl AgentEvent {
             Self::Error(d) => JsonText::of(d),
             Self::ApprovalRequested(d) => JsonText::of(d),
             Self::ApprovalDecided(d) => JsonText::of(d),
+            Self::BudgetExceeded(d) => JsonText::of(d),
         }
     }
 
@@ -239,6 +243,7 @@ impl AgentEvent {
             "error" => Self::Error(parse(data)?),
             "tool.approval_requested" => Self::ApprovalRequested(parse(data)?),
             "tool.approval_decided" => Self::ApprovalDecided(parse(data)?),
+            "run.budget_exceeded" => Self::BudgetExceeded(parse(data)?),
             _ => return None,
         })
     }

@@ -71,6 +71,9 @@ enum Access {
     OwnBehalf,
     /// Admin keys only (the audit log): everyone else gets 403.
     AdminOnly,
+    /// Changes another owner's object (erasing a user): others get 403/404; an admin gets 2xx,
+    /// or 409 while the owner has a run in progress (the matrix keeps one waiting).
+    AdminMayBeBusy,
 }
 
 /// Whose objects the callers try to reach.
@@ -393,6 +396,21 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
                 access: Listing,
             },
         ],
+        ("get", "/api/{user_id}/export") => one(
+            get.clone(),
+            format!("/api/{}/export", o.owner.user),
+            None,
+            OthersObject,
+        ),
+        // Every other caller is refused before anything is erased; the admin's erase runs last
+        // in the matrix's own order only if the owner has no run in progress (409 otherwise,
+        // which the admin row accepts as a refusal of a busy user, not of the admin).
+        ("delete", "/api/{user_id}") => one(
+            delete.clone(),
+            format!("/api/{}", o.owner.user),
+            None,
+            AdminMayBeBusy,
+        ),
         ("get", "/v1/audit") => one(get.clone(), "/v1/audit".into(), None, AdminOnly),
         ("get", "/v1/audit/verify") => one(get.clone(), "/v1/audit/verify".into(), None, AdminOnly),
         ("get", "/v1/usage") => vec![
@@ -631,13 +649,14 @@ fn check(
         (Who::Nobody, _) => Ok(()),
         (_, Access::OwnerOnly) if status == 404 || status == 403 => Ok(()),
         (_, Access::OwnerOnly) => Err(format!("reached an object only its owner may: {what}")),
+        (Who::Admin, Access::AdminMayBeBusy) if status == 409 => Ok(()),
         (Who::Admin, _) if !(200..300).contains(&status) || json_rpc_error => {
             Err(format!("an admin was refused: {what}"))
         }
         (Who::Admin, _) => Ok(()),
         (_, Access::AdminOnly) if status == 403 => Ok(()),
         (_, Access::AdminOnly) => Err(format!("not an admin, not 403: {what}")),
-        (_, Access::OthersObject) => {
+        (_, Access::OthersObject | Access::AdminMayBeBusy) => {
             if [403, 404].contains(&status) || json_rpc_error {
                 Ok(())
             } else {

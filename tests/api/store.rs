@@ -78,6 +78,7 @@ on_both_backends!(
     the_audit_chain_verifies_and_names_an_edited_or_missing_row,
     appends_from_two_replicas_at_once_never_fork_the_chain,
     usage_is_summed_per_group_and_scoped_to_a_user,
+    retention_sweeps_expired_rows_in_batches_under_one_lease,
 );
 
 on_both_backends!(

@@ -19,7 +19,7 @@ use crate::config::owner;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::http::wire::ListObject;
-use crate::identity::audit::{self, AuditAction};
+use crate::identity::audit::{self, KeyChange};
 use crate::identity::keys::{self as minting, MintedKey};
 use crate::identity::scopes::{self, Grants, Scope};
 use crate::runtime::Runtime;
@@ -281,6 +281,7 @@ fn minted() -> Result<MintedKey, ApiError> {
 pub async fn create_key(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
+    headers: axum::http::HeaderMap,
     Extension(auth): Extension<Arc<Authenticator>>,
     ApiJson(request): ApiJson<CreateKey>,
 ) -> Result<Response, ApiError> {
@@ -328,7 +329,13 @@ pub async fn create_key(
         .insert_api_key(&key)
         .await
         .map_err(ApiError::store)?;
-    audit::record(&caller.decider(), AuditAction::KeyCreated, &key.id);
+    audit::record(
+        runtime.store().as_ref(),
+        crate::http::audit::actor_of(&caller, &headers),
+        KeyChange::Created,
+        &key.id,
+    )
+    .await;
     auth.keys_changed();
     let issued = IssuedKey {
         key: minted.secret,
@@ -446,6 +453,7 @@ async fn manageable_key(
 pub async fn rotate_key(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
+    headers: axum::http::HeaderMap,
     Extension(auth): Extension<Arc<Authenticator>>,
     ApiPath(KeyPath { key_id }): ApiPath<KeyPath>,
 ) -> Result<axum::Json<IssuedKey>, ApiError> {
@@ -468,7 +476,13 @@ pub async fn rotate_key(
             "No key `{key_id}`; GET /v1/keys lists them"
         )));
     }
-    audit::record(&caller.decider(), AuditAction::KeyRotated, &key.id);
+    audit::record(
+        runtime.store().as_ref(),
+        crate::http::audit::actor_of(&caller, &headers),
+        KeyChange::Rotated,
+        &key.id,
+    )
+    .await;
     auth.keys_changed();
     key.prefix = minted.prefix;
     key.rotated_at = Some(now);
@@ -492,6 +506,7 @@ pub async fn rotate_key(
 pub async fn revoke_key(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
+    headers: axum::http::HeaderMap,
     Extension(auth): Extension<Arc<Authenticator>>,
     ApiPath(KeyPath { key_id }): ApiPath<KeyPath>,
 ) -> Result<Response, ApiError> {
@@ -506,7 +521,13 @@ pub async fn revoke_key(
             "No key `{key_id}`; GET /v1/keys lists them"
         )));
     }
-    audit::record(&caller.decider(), AuditAction::KeyRevoked, &key.id);
+    audit::record(
+        runtime.store().as_ref(),
+        crate::http::audit::actor_of(&caller, &headers),
+        KeyChange::Revoked,
+        &key.id,
+    )
+    .await;
     auth.keys_changed();
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -112,7 +112,12 @@ pub async fn create_run(
         body.on_disconnect
             .unwrap_or(runtime.config().server.on_disconnect)
     };
+    let budget = body.budget.unwrap_or_default();
+    budget.check().map_err(|(limit, detail)| {
+        ApiError::invalid_request(detail).with_param(format!("budget.{limit}"))
+    })?;
     let mut submission = caller.submission(agent, body.prompt);
+    submission.budget = submission.budget.lowest(budget);
     submission.history = body.history;
     submission.format = body.format;
     submission.schema = body.schema;

@@ -64,6 +64,10 @@ pub struct RunRequest {
     /// a client that leaves never cancels the run.
     #[serde(default)]
     pub background: Option<bool>,
+    /// What this run may spend (SPEC §14): each limit applies when it is lower than the
+    /// agent's; a run that reaches one ends with `exit_reason: budget_exceeded`.
+    #[serde(default)]
+    pub budget: Option<crate::agent::budget::RunBudget>,
 }
 
 /// One earlier message of `history`, as OpenAI writes them (the document's view of the runtime's

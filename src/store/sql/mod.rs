@@ -15,11 +15,13 @@ pub mod conversations;
 pub mod key_limits;
 pub mod replicas;
 pub mod responses;
+pub mod retention;
 pub mod run_batch;
 pub mod run_events;
 pub mod runs;
 pub mod secrets;
 pub mod usage;
+pub mod user_data;
 
 use chrono::{DateTime, SubsecRound, Utc};
 
@@ -109,6 +111,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::secrets::impl_secret_store!($store, $db);
         $crate::store::sql::audit::impl_audit_store!($store, $db);
         $crate::store::sql::api_keys::impl_api_key_store!($store, $db);
+        $crate::store::sql::retention::impl_retention_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {

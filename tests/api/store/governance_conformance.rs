@@ -295,3 +295,88 @@ pub async fn usage_is_summed_per_group_and_scoped_to_a_user(backend: &Backend) {
         [("chat".to_string(), 1), ("report".to_string(), 1)]
     );
 }
+
+fn event_at(
+    run_id: &str,
+    seq: i64,
+    ts: chrono::DateTime<chrono::Utc>,
+) -> agentd::store::NewRunEvent {
+    agentd::store::NewRunEvent {
+        run_id: run_id.into(),
+        seq,
+        event_type: "output".into(),
+        data: json!({"text": "x"}).into(),
+        ts,
+    }
+}
+
+pub async fn retention_sweeps_expired_rows_in_batches_under_one_lease(backend: &Backend) {
+    use agentd::config::retention::RetentionConfig;
+    use agentd::runtime::retention::sweep_once;
+    use agentd::store::RetainedKind;
+    let store = backend.open().await;
+    let now = chrono::Utc::now();
+    let mut recent = finished("recent", "alice", "ka", "chat", 0);
+    if let Some(end) = recent.outcome.as_mut() {
+        end.finished_at = now;
+    }
+    let batch = RunBatch {
+        runs: vec![
+            finished("old-1", "alice", "ka", "chat", 0),
+            finished("old-2", "bob", "kb", "chat", 0),
+            finished("old-3", "bob", "kb", "chat", 0),
+            recent,
+        ],
+        events: vec![
+            event_at("old-1", 1, at(0)),
+            event_at("old-1", 2, at(1)),
+            event_at("old-2", 1, at(2)),
+            event_at("recent", 1, now),
+        ],
+    };
+    store.write_run_batch(&batch).await.expect("written");
+    let config: RetentionConfig = serde_json::from_value(json!({
+        "runs": "1d", "events": "1d", "audit": "30d", "batchSize": 2, "pauseMs": 1,
+    }))
+    .expect("config");
+    let stop = tokio_util::sync::CancellationToken::new();
+    let other = sweep_once(store.as_ref(), "replica-b", &config, &stop);
+    let report = sweep_once(store.as_ref(), "replica-a", &config, &stop)
+        .await
+        .expect("sweep");
+    assert!(report.swept);
+    assert_eq!(report.deleted(RetainedKind::Runs), 3, "{report:?}");
+    // Rows, not events: a batch stores a run's consecutive events in one row.
+    assert_eq!(report.deleted(RetainedKind::Events), 2, "{report:?}");
+    assert!(store.get_run("old-1").await.expect("get").is_none());
+    assert!(store.get_run("recent").await.expect("get").is_some());
+    assert!(
+        store
+            .list_accounting("old-2")
+            .await
+            .expect("accounting")
+            .is_empty(),
+        "a run's accounting goes with it"
+    );
+    assert_eq!(
+        store
+            .list_run_events("recent", 0, 100)
+            .await
+            .expect("events")
+            .len(),
+        1
+    );
+    // One replica at a time: another one's sweep finds the lease held.
+    let skipped = other.await.expect("sweep");
+    assert!(!skipped.swept, "{skipped:?}");
+    let taken = store
+        .take_lease(
+            agentd::store::RETENTION_LEASE,
+            "replica-b",
+            now + chrono::Duration::minutes(2),
+            now + chrono::Duration::minutes(3),
+        )
+        .await
+        .expect("lease");
+    assert!(taken, "an expired lease passes to another replica");
+}

@@ -1,0 +1,106 @@
+//! Statements erasing a user's data; see [`UserDataStore`](crate::store::UserDataStore). The
+//! response cache's run id is read from its JSON value, which only that differs per backend.
+
+pub const UNFINISHED: &str = "SELECT id FROM runs WHERE user_id = $1 \
+     AND status NOT IN ('completed', 'failed', 'cancelled') ORDER BY created_at";
+
+const OF_RUNS: &str = "(SELECT id FROM runs WHERE user_id = $1)";
+
+/// `(what, statement)` in the order they run: rows that point at runs before the runs.
+pub fn statements(cache_run_id: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "cache_entries",
+            format!("DELETE FROM response_cache WHERE {cache_run_id} IN {OF_RUNS}"),
+        ),
+        (
+            "run_events",
+            format!("DELETE FROM run_events WHERE run_id IN {OF_RUNS}"),
+        ),
+        (
+            "accounting",
+            format!("DELETE FROM run_accounting WHERE run_id IN {OF_RUNS}"),
+        ),
+        (
+            "approvals",
+            format!("DELETE FROM run_approvals WHERE run_id IN {OF_RUNS}"),
+        ),
+        (
+            "checkpoints",
+            format!("DELETE FROM run_checkpoints WHERE run_id IN {OF_RUNS}"),
+        ),
+        (
+            "cancellations",
+            format!("DELETE FROM run_cancellations WHERE run_id IN {OF_RUNS}"),
+        ),
+        (
+            "requests",
+            format!("DELETE FROM run_requests WHERE run_id IN {OF_RUNS}"),
+        ),
+        ("runs", "DELETE FROM runs WHERE user_id = $1".into()),
+        ("messages", "DELETE FROM messages WHERE user_id = $1".into()),
+        (
+            "conversations",
+            "DELETE FROM conversations WHERE user_id = $1".into(),
+        ),
+        (
+            "responses",
+            "DELETE FROM responses WHERE user_key = $1".into(),
+        ),
+        (
+            "secrets",
+            "DELETE FROM user_secrets WHERE user_id = $1".into(),
+        ),
+    ]
+}
+
+/// Implements [`UserDataStore`](crate::store::UserDataStore) for a backend whose expression for
+/// a cache entry's run id is `$cache_run_id`.
+macro_rules! impl_user_data_store {
+    ($store:ty, $db:ty, $cache_run_id:literal) => {
+        #[async_trait::async_trait]
+        impl $crate::store::UserDataStore for $store {
+            async fn unfinished_runs(
+                &self,
+                user_id: &str,
+            ) -> Result<Vec<String>, $crate::store::StoreError> {
+                use $crate::store::sql::user_data as sql;
+                let rows: Vec<(String,)> = sqlx::query_as(sql::UNFINISHED)
+                    .bind(user_id)
+                    .fetch_all(&self.reader)
+                    .await?;
+                Ok(rows.into_iter().map(|(id,)| id).collect())
+            }
+
+            async fn erase_user(
+                &self,
+                user_id: &str,
+            ) -> Result<$crate::store::Erased, $crate::store::StoreError> {
+                use $crate::store::sql::user_data as sql;
+                let mut erased = $crate::store::Erased::default();
+                let mut tx = self.begin_write().await?;
+                for (what, statement) in sql::statements($cache_run_id) {
+                    let done = sqlx::query(sqlx::AssertSqlSafe(statement))
+                        .bind(user_id)
+                        .execute(&mut *tx)
+                        .await?;
+                    let count = done.rows_affected();
+                    match what {
+                        "cache_entries" => erased.cache_entries = count,
+                        "run_events" => erased.run_events = count,
+                        "approvals" => erased.approvals = count,
+                        "runs" => erased.runs = count,
+                        "messages" => erased.messages = count,
+                        "conversations" => erased.conversations = count,
+                        "responses" => erased.responses = count,
+                        "secrets" => erased.secrets = count,
+                        _ => {}
+                    }
+                }
+                tx.commit().await?;
+                Ok(erased)
+            }
+        }
+    };
+}
+pub(crate) use impl_user_data_store;

@@ -1,0 +1,30 @@
+//! A user's data as one thing (SPEC §14, data rights): whether any of the user's runs is still
+//! in progress, and erasing everything the store keeps of the user in one transaction —
+//! conversations and messages, runs with their accounting, events, approvals, checkpoints,
+//! cancels and request ids, stored responses, secrets, and the response-cache entries of the
+//! user's runs. (Exports are read through the other stores' queries.)
+
+use async_trait::async_trait;
+
+use super::StoreError;
+
+/// What an erasure removed, by kind (counts only: the audit tombstone records these).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Erased {
+    pub conversations: u64,
+    pub messages: u64,
+    pub runs: u64,
+    pub run_events: u64,
+    pub approvals: u64,
+    pub responses: u64,
+    pub secrets: u64,
+    pub cache_entries: u64,
+}
+
+#[async_trait]
+pub trait UserDataStore: Send + Sync {
+    /// The ids of the user's runs not yet ended (running, queued or waiting).
+    async fn unfinished_runs(&self, user_id: &str) -> Result<Vec<String>, StoreError>;
+    /// Deletes everything of `user_id` (see the module) in one transaction.
+    async fn erase_user(&self, user_id: &str) -> Result<Erased, StoreError>;
+}
