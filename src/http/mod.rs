@@ -9,9 +9,9 @@ mod ai_sdk;
 mod anthropic;
 pub mod auth;
 mod chat;
-mod client_tools;
 mod connections;
 pub mod error;
+mod front;
 mod json_rpc;
 mod layers;
 mod mcp_server;
@@ -23,7 +23,6 @@ mod runs;
 mod secrets;
 mod shared;
 mod sse;
-mod ui_stream;
 mod web;
 mod wire;
 
@@ -111,8 +110,8 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(ops::ready))
         .routes(routes!(ops::metrics))
         .routes(routes!(openapi::openapi))
-        .routes(routes!(openai::list_models))
-        .routes(routes!(openai::get_model))
+        .routes(routes!(front::list_models))
+        .routes(routes!(front::get_model))
         .routes(routes!(openai::chat_completions))
         .routes(routes!(openai::completions::completions))
         .routes(routes!(anthropic::messages))
@@ -130,7 +129,7 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(responses::input_items))
         .routes(routes!(runs::approvals::decide_approval))
         .routes(routes!(runs::approvals::list_run_approvals))
-        .routes(routes!(chat::chat))
+        .routes(routes!(front::chat))
         .routes(routes!(chat::list_conversations))
         .routes(routes!(chat::list_approvals))
         .routes(routes!(chat::get_conversation, chat::delete_conversation))
