@@ -8,14 +8,33 @@ use std::sync::Arc;
 use axum::extract::{Extension, State};
 use axum::response::Response;
 
+use super::anthropic::wire::{AnthropicModel, AnthropicModelList};
 use super::auth::Caller;
 use super::chat::wire::{ChatRequest, ChatResponse, UserPath};
 use super::error::{ApiError, ApiPath, ErrorBody, read_body};
-use super::openai::wire::{ModelList, ModelsResponse, OneModel};
+use super::openai::wire::{Model, ModelList};
 use super::wire::ListObject;
 use super::{ai_sdk, anthropic, chat, openai};
 use crate::config::AgentSpec;
 use crate::runtime::Runtime;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// `GET /v1/models`: OpenAI's list shape, or Anthropic's when the request has `anthropic-version`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ModelsResponse {
+    OpenAi(ModelList),
+    Anthropic(AnthropicModelList),
+}
+
+/// `GET /v1/models/{model}`: OpenAI's model shape, or Anthropic's with `anthropic-version`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum OneModel {
+    OpenAi(Model),
+    Anthropic(AnthropicModel),
+}
 
 /// Agents as models: OpenAI's list shape, or Anthropic's when the client sends `anthropic-version`.
 #[utoipa::path(
