@@ -10,10 +10,10 @@ mod anthropic;
 pub(crate) mod audit;
 pub mod auth;
 mod chat;
-mod client_tools;
 mod connections;
 mod data_rights;
 pub mod error;
+mod front;
 pub mod identity;
 mod json_rpc;
 mod layers;
@@ -26,7 +26,6 @@ mod runs;
 mod secrets;
 mod shared;
 mod sse;
-mod ui_stream;
 mod usage;
 mod web;
 mod wire;
@@ -123,8 +122,8 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(ops::ready))
         .routes(routes!(ops::metrics))
         .routes(routes!(openapi::openapi))
-        .routes(routes!(openai::list_models))
-        .routes(routes!(openai::get_model))
+        .routes(routes!(front::list_models))
+        .routes(routes!(front::get_model))
         .routes(routes!(openai::chat_completions))
         .routes(routes!(openai::completions::completions))
         .routes(routes!(anthropic::messages))
@@ -142,7 +141,7 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(responses::input_items))
         .routes(routes!(runs::approvals::decide_approval))
         .routes(routes!(runs::approvals::list_run_approvals))
-        .routes(routes!(chat::chat))
+        .routes(routes!(front::chat))
         .routes(routes!(chat::list_conversations))
         .routes(routes!(chat::list_approvals))
         .routes(routes!(

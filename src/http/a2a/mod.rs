@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use super::auth::Caller;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::json_rpc::RetryLater;
+use super::shared::cursor::PageCursor;
 use super::shared::drive::{self, Events, OnLeave};
 use super::sse::with_run_headers;
 use crate::config::{AgentSpec, OnDisconnect};
@@ -637,7 +638,7 @@ async fn list(
         .map_err(|_| RpcError::new(code::INTERNAL, "the tasks could not be listed"))?;
     let next_page_token = if runs.len() == page_size as usize {
         runs.last()
-            .map(|r| format!("{}|{}", r.created_at.timestamp_micros(), r.id))
+            .map(|r| PageCursor::encode(r.created_at, &r.id))
             .unwrap_or_default()
     } else {
         String::new()
@@ -659,23 +660,14 @@ async fn list(
 
 /// A `nextPageToken` this server returned: `<created_at in µs>|<task id>`.
 fn page_cursor(token: &str) -> Result<RunCursor, RpcError> {
-    let invalid = || {
+    let cursor = PageCursor::parse(token).ok_or_else(|| {
         RpcError::new(
             code::INVALID_PARAMS,
             "params.pageToken: not a nextPageToken this server returned",
         )
-    };
-    let (micros, id) = token.split_once('|').ok_or_else(invalid)?;
-    let created_at = micros
-        .parse::<i64>()
-        .ok()
-        .and_then(chrono::DateTime::from_timestamp_micros)
-        .ok_or_else(invalid)?;
-    if id.is_empty() {
-        return Err(invalid());
-    }
+    })?;
     Ok(RunCursor {
-        created_at,
-        id: id.to_string(),
+        created_at: cursor.at,
+        id: cursor.id,
     })
 }

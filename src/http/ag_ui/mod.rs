@@ -7,7 +7,7 @@
 //! message (that run goes on from the posted messages). A run waiting for tool approvals ends
 //! with an interrupt per call; `resume` answers them (the runtime decides, as the runs route
 //! does) and the stream follows the resumed run. This module checks the input and starts or
-//! resumes the run; [`wire`] renders the frames from the shared [`ui_stream`](super::ui_stream)
+//! resumes the run; [`wire`] renders the frames from the shared [`ui`](super::shared::ui)
 //! parts.
 
 pub mod wire;
@@ -22,13 +22,13 @@ use axum::response::sse::Event;
 use serde_json::Value;
 
 use super::auth::Caller;
-use super::chat::check_user;
-use super::client_tools::{self, ToolFields};
 use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use super::runs::approvals::{MAX_REASON_CHARS, WaitAnswerParams, decider, wait_answer_error};
+use super::shared::approvals::{MAX_REASON_CHARS, WaitAnswerParams, decider, wait_answer_error};
+use super::shared::callers::check_user;
+use super::shared::client_tools::{self, ToolFields};
 use super::shared::drive::{self, Events, Frame, OnLeave};
+use super::shared::ui::{UiFrames, UiPart, UiRender};
 use super::sse::{sse_response, with_run_headers};
-use super::ui_stream::{UiFrames, UiPart, UiRender};
 use crate::agent::approval::Decision;
 use crate::agent::client_tools::{ClientToolChoice, ClientTools};
 use crate::config::{AgentSpec, OnDisconnect};

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::http::ui_stream::{RunEnd, UiPart};
+use crate::http::shared::ui::{RunEnd, UiPart};
 use crate::runtime::WaitingCallRef;
 
 /// The prefix of an interrupt's id: `approval_<run id without dashes>_<call id>`.
@@ -89,7 +89,7 @@ pub struct ResumeEntry {
 #[derive(Debug, ToSchema)]
 #[expect(dead_code, reason = "a schema only")]
 pub struct ResumePayload {
-    pub decision: crate::http::runs::approvals::DecisionKind,
+    pub decision: crate::http::shared::approvals::DecisionKind,
     /// With `approve`: the arguments the tool runs with instead of the model's.
     #[schema(value_type = Option<Object>)]
     pub arguments: Option<Value>,
@@ -283,7 +283,7 @@ fn finished_frame(end: RunEnd, ids: &FrameIds<'_>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::ui_stream::PendingApproval;
+    use crate::http::shared::ui::PendingApproval;
 
     const IDS: FrameIds<'static> = FrameIds {
         thread_id: "t",

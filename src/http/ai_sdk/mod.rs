@@ -6,7 +6,7 @@
 //! Runs started here continue when the client leaves (a reload resumes them); Stop is
 //! `POST /v1/runs/{run_id}/cancel`. A failed answer's `error` is the chat's friendly message,
 //! never internals. This module starts and finds runs; [`wire`] renders the shared
-//! [`ui_stream`](super::ui_stream) parts.
+//! [`ui`](super::shared::ui) parts.
 
 pub mod wire;
 
@@ -19,12 +19,12 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::auth::Caller;
-use super::chat::wire::ChatRequest;
-use super::chat::{chat_agent, check_user, conversation_agent, friendly_failure};
 use super::error::{ApiError, ApiPath, ErrorBody, parse_json_body};
+use super::shared::callers::{chat_agent, check_user, conversation_agent, friendly_failure};
+use super::shared::chat_request::ChatRequest;
 use super::shared::drive::{self, Events, Frame, OnLeave};
+use super::shared::ui::{UiFrames, UiPart, UiRender};
 use super::sse::with_run_headers;
-use super::ui_stream::{UiFrames, UiPart, UiRender};
 use crate::agent::ExitReason;
 use crate::config::OnDisconnect;
 use crate::runtime::{

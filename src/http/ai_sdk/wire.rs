@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::http::ui_stream::{RunEnd, UiPart};
+use crate::http::shared::ui::{RunEnd, UiPart};
 
 /// The header that tells the AI SDK the response is a UI message stream.
 pub const STREAM_HEADER: &str = "x-vercel-ai-ui-message-stream";

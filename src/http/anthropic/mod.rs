@@ -12,8 +12,8 @@ pub mod wire;
 use std::sync::Arc;
 
 use super::auth::Caller;
-use super::client_tools::{self, ToolFields};
 use super::error::{ApiError, ApiJson, ErrorBody};
+use super::shared::client_tools::{self, ToolFields};
 use super::shared::drive::{self, Events, OnLeave};
 use super::sse::with_run_headers;
 use super::wire::AssistantRole;

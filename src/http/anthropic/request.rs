@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use super::wire::{AnthropicMessage, MessagesRequest, RequestContentBlock, TextOrBlocks};
 use crate::agent::client_tools::ClientTools;
-use crate::http::client_tools;
 use crate::http::error::ApiError;
+use crate::http::shared::client_tools;
 use crate::llm::{ChatMessage, Role, ToolCall, ToolDefinition};
 
 /// Claude Code's billing line, sent as the first `system` block: Anthropic's API reads it

@@ -12,12 +12,16 @@ pub mod wire;
 use std::sync::Arc;
 
 use super::auth::Caller;
-use super::error::{ApiError, ApiPath, ApiQuery, ErrorBody, parse_json_body, read_body};
-use super::runs::numbered_events;
+pub(crate) use super::shared::callers::check_user;
+use super::shared::callers::{chat_agent, conversation_agent};
+use super::shared::cursor::PageCursor;
+// Where the identity code (auth, secrets) reads them; they live in the shared callers.
+use super::error::{ApiError, ApiPath, ApiQuery, ErrorBody, parse_json_body};
+pub(crate) use super::shared::callers::{check_user_id, friendly_failure};
+use super::shared::run_events::numbered_events;
 use super::sse::with_run_headers;
 use super::wire::ListObject;
 use crate::agent::{AgentResult, ExitReason};
-use crate::config::AgentSpec;
 use crate::runtime::{
     CLIENT_CONVERSATION_ID_RULE, ConversationTurn, Runtime, is_client_conversation_id,
 };
@@ -25,42 +29,14 @@ use crate::store::ConversationCursor;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chrono::Utc;
 use wire::{
     ChatRequest, ChatResponse, ChatStatus, ConversationDetail, ConversationList,
     ConversationMessage, ConversationPath, ConversationSummary, ListQuery, UserPath,
 };
 
-/// The agent that answers when a request names none.
-const DEFAULT_AGENT: &str = "chat";
-
 /// The seeds/001 user-facing message for how a run ended.
 fn friendly_error(result: &AgentResult) -> Option<&'static str> {
     (!result.success).then(|| friendly_failure(result.exit_reason))
-}
-
-/// The seeds/001 user-facing message for a run that failed this way: never internals.
-pub(crate) fn friendly_failure(exit_reason: ExitReason) -> &'static str {
-    match exit_reason {
-        ExitReason::RateLimited => {
-            "I'm currently experiencing high demand. Please try again in a moment."
-        }
-        ExitReason::LlmError
-        | ExitReason::AuthFailure
-        | ExitReason::QuotaExceeded
-        | ExitReason::NoLlmResponse
-        | ExitReason::OutputTooLarge => {
-            "I'm having trouble connecting to my AI service. Please try again."
-        }
-        ExitReason::MaxTurns | ExitReason::ContextLimit => {
-            "I need more time to process this request. Please try breaking it into smaller steps."
-        }
-        ExitReason::EmptyInput => "I couldn't understand that request. Please try rephrasing.",
-        ExitReason::SchemaValidationFailed => {
-            "I couldn't put my answer in the requested format. Please try again."
-        }
-        _ => "An unexpected error occurred. Please try again or contact support.",
-    }
 }
 
 fn chat_status(result: &AgentResult) -> ChatStatus {
@@ -71,67 +47,15 @@ fn chat_status(result: &AgentResult) -> ChatStatus {
     }
 }
 
-/// The longest user id accepted in a path.
-const MAX_USER_ID_CHARS: usize = 128;
-
-/// A user id is 1 to 128 letters, digits or `. _ @ + : -`, and not `.` or `..`: it names a
-/// user's data, so nothing that reads as a path or a control character gets in.
-pub(crate) fn check_user_id(user_id: &str) -> Result<(), ApiError> {
-    let allowed = |c: char| c.is_alphanumeric() || matches!(c, '.' | '_' | '@' | '+' | ':' | '-');
-    let length = user_id.chars().count();
-    if (1..=MAX_USER_ID_CHARS).contains(&length)
-        && user_id.chars().all(allowed)
-        && user_id != "."
-        && user_id != ".."
-    {
-        return Ok(());
-    }
-    Err(ApiError::invalid_request(format!(
-        "A user id is 1 to {MAX_USER_ID_CHARS} letters, digits or `. _ @ + : -` (and not `.` or `..`)"
-    ))
-    .with_param("user_id"))
-}
-
-pub(crate) fn check_user(caller: &Caller, user_id: &str) -> Result<(), ApiError> {
-    check_user_id(user_id)?;
-    if caller.may_act_for(user_id) {
-        Ok(())
-    } else {
-        Err(ApiError::forbidden(
-            "You don't have permission to access that user's conversations",
-        ))
-    }
-}
-
-#[utoipa::path(
-    post,
-    path = "/api/{user_id}/chat",
-    tag = "chat",
-    summary = "Send a message in one of the user's conversations",
-    params(UserPath),
-    request_body = ChatRequest,
-    responses(
-        (status = 200, description = "The answer; with `stream: true` the run's events (`id: 1, 2, 3…`, `event: run.started` … `run.finished`); with `Accept: text/x-ai-sdk-ui` or `?protocol=ai-sdk` the AI SDK UI message stream (which also takes `useChat`'s body `{id, messages, trigger}`)",
-            content(
-                (ChatResponse = "application/json"),
-                (crate::http::wire::ServerSentEvent = "text/event-stream"),
-            )),
-        ErrorBody,
-    ),
-)]
-pub async fn chat(
-    State(runtime): State<Arc<Runtime>>,
-    Extension(caller): Extension<Caller>,
-    ApiPath(UserPath { user_id }): ApiPath<UserPath>,
-    request: axum::extract::Request,
+/// `POST /api/{user_id}/chat` in the native mode (the router dispatches here).
+pub async fn answer(
+    runtime: Arc<Runtime>,
+    caller: Caller,
+    user_id: String,
+    bytes: &[u8],
 ) -> Result<Response, ApiError> {
-    let by_header = super::ai_sdk::requested(request.headers(), request.uri().query());
-    let bytes = read_body(request, &()).await?;
-    if by_header || super::ai_sdk::is_use_chat_body(&bytes) {
-        return super::ai_sdk::chat(runtime, caller, user_id, &bytes).await;
-    }
     check_user(&caller, &user_id)?;
-    let body: ChatRequest = parse_json_body(&bytes)?;
+    let body: ChatRequest = parse_json_body(bytes)?;
     if body.message.trim().is_empty() {
         return Err(ApiError::invalid_request(
             "I couldn't understand that request. Please try rephrasing.",
@@ -182,36 +106,6 @@ pub async fn chat(
         axum::Json(chat_response(&conversation_id, &result)).into_response()
     };
     Ok(with_run_headers(response, &run_id, Some(&conversation_id)))
-}
-
-/// The agent a conversation was started with: a continued conversation keeps its agent when
-/// the request names none. `None` for a conversation that does not exist (the run then answers
-/// 404).
-pub(crate) async fn conversation_agent(
-    runtime: &Runtime,
-    user_id: &str,
-    conversation_id: &str,
-) -> Result<Option<String>, ApiError> {
-    let conversation = runtime
-        .store()
-        .get_conversation(user_id, conversation_id)
-        .await
-        .map_err(ApiError::store)?;
-    Ok(conversation.map(|c| c.agent))
-}
-
-pub(crate) fn chat_agent(
-    runtime: &Runtime,
-    caller: &Caller,
-    requested: Option<&str>,
-) -> Result<Arc<AgentSpec>, ApiError> {
-    let name = requested.unwrap_or(DEFAULT_AGENT);
-    let agent = runtime.agents().get(name).ok_or_else(|| {
-        ApiError::not_found(format!("No agent named `{name}`; name one with `agent`"))
-            .with_param("agent")
-    })?;
-    caller.check_agent(&agent.name)?;
-    Ok(agent)
 }
 
 fn chat_response<'a>(conversation_id: &'a str, result: &'a AgentResult) -> ChatResponse<'a> {
@@ -273,10 +167,7 @@ pub async fn list_conversations(
     }
     .map_err(ApiError::store)?;
     let next = (page.len() as u32 == limit)
-        .then(|| {
-            page.last()
-                .map(|c| format!("{}|{}", c.updated_at.timestamp_micros(), c.id))
-        })
+        .then(|| page.last().map(|c| PageCursor::encode(c.updated_at, &c.id)))
         .flatten();
     Ok(axum::Json(ConversationList {
         object: ListObject::List,
@@ -288,22 +179,15 @@ pub async fn list_conversations(
 
 /// `MICROS|ID` (what `next` holds), or the older `RFC3339|ID`.
 fn parse_cursor(text: &str) -> Result<ConversationCursor, ApiError> {
-    let invalid = || {
-        ApiError::invalid_request("`before` is not a cursor this API returned").with_param("before")
-    };
     if text.contains('\0') {
         return Err(ApiError::nul_in("before"));
     }
-    let (time, id) = text.split_once('|').ok_or_else(invalid)?;
-    let updated_at = match time.parse::<i64>() {
-        Ok(micros) => chrono::DateTime::from_timestamp_micros(micros).ok_or_else(invalid)?,
-        Err(_) => chrono::DateTime::parse_from_rfc3339(time)
-            .map_err(|_| invalid())?
-            .with_timezone(&Utc),
-    };
+    let cursor = PageCursor::parse_with_rfc3339(text).ok_or_else(|| {
+        ApiError::invalid_request("`before` is not a cursor this API returned").with_param("before")
+    })?;
     Ok(ConversationCursor {
-        updated_at,
-        id: id.to_string(),
+        updated_at: cursor.at,
+        id: cursor.id,
     })
 }
 
@@ -381,7 +265,7 @@ pub async fn delete_conversation(
     summary = "The user's tool calls waiting for approval, oldest first",
     params(UserPath),
     responses(
-        (status = 200, description = "The waiting calls; decide each with POST /v1/runs/{run_id}/approvals/{call_id}", body = crate::http::runs::approvals::ApprovalList),
+        (status = 200, description = "The waiting calls; decide each with POST /v1/runs/{run_id}/approvals/{call_id}", body = crate::http::shared::approvals::ApprovalList),
         ErrorBody,
     ),
 )]
@@ -395,5 +279,5 @@ pub async fn list_approvals(
         .waiting_approvals(Some(&user_id))
         .await
         .map_err(ApiError::store)?;
-    Ok(axum::Json(crate::http::runs::approvals::ApprovalList::of(waiting)).into_response())
+    Ok(axum::Json(crate::http::shared::approvals::ApprovalList::of(waiting)).into_response())
 }

@@ -17,11 +17,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::auth::Caller;
-use super::client_tools::{self, ToolFields};
-use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
+use super::error::{ApiError, ApiJson, ErrorBody};
+use super::shared::client_tools::{self, ToolFields};
 use super::shared::drive::{self, Events, Frame, OnLeave, StreamEnd, Translator};
 use super::sse::with_run_headers;
-use super::wire::{AssistantRole, ListObject};
+use super::wire::AssistantRole;
 use crate::agent::client_tools::ClientTools;
 use crate::agent::events::AgentEvent;
 use crate::agent::result::{RunSummary, UsageTotals};
@@ -35,8 +35,8 @@ use params::Ignored;
 use wire::{
     AssistantMessage, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChunkChoice,
     ChunkObject, CompletionChoice, CompletionObject, CompletionUsage, Delta, FinishReason,
-    FunctionKind, MessageContent, Model, ModelList, ModelObject, ModelsResponse, OneModel,
-    RequestMessage, ResponseFormat, ResponseFunction, ResponseToolCall,
+    FunctionKind, MessageContent, Model, ModelObject, RequestMessage, ResponseFormat,
+    ResponseFunction, ResponseToolCall,
 };
 
 /// OpenAI's cap on `top_logprobs`.
@@ -87,80 +87,7 @@ fn output_of(format: Option<&ResponseFormat>) -> Result<(Option<String>, Option<
     }
 }
 
-/// Agents as models: OpenAI's list shape, or Anthropic's when the client sends `anthropic-version`.
-#[utoipa::path(
-    get,
-    path = "/v1/models",
-    tag = "openai",
-    summary = "The agents this key may use, as models (Anthropic's shape with `anthropic-version`)",
-    params(("anthropic-version" = Option<String>, Header, description = "Any value selects Anthropic's list shape")),
-    responses(
-        (status = 200, description = "The agents as models", body = ModelsResponse),
-        ErrorBody,
-    ),
-)]
-pub async fn list_models(
-    State(runtime): State<Arc<Runtime>>,
-    Extension(caller): Extension<Caller>,
-    headers: axum::http::HeaderMap,
-) -> axum::Json<ModelsResponse> {
-    let agents: Vec<Arc<AgentSpec>> = runtime
-        .agents()
-        .iter()
-        .filter(|agent| caller.may_use_agent(&agent.name))
-        .cloned()
-        .collect();
-    if headers.contains_key("anthropic-version") {
-        return axum::Json(ModelsResponse::Anthropic(super::anthropic::model_list(
-            &runtime, &agents,
-        )));
-    }
-    let data = agents
-        .iter()
-        .map(|agent| model_of(&runtime, agent))
-        .collect();
-    axum::Json(ModelsResponse::OpenAi(ModelList {
-        object: ListObject::List,
-        data,
-    }))
-}
-
-/// One agent as a model (`models.retrieve`): OpenAI's shape, or Anthropic's with
-/// `anthropic-version`.
-#[utoipa::path(
-    get,
-    path = "/v1/models/{model}",
-    tag = "openai",
-    summary = "One agent as a model (Anthropic's shape with `anthropic-version`)",
-    params(
-        ("model" = String, Path, description = "The agent's name"),
-        ("anthropic-version" = Option<String>, Header, description = "Any value selects Anthropic's shape"),
-    ),
-    responses(
-        (status = 200, description = "The agent as a model", body = OneModel),
-        ErrorBody,
-    ),
-)]
-pub async fn get_model(
-    State(runtime): State<Arc<Runtime>>,
-    Extension(caller): Extension<Caller>,
-    ApiPath(model): ApiPath<String>,
-    headers: axum::http::HeaderMap,
-) -> Result<axum::Json<OneModel>, ApiError> {
-    let agent = runtime
-        .agents()
-        .get(&model)
-        .filter(|agent| caller.may_use_agent(&agent.name))
-        .ok_or_else(|| ApiError::unknown_model(&model))?;
-    if headers.contains_key("anthropic-version") {
-        return Ok(axum::Json(OneModel::Anthropic(super::anthropic::model_of(
-            &runtime, &agent,
-        ))));
-    }
-    Ok(axum::Json(OneModel::OpenAi(model_of(&runtime, &agent))))
-}
-
-fn model_of(runtime: &Runtime, agent: &AgentSpec) -> Model {
+pub(crate) fn model_of(runtime: &Runtime, agent: &AgentSpec) -> Model {
     Model {
         id: agent.name.clone(),
         object: ModelObject::Model,

@@ -4,14 +4,13 @@
 //! parameters that will have no effect, named to the client in [`WARNING_HEADER`] and in a log
 //! line.
 
+pub use crate::http::shared::callers::caller_for_user;
 use axum::http::HeaderValue;
 use axum::response::Response;
-use serde_json::Value;
 
 use super::wire::SamplingFields;
 use crate::agent::SamplingParams;
 use crate::config::AgentSpec;
-use crate::http::auth::Caller;
 use crate::http::error::ApiError;
 use crate::llm::parameters::RequestParam;
 use crate::runtime::Runtime;
@@ -94,41 +93,6 @@ fn in_range(name: &'static str, value: Option<f64>, min: f64, max: f64) -> Resul
     }
 }
 
-/// What OpenAI's `user` field makes of the caller: for an admin a user id acts for that user;
-/// for a caller that is that user it changes nothing; a caller already acting for a user
-/// (`x-agentd-user`) may not name another (400). Anything else — another key's other user, a
-/// value that is no user id (clients send end-user tags of their own there), not a string — is
-/// only OpenAI's end-user tag: ignored, which the second value says.
-pub fn caller_for_user(caller: Caller, user: Option<&Value>) -> Result<(Caller, bool), ApiError> {
-    let Some(user) = user.filter(|user| !user.is_null()) else {
-        return Ok((caller, false));
-    };
-    let Some(user) = user.as_str().filter(|user| is_user_id(user)) else {
-        let tag = user.as_str().is_none_or(|user| !user.is_empty());
-        return Ok((caller, tag));
-    };
-    if caller.user_id.as_deref() == Some(user) {
-        return Ok((caller, false));
-    }
-    if caller.acted_by.is_some() {
-        return Err(ApiError::invalid_request(format!(
-            "`user` names another user than `{}`",
-            crate::http::auth::ACT_FOR_HEADER
-        ))
-        .with_param("user"));
-    }
-    if caller.admin {
-        return Ok((caller.act_for(user, "user")?, false));
-    }
-    Ok((caller, true))
-}
-
-/// Whether `user` could name a user (what `x-agentd-user` would accept).
-fn is_user_id(user: &str) -> bool {
-    crate::http::chat::check_user_id(user).is_ok()
-        && crate::config::owner::check_user_id(user).is_ok()
-}
-
 /// Parameters a request set that will have no effect, by their OpenAI names, in order.
 #[derive(Debug, Default)]
 pub struct Ignored(Vec<&'static str>);
@@ -177,8 +141,9 @@ impl Ignored {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::auth::Caller;
     use crate::http::openai::wire::StopSequences;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn fields(body: Value) -> SamplingFields {
         serde_json::from_value(body).expect("fields")

@@ -10,7 +10,6 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::agent::result::UsageTotals;
-use crate::http::anthropic::wire::{AnthropicModel, AnthropicModelList};
 use crate::http::wire::{AssistantRole, ListObject, string_constant};
 
 /// `POST /v1/chat/completions`; `model` names an agent.
@@ -258,22 +257,6 @@ pub struct RequestFunction {
 string_constant!(ModelObject::Model = "model");
 string_constant!(CompletionObject::ChatCompletion = "chat.completion");
 string_constant!(ChunkObject::ChatCompletionChunk = "chat.completion.chunk");
-
-/// `GET /v1/models`: OpenAI's list shape, or Anthropic's when the request has `anthropic-version`.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(untagged)]
-pub enum ModelsResponse {
-    OpenAi(ModelList),
-    Anthropic(AnthropicModelList),
-}
-
-/// `GET /v1/models/{model}`: OpenAI's model shape, or Anthropic's with `anthropic-version`.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(untagged)]
-pub enum OneModel {
-    OpenAi(Model),
-    Anthropic(AnthropicModel),
-}
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ModelList {

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use super::wire::{CreateResponse, TextFormat};
 use crate::agent::client_tools::ClientTools;
-use crate::http::client_tools;
 use crate::http::error::ApiError;
-use crate::http::runs::approvals::MAX_REASON_CHARS;
+use crate::http::shared::approvals::MAX_REASON_CHARS;
+use crate::http::shared::client_tools;
 use crate::llm::{ChatMessage, Role, ToolCall};
 
 /// Input item types that are replayed output and carry nothing the model needs again.

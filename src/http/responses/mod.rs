@@ -27,15 +27,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::auth::Caller;
-use super::client_tools;
 use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use super::shared::client_tools;
 use super::shared::drive::{self, Events, OnLeave};
 use super::sse::with_run_headers;
 use super::wire::ListObject;
 use crate::agent::SamplingParams;
 use crate::agent::approval::Decision;
 use crate::config::OnDisconnect;
-use crate::http::runs::approvals::{WaitAnswerParams, wait_answer_error};
+use crate::http::shared::approvals::{WaitAnswerParams, wait_answer_error};
 use crate::llm::ChatMessage;
 use crate::runtime::{CancelMode, Runtime, WaitingCallRef};
 use crate::store::StoredResponse;
@@ -257,7 +257,7 @@ pub async fn create_response(
     ApiJson(body): ApiJson<CreateResponse>,
 ) -> Result<Response, ApiError> {
     let (caller, _tag_only) =
-        crate::http::openai::params::caller_for_user(caller, body.user.as_ref())?;
+        crate::http::shared::callers::caller_for_user(caller, body.user.as_ref())?;
     let agent = caller.model_agent(&runtime, &body.model)?;
     check_body(&body)?;
     let read = input::read_input(body.input.as_ref())?;
@@ -440,7 +440,7 @@ async fn continue_after_approvals(
         };
         answers.push((call_id, decision));
     }
-    let by = crate::http::runs::approvals::decider(&caller);
+    let by = crate::http::shared::approvals::decider(&caller);
     let wait = runtime
         .answer_wait(&run.id, answers, &by)
         .await

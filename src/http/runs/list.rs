@@ -2,6 +2,7 @@
 //! status, agent, user or conversation, a page at a time. The runs console of the web page and
 //! the approvals queue (`?status=waiting_approval`) read it.
 
+use crate::http::shared::cursor::PageCursor;
 use std::sync::Arc;
 
 use axum::extract::{Extension, State};
@@ -150,7 +151,7 @@ pub async fn list_runs(
     let next = full_page
         .then(|| {
             page.last()
-                .map(|run| format!("{}|{}", run.created_at.timestamp_micros(), run.id))
+                .map(|run| PageCursor::encode(run.created_at, &run.id))
         })
         .flatten();
     Ok(axum::Json(RunList {
@@ -187,22 +188,13 @@ fn run_filter(
 
 /// A `next` value this API returned: `<created_at in µs>|<run id>`.
 fn cursor(text: &str) -> Result<RunCursor, ApiError> {
-    let invalid = || {
+    let cursor = PageCursor::parse(text).ok_or_else(|| {
         ApiError::invalid_request("`after` is not a `next` value this API returned")
             .with_param("after")
-    };
-    let (micros, id) = text.split_once('|').ok_or_else(invalid)?;
-    let created_at = micros
-        .parse::<i64>()
-        .ok()
-        .and_then(chrono::DateTime::from_timestamp_micros)
-        .ok_or_else(invalid)?;
-    if id.is_empty() {
-        return Err(invalid());
-    }
+    })?;
     Ok(RunCursor {
-        created_at,
-        id: id.to_string(),
+        created_at: cursor.at,
+        id: cursor.id,
     })
 }
 

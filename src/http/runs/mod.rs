@@ -6,14 +6,13 @@
 
 pub mod approvals;
 pub mod list;
-mod translator;
 pub mod wire;
 
 use std::sync::Arc;
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use super::shared::drive::{self, Events, OnLeave};
+use super::shared::run_events::{numbered_events, stored_events};
 use super::sse::with_run_headers;
 use super::wire::ListObject;
 use crate::config::OnDisconnect;
@@ -23,7 +22,6 @@ use crate::store::{RunRecord, whole_result};
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use translator::RunsTranslator;
 use wire::{
     AgentDescription, AgentList, AgentPath, CancelAnswer, CancelMode, CancelRequest, RunAccepted,
     RunPath, RunRequest, RunStatus, RunningStatus,
@@ -188,22 +186,6 @@ fn accepted(run_id: &str) -> Response {
         .into_response()
 }
 
-/// The events of a run this request started as SSE frames numbered like the stored ones, until
-/// `run.finished`; a client that leaves cancels the run unless it asked the run to continue.
-pub fn numbered_events(
-    runtime: &Runtime,
-    handle: RunHandle,
-    on_disconnect: OnDisconnect,
-) -> Response {
-    let guard = (on_disconnect == OnDisconnect::Cancel).then(|| handle.abort_on_drop());
-    drive::stream(
-        runtime,
-        Events::live(handle),
-        RunsTranslator::new(0),
-        OnLeave::cancel_with(guard),
-    )
-}
-
 async fn finished_result(
     caller: &Caller,
     handle: RunHandle,
@@ -234,16 +216,6 @@ fn shown_result(caller: &Caller, mut result: serde_json::Value) -> serde_json::V
             .retain(|message| message.get("role").and_then(|r| r.as_str()) != Some("system"));
     }
     result
-}
-
-/// Stored events after `after`, then new ones as they are stored, until `run.finished`.
-fn stored_events(runtime: &Arc<Runtime>, run_id: String, after: i64) -> Response {
-    drive::stream(
-        runtime,
-        Events::followed(runtime, run_id, after),
-        RunsTranslator::new(after),
-        OnLeave::Continue,
-    )
 }
 
 /// The run, if it exists and the caller may see it (admins all, user keys their own), as it is

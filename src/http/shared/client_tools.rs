@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
-use super::error::ApiError;
 use crate::agent::client_tools::ClientToolChoice;
+use crate::http::error::ApiError;
 use crate::llm::ToolDefinition;
 use crate::runtime::StartError;
 use crate::runtime::continuation::ClientToolError;
