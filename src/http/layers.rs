@@ -28,7 +28,13 @@ const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(3600);
 
 /// Every method a route serves (`PUT` stores a secret), so a page on an allowed origin can
 /// call each; the CORS tests check this against every operation of `/openapi.json`.
-const CORS_METHODS: [Method; 4] = [Method::GET, Method::POST, Method::PUT, Method::DELETE];
+const CORS_METHODS: [Method; 5] = [
+    Method::GET,
+    Method::POST,
+    Method::PUT,
+    Method::PATCH,
+    Method::DELETE,
+];
 
 /// What an MCP client sends on `/mcp` (and reads back, for the session id) beside the usual
 /// headers.

@@ -124,22 +124,22 @@ async fn replace_from_is_refused_naming_the_field_when_it_names_no_user_message_
     for (body, status, param) in [
         (
             json!({"message": "x", "replace_from": 1}),
-            400,
-            "replace_from",
+            404,
+            "conversation_id",
         ),
         (
             json!({"message": "x", "conversation_id": id, "replace_from": 2}),
-            400,
+            409,
             "replace_from",
         ),
         (
             json!({"message": "x", "conversation_id": id, "replace_from": 5}),
-            400,
+            404,
             "replace_from",
         ),
         (
             json!({"message": "x", "conversation_id": id, "replace_from": 0}),
-            400,
+            404,
             "replace_from",
         ),
         (

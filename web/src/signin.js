@@ -130,6 +130,9 @@ async function start() {
 
 const started = start();
 
+// For tests and scripts in the page: the bearer the page sends once signed in.
+window.agentdSignIn = { token: () => (storedToken() || {}).access_token || "" };
+
 hooks.register("signin", {
   ready: () => started,
   mount: (slot) => started.then(() => render(slot)),
