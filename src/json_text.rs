@@ -80,6 +80,64 @@ impl<'de> Deserialize<'de> for JsonText {
     }
 }
 
+/// An optional whole number that accepts `60` and `60.0` alike, as JSON Schema's `integer`
+/// does, and nothing negative, fractional or past `u64`'s range (serde's `u64` refuses `60.0`).
+pub fn optional_whole_u64<'de, D>(deserializer: D) -> Result<Option<u64>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::Deserialize;
+    let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let whole = number.as_u64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < u64::MAX as f64)
+            .map(|f| f as u64)
+    });
+    whole.map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!("{number} is not a whole number of 0 or more"))
+    })
+}
+
+/// [`optional_whole_u64`] for a count that must be 1 to `u32::MAX`.
+pub fn optional_whole_nonzero_u32<'de, D>(
+    deserializer: D,
+) -> Result<Option<std::num::NonZeroU32>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let Some(number) = optional_whole_u64(deserializer)? else {
+        return Ok(None);
+    };
+    u32::try_from(number)
+        .ok()
+        .and_then(std::num::NonZeroU32::new)
+        .map(Some)
+        .ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{number} is not a whole number from 1 to {}",
+                u32::MAX
+            ))
+        })
+}
+
+/// [`optional_whole_u64`] for a count that must be 1 or more.
+pub fn optional_whole_nonzero_u64<'de, D>(
+    deserializer: D,
+) -> Result<Option<std::num::NonZeroU64>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let Some(number) = optional_whole_u64(deserializer)? else {
+        return Ok(None);
+    };
+    std::num::NonZeroU64::new(number)
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom("0 is not a whole number of 1 or more"))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

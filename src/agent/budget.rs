@@ -14,12 +14,28 @@ use super::result::AccountingEntry;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunBudget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(exclusive_minimum = 0.0, maximum = 1e12)]
     pub max_cost_usd: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::json_text::optional_whole_u64"
+    )]
+    #[schema(minimum = 1, maximum = 1_000_000_000_000_u64)]
     pub max_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::json_text::optional_whole_u64"
+    )]
+    #[schema(minimum = 1, maximum = 1_000_000_000_000_u64)]
     pub max_tool_calls: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::json_text::optional_whole_u64"
+    )]
+    #[schema(minimum = 1, maximum = 1_000_000_000_000_u64)]
     pub max_duration_seconds: Option<u64>,
 }
 

@@ -10,13 +10,25 @@ use serde::{Deserialize, Deserializer, Serialize};
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KeyLimits {
     /// Run submissions per one-minute window.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::json_text::optional_whole_nonzero_u32"
+    )]
     pub requests_per_minute: Option<NonZeroU32>,
     /// Runs of this key in progress at once, across every replica.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::json_text::optional_whole_nonzero_u32"
+    )]
     pub concurrent_runs: Option<NonZeroU32>,
     /// Tokens (`total_tokens` of finished runs) per UTC day; checked when a run is admitted.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::json_text::optional_whole_nonzero_u64"
+    )]
     pub tokens_per_day: Option<NonZeroU64>,
     /// US dollars (`cost_usd` of finished runs) per UTC day; checked when a run is admitted.
     #[serde(
