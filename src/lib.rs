@@ -57,6 +57,8 @@ pub mod llm;
 #[doc(hidden)]
 pub mod nul_text;
 #[doc(hidden)]
+pub mod outbound;
+#[doc(hidden)]
 pub mod runtime;
 #[doc(hidden)]
 pub mod secrets;
