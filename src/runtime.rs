@@ -6,6 +6,7 @@
 
 mod admission;
 mod approvals;
+mod budget_waits;
 mod cached;
 pub mod continuation;
 mod conversation;
@@ -50,6 +51,7 @@ use crate::tools::hub::{ToolHub, ToolSetupError};
 use crate::tools::result_cache::ToolResultCache;
 pub use admission::Overloaded;
 pub use approvals::{ApprovalError, MAX_WAITING_LISTED};
+pub use budget_waits::{BudgetRaiseError, BudgetRaised};
 pub use conversation::{
     CLIENT_CONVERSATION_ID_RULE, ConversationTurn, MAX_CLIENT_CONVERSATION_ID_CHARS,
     is_client_conversation_id,

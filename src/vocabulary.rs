@@ -75,7 +75,8 @@ impl ExitReason {
 }
 
 /// Where a run stands (SPEC §4.2, `GET /v1/runs/{id}`): `queued`, `running`,
-/// `waiting_approval`, then one of the ends `completed`, `failed`, `cancelled`.
+/// `waiting_approval` or `waiting_budget` (SPEC §14), then one of the ends `completed`, `failed`,
+/// `cancelled`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
 #[serde(rename_all = "snake_case")]
 #[sqlx(type_name = "TEXT", rename_all = "snake_case")]
@@ -83,6 +84,7 @@ pub enum RunStatus {
     Queued,
     Running,
     WaitingApproval,
+    WaitingBudget,
     Completed,
     Failed,
     Cancelled,
@@ -95,6 +97,7 @@ impl RunStatus {
             Self::Queued => "queued",
             Self::Running => "running",
             Self::WaitingApproval => "waiting_approval",
+            Self::WaitingBudget => "waiting_budget",
             Self::Completed => "completed",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
@@ -104,6 +107,19 @@ impl RunStatus {
     /// The status named `text`, if it is one.
     pub fn parse(text: &str) -> Option<Self> {
         serde_json::from_value(serde_json::Value::String(text.to_string())).ok()
+    }
+
+    /// The statuses of a run that has not ended: one in progress or waiting.
+    pub const NOT_ENDED: [RunStatus; 4] = [
+        Self::Queued,
+        Self::Running,
+        Self::WaitingApproval,
+        Self::WaitingBudget,
+    ];
+
+    /// Whether the run is parked in the store, waiting for a person (a decision or a raise).
+    pub fn is_waiting(&self) -> bool {
+        matches!(self, Self::WaitingApproval | Self::WaitingBudget)
     }
 
     /// Whether the run has ended (`completed`, `failed` or `cancelled`).
@@ -128,6 +144,7 @@ mod tests {
             RunStatus::Queued,
             RunStatus::Running,
             RunStatus::WaitingApproval,
+            RunStatus::WaitingBudget,
             RunStatus::Completed,
             RunStatus::Failed,
             RunStatus::Cancelled,

@@ -196,6 +196,17 @@ pub struct Checkpoint {
     /// The key's and request's budget (SPEC §14), kept across the wait.
     #[serde(default)]
     pub budget: super::budget::RunBudget,
+    /// The limits raised while the run waited for its budget: they replace the agent's, the
+    /// key's and the request's (SPEC §14, `POST /v1/runs/{id}/budget`).
+    #[serde(
+        default,
+        skip_serializing_if = "super::budget::RunBudget::is_unlimited"
+    )]
+    pub budget_raise: super::budget::RunBudget,
+    /// Set when the run waits for a raise of its budget rather than for approvals: the limit it
+    /// crossed (its waiting turn then has no calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_wait: Option<super::budget::BudgetExceeded>,
 }
 
 impl Checkpoint {
@@ -216,6 +227,7 @@ impl Checkpoint {
             // Client tools are not kept across a wait: the resumed run offers the agent's own.
             client_tools: Default::default(),
             budget: self.budget,
+            budget_raise: self.budget_raise,
         }
     }
 }

@@ -43,8 +43,13 @@ pub struct RunBudget {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OnBudget {
-    /// End with the contract's synthetic failure report (`exit_reason: budget_exceeded`).
+    /// Park the run `waiting_budget` (checkpointed like an approval wait) until its user or an
+    /// admin raises the budget (`POST /v1/runs/{id}/budget`), on any replica. A run that cannot
+    /// wait (the library's `run`, a sub-agent) ends as with `fail`.
     #[default]
+    #[serde(alias = "park")]
+    Wait,
+    /// End with the contract's synthetic failure report (`exit_reason: budget_exceeded`).
     Fail,
 }
 
@@ -114,6 +119,17 @@ impl RunBudget {
             max_tokens: min(self.max_tokens, other.max_tokens),
             max_tool_calls: min(self.max_tool_calls, other.max_tool_calls),
             max_duration_seconds: min(self.max_duration_seconds, other.max_duration_seconds),
+        }
+    }
+
+    /// This budget with every limit `raise` sets put in its place (a raise may also lower a
+    /// limit the run has not reached).
+    pub fn raised_by(self, raise: Self) -> Self {
+        Self {
+            max_cost_usd: raise.max_cost_usd.or(self.max_cost_usd),
+            max_tokens: raise.max_tokens.or(self.max_tokens),
+            max_tool_calls: raise.max_tool_calls.or(self.max_tool_calls),
+            max_duration_seconds: raise.max_duration_seconds.or(self.max_duration_seconds),
         }
     }
 

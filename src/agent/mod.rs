@@ -71,6 +71,19 @@ pub struct SessionRequest {
     /// The budget of the key and the request (the lower of each limit); the agent's own is
     /// applied over it by the session.
     pub budget: budget::RunBudget,
+    /// Limits raised while the run waited for its budget; each replaces the lowest of the
+    /// agent's, the key's and the request's.
+    pub budget_raise: budget::RunBudget,
+}
+
+impl SessionRequest {
+    /// The budget the run is held to: the lowest of the agent's, the key's and the request's,
+    /// with what was raised while it waited in place.
+    pub fn effective_budget(&self) -> budget::RunBudget {
+        self.budget
+            .lowest(self.agent.budget)
+            .raised_by(self.budget_raise)
+    }
 }
 
 impl SessionRequest {
@@ -91,6 +104,7 @@ impl SessionRequest {
             transport: None,
             client_tools: client_tools::ClientTools::default(),
             budget: Default::default(),
+            budget_raise: Default::default(),
         }
     }
 
@@ -115,6 +129,7 @@ impl SessionRequest {
             transport: None,
             client_tools: Default::default(),
             budget: Default::default(),
+            budget_raise: Default::default(),
             parent: Some(sub_agents::ParentRun {
                 call_path: call_path.to_string(),
                 txn_id: self.run_id.clone(),

@@ -185,6 +185,8 @@ pub(super) struct Run {
     pub xml: Option<XmlTransport>,
     /// Set by the tool phase when calls of the turn wait for a person: the run stops here.
     pub waiting: Option<WaitingTurn>,
+    /// Set with `waiting` when the run stops for a raise of its budget: the limit it crossed.
+    pub budget_wait: Option<super::budget::BudgetExceeded>,
     /// When the run started (before a wait: as long ago as it had run), for its budget.
     pub started: std::time::Instant,
 }
@@ -250,6 +252,7 @@ impl Run {
             },
             xml,
             waiting: None,
+            budget_wait: None,
             started: std::time::Instant::now(),
         }
     }
@@ -299,6 +302,7 @@ impl Run {
             },
             xml,
             waiting: None,
+            budget_wait: None,
             started: std::time::Instant::now()
                 .checked_sub(std::time::Duration::from_millis(checkpoint.elapsed_ms))
                 .unwrap_or_else(std::time::Instant::now),
@@ -334,6 +338,8 @@ impl Run {
             elapsed_ms,
             limited_key: None,
             budget: self.facts.request.budget,
+            budget_raise: self.facts.request.budget_raise,
+            budget_wait: self.budget_wait.take(),
         })
     }
 }

@@ -410,8 +410,8 @@ impl Session {
     async fn turns(&self, run: &mut Run, mut turn: u32) -> Stop {
         while turn < run.plan.max_turns {
             // After the last turn's model call and tool calls: has the run reached its budget?
-            if let Some(ending) = self.past_budget(run).await {
-                return Stop::Ended(ending);
+            if let Some(stop) = self.past_budget(run, turn).await {
+                return stop;
             }
             turn += 1;
             run.transcript.turns = turn;
@@ -785,12 +785,13 @@ fn fatal(error: &LlmError) -> Ending {
 }
 
 impl Session {
-    /// The run's end when it has reached its budget (the lowest of the agent's, the key's and
-    /// the request's): `run.budget_exceeded` is emitted and the run ends with the contract's
-    /// synthetic failure report, `exit_reason: budget_exceeded`.
-    async fn past_budget(&self, run: &Run) -> Option<Ending> {
+    /// Where the run goes when it has reached its budget (the lowest of the agent's, the key's
+    /// and the request's, with any raise in place): `run.budget_exceeded` is emitted, then the
+    /// run parks `waiting_budget` after `turn` (`onBudget: wait`, in a session that may wait) or
+    /// ends with the contract's synthetic failure report, `exit_reason: budget_exceeded`.
+    async fn past_budget(&self, run: &mut Run, turn: u32) -> Option<Stop> {
         let request = &run.facts.request;
-        let budget = request.budget.lowest(request.agent.budget);
+        let budget = request.effective_budget();
         if budget.is_unlimited() {
             return None;
         }
@@ -800,15 +801,26 @@ impl Session {
             "the run reached its budget ({:?} {}; used {})",
             crossed.limit, crossed.allowed, crossed.used
         );
+        let waits = self.may_wait && request.agent.on_budget == budget::OnBudget::Wait;
         self.events
-            .emit(AgentEvent::BudgetExceeded(Box::new(crossed)))
+            .emit(AgentEvent::BudgetExceeded(Box::new(crossed.clone())))
             .await;
-        Some(Ending::synthetic_failure(
+        if waits {
+            run.waiting = Some(WaitingTurn {
+                turn,
+                calls: Vec::new(),
+                replies: Vec::new(),
+                pending: Vec::new(),
+            });
+            run.budget_wait = Some(crossed);
+            return Some(Stop::Waiting);
+        }
+        Some(Stop::Ended(Ending::synthetic_failure(
             ExitReason::BudgetExceeded,
             &run.facts.format,
             "budget_exceeded",
             &message,
-        ))
+        )))
     }
 }
 

@@ -37,6 +37,14 @@ pub struct KeyLimits {
         skip_serializing_if = "Option::is_none"
     )]
     pub cost_usd_per_day: Option<f64>,
+    /// What each run of this key may spend (SPEC §14): the lower of this, the agent's and the
+    /// request's budget applies, checked during the run.
+    #[serde(
+        default,
+        deserialize_with = "checked_run_budget",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub run_budget: Option<crate::agent::budget::RunBudget>,
 }
 
 impl KeyLimits {
@@ -46,12 +54,26 @@ impl KeyLimits {
             && self.concurrent_runs.is_none()
             && self.tokens_per_day.is_none()
             && self.cost_usd_per_day.is_none()
+            && self.run_budget.is_none_or(|budget| budget.is_unlimited())
     }
 
     /// Whether a daily budget is set, so finished runs' usage must be added up.
     pub fn has_daily_budget(&self) -> bool {
         self.tokens_per_day.is_some() || self.cost_usd_per_day.is_some()
     }
+}
+
+/// A run budget whose every limit is above 0 and at most 10^12 (null: none).
+fn checked_run_budget<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<crate::agent::budget::RunBudget>, D::Error> {
+    let budget = Option::<crate::agent::budget::RunBudget>::deserialize(deserializer)?;
+    if let Some(budget) = &budget {
+        budget
+            .check()
+            .map_err(|(_, message)| serde::de::Error::custom(message))?;
+    }
+    Ok(budget)
 }
 
 /// A finite amount above zero (null: none); zero, negative and non-finite amounts are config
@@ -97,6 +119,14 @@ mod tests {
         assert_eq!(limits.tokens_per_day.map(|n| n.get()), Some(1000));
         assert_eq!(limits.cost_usd_per_day, Some(0.5));
         assert!(limits.has_daily_budget() && !limits.is_empty());
+        let budgeted = parse_config(
+            json!({"auth": {"keys": [{"key": "k", "limits": {"runBudget": {"maxToolCalls": 3}}}]}}),
+            "a.json",
+        )
+        .expect("valid");
+        let limits = budgeted.auth.keys[0].limits.expect("limits");
+        assert_eq!(limits.run_budget.and_then(|b| b.max_tool_calls), Some(3));
+        assert!(!limits.is_empty() && !limits.has_daily_budget());
         assert!(config.auth.keys[1].limits.expect("empty limits").is_empty());
     }
 
@@ -118,6 +148,8 @@ mod tests {
             (json!({"costUsdPerDay": 0.0}), "limits.costUsdPerDay"),
             (json!({"costUsdPerDay": -2.5}), "limits.costUsdPerDay"),
             (json!({"costUsdPerDay": "lots"}), "limits.costUsdPerDay"),
+            (json!({"runBudget": {"maxTokens": 0}}), "limits.runBudget"),
+            (json!({"runBudget": {"maxBananas": 1}}), "limits.runBudget"),
         ] {
             let error = error_of(limits.clone());
             assert!(

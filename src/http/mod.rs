@@ -135,6 +135,7 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(runs::get_run))
         .routes(routes!(runs::run_events))
         .routes(routes!(runs::cancel_run))
+        .routes(routes!(runs::budget::raise_budget))
         .routes(routes!(responses::create_response))
         .routes(routes!(responses::get_response, responses::delete_response))
         .routes(routes!(responses::cancel_response))

@@ -290,6 +290,12 @@ impl Runtime {
             })
             .collect();
         let count = approvals.len() as u64;
+        let waits_for_budget = checkpoint.budget_wait.is_some();
+        let status = if waits_for_budget {
+            RunStatus::WaitingBudget
+        } else {
+            RunStatus::WaitingApproval
+        };
         let parked = ParkedRun {
             run_id: run_id.clone(),
             user_id: new_run.user_id.clone(),
@@ -297,9 +303,13 @@ impl Runtime {
             checkpoint: JsonText::of(&*checkpoint),
             last_seq,
             approvals,
+            status,
             at: Utc::now(),
         };
         match self.store.park_run(&parked).await {
+            Ok(()) if waits_for_budget => {
+                info!(%run_id, "the run waits for a raise of its budget");
+            }
             Ok(()) => {
                 self.metrics
                     .approvals_requested_total
@@ -405,7 +415,6 @@ impl Runtime {
                 return not_taken.map(|_| false);
             }
         };
-        self.metrics.runs_waiting_approval.dec();
         let runtime = Arc::clone(self);
         let run_id = run_id.to_string();
         // Off the caller's path: the session may wait for a slot of its key or of the server.
@@ -442,7 +451,7 @@ impl Runtime {
     /// Starts the session of a run whose checkpoint this replica took, once the run has one of
     /// its key's run slots (waited for while its key's slots are held) and, if the server has
     /// room, a session slot (else it runs anyway, its wait having been its queue).
-    async fn launch_taken(
+    pub(super) async fn launch_taken(
         self: &Arc<Self>,
         run_id: &str,
         taken: TakenCheckpoint,
@@ -459,6 +468,9 @@ impl Runtime {
                 return Ok(());
             }
         };
+        if checkpoint.budget_wait.is_none() {
+            self.metrics.runs_waiting_approval.dec();
+        }
         let Some(agent) = self.agents().get(&checkpoint.agent) else {
             error!(%run_id, agent = %checkpoint.agent, "a waiting run's agent is no longer configured here");
             return Ok(());

@@ -175,7 +175,7 @@ impl Runtime {
                 return Ok(CancelOutcome::NotFound);
             };
             status = run.status;
-            if status == RunStatus::WaitingApproval {
+            if status.is_waiting() {
                 // It holds no process: whoever takes its checkpoint first ends it, here.
                 if self.resume_waiting_run(run_id, true).await? {
                     return Ok(CancelOutcome::Cancelled);

@@ -418,6 +418,11 @@ impl Runtime {
             None => None,
         };
         history.extend(submission.history);
+        let key_budget = submission
+            .key
+            .as_ref()
+            .and_then(|key| key.limits.run_budget)
+            .unwrap_or_default();
         let request = SessionRequest {
             run_id,
             agent: submission.agent,
@@ -430,7 +435,8 @@ impl Runtime {
             user_id: submission.user_id,
             transport: submission.transport,
             client_tools: submission.client_tools,
-            budget: submission.budget,
+            budget: submission.budget.lowest(key_budget),
+            budget_raise: Default::default(),
             parent: None,
         };
         Ok(self.spawn_session(

@@ -31,6 +31,8 @@ pub struct ParkedRun {
     /// The seq of the run's last event: the resumed run numbers on from it.
     pub last_seq: i64,
     pub approvals: Vec<NewApproval>,
+    /// What it waits for: `waiting_approval` (its calls) or `waiting_budget` (a raise).
+    pub status: crate::vocabulary::RunStatus,
     pub at: DateTime<Utc>,
 }
 
@@ -88,7 +90,8 @@ pub struct TakenCheckpoint {
 #[async_trait]
 pub trait ApprovalStore: Send + Sync {
     /// In one transaction: keeps the checkpoint and the waiting calls, and turns the run
-    /// `waiting_approval` with no owner (it holds no process while it waits).
+    /// `parked.status` (`waiting_approval` or `waiting_budget`) with no owner (it holds no
+    /// process while it waits).
     async fn park_run(&self, parked: &ParkedRun) -> Result<(), StoreError>;
     /// The calls of one run that waited or wait, in the order they were asked.
     async fn run_approvals(&self, run_id: &str) -> Result<Vec<ApprovalRecord>, StoreError>;
@@ -112,8 +115,9 @@ pub trait ApprovalStore: Send + Sync {
         now: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<(String, String)>, StoreError>;
-    /// Runs with a checkpoint and no call waiting any more: decided, but not yet taken by a
-    /// replica (it was draining, or stopped between the decision and the take).
+    /// Runs waiting for approvals with a checkpoint and no call waiting any more: decided, but
+    /// not yet taken by a replica (it was draining, or stopped between the decision and the
+    /// take). Runs waiting for a budget raise are not among them.
     async fn decided_checkpoints(&self, limit: u32) -> Result<Vec<String>, StoreError>;
     /// Takes (deletes) the run's checkpoint and makes `owner` its owner, status `running`, if
     /// every call is decided — or, with `cancel`, whatever still waits (those calls become

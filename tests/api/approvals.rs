@@ -20,6 +20,9 @@ use crate::support::numbered_frames;
 const APPROVER: &str = "---\ndescription: Echoes, with a person approving\nmodels: llm/upstream-model\nfinalization: text\ntools: [test]\napprove: [test__echo]\napprovalTimeout: 10m\n---\nYou echo.\n";
 const HASTY: &str = "---\ndescription: Waits two seconds for approvals\nmodels: llm/upstream-model\nfinalization: text\ntools: [test]\napprove: [test__ech*]\napprovalTimeout: 2s\n---\nYou echo.\n";
 
+/// Waits for a raise after its first tool call (SPEC §14, `onBudget: wait` by default).
+const BUDGETED: &str = "---\ndescription: Echoes once per budget\nmodels: llm/upstream-model\nfinalization: text\ntools: [test]\nbudget:\n  maxToolCalls: 1\n---\nYou echo.\n";
+
 const ADMIN: &str = "admin-secret";
 const ALICE: &str = "alice-secret";
 const BOB: &str = "bob-secret";
@@ -707,6 +710,7 @@ async fn postgres_replicas(
         "store": {"url": database.url},
     }));
     std::fs::write(dir.path().join("agents/approver.ai"), APPROVER).expect("agent");
+    std::fs::write(dir.path().join("agents/budgeted.ai"), BUDGETED).expect("agent");
     let start = || {
         let mut command = binary::command(dir.path());
         command.args(["serve", "--config", "agentd.json"]);
@@ -724,81 +728,34 @@ async fn a_run_waiting_on_a_killed_replica_completes_on_the_replica_that_gets_th
     llm.push(Reply::tool_calls(vec![echo_call("call-1", "from B")]));
     llm.push(Reply::text("Finished on B."));
     let client = reqwest::Client::new();
-    let url = |served: &crate::support::binary::Served, path: &str| {
-        format!("http://{}{path}", served.address)
-    };
-    let accepted: Value = client
-        .post(url(&a, "/v1/agents/approver/runs"))
-        .json(&json!({"prompt": "echo", "background": true}))
-        .send()
-        .await
-        .expect("sent")
-        .json()
-        .await
-        .expect("json");
-    let run_id = accepted["run_id"].as_str().expect("run id").to_string();
-    let status_on_b = || async {
-        let run: Value = client
-            .get(url(&b, &format!("/v1/runs/{run_id}")))
-            .send()
-            .await
-            .expect("sent")
-            .json()
-            .await
-            .unwrap_or(Value::Null);
-        run
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while status_on_b().await["status"] != "waiting_approval" {
-        assert!(std::time::Instant::now() < deadline, "never waited");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let pid = a.child.id().expect("running").to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-9", &pid])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let _ = a.child.wait().await;
+    let run_id = start_on(&client, &a, "approver").await;
+    run_on_when(&client, &b, &run_id, "waiting_approval").await;
+    kill(&mut a).await;
     // Past the owner timeout: a waiting run is not an orphan.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(status_on_b().await["status"], "waiting_approval");
+    assert_eq!(
+        run_on(&client, &b, &run_id).await["status"],
+        "waiting_approval"
+    );
 
     let decided = client
-        .post(url(&b, &format!("/v1/runs/{run_id}/approvals/call-1")))
+        .post(format!(
+            "http://{}/v1/runs/{run_id}/approvals/call-1",
+            b.address
+        ))
         .json(&json!({"decision": "approve"}))
         .send()
         .await
         .expect("sent");
     assert_eq!(decided.status(), 200);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let run = loop {
-        let run = status_on_b().await;
-        if run["status"] == "completed" {
-            break run;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never completed: {run}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let run = run_on_when(&client, &b, &run_id, "completed").await;
     assert_eq!(run["result"]["final_report"]["content"], "Finished on B.");
     assert_eq!(
         tool_reply(&llm, "call-1"),
         "from B",
         "the tool's real result"
     );
-    let body = client
-        .get(url(&b, &format!("/v1/runs/{run_id}/events")))
-        .send()
-        .await
-        .expect("sent")
-        .text()
-        .await
-        .expect("body");
-    let events = numbered_frames(&body);
-    assert_numbered_1_to_n(&events);
+    let events = replayed_on(&client, &b, &run_id).await;
     assert_eq!(
         kinds(&events)
             .iter()
@@ -808,6 +765,91 @@ async fn a_run_waiting_on_a_killed_replica_completes_on_the_replica_that_gets_th
     );
     assert_eq!(kinds(&events).last(), Some(&"run.finished"));
     assert!(kinds(&events).contains(&"tool.finished"));
+}
+
+/// Starts a background run of `agent` on `served`; returns its id.
+async fn start_on(
+    client: &reqwest::Client,
+    served: &crate::support::binary::Served,
+    agent: &str,
+) -> String {
+    let accepted: Value = client
+        .post(format!("http://{}/v1/agents/{agent}/runs", served.address))
+        .json(&json!({"prompt": "echo", "background": true}))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    accepted["run_id"].as_str().expect("run id").to_string()
+}
+
+/// The run as `served` shows it.
+async fn run_on(
+    client: &reqwest::Client,
+    served: &crate::support::binary::Served,
+    run_id: &str,
+) -> Value {
+    client
+        .get(format!("http://{}/v1/runs/{run_id}", served.address))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .unwrap_or(Value::Null)
+}
+
+/// The run once `served` shows it with `status`; fails after 30 s.
+async fn run_on_when(
+    client: &reqwest::Client,
+    served: &crate::support::binary::Served,
+    run_id: &str,
+    status: &str,
+) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let run = run_on(client, served, run_id).await;
+        if run["status"] == status {
+            return run;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never {status}: {run}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Kills a replica at once (SIGKILL) and reaps it.
+async fn kill(served: &mut crate::support::binary::Served) {
+    let pid = served.child.id().expect("running").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let _ = served.child.wait().await;
+}
+
+/// Every event of the run as `served` replays it, checked numbered 1..n.
+async fn replayed_on(
+    client: &reqwest::Client,
+    served: &crate::support::binary::Served,
+    run_id: &str,
+) -> Vec<(i64, String, Value)> {
+    let body = client
+        .get(format!("http://{}/v1/runs/{run_id}/events", served.address))
+        .send()
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("body");
+    let events = numbered_frames(&body);
+    assert_numbered_1_to_n(&events);
+    events
 }
 
 /// A project for `agentd run` / `agentd check` with the approving agent and the test server.
@@ -1229,4 +1271,57 @@ async fn a_decision_body_is_checked_field_by_field() {
         .expect("decided");
     assert_eq!(decided.2["reason"].as_str().map(str::len), Some(4096));
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waiting_for_its_budget_on_a_killed_replica_is_raised_once_on_another() {
+    let llm = MockLlm::start().await;
+    let (_database, _dir, mut a, b) = postgres_replicas(&llm).await;
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "first")]));
+    llm.push(Reply::tool_calls(vec![echo_call("call-2", "second")]));
+    llm.push(Reply::text("Raised and finished on B."));
+    let client = reqwest::Client::new();
+    let run_id = start_on(&client, &a, "budgeted").await;
+    run_on_when(&client, &b, &run_id, "waiting_budget").await;
+    kill(&mut a).await;
+    // Past the owner timeout: a run waiting for its budget is not an orphan.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        run_on(&client, &b, &run_id).await["status"],
+        "waiting_budget"
+    );
+
+    let raise = || async {
+        client
+            .post(format!("http://{}/v1/runs/{run_id}/budget", b.address))
+            .json(&json!({"raise": {"maxToolCalls": 5}}))
+            .send()
+            .await
+            .expect("sent")
+            .status()
+            .as_u16()
+    };
+    let (first, second) = tokio::join!(raise(), raise());
+    let mut statuses = [first, second];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [202, 409], "exactly one raise takes the run");
+    let run = run_on_when(&client, &b, &run_id, "completed").await;
+    assert_eq!(
+        run["result"]["final_report"]["content"],
+        "Raised and finished on B."
+    );
+    assert_eq!(
+        tool_reply(&llm, "call-2"),
+        "second",
+        "the second call ran on B"
+    );
+    let events = replayed_on(&client, &b, &run_id).await;
+    assert_eq!(
+        kinds(&events)
+            .iter()
+            .filter(|k| **k == "run.budget_exceeded")
+            .count(),
+        1
+    );
+    assert_eq!(kinds(&events).last(), Some(&"run.finished"));
 }

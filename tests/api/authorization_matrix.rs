@@ -280,6 +280,14 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
             Some(json!({})),
             OthersObject,
         ),
+        // The run waits for approvals, not for its budget: an admin reaches it and is told so
+        // (409); nobody else reaches it at all.
+        ("post", "/v1/runs/{run_id}/budget") => one(
+            post,
+            format!("/v1/runs/{}/budget", o.waiting_run),
+            Some(json!({"raise": {"maxToolCalls": 5}})),
+            AdminMayBeBusy,
+        ),
         ("get", "/v1/runs/{run_id}/approvals") => one(
             get,
             format!("/v1/runs/{}/approvals", o.waiting_run),

@@ -71,6 +71,7 @@ on_both_backends!(
     a_parked_run_waits_is_decided_once_and_is_taken_once,
     expired_waits_are_found_refused_to_people_and_cancel_takes_what_waits,
     decisions_made_at_once_record_exactly_one,
+    a_run_parked_for_its_budget_is_left_to_a_raise_and_taken_once,
 );
 
 on_both_backends!(

@@ -30,7 +30,8 @@ impl TaskState {
         match status {
             RunStatus::Queued => Self::Submitted,
             RunStatus::Running => Self::Working,
-            RunStatus::WaitingApproval => Self::InputRequired,
+            // Waiting for a person either way: a decision, or a raise of the run's budget.
+            RunStatus::WaitingApproval | RunStatus::WaitingBudget => Self::InputRequired,
             RunStatus::Completed => Self::Completed,
             RunStatus::Failed => Self::Failed,
             RunStatus::Cancelled => Self::Canceled,

@@ -10,6 +10,7 @@
 
 pub mod wire;
 
+use crate::vocabulary::RunStatus;
 use std::sync::Arc;
 
 use axum::extract::{Extension, State};
@@ -175,7 +176,10 @@ pub async fn resume_stream(
         owner: RunOwnerFilter::User(Some(user_id)),
         agent: None,
         agents_allowed: caller.visible_agents(&runtime),
-        statuses: vec!["queued".into(), "running".into(), "waiting_approval".into()],
+        statuses: RunStatus::NOT_ENDED
+            .iter()
+            .map(|status| status.as_str().to_string())
+            .collect(),
         conversation_id: Some(conversation_id),
         after: None,
         limit: 1,

@@ -167,14 +167,10 @@ async fn runs_in_progress(
         owner: RunOwnerFilter::User(Some(user_id.to_string())),
         agent: None,
         agents_allowed: None,
-        statuses: [
-            RunStatus::Queued,
-            RunStatus::Running,
-            RunStatus::WaitingApproval,
-        ]
-        .iter()
-        .map(|s| s.as_str().to_string())
-        .collect(),
+        statuses: RunStatus::NOT_ENDED
+            .iter()
+            .map(|s| s.as_str().to_string())
+            .collect(),
         conversation_id: Some(conversation_id.to_string()),
         after: None,
         limit: 1,

@@ -17,10 +17,11 @@ use crate::runtime::Runtime;
 use crate::store::{RunCursor, RunFilter, RunOwnerFilter, RunRecord};
 
 /// Every status a run can have (`GET /v1/runs/{id}`).
-pub const RUN_STATUSES: [&str; 6] = [
+pub const RUN_STATUSES: [&str; 7] = [
     "queued",
     "running",
     "waiting_approval",
+    "waiting_budget",
     "completed",
     "failed",
     "cancelled",
@@ -37,7 +38,7 @@ pub struct RunListQuery {
     /// Only runs with one of these statuses, comma-separated (`running,waiting_approval`).
     #[serde(default)]
     #[param(
-        pattern = r"^(queued|running|waiting_approval|completed|failed|cancelled)(,(queued|running|waiting_approval|completed|failed|cancelled))*$"
+        pattern = r"^(queued|running|waiting_approval|waiting_budget|completed|failed|cancelled)(,(queued|running|waiting_approval|waiting_budget|completed|failed|cancelled))*$"
     )]
     pub status: Option<String>,
     /// Only runs of this agent.

@@ -5,6 +5,7 @@
 //! the handlers; [`wire`] holds the bodies and [`list`] `GET /v1/runs`.
 
 pub mod approvals;
+pub mod budget;
 pub mod list;
 pub mod wire;
 

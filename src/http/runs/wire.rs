@@ -271,3 +271,20 @@ impl<'a> RunStatus<'a> {
         }
     }
 }
+
+/// `POST /v1/runs/{run_id}/budget`: the limits to put in place of those the run crossed.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetRaiseRequest {
+    /// Each limit given replaces the lowest of the agent's, the key's and the request's.
+    pub raise: crate::agent::budget::RunBudget,
+}
+
+/// A raise taken: the run goes on under `budget`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BudgetRaiseAnswer<'a> {
+    pub run_id: &'a str,
+    pub status: RunningStatus,
+    /// The limits the run now runs under.
+    pub budget: crate::agent::budget::RunBudget,
+}

@@ -12,7 +12,7 @@ pub const INSERT_CHECKPOINT: &str = "INSERT INTO run_checkpoints (run_id, state,
 pub const INSERT_APPROVAL: &str = "INSERT INTO run_approvals (run_id, call_id, user_id, agent, tool, \
      server, arguments, requested_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
      ON CONFLICT (run_id, call_id) DO NOTHING";
-pub const PARK_RUN: &str = "UPDATE runs SET status = 'waiting_approval', owner = NULL \
+pub const PARK_RUN: &str = "UPDATE runs SET status = $2, owner = NULL \
      WHERE id = $1 AND status = 'running'";
 macro_rules! approval_select {
     ($rest:literal) => {
@@ -39,6 +39,7 @@ pub const DECIDE: &str = "UPDATE run_approvals SET decision = $3, decided_by = $
 pub const EXPIRED: &str = "SELECT run_id, call_id FROM run_approvals \
      WHERE decision IS NULL AND expires_at <= $1 ORDER BY expires_at LIMIT $2";
 pub const DECIDED_CHECKPOINTS: &str = "SELECT c.run_id FROM run_checkpoints c \
+     JOIN runs r ON r.id = c.run_id AND r.status = 'waiting_approval' \
      WHERE NOT EXISTS (SELECT 1 FROM run_approvals a WHERE a.run_id = c.run_id AND a.decision IS NULL) \
      ORDER BY c.created_at LIMIT $1";
 pub const UNDECIDED_COUNT: &str =
@@ -48,7 +49,7 @@ pub const CANCEL_UNDECIDED: &str = "UPDATE run_approvals SET decision = 'cancell
 pub const TAKE_CHECKPOINT: &str =
     "DELETE FROM run_checkpoints WHERE run_id = $1 RETURNING state, last_seq";
 pub const CLAIM_RUN: &str = "UPDATE runs SET status = 'running', owner = $2 \
-     WHERE id = $1 AND status = 'waiting_approval'";
+     WHERE id = $1 AND status IN ('waiting_approval', 'waiting_budget')";
 
 #[derive(sqlx::FromRow)]
 pub struct ApprovalRow {
@@ -135,6 +136,7 @@ macro_rules! impl_approval_store {
                 }
                 sqlx::query(sql::PARK_RUN)
                     .bind(&parked.run_id)
+                    .bind(parked.status.as_str())
                     .execute(&mut *tx)
                     .await?;
                 Self::notify_runs(&mut tx, &[parked.run_id.as_str()]).await?;

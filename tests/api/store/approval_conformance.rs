@@ -7,6 +7,7 @@
 use agentd::store::{
     ApprovalDecision, DecisionWritten, JsonText, NewApproval, NewRun, ParkedRun, RunBatch, RunWrite,
 };
+use agentd::vocabulary::RunStatus;
 use chrono::{Duration, Utc};
 use serde_json::json;
 
@@ -51,6 +52,7 @@ fn parked(run_id: &str, calls: &[(&str, i64)]) -> ParkedRun {
                 expires_at: now + Duration::seconds(*expires_in),
             })
             .collect(),
+        status: RunStatus::WaitingApproval,
         at: now,
     }
 }
@@ -275,4 +277,41 @@ pub async fn decisions_made_at_once_record_exactly_one(backend: &Backend) {
         };
         assert_eq!(approved.expect("decide"), expected, "{run_id}: {stored:?}");
     }
+}
+
+/// A run parked for its budget waits with its own status, is never resumed by the sweep of
+/// decided runs, and is taken once (by a raise).
+pub async fn a_run_parked_for_its_budget_is_left_to_a_raise_and_taken_once(backend: &Backend) {
+    let store = backend.open().await;
+    running_run(store.as_ref(), "b1").await;
+    let mut budget_wait = parked("b1", &[]);
+    budget_wait.status = RunStatus::WaitingBudget;
+    store.park_run(&budget_wait).await.expect("park");
+    let run = store.get_run("b1").await.expect("get").expect("run");
+    assert_eq!(run.status, RunStatus::WaitingBudget);
+    assert_eq!(run.owner, None, "a waiting run holds no process");
+    assert!(
+        !store
+            .decided_checkpoints(10)
+            .await
+            .expect("decided")
+            .contains(&"b1".to_string()),
+        "a budget wait is not a decided approval wait"
+    );
+    let taken = store
+        .take_checkpoint("b1", "replica-a", false)
+        .await
+        .expect("take");
+    assert_eq!(taken.map(|t| t.last_seq), Some(7));
+    assert!(
+        store
+            .take_checkpoint("b1", "replica-b", false)
+            .await
+            .expect("take again")
+            .is_none(),
+        "taken once"
+    );
+    let run = store.get_run("b1").await.expect("get").expect("run");
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.owner.as_deref(), Some("replica-a"));
 }
