@@ -348,6 +348,7 @@ impl Runtime {
         start: pipeline::SessionStart,
         sink: EventSink,
         control: RunControl,
+        meter: Option<Arc<dyn crate::agent::budget::SpendMeter>>,
     ) -> SessionEnd {
         let request = start.request();
         let agent = request.agent.name.clone();
@@ -371,7 +372,8 @@ impl Runtime {
                     None => {
                         let session = self
                             .session_for(&agent_spec, sink, control)
-                            .waiting_for_approvals();
+                            .waiting_for_approvals()
+                            .with_spend_meter(meter);
                         Box::pin(session.run_or_wait(request)).await
                     }
                 };
@@ -385,7 +387,8 @@ impl Runtime {
             } => {
                 let session = self
                     .session_for(&agent_spec, sink, control)
-                    .waiting_for_approvals();
+                    .waiting_for_approvals()
+                    .with_spend_meter(meter);
                 let end = Box::pin(session.resume(request, *checkpoint, decisions)).await;
                 (end, None)
             }

@@ -61,6 +61,10 @@ pub enum BudgetLimit {
     MaxTokens,
     MaxToolCalls,
     MaxDurationSeconds,
+    /// The daily token budget of the run's key, shared by every run of the key.
+    KeyTokensPerDay,
+    /// The daily dollar budget of the run's key, shared by every run of the key.
+    KeyCostUsdPerDay,
 }
 
 /// What a run has spent so far.
@@ -90,6 +94,18 @@ impl Spent {
         }
         spent
     }
+}
+
+/// A budget shared with other runs (a key's daily tokens and dollars, SPEC §14), which the
+/// session charges with what each model call spent and asks before the next: concurrent runs of
+/// one key see each other's spending call by call, so together they pass the budget by at most
+/// one call each.
+#[async_trait::async_trait]
+pub trait SpendMeter: Send + Sync {
+    /// Adds spending the meter has not been charged with yet.
+    async fn charge(&self, spent: Spent);
+    /// The shared budget this run may no longer spend from, if it is used up.
+    async fn exhausted(&self) -> Option<BudgetExceeded>;
 }
 
 /// The `run.budget_exceeded` event: the limit crossed, what it allows and what the run used.

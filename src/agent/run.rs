@@ -187,6 +187,9 @@ pub(super) struct Run {
     pub waiting: Option<WaitingTurn>,
     /// Set with `waiting` when the run stops for a raise of its budget: the limit it crossed.
     pub budget_wait: Option<super::budget::BudgetExceeded>,
+    /// How many accounting entries the spend meter has been charged with (a resumed run's
+    /// earlier entries were charged before it waited).
+    pub charged: usize,
     /// When the run started (before a wait: as long ago as it had run), for its budget.
     pub started: std::time::Instant,
 }
@@ -253,6 +256,7 @@ impl Run {
             xml,
             waiting: None,
             budget_wait: None,
+            charged: 0,
             started: std::time::Instant::now(),
         }
     }
@@ -303,6 +307,7 @@ impl Run {
             xml,
             waiting: None,
             budget_wait: None,
+            charged: checkpoint.accounting.len(),
             started: std::time::Instant::now()
                 .checked_sub(std::time::Duration::from_millis(checkpoint.elapsed_ms))
                 .unwrap_or_else(std::time::Instant::now),

@@ -118,6 +118,8 @@ pub struct Session {
     router: Option<Router>,
     /// Runs child sessions (sub-agents, questions about kept tool outputs).
     child_runner: Option<Arc<dyn ChildRunner>>,
+    /// A budget shared with other runs (the key's daily budget), charged call by call.
+    spend_meter: Option<Arc<dyn budget::SpendMeter>>,
 }
 
 /// What the turn loop came to.
@@ -160,7 +162,15 @@ impl Session {
             secrets: None,
             router: None,
             child_runner: None,
+            spend_meter: None,
         }
+    }
+
+    /// Charges `meter` with each model call's spending and ends the run once the budget it
+    /// shares with other runs is used up.
+    pub fn with_spend_meter(mut self, meter: Option<Arc<dyn budget::SpendMeter>>) -> Self {
+        self.spend_meter = meter;
+        self
     }
 
     /// Calls that need approval make the run wait with a checkpoint instead of being denied
@@ -315,6 +325,9 @@ impl Session {
 
     /// The run's end, or its checkpoint when calls wait.
     async fn settle(&self, mut run: Run, started: Instant, stop: Stop) -> SessionEnd {
+        // What the last turn spent counts against the shared budget, whether the run ends or
+        // waits (a resumed run charges only what it spends itself).
+        self.charge_meter(&mut run).await;
         let ending = match stop {
             Stop::Ended(ending) => ending,
             Stop::Waiting => {
@@ -409,7 +422,11 @@ impl Session {
     /// failure report then says why).
     async fn turns(&self, run: &mut Run, mut turn: u32) -> Stop {
         while turn < run.plan.max_turns {
-            // After the last turn's model call and tool calls: has the run reached its budget?
+            // After the last turn's model call and tool calls: has the run reached its budget,
+            // or has the budget it shares with its key's other runs been used up?
+            if let Some(ending) = self.past_shared_budget(run).await {
+                return Stop::Ended(ending);
+            }
             if let Some(stop) = self.past_budget(run, turn).await {
                 return stop;
             }
@@ -785,6 +802,40 @@ fn fatal(error: &LlmError) -> Ending {
 }
 
 impl Session {
+    /// Charges the spend meter with the model calls made since it was last charged.
+    async fn charge_meter(&self, run: &mut Run) {
+        let Some(meter) = &self.spend_meter else {
+            return;
+        };
+        let accounting = &run.transcript.accounting;
+        let fresh = accounting.get(run.charged..).unwrap_or_default();
+        run.charged = accounting.len();
+        if !fresh.is_empty() {
+            meter.charge(budget::Spent::of(fresh, Duration::ZERO)).await;
+        }
+    }
+
+    /// The run's end when the budget it shares with other runs (its key's day) is used up:
+    /// `run.budget_exceeded` naming that budget, then the synthetic failure report. Raising
+    /// the run's own budget cannot help, so such a run never waits.
+    async fn past_shared_budget(&self, run: &mut Run) -> Option<Ending> {
+        self.charge_meter(run).await;
+        let crossed = self.spend_meter.as_ref()?.exhausted().await?;
+        let message = format!(
+            "the key's daily budget is used up ({:?} {}; used {})",
+            crossed.limit, crossed.allowed, crossed.used
+        );
+        self.events
+            .emit(AgentEvent::BudgetExceeded(Box::new(crossed)))
+            .await;
+        Some(Ending::synthetic_failure(
+            ExitReason::BudgetExceeded,
+            &run.facts.format,
+            "budget_exceeded",
+            &message,
+        ))
+    }
+
     /// Where the run goes when it has reached its budget (the lowest of the agent's, the key's
     /// and the request's, with any raise in place): `run.budget_exceeded` is emitted, then the
     /// run parks `waiting_budget` after `turn` (`onBudget: wait`, in a session that may wait) or

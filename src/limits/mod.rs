@@ -26,6 +26,7 @@ use secrecy::ExposeSecret;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentResult;
+use crate::agent::budget::{BudgetExceeded, BudgetLimit, RunBudget, SpendMeter, Spent};
 use crate::config::cache::CacheBackend;
 use crate::config::key_limits::KeyLimits;
 use crate::config::{AuthConfig, Config};
@@ -271,6 +272,7 @@ impl KeyLimiter {
         key: &LimitedKey,
         run_id: &str,
         given_up: &CancellationToken,
+        spent_before: DailyUsage,
     ) -> KeyReservation {
         let mut logged = false;
         let holds_slot = loop {
@@ -288,16 +290,28 @@ impl KeyLimiter {
                 () = tokio::time::sleep(RESUMED_SLOT_POLL) => {}
             }
         };
-        self.reservation(key, run_id, holds_slot)
+        let mut reservation = self.reservation(key, run_id, holds_slot);
+        reservation.spent_before = spent_before;
+        reservation
     }
 
     fn reservation(&self, key: &LimitedKey, run_id: &str, holds_slot: bool) -> KeyReservation {
+        let meter = key.limits.has_daily_budget().then(|| {
+            Arc::new(KeySpendMeter {
+                key: key.clone(),
+                run_id: run_id.to_string(),
+                counter: Arc::clone(&self.counter),
+                charged: Mutex::new(DailyUsage::default()),
+            })
+        });
         KeyReservation {
             key: key.clone(),
             run_id: run_id.to_string(),
             holds_slot,
             counter: Arc::clone(&self.counter),
             held: Arc::clone(&self.held),
+            meter,
+            spent_before: DailyUsage::default(),
         }
     }
 
@@ -443,6 +457,80 @@ pub struct KeyReservation {
     holds_slot: bool,
     counter: Arc<dyn LimitCounter>,
     held: HeldSlots,
+    /// The run's charges to the key's daily budget, call by call (a key with one).
+    meter: Option<Arc<KeySpendMeter>>,
+    /// What the run had spent before it waited, charged by the session that ran until then.
+    spent_before: DailyUsage,
+}
+
+/// Charges a key's daily budget with a run's model calls as they are made and tells the run
+/// when the budget is used up (SPEC §14): every run of the key sees the others' spending at
+/// once, so together they pass the budget by at most one call each.
+pub struct KeySpendMeter {
+    key: LimitedKey,
+    run_id: String,
+    counter: Arc<dyn LimitCounter>,
+    charged: Mutex<DailyUsage>,
+}
+
+impl KeySpendMeter {
+    fn charged(&self) -> DailyUsage {
+        *self.charged.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl SpendMeter for KeySpendMeter {
+    async fn charge(&self, spent: Spent) {
+        let usage = DailyUsage {
+            tokens: spent.tokens,
+            cost_usd: spent.cost_usd,
+        };
+        let today = window::utc_day(Utc::now());
+        match self.counter.add_usage(&self.key.id, today, usage).await {
+            Ok(()) => {
+                let mut charged = self.charged.lock().unwrap_or_else(PoisonError::into_inner);
+                charged.tokens += usage.tokens;
+                charged.cost_usd += usage.cost_usd;
+            }
+            Err(error) if error.is_skipped() => {}
+            Err(error) => {
+                tracing::error!(%error, key_id = %self.key.id, run_id = %self.run_id, "a model call's usage was not added to its key's budget");
+            }
+        }
+    }
+
+    async fn exhausted(&self) -> Option<BudgetExceeded> {
+        let usage = match self
+            .counter
+            .usage_on(&self.key.id, window::utc_day(Utc::now()))
+            .await
+        {
+            Ok(usage) => usage,
+            Err(error) => {
+                counter_failed(&self.key.id, &error);
+                return None;
+            }
+        };
+        let (limit, allowed, used) = match window::exhausted_budget(&self.key.limits, usage)? {
+            Budget::Tokens => (
+                BudgetLimit::KeyTokensPerDay,
+                self.key.limits.tokens_per_day.map_or(0, |l| l.get()) as f64,
+                usage.tokens as f64,
+            ),
+            Budget::CostUsd => (
+                BudgetLimit::KeyCostUsdPerDay,
+                self.key.limits.cost_usd_per_day.unwrap_or_default(),
+                usage.cost_usd,
+            ),
+        };
+        Some(BudgetExceeded {
+            limit,
+            allowed,
+            used,
+            budget: RunBudget::default(),
+        })
+    }
 }
 
 impl KeyReservation {
@@ -451,13 +539,31 @@ impl KeyReservation {
         &self.key.id
     }
 
-    /// Adds the finished run's tokens (`total_tokens`) and cost to today's usage of a key with
-    /// a daily budget, then frees its run slot.
+    /// The meter the run's session charges call by call: `None` for a key with no daily
+    /// budget.
+    pub fn meter(&self) -> Option<Arc<dyn SpendMeter>> {
+        self.meter
+            .as_ref()
+            .map(|meter| Arc::clone(meter) as Arc<dyn SpendMeter>)
+    }
+
+    /// Adds what the finished run spent and was not charged call by call (a run its session
+    /// did not meter: an orchestration, a cached answer) to today's usage of a key with a daily
+    /// budget, then frees its run slot.
     pub async fn finish(mut self, result: &AgentResult) {
         if self.key.limits.has_daily_budget() {
+            let charged = self
+                .meter
+                .as_ref()
+                .map(|meter| meter.charged())
+                .unwrap_or_default();
             let usage = DailyUsage {
-                tokens: result.usage.total_tokens,
-                cost_usd: result.cost_usd,
+                tokens: result
+                    .usage
+                    .total_tokens
+                    .saturating_sub(charged.tokens + self.spent_before.tokens),
+                cost_usd: (result.cost_usd - charged.cost_usd - self.spent_before.cost_usd)
+                    .max(0.0),
             };
             let today = window::utc_day(Utc::now());
             if let Err(error) = self.counter.add_usage(&self.key.id, today, usage).await

@@ -481,7 +481,22 @@ impl Runtime {
             .as_deref()
             .and_then(|id| LimitedKey::configured(&self.config.auth, id))
         {
-            Some(key) => Some(self.limits.resume(&key, run_id, &control.abort).await),
+            Some(key) => {
+                // The session that ran before the wait charged the key with what it spent.
+                let before = crate::agent::budget::Spent::of(
+                    &checkpoint.accounting,
+                    std::time::Duration::ZERO,
+                );
+                let spent_before = crate::store::DailyUsage {
+                    tokens: before.tokens,
+                    cost_usd: before.cost_usd,
+                };
+                Some(
+                    self.limits
+                        .resume(&key, run_id, &control.abort, spent_before)
+                        .await,
+                )
+            }
             None => None,
         };
         let slot = self.admission.admit().await.ok();

@@ -506,6 +506,7 @@ impl Runtime {
             .live
             .started_after(new_run.clone(), control.clone(), first_seq);
         let span = session_span(start.request());
+        let meter = key_reservation.as_ref().and_then(KeyReservation::meter);
         let ending = Box::new(RunEnding {
             slot,
             key_reservation,
@@ -530,7 +531,7 @@ impl Runtime {
             // Boxed: the session's state machine is ~25 KB, and unboxed it made the task
             // itself that large, copied three times on every spawn (callgrind: ~15 % of
             // agentd's instructions per request went to those copies).
-            let run = Box::pin(runtime.run_measured(*start, sink, session_control));
+            let run = Box::pin(runtime.run_measured(*start, sink, session_control, meter));
             let (end, (last_seq, client)) = tokio::join!(run, tee);
             match end {
                 // Boxed too: saving a conversation's answer would otherwise grow every task.

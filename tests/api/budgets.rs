@@ -11,6 +11,8 @@ use crate::support::mock_llm::{Reply, ToolCall};
 use crate::support::{TestApp, spawn_app_with};
 
 const LOOPER: &str = "---\ndescription: Calls a tool forever\nmodels: llm/upstream-model\nfinalization: text\ntransport: native\ntools: [rest__ping]\nmaxTurns: 20\nonBudget: fail\nbudget:\n  maxToolCalls: 2\n  maxTokens: 100000\n---\nYou loop.\n";
+/// Calls a tool every turn for 20 turns, with no budget of its own.
+const SPENDER: &str = "---\ndescription: Spends\nmodels: llm/upstream-model\nfinalization: text\ntransport: native\ntools: [rest__ping]\nmaxTurns: 20\n---\nYou spend.\n";
 /// The same agent with the default `onBudget`: it waits for a raise.
 const WAITER: &str = "---\ndescription: Calls a tool and waits at its budget\nmodels: llm/upstream-model\nfinalization: text\ntransport: native\ntools: [rest__ping]\nmaxTurns: 20\nbudget:\n  maxToolCalls: 2\n---\nYou loop.\n";
 
@@ -37,6 +39,7 @@ async fn app_with_auth(auth: Option<Value>) -> (TestApp, tempfile::TempDir) {
     let agents = tempfile::tempdir().expect("agents");
     std::fs::write(agents.path().join("looper.ai"), LOOPER).expect("agent");
     std::fs::write(agents.path().join("waiter.ai"), WAITER).expect("agent");
+    std::fs::write(agents.path().join("spender.ai"), SPENDER).expect("agent");
     let path = agents.path().display().to_string();
     let app = spawn_app_with(move |config| {
         config["agents"]
@@ -361,4 +364,54 @@ async fn a_keys_run_budget_applies_to_every_run_of_the_key() {
         .await
         .expect("result");
     assert_eq!(tool_calls(&free), 2, "the agent's own budget: {free}");
+}
+
+/// A key's daily budget is charged call by call and read before each call by every run of the
+/// key: 50 runs at once, each able to spend 2,000 tokens, pass a 1,000-token day by at most one
+/// call (100 tokens) each instead of spending 100,000.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_runs_pass_their_keys_daily_budget_by_at_most_one_call_each() {
+    const RUNS: usize = 50;
+    const CALL_TOKENS: u64 = 100;
+    const DAY_TOKENS: u64 = 1000;
+    let (app, _agents) = app_with_auth(Some(json!({"keys": [
+        {"key": "daily-key", "id": "daily", "userId": "daily", "limits": {"tokensPerDay": DAY_TOKENS}}
+    ]})))
+    .await;
+    for n in 0..RUNS * 20 {
+        app.llm.push(
+            Reply::tool_calls(vec![ToolCall::new(format!("c{n}"), "rest__ping", "{}")])
+                .with_usage(90, 10, 0, 0),
+        );
+    }
+    let runs = (0..RUNS).map(|_| {
+        app.client
+            .post(app.url("/v1/agents/spender/runs"))
+            .bearer_auth("daily-key")
+            .json(&json!({"prompt": "spend"}))
+            .send()
+    });
+    let answers = futures_util::future::join_all(runs).await;
+    let (mut spent, mut stopped, mut refused) = (0, 0, 0);
+    for answer in answers {
+        let answer = answer.expect("sent");
+        if answer.status() == 429 {
+            refused += 1;
+            continue;
+        }
+        let result: Value = answer.json().await.expect("result");
+        assert_eq!(result["exit_reason"], "budget_exceeded", "{result}");
+        stopped += 1;
+        spent += result["usage"]["total_tokens"].as_u64().expect("tokens");
+    }
+    eprintln!(
+        "{RUNS} runs of one key, {DAY_TOKENS} tokens a day: {stopped} stopped mid-run, \
+         {refused} refused at admission, {spent} tokens spent (overshoot {})",
+        spent.saturating_sub(DAY_TOKENS)
+    );
+    assert!(spent >= DAY_TOKENS, "the budget was reached: {spent}");
+    assert!(
+        spent <= DAY_TOKENS + stopped as u64 * CALL_TOKENS,
+        "at most one call past the budget per run: {spent} tokens for {stopped} runs"
+    );
 }
