@@ -346,6 +346,23 @@ def desktop(browser, errors):
     expect(rows).to_have_count(4, timeout=TIMEOUT)
     print("runs ok")
 
+    # The Usage tab: the runs above, summed per day and per agent, as a chart and a table.
+    page.click("#tab-usage")
+    expect(page.locator("#usage-view")).to_be_visible()
+    usage_rows = page.locator("#usage-table tbody tr")
+    expect(usage_rows).to_have_count(1, timeout=TIMEOUT)
+    expect(page.locator("#usage-chart svg rect")).to_have_count(1)
+    page.select_option("#usage-group", "agent")
+    chat_row = page.locator("#usage-table tbody tr", has=page.get_by_role("cell", name="chat", exact=True))
+    expect(chat_row).to_have_count(1, timeout=TIMEOUT)
+    runs_cell = chat_row.locator("td").nth(1)
+    assert int(runs_cell.inner_text().replace(",", "")) >= 25, runs_cell.inner_text()
+    page.select_option("#usage-measure", "cost_usd")
+    expect(page.locator("#usage-chart svg .usage-bar-value").first).to_contain_text("$")
+    axe(page, "desktop usage")
+    shot(page, "desktop-usage.png")
+    print("usage ok")
+
     # Dark mode follows the system.
     page.emulate_media(color_scheme="dark")
     page.click("#tab-chat")

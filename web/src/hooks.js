@@ -8,7 +8,7 @@
 //                `attachments` array added to the chat request (empty: none); clear() after sending.
 //   queue        (§13) sendWhileBusy(text) → true when the message was sent and is shown as
 //                queued (render it with showQueued(text) / clearQueued()).
-//   usage        (§14) mount(view) in #usage-view, shown by the Usage tab.
+//   usage        (§14) mount(view) in #usage-view, shown by the Usage tab; show() (re)loads it.
 import { $, el } from "./dom.js";
 
 const registered = new Map();

@@ -11,6 +11,7 @@ import { closeRun, loadRuns, newerRuns, olderRuns, openRun, setRunFilter } from 
 import { notify, showTab, wireSidebar } from "./ui.js";
 // Features that plug into the hooks import themselves here.
 import "./signin.js";
+import "./usage.js";
 
 const DEFAULT_USER = "local";
 
@@ -84,6 +85,7 @@ function route() {
     openConversation(hash.slice("conversation=".length));
   } else if (hash === "usage" && hooks.get("usage")) {
     showTab("usage");
+    hooks.get("usage").show();
   } else {
     showTab("chat");
   }
