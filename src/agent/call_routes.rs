@@ -52,6 +52,9 @@ pub(super) struct TurnCall {
     pub source: Option<&'static str>,
     /// `maxToolCallsPerTurn`.
     pub limit: usize,
+    /// The tool calls the run's budget (`maxToolCalls`, SPEC §14) still allows; `None`: no
+    /// such limit.
+    pub budget_left: Option<usize>,
 }
 
 /// A turn's calls sorted by route, each with its index in the turn.
@@ -200,6 +203,14 @@ impl ToolRunner<'_> {
             return Ok(Route::Answered(failed(&format!(
                 "dropped: at most {} tool calls are allowed per turn; call {} again in the next turn if you still need it",
                 turn_call.limit, call.name
+            ))));
+        }
+        if let Some(left) = turn_call.budget_left
+            && *requested > left
+        {
+            return Ok(Route::Answered(failed(&format!(
+                "not run: the run's budget allows no more tool calls; {} was not called",
+                call.name
             ))));
         }
         let arguments = match call_arguments(call) {

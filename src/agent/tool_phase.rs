@@ -196,6 +196,7 @@ impl ToolRunner<'_> {
         source: Option<&'static str>,
     ) -> Result<Vec<String>, Handled> {
         let limit = run.facts.request.agent.limits.max_tool_calls_per_turn as usize;
+        let budget_left = tool_calls_left(run);
         let mut routes = TurnRoutes::new(calls.len());
         let mut requested = 0usize;
         for (index, call) in calls.iter().enumerate() {
@@ -204,6 +205,7 @@ impl ToolRunner<'_> {
                 is_final,
                 source,
                 limit,
+                budget_left,
             };
             let route = self.route(run, &turn_call, call, &mut requested).await?;
             routes.add(index, call, route);
@@ -219,7 +221,9 @@ impl ToolRunner<'_> {
         self.run_sub_agents(run, routes.children, &mut replies)
             .await?;
         for (index, call) in routes.batches {
-            let remaining = limit.saturating_sub(requested);
+            let remaining = limit
+                .min(budget_left.unwrap_or(usize::MAX))
+                .saturating_sub(requested);
             let (reply, used) = run_batch(
                 self,
                 &run.facts,
@@ -493,6 +497,14 @@ pub(super) fn server_of(tool: &str) -> String {
 }
 
 /// Adds one `tool` message per call, in the order of the calls.
+/// The tool calls the run's budget still allows (`maxToolCalls` less the calls made so far),
+/// so a turn asking for more runs only those and the budget is checked before the rest.
+fn tool_calls_left(run: &Run) -> Option<usize> {
+    let allowed = run.facts.request.effective_budget().max_tool_calls?;
+    let spent = super::budget::Spent::of(&run.transcript.accounting, std::time::Duration::ZERO);
+    Some(allowed.saturating_sub(spent.tool_calls) as usize)
+}
+
 fn push_tool_replies(run: &mut Run, calls: &[ToolCall], replies: Vec<String>) {
     for (call, content) in calls.iter().zip(replies) {
         run.transcript.conversation.push(ChatMessage {

@@ -415,3 +415,29 @@ async fn fifty_concurrent_runs_pass_their_keys_daily_budget_by_at_most_one_call_
         "at most one call past the budget per run: {spent} tokens for {stopped} runs"
     );
 }
+
+#[tokio::test]
+async fn a_turn_asking_for_more_tool_calls_than_the_budget_allows_runs_only_those() {
+    let (app, _agents) = app().await;
+    app.llm.push(
+        Reply::tool_calls(
+            (0..3)
+                .map(|n| ToolCall::new(format!("c{n}"), "rest__ping", "{}"))
+                .collect(),
+        )
+        .with_usage(1000, 10, 0, 0),
+    );
+    let response = app
+        .post_json("/v1/agents/looper/runs", &json!({"prompt": "loop"}))
+        .await;
+    let result: Value = response.json().await.expect("result");
+    assert_eq!(result["exit_reason"], "budget_exceeded", "{result}");
+    assert_eq!(tool_calls(&result), 2, "the budget's 2 of the 3 asked for");
+    let events = events_of(&app, result["run_id"].as_str().expect("run id")).await;
+    let exceeded = events
+        .iter()
+        .find(|(kind, _)| kind == "run.budget_exceeded")
+        .map(|(_, data)| data.clone())
+        .expect("run.budget_exceeded");
+    assert_eq!(exceeded["used"], 2.0, "{exceeded}");
+}
