@@ -182,7 +182,7 @@ async fn in_agentd_error_shape(response: Response) -> Response {
     path = "/mcp",
     tag = "mcp",
     summary = "MCP streamable HTTP: tools/list and tools/call over the agents this key may use",
-    request_body(content = Object, description = "One JSON-RPC message (initialize, tools/list, tools/call, notifications/cancelled, …)", content_type = "application/json"),
+    request_body(content = Object, description = "One JSON-RPC message: initialize, tools/list, tools/call, notifications/cancelled (2025-06-18, 2025-11-25); server/discover, tools/list, tools/call, tasks/get, tasks/update, tasks/cancel with the version in _meta and Mcp-Method / Mcp-Name headers (2026-07-28)", content_type = "application/json"),
     responses(
         (status = 200, description = "The JSON-RPC answer, as JSON or as an SSE stream carrying progress notifications first", content(
             (Object = "application/json"),
