@@ -1324,4 +1324,87 @@ async fn a_run_waiting_for_its_budget_on_a_killed_replica_is_raised_once_on_anot
         1
     );
     assert_eq!(kinds(&events).last(), Some(&"run.finished"));
+
+impl Server {
+    /// A 2026-07-28 MCP request with the Tasks extension declared, as `key`.
+    async fn mcp(&self, key: &str, method: &str, name: &str, mut params: Value) -> Value {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+        });
+        let response = self
+            .client
+            .post(format!("{}/mcp", self.address))
+            .bearer_auth(key)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method)
+            .header("mcp-name", name)
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .send()
+            .await
+            .expect("sent");
+        response.json().await.expect("json")
+    }
+
+    async fn mcp_task_when(&self, key: &str, task_id: &str, status: &str) -> Value {
+        let mut last = Value::Null;
+        for _ in 0..100 {
+            let got = self
+                .mcp(key, "tasks/get", task_id, json!({"taskId": task_id}))
+                .await;
+            last = got["result"].clone();
+            if last["status"] == status {
+                return last;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("task never {status}: {last}");
+    }
+}
+
+#[tokio::test]
+async fn an_mcp_task_waiting_for_approval_is_input_required_and_tasks_update_approves_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let llm = MockLlm::start().await;
+    let server = serve(dir.path(), &llm).await;
+    llm.push(Reply::tool_calls(vec![echo_call("call-1", "hi")]));
+    llm.push(Reply::text("It said hi."));
+    let created = server
+        .mcp(
+            ALICE,
+            "tools/call",
+            "approver",
+            json!({"name": "approver", "arguments": {"prompt": "echo hi"}}),
+        )
+        .await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task_id = created["result"]["taskId"]
+        .as_str()
+        .expect("taskId")
+        .to_string();
+    let waiting = server
+        .mcp_task_when(ALICE, &task_id, "input_required")
+        .await;
+    let request = &waiting["inputRequests"]["call-1"];
+    assert_eq!(request["method"], "elicitation/create", "{waiting}");
+    // Another user cannot see the task.
+    let hidden = server
+        .mcp(BOB, "tasks/get", &task_id, json!({"taskId": task_id}))
+        .await;
+    assert_eq!(hidden["error"]["code"], -32602, "{hidden}");
+    let ack = server
+        .mcp(
+            ALICE,
+            "tasks/update",
+            &task_id,
+            json!({"taskId": task_id, "inputResponses": {
+                "call-1": {"action": "accept", "content": {"decision": "approve"}}
+            }}),
+        )
+        .await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let done = server.mcp_task_when(ALICE, &task_id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "It said hi.");
+    assert_eq!(tool_reply(&llm, "call-1"), "hi");
+    server.stop().await;
 }

@@ -38,6 +38,7 @@ mod key_limits;
 mod library;
 mod limits;
 mod mcp;
+mod mcp_2026;
 mod mcp_headend;
 mod metrics_scrape;
 mod openai_clients;

@@ -10,6 +10,7 @@
 //! extensions.
 
 mod calls;
+mod modern;
 mod tools;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tower::ServiceExt;
 
+use super::auth::Caller;
 use super::error::ApiError;
 use crate::runtime::Runtime;
 use calls::InFlightCalls;
@@ -32,6 +34,7 @@ pub struct McpEndpoint {
     service: StreamableHttpService<AgentTools, LocalSessionManager>,
     calls: Arc<InFlightCalls>,
     body_limit: usize,
+    runtime: Arc<Runtime>,
 }
 
 impl McpEndpoint {
@@ -69,11 +72,16 @@ impl McpEndpoint {
             service,
             calls,
             body_limit,
+            runtime,
         })
     }
 
     async fn serve(&self, mut request: Request) -> Response {
         accept_json_and_sse(&mut request);
+        let request = match self.modern_or_rmcp(request).await {
+            Ok(request) => request,
+            Err(answered) => return answered,
+        };
         let request = match self
             .calls
             .cancel_if_cancellation(request, self.body_limit)
@@ -87,6 +95,32 @@ impl McpEndpoint {
             Err(never) => match never {},
         };
         in_agentd_error_shape(response).await
+    }
+}
+
+impl McpEndpoint {
+    /// Answers a 2026-07-28 message here ([`modern`]); hands any other on (rebuilt) to rmcp.
+    async fn modern_or_rmcp(&self, request: Request) -> Result<Request, Response> {
+        if request.method() != axum::http::Method::POST {
+            return Ok(request);
+        }
+        let (parts, body) = request.into_parts();
+        let bytes = axum::body::to_bytes(body, self.body_limit)
+            .await
+            .map_err(|_| ApiError::payload_too_large(Some(self.body_limit)).into_response())?;
+        if let Ok(message) = serde_json::from_slice::<serde_json::Value>(&bytes)
+            && message.is_object()
+            && modern::is_modern(&parts.headers, &message)
+        {
+            let Some(caller) = parts.extensions.get::<Caller>() else {
+                return Err(ApiError::internal().into_response());
+            };
+            if message.get("method").and_then(|m| m.as_str()) == Some("notifications/cancelled") {
+                return Ok(Request::from_parts(parts, Body::from(bytes)));
+            }
+            return Err(modern::answer(&self.runtime, caller, &parts.headers, message).await);
+        }
+        Ok(Request::from_parts(parts, Body::from(bytes)))
     }
 }
 
@@ -148,7 +182,7 @@ async fn in_agentd_error_shape(response: Response) -> Response {
     path = "/mcp",
     tag = "mcp",
     summary = "MCP streamable HTTP: tools/list and tools/call over the agents this key may use",
-    request_body(content = Object, description = "One JSON-RPC message (initialize, tools/list, tools/call, notifications/cancelled, …)", content_type = "application/json"),
+    request_body(content = Object, description = "One JSON-RPC message: initialize, tools/list, tools/call, notifications/cancelled (2025-06-18, 2025-11-25); server/discover, tools/list, tools/call, tasks/get, tasks/update, tasks/cancel with the version in _meta and Mcp-Method / Mcp-Name headers (2026-07-28)", content_type = "application/json"),
     responses(
         (status = 200, description = "The JSON-RPC answer, as JSON or as an SSE stream carrying progress notifications first", content(
             (Object = "application/json"),

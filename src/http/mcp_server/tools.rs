@@ -97,13 +97,16 @@ pub fn agent_tool(agent: &AgentSpec) -> Tool {
 }
 
 /// What a call asks the agent: its prompt and output format.
-struct CallInput {
-    prompt: String,
-    format: Option<String>,
+pub(super) struct CallInput {
+    pub(super) prompt: String,
+    pub(super) format: Option<String>,
 }
 
 /// Checks `arguments` against the agent's input schema; the error names what is wrong.
-fn call_input(agent: &AgentSpec, arguments: Option<JsonObject>) -> Result<CallInput, ErrorData> {
+pub(super) fn call_input(
+    agent: &AgentSpec,
+    arguments: Option<JsonObject>,
+) -> Result<CallInput, ErrorData> {
     let arguments = Value::Object(arguments.unwrap_or_default());
     let schema = input_schema(agent);
     let compiled = ArgumentSchema::compile(&schema).map_err(|e| {
