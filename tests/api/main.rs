@@ -54,6 +54,7 @@ mod replicas;
 mod responses;
 mod responses_approvals;
 mod responses_clients;
+mod responses_conversations;
 mod rest_tools;
 mod retention;
 mod retried_streams;
