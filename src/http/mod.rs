@@ -135,7 +135,10 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(runs::get_run))
         .routes(routes!(runs::run_events))
         .routes(routes!(runs::cancel_run))
-        .routes(routes!(responses::create_response))
+        .routes(routes!(
+            responses::create_response,
+            responses::websocket::refuse_websocket
+        ))
         .routes(routes!(responses::get_response, responses::delete_response))
         .routes(routes!(responses::cancel_response))
         .routes(routes!(responses::input_items))

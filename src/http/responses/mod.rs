@@ -18,6 +18,7 @@ pub mod compaction;
 pub mod conversations;
 mod input;
 mod projector;
+pub mod websocket;
 pub mod wire;
 
 use std::sync::Arc;
