@@ -136,10 +136,25 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(runs::run_events))
         .routes(routes!(runs::cancel_run))
         .routes(routes!(runs::budget::raise_budget))
-        .routes(routes!(responses::create_response))
+        .routes(routes!(
+            responses::create_response,
+            responses::websocket::refuse_websocket
+        ))
         .routes(routes!(responses::get_response, responses::delete_response))
         .routes(routes!(responses::cancel_response))
         .routes(routes!(responses::input_items))
+        .routes(routes!(responses::compaction::count_input_tokens))
+        .routes(routes!(responses::compaction::compact_response))
+        .routes(routes!(responses::conversations::create_conversation))
+        .routes(routes!(
+            responses::conversations::get_conversation,
+            responses::conversations::delete_conversation
+        ))
+        .routes(routes!(
+            responses::conversations::conversation_items,
+            responses::conversations::create_conversation_items
+        ))
+        .routes(routes!(responses::conversations::conversation_item))
         .routes(routes!(runs::approvals::decide_approval))
         .routes(routes!(runs::approvals::list_run_approvals))
         .routes(routes!(front::chat))

@@ -1324,6 +1324,7 @@ async fn a_run_waiting_for_its_budget_on_a_killed_replica_is_raised_once_on_anot
         1
     );
     assert_eq!(kinds(&events).last(), Some(&"run.finished"));
+}
 
 impl Server {
     /// A 2026-07-28 MCP request with the Tasks extension declared, as `key`.

@@ -104,6 +104,8 @@ struct Objects {
     finished_run: String,
     response: String,
     conversation: String,
+    /// A conversation started through OpenAI's Conversations API (an id no other probe reuses).
+    openai_conversation: String,
     task: String,
     /// A run-time key of the owner (an admin's key bound to no user for a key owner).
     api_key: String,
@@ -218,10 +220,19 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
             },
             // Continuing carol's response is reaching her object.
             Probe {
-                method: post,
+                method: post.clone(),
                 path: template.into(),
                 body: Some(
                     json!({"model": "chat", "input": "more", "previous_response_id": o.response}),
+                ),
+                access: OwnerOnly,
+            },
+            // So is adding to her conversation.
+            Probe {
+                method: post,
+                path: template.into(),
+                body: Some(
+                    json!({"model": "chat", "input": "more", "conversation": o.openai_conversation}),
                 ),
                 access: OwnerOnly,
             },
@@ -299,6 +310,70 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
             format!("/v1/runs/{}/approvals/call-1", o.waiting_run),
             Some(json!({"decision": "approve", "arguments": {"text": "edited"}})),
             OthersObject,
+        ),
+        ("post", "/v1/responses/input_tokens" | "/v1/responses/compact") => vec![
+            Probe {
+                method: post.clone(),
+                path: template.into(),
+                body: Some(json!({"model": "chat", "input": "hi"})),
+                access: OwnBehalf,
+            },
+            // Counting or compacting carol's response or conversation is reading it.
+            Probe {
+                method: post.clone(),
+                path: template.into(),
+                body: Some(
+                    json!({"model": "chat", "input": "hi", "previous_response_id": o.response}),
+                ),
+                access: OwnerOnly,
+            },
+            Probe {
+                method: post,
+                path: template.into(),
+                body: Some(
+                    json!({"model": "chat", "input": "hi", "conversation": o.openai_conversation}),
+                ),
+                access: OwnerOnly,
+            },
+        ],
+        // The WebSocket mode's refusal (426) is the same for every caller with a key and reaches
+        // nothing; tests/api/responses_conversations.rs checks it with Codex.
+        ("get", "/v1/responses") => Vec::new(),
+        ("post", "/v1/conversations") => one(
+            post,
+            template.into(),
+            Some(json!({"metadata": {"title": "mine"}})),
+            OwnBehalf,
+        ),
+        ("get", "/v1/conversations/{conversation_id}") => one(
+            get,
+            format!("/v1/conversations/{}", o.openai_conversation),
+            None,
+            OwnerOnly,
+        ),
+        ("delete", "/v1/conversations/{conversation_id}") => one(
+            delete,
+            format!("/v1/conversations/{}", o.openai_conversation),
+            None,
+            OwnerOnly,
+        ),
+        ("get", "/v1/conversations/{conversation_id}/items") => one(
+            get,
+            format!("/v1/conversations/{}/items", o.openai_conversation),
+            None,
+            OwnerOnly,
+        ),
+        ("post", "/v1/conversations/{conversation_id}/items") => one(
+            post,
+            format!("/v1/conversations/{}/items", o.openai_conversation),
+            Some(json!({"items": [{"role": "user", "content": "planted"}]})),
+            OwnerOnly,
+        ),
+        ("get", "/v1/conversations/{conversation_id}/items/{item_id}") => one(
+            get,
+            format!("/v1/conversations/{}/items/item_1", o.openai_conversation),
+            None,
+            OwnerOnly,
         ),
         ("get", "/v1/responses/{response_id}") => one(
             get,
@@ -606,6 +681,16 @@ async fn owners_objects(app: &TestApp, owner: Owner) -> Objects {
         .expect("sent");
     assert_eq!(api_key.status(), 201, "the owner's key");
     let api_key: Value = api_key.json().await.expect("key");
+    let openai_conversation = owner_post(
+        app,
+        owner,
+        "/v1/conversations",
+        json!({"items": [{"role": "user", "content": "the owner's item"}]}),
+    )
+    .await["id"]
+        .as_str()
+        .expect("conversation")
+        .to_string();
     Objects {
         api_key: api_key["id"].as_str().expect("key id").to_string(),
         owner,
@@ -613,6 +698,7 @@ async fn owners_objects(app: &TestApp, owner: Owner) -> Objects {
         finished_run,
         response: response["id"].as_str().expect("response").to_string(),
         conversation,
+        openai_conversation,
         task: task["result"]["id"].as_str().expect("task").to_string(),
     }
 }
@@ -622,6 +708,7 @@ fn mentions_owner(body: &str, objects: &Objects) -> bool {
     [
         &objects.waiting_run,
         &objects.finished_run,
+        &objects.openai_conversation,
         &objects.response,
         &objects.task,
         &objects.api_key,

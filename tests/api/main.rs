@@ -55,6 +55,8 @@ mod replicas;
 mod responses;
 mod responses_approvals;
 mod responses_clients;
+mod responses_conversations;
+mod responses_websocket;
 mod rest_tools;
 mod retention;
 mod retried_streams;

@@ -130,7 +130,7 @@ async fn the_openai_anthropic_and_agents_sdks_use_responses_and_client_tools() {
 }
 
 /// The Codex CLI installed by `.ci/run` under `.ci/codex`, installed here when missing.
-fn codex_binary() -> PathBuf {
+pub(crate) fn codex_binary() -> PathBuf {
     let prefix = ci_dir().join("codex");
     let binary = prefix.join("node_modules/.bin/codex");
     if !binary.exists() {

@@ -25,7 +25,6 @@ const SKIPPED_ITEMS: &[&str] = &[
     "file_search_call",
     "code_interpreter_call",
     "image_generation_call",
-    "compaction",
 ];
 
 /// What the input says: earlier messages, and the prompt (empty when the input ends with tool
@@ -124,6 +123,40 @@ pub fn read_input(input: Option<&Value>) -> Result<ReadInput, ApiError> {
     Ok(read)
 }
 
+/// Items read as messages in order, whatever they end with (a conversation's new items, the
+/// input of a compaction or a token count); errors name `list[N]…`.
+pub fn read_history(items: &[Value], list: &str) -> Result<Vec<ChatMessage>, ApiError> {
+    let mut history = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        if item.get("type").and_then(Value::as_str) == Some("mcp_approval_response") {
+            return Err(ApiError::invalid_request(
+                "an mcp_approval_response answers a waiting response: send it to POST /v1/responses",
+            )
+            .with_param(format!("{list}[{index}].type")));
+        }
+        read_item(item, index, &mut history).map_err(|mut error| {
+            error.param = error.param.map(|param| param.replacen("input", list, 1));
+            error
+        })?;
+    }
+    Ok(history)
+}
+
+/// `input` as a list of items: a string is one user message.
+pub fn input_items(input: Option<&Value>) -> Result<Vec<Value>, ApiError> {
+    match input {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(text)) => Ok(vec![
+            json!({"type": "message", "role": "user", "content": text}),
+        ]),
+        Some(Value::Array(items)) => Ok(items.clone()),
+        Some(_) => Err(
+            ApiError::invalid_request("`input` must be a string or a list of items")
+                .with_param("input"),
+        ),
+    }
+}
+
 /// The items as `input_items` lists them: each with its `type` and an `id`.
 pub fn with_ids(items: Vec<Value>, response_id: &str) -> Vec<Value> {
     items
@@ -193,6 +226,8 @@ fn read_item(item: &Value, index: usize, history: &mut Vec<ChatMessage>) -> Resu
             message.tool_call_id = Some(call_id);
             history.push(message);
         }
+        // agentd's own compaction item expands to what it kept; another server's is opaque.
+        "compaction" => history.extend(super::compaction::expand(item)),
         skipped if SKIPPED_ITEMS.contains(&skipped) => {}
         other => {
             return Err(ApiError::invalid_request(format!(
@@ -208,7 +243,7 @@ fn read_item(item: &Value, index: usize, history: &mut Vec<ChatMessage>) -> Resu
 fn is_replayed_output(item: &Value) -> bool {
     item.get("type")
         .and_then(Value::as_str)
-        .is_some_and(|kind| SKIPPED_ITEMS.contains(&kind))
+        .is_some_and(|kind| kind == "compaction" || SKIPPED_ITEMS.contains(&kind))
 }
 
 fn approval_answer(item: &Value, index: usize) -> Result<ApprovalAnswer, ApiError> {

@@ -14,8 +14,11 @@
 //! Handlers only translate: [`input`] reads the request, the runtime runs it, [`projector`]
 //! turns the run's events into the stream and the object; [`wire`] holds the bodies.
 
+pub mod compaction;
+pub mod conversations;
 mod input;
 mod projector;
+pub mod websocket;
 pub mod wire;
 
 use std::sync::Arc;
@@ -37,14 +40,15 @@ use crate::agent::approval::Decision;
 use crate::config::OnDisconnect;
 use crate::http::shared::approvals::{WaitAnswerParams, wait_answer_error};
 use crate::llm::ChatMessage;
-use crate::runtime::{CancelMode, Runtime, WaitingCallRef};
+use crate::runtime::{CancelMode, ConversationTurn, Runtime, WaitingCallRef};
 use crate::store::StoredResponse;
 use input::{ApprovalAnswer, ReadInput};
 use projector::{APPROVAL_REQUEST_PREFIX, ResponseProjector};
 use tokio_util::sync::DropGuard;
 use wire::{
-    CreateResponse, DeletedKind, DeletedResponse, InputItemList, ResponseKind, ResponseObject,
-    ResponsePath, ResponseStatus, RetrieveQuery, TextFormat, TextOptions,
+    ConversationRef, CreateResponse, DeletedKind, DeletedResponse, InputItemList, ResponseKind,
+    ResponseObject, ResponsePath, ResponseStatus, RetrieveQuery, TextFormat, TextOptions,
+    Truncation,
 };
 
 /// How long `GET` waits for more events of a running response before answering what it has.
@@ -53,6 +57,10 @@ const SNAPSHOT_QUIET: Duration = Duration::from_millis(50);
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 /// The most `metadata` pairs a response keeps (OpenAI's limit).
 const MAX_METADATA_PAIRS: usize = 16;
+/// The longest `prompt_cache_key` (OpenAI's limit).
+const MAX_PROMPT_CACHE_KEY_CHARS: usize = 64;
+/// The most `include` entries (OpenAI names eight).
+const MAX_INCLUDE_ENTRIES: usize = 16;
 
 /// The request fields a response echoes, stored with it so `GET` answers the same object.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -71,6 +79,11 @@ struct ResponseEcho {
     store: bool,
     parallel_tool_calls: bool,
     previous_response_id: Option<String>,
+    /// The caller's conversation the response adds to.
+    #[serde(default)]
+    conversation: Option<String>,
+    #[serde(default)]
+    truncation: Truncation,
     /// The seq of the run event the response's stretch starts after: 0, or the end of the
     /// wait for approvals it continues from.
     #[serde(default)]
@@ -97,6 +110,8 @@ impl ResponseEcho {
             store: body.store.unwrap_or(true),
             parallel_tool_calls: body.parallel_tool_calls.unwrap_or(true),
             previous_response_id: body.previous_response_id.clone(),
+            conversation: None,
+            truncation: body.truncation.unwrap_or_default(),
             after_seq: 0,
             stream: body.stream.unwrap_or(false),
         }
@@ -130,7 +145,8 @@ impl ResponseEcho {
             text: self.text.clone(),
             tool_choice: self.tool_choice.clone(),
             tools: self.tools.clone(),
-            truncation: "disabled",
+            truncation: self.truncation,
+            conversation: self.conversation.clone().map(|id| ConversationRef { id }),
             usage: None,
         }
     }
@@ -159,7 +175,33 @@ fn user_key(caller: &Caller) -> String {
     caller.owner().unwrap_or_default()
 }
 
+/// `include` and `prompt_cache_key` within OpenAI's bounds (agentd has no use for either).
+fn check_hints(body: &CreateResponse) -> Result<(), ApiError> {
+    if body
+        .include
+        .as_ref()
+        .is_some_and(|include| include.len() > MAX_INCLUDE_ENTRIES)
+    {
+        return Err(ApiError::invalid_request(format!(
+            "`include` holds at most {MAX_INCLUDE_ENTRIES} entries"
+        ))
+        .with_param("include"));
+    }
+    if body
+        .prompt_cache_key
+        .as_ref()
+        .is_some_and(|key| key.chars().count() > MAX_PROMPT_CACHE_KEY_CHARS)
+    {
+        return Err(ApiError::invalid_request(format!(
+            "`prompt_cache_key` is at most {MAX_PROMPT_CACHE_KEY_CHARS} characters"
+        ))
+        .with_param("prompt_cache_key"));
+    }
+    Ok(())
+}
+
 fn check_body(body: &CreateResponse) -> Result<(), ApiError> {
+    check_hints(body)?;
     if body.background == Some(true) && body.store == Some(false) {
         return Err(ApiError::invalid_request(
             "a background response must be stored: leave out `store: false`",
@@ -223,6 +265,24 @@ async fn previous_conversation(
         })
 }
 
+/// The request's `instructions` as a system message, then the conversation its
+/// `previous_response_id` continues.
+async fn instructions_and_previous(
+    runtime: &Runtime,
+    caller: &Caller,
+    instructions: Option<&str>,
+    previous: Option<&str>,
+) -> Result<Vec<ChatMessage>, ApiError> {
+    let mut history = Vec::new();
+    if let Some(instructions) = instructions.filter(|t| !t.trim().is_empty()) {
+        history.push(ChatMessage::system(instructions));
+    }
+    if let Some(previous) = previous {
+        history.extend(previous_conversation(runtime, caller, previous).await?);
+    }
+    Ok(history)
+}
+
 /// The `input` item answering `call_id`, for a 400 about it.
 fn output_item_param(input: Option<&Value>, call_id: &str) -> String {
     input
@@ -264,21 +324,36 @@ pub async fn create_response(
     if !read.approvals.is_empty() {
         return continue_after_approvals(runtime, caller, body, read, &agent.name).await;
     }
-    let mut history = Vec::new();
-    if let Some(instructions) = body
-        .instructions
-        .as_deref()
-        .filter(|t| !t.trim().is_empty())
-    {
-        history.push(ChatMessage::system(instructions));
+    let conversation = conversations::named_in(
+        &runtime,
+        &caller,
+        body.conversation.as_ref(),
+        body.previous_response_id.as_deref(),
+    )
+    .await?;
+    if conversation.is_some() && read.prompt.is_empty() {
+        return Err(ApiError::invalid_request(
+            "a response in a `conversation` goes on from a user message; send function_call_output items after `previous_response_id` instead",
+        )
+        .with_param("input"));
     }
-    if let Some(previous) = &body.previous_response_id {
-        history.extend(previous_conversation(&runtime, &caller, previous).await?);
-    }
+    // A conversation's stored messages come first; the run stores the prompt and the answer.
+    let mut history = instructions_and_previous(
+        &runtime,
+        &caller,
+        body.instructions.as_deref(),
+        body.previous_response_id.as_deref(),
+    )
+    .await?;
     history.extend(read.history);
     let (format, schema) = input::output_of(body.text.as_ref().and_then(|t| t.format.as_ref()))?;
-    let echo = ResponseEcho::of(&body);
+    let mut echo = ResponseEcho::of(&body);
+    echo.conversation = conversation.clone();
     let mut submission = caller.submission(agent, read.prompt);
+    if let Some(id) = conversation {
+        submission.user_id = Some(user_key(&caller));
+        submission.conversation = Some(ConversationTurn::Continue(id));
+    }
     submission.history = history;
     submission.format = format;
     submission.schema = schema;
@@ -667,6 +742,34 @@ mod tests {
         let mut echo = ResponseEcho::of(&body);
         echo.created_at = 0;
         ResponseProjector::new(echo.object(&response_id_of(RUN_ID)), RUN_ID, 0)
+    }
+
+    fn with(fields: Value) -> CreateResponse {
+        let mut body = json!({"model": "helper", "input": "hi"});
+        if let (Some(body), Value::Object(fields)) = (body.as_object_mut(), fields) {
+            body.extend(fields);
+        }
+        serde_json::from_value(body).expect("body")
+    }
+
+    #[test]
+    fn include_and_prompt_cache_key_are_taken_at_and_refused_past_their_limits() {
+        let key = |n: usize| with(json!({"prompt_cache_key": "k".repeat(n)}));
+        assert!(check_body(&key(MAX_PROMPT_CACHE_KEY_CHARS)).is_ok());
+        let refused = check_body(&key(MAX_PROMPT_CACHE_KEY_CHARS + 1)).expect_err("65");
+        assert_eq!(refused.param.as_deref(), Some("prompt_cache_key"));
+        let include = |n: usize| with(json!({"include": vec!["reasoning.encrypted_content"; n]}));
+        assert!(check_body(&include(MAX_INCLUDE_ENTRIES)).is_ok());
+        let refused = check_body(&include(MAX_INCLUDE_ENTRIES + 1)).expect_err("17");
+        assert_eq!(refused.param.as_deref(), Some("include"));
+    }
+
+    #[test]
+    fn truncation_is_echoed_as_sent() {
+        let echo = ResponseEcho::of(&with(json!({"truncation": "auto"})));
+        assert_eq!(echo.object("resp_x").truncation, Truncation::Auto);
+        let echo = ResponseEcho::of(&with(json!({})));
+        assert_eq!(echo.object("resp_x").truncation, Truncation::Disabled);
     }
 
     #[test]

@@ -9,9 +9,10 @@ use utoipa::ToSchema;
 
 use crate::http::wire::{AssistantRole, ListObject, string_constant};
 
-/// `POST /v1/responses`; `model` names an agent. Fields agentd has no use for (`include`,
-/// `reasoning`, `prompt_cache_key`, `client_metadata`, `service_tier`, `truncation`, …)
-/// are accepted and ignored, as stateless clients (Codex, the Agents SDK) send them.
+/// `POST /v1/responses`; `model` names an agent. `include`, `truncation` and
+/// `prompt_cache_key` are read and checked; fields agentd has no use for (`reasoning`,
+/// `client_metadata`, `service_tier`, …) are accepted and ignored, as stateless clients (Codex,
+/// the Agents SDK) send them.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct CreateResponse {
     /// The agent to run (see `GET /v1/models`).
@@ -29,6 +30,21 @@ pub struct CreateResponse {
     /// Continue the conversation of this stored response (the caller's own).
     #[serde(default)]
     pub previous_response_id: Option<String>,
+    /// The caller's conversation (`conv_…`, or `{"id": …}`) this response continues and adds
+    /// to: the alternative to `previous_response_id` (SPEC §15).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub conversation: Option<Value>,
+    /// Extra output to include (`reasoning.encrypted_content`, …): accepted; agentd's output
+    /// carries what it has.
+    #[serde(default)]
+    pub include: Option<Vec<String>>,
+    /// `auto` or `disabled`: accepted; the agent's context guard keeps the window either way.
+    #[serde(default)]
+    pub truncation: Option<Truncation>,
+    /// A provider-side cache hint: accepted and ignored (agentd's own cache keys by request).
+    #[serde(default)]
+    pub prompt_cache_key: Option<String>,
     #[serde(default)]
     pub stream: Option<bool>,
     /// Answer at once (`queued`) and run on without the client.
@@ -75,6 +91,21 @@ pub struct CreateResponse {
 pub struct TextOptions {
     #[serde(default)]
     pub format: Option<TextFormat>,
+}
+
+/// `truncation`: what to do with a conversation past the model's window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Truncation {
+    Auto,
+    #[default]
+    Disabled,
+}
+
+/// The conversation a response belongs to, as echoed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ConversationRef {
+    pub id: String,
 }
 
 /// The answer's format.
@@ -144,8 +175,11 @@ pub struct ResponseObject {
     pub tool_choice: Value,
     #[schema(value_type = Vec<Object>)]
     pub tools: Vec<Value>,
-    /// Always `disabled`: the agent's context guard manages the window.
-    pub truncation: &'static str,
+    /// As sent (default `disabled`); the agent's context guard manages the window either way.
+    pub truncation: Truncation,
+    /// The conversation the response added to, when it named one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<ConversationRef>,
     #[schema(required)]
     pub usage: Option<ResponseUsage>,
 }
