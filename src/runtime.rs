@@ -19,6 +19,7 @@ mod reload;
 pub mod retention;
 mod run_events;
 mod run_metrics;
+mod turns;
 mod waits;
 
 use std::sync::Arc;
@@ -58,6 +59,7 @@ pub use follow::{CancelMode, CancelOutcome, FollowError};
 pub use ownership::ReplicaIdentity;
 pub use pipeline::{RunHandle, RunSubmission, StartError};
 pub use reload::{ReloadError, ReloadReport};
+pub use turns::QUEUED_PROGRESS_KIND;
 pub use waits::{WaitAnswerError, WaitPoint, WaitingCallRef};
 
 /// The longest a clean stop waits for each store step (writing what is queued, leaving the

@@ -6,6 +6,7 @@
 
 pub mod agent_file;
 pub mod approvals;
+pub mod busy;
 pub mod cache;
 pub mod caller;
 pub mod cors;
@@ -34,6 +35,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use busy::BusyPolicy;
 use duration::HumanDuration;
 pub use model_settings::{ModelConfig, ModelOverrides, ParamOverride};
 pub use reasoning::{ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue};

@@ -144,6 +144,7 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(front::chat))
         .routes(routes!(chat::list_conversations))
         .routes(routes!(chat::list_approvals))
+        .routes(routes!(chat::manage::withdraw_queued))
         .routes(routes!(
             chat::get_conversation,
             chat::delete_conversation,

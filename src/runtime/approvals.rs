@@ -493,6 +493,7 @@ impl Runtime {
             key_reservation,
             new_run,
             conversation,
+            awaits_turn: false,
             on_disconnect: OnDisconnect::Continue,
             control,
             start: SessionStart::Resumed {

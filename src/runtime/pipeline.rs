@@ -22,13 +22,14 @@ use tracing::Instrument;
 use super::admission::{Overloaded, SessionSlot};
 use super::continuation::ClientToolError;
 use super::conversation::ConversationTurn;
+use super::turns::{ConversationSeat, TurnLost};
 use super::{Runtime, run_events, session_span};
 use crate::agent::SessionRequest;
 use crate::agent::approval::{Checkpoint, DecidedCall, SessionEnd};
 use crate::agent::client_tools::ClientTools;
 use crate::agent::{AgentResult, EventSink, RunControl, SamplingParams};
 use crate::config::agent_file::{Finalization, Transport};
-use crate::config::{AgentSpec, OnDisconnect};
+use crate::config::{AgentSpec, BusyPolicy, OnDisconnect};
 use crate::limits::{KeyReservation, LimitRefusal, LimitedKey};
 use crate::llm::ChatMessage;
 use crate::store::{NewRun, StoreError};
@@ -93,6 +94,9 @@ pub struct RunSubmission {
     pub key_id: Option<String>,
     /// The key's and the request's budget, the lower of each limit (SPEC §14).
     pub budget: crate::agent::budget::RunBudget,
+    /// What the message does when its conversation is still answering another (SPEC §13);
+    /// the agent's `busy` when `None`.
+    pub busy: Option<BusyPolicy>,
 }
 
 impl RunSubmission {
@@ -115,6 +119,7 @@ impl RunSubmission {
             acted_by: None,
             key_id: None,
             budget: Default::default(),
+            busy: None,
         }
     }
 }
@@ -128,6 +133,9 @@ pub enum StartError {
     Overloaded(#[from] Overloaded),
     #[error("no conversation `{0}` for this user")]
     ConversationNotFound(String),
+    /// The conversation is answering (or has queued) another message, and `busy` is `reject`.
+    #[error("the conversation is answering another message")]
+    ConversationBusy,
     #[error("a conversation belongs to a user, and this run has none")]
     ConversationWithoutUser,
     #[error(transparent)]
@@ -247,6 +255,9 @@ pub(super) struct SessionTask {
     pub key_reservation: Option<KeyReservation>,
     pub new_run: NewRun,
     pub conversation: Option<(String, String)>,
+    /// The run answers a message that must first wait for its conversation's turn, then is
+    /// stored after the history it loads.
+    pub awaits_turn: bool,
     pub on_disconnect: OnDisconnect,
     pub control: RunControl,
     pub start: SessionStart,
@@ -393,8 +404,9 @@ impl Runtime {
         started
     }
 
-    /// Opens the user's conversation when the run continues one, and starts the session of an
-    /// admitted run.
+    /// Finds (or creates) the user's conversation when the run continues one and queues its
+    /// message for the conversation's turn, then starts the session of an admitted run (which
+    /// waits for that turn before it loads the history).
     async fn open_and_spawn(
         self: &Arc<Self>,
         run_id: String,
@@ -402,27 +414,32 @@ impl Runtime {
         key_reservation: Option<KeyReservation>,
         submission: RunSubmission,
     ) -> Result<RunHandle, StartError> {
-        let mut history = Vec::new();
         let conversation = match &submission.conversation {
             Some(turn) => {
                 let user = submission
                     .user_id
                     .as_deref()
                     .ok_or(StartError::ConversationWithoutUser)?;
-                let opened = self
-                    .open_conversation(user, &submission.agent, turn, &submission.prompt)
+                let agent = &submission.agent;
+                let id = self
+                    .resolve_conversation(user, agent, turn, &submission.prompt)
                     .await?;
-                history = opened.history;
-                Some((user.to_string(), opened.id))
+                let seat = ConversationSeat {
+                    user_id: user.to_string(),
+                    conversation_id: id,
+                };
+                let policy = submission.busy.unwrap_or(agent.busy);
+                self.ask_for_turn(&seat, &run_id, &agent.name, &submission.prompt, policy)
+                    .await?;
+                Some((seat.user_id, seat.conversation_id))
             }
             None => None,
         };
-        history.extend(submission.history);
         let request = SessionRequest {
             run_id,
             agent: submission.agent,
             prompt: submission.prompt,
-            history,
+            history: submission.history,
             overrides: submission.overrides,
             conversation_id: conversation.as_ref().map(|(_, id)| id.clone()),
             format: submission.format,
@@ -467,6 +484,7 @@ impl Runtime {
         self.launch(SessionTask {
             slot: Some(slot),
             key_reservation,
+            awaits_turn: conversation.is_some(),
             new_run,
             conversation,
             on_disconnect,
@@ -486,6 +504,7 @@ impl Runtime {
             key_reservation,
             new_run,
             conversation,
+            awaits_turn,
             on_disconnect,
             control,
             start,
@@ -515,6 +534,9 @@ impl Runtime {
         };
         let runtime = Arc::clone(self);
         let session_control = control.clone();
+        let turn = awaits_turn
+            .then(|| conversation_seat(ending.conversation.as_ref()))
+            .flatten();
         let start = Box::new(start);
         let task = async move {
             if first_seq == 0 {
@@ -524,7 +546,7 @@ impl Runtime {
             // Boxed: the session's state machine is ~25 KB, and unboxed it made the task
             // itself that large, copied three times on every spawn (callgrind: ~15 % of
             // agentd's instructions per request went to those copies).
-            let run = Box::pin(runtime.run_measured(*start, sink, session_control));
+            let run = Box::pin(runtime.run_in_turn(turn, start, sink, session_control));
             let (end, (last_seq, client)) = tokio::join!(run, tee);
             match end {
                 // Boxed too: saving a conversation's answer would otherwise grow every task.
@@ -565,8 +587,10 @@ impl Runtime {
         } = ending;
         let run_id = result.run_id.clone();
         let stored = self.recorder.run_finished(new_run, (&result).into()).await;
-        if let Some((user, conversation_id)) = conversation {
-            self.save_answer(&user, &conversation_id, &result).await;
+        if let Some(seat) = conversation_seat(conversation.as_ref()) {
+            self.save_answer(&seat, &result).await;
+            // After the answer: the next message is stored after it.
+            self.release_turn(&run_id).await;
         }
         drop(slot);
         if let Some(reservation) = key_reservation {
@@ -579,4 +603,53 @@ impl Runtime {
         }
         self.live.retired(&run_id);
     }
+}
+
+impl Runtime {
+    /// Runs the session once the run's message holds its conversation's turn (when it waits
+    /// for one): the message is stored then, after the history the run answers.
+    async fn run_in_turn(
+        self: &Arc<Self>,
+        turn: Option<ConversationSeat>,
+        mut start: Box<SessionStart>,
+        sink: EventSink,
+        control: RunControl,
+    ) -> SessionEnd {
+        if let Some(seat) = turn {
+            let request = match &mut *start {
+                SessionStart::New(request) => request,
+                SessionStart::Resumed { .. } => {
+                    return self.run_measured(*start, sink, control).await;
+                }
+            };
+            let opened = match self
+                .await_turn(&seat, &request.run_id, &request.agent.name, &sink, &control)
+                .await
+            {
+                Ok(()) => self
+                    .take_the_floor(&seat.user_id, &seat.conversation_id, &request.prompt)
+                    .await
+                    .map_err(TurnLost::Store),
+                Err(lost) => Err(lost),
+            };
+            match opened {
+                Ok(mut history) => {
+                    history.append(&mut request.history);
+                    request.history = history;
+                }
+                Err(lost) => {
+                    return SessionEnd::Finished(Box::new(lost.result(&request.run_id)));
+                }
+            }
+        }
+        self.run_measured(*start, sink, control).await
+    }
+}
+
+/// A `(user, conversation)` pair as the conversation's seat.
+fn conversation_seat(conversation: Option<&(String, String)>) -> Option<ConversationSeat> {
+    conversation.map(|(user_id, conversation_id)| ConversationSeat {
+        user_id: user_id.clone(),
+        conversation_id: conversation_id.clone(),
+    })
 }

@@ -10,7 +10,8 @@
 //! and cross-replica cancels ([`ReplicaStore`]), and the Responses API's objects
 //! ([`ResponseStore`]), users' sealed tool secrets ([`SecretStore`]), the hash-chained audit log
 //! ([`AuditStore`]), usage reports ([`UsageStore`]) and run-time API keys as digests
-//! ([`ApiKeyStore`]). It knows nothing about HTTP or sessions: callers
+//! ([`ApiKeyStore`]), and the turns messages take in a conversation ([`TurnStore`]). It knows
+//! nothing about HTTP or sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
@@ -32,6 +33,7 @@ mod runs;
 mod secrets;
 mod sql;
 mod sqlite;
+mod turns;
 mod usage;
 mod user_data;
 
@@ -69,6 +71,7 @@ pub use runs::{
 };
 pub use secrets::{SealedSecret, SecretName, SecretStore};
 pub use sqlite::SqliteStore;
+pub use turns::{NewTurn, Turn, TurnState, TurnStore};
 pub use usage::{MAX_USAGE_GROUPS, UsageGroup, UsageQuery, UsageRow, UsageStore};
 pub use user_data::{Erased, UserDataStore};
 
@@ -211,6 +214,7 @@ pub trait Store:
     + ApiKeyStore
     + RetentionStore
     + UserDataStore
+    + TurnStore
     + Send
     + Sync
 {

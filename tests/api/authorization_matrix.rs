@@ -352,6 +352,15 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
             None,
             OthersObject,
         ),
+        ("delete", "/api/{user_id}/conversations/{id}/queue/{run_id}") => one(
+            delete,
+            format!(
+                "/api/{}/conversations/{}/queue/{}",
+                o.owner.user, o.conversation, o.waiting_run
+            ),
+            None,
+            OthersObject,
+        ),
         ("get", "/api/{user_id}/approvals") => one(
             get,
             format!("/api/{}/approvals", o.owner.user),

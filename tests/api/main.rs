@@ -73,6 +73,7 @@ mod telemetry;
 mod tool_policy;
 mod tool_runs;
 mod tools_cli;
+mod turns;
 mod upstream_faults;
 mod web;
 mod xml;

@@ -20,6 +20,7 @@ pub mod run_batch;
 pub mod run_events;
 pub mod runs;
 pub mod secrets;
+pub mod turns;
 pub mod usage;
 pub mod user_data;
 
@@ -112,6 +113,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::audit::impl_audit_store!($store, $db);
         $crate::store::sql::api_keys::impl_api_key_store!($store, $db);
         $crate::store::sql::retention::impl_retention_store!($store, $db);
+        $crate::store::sql::turns::impl_turn_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {
