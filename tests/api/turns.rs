@@ -390,3 +390,45 @@ async fn interrupt_keeps_the_partial_answer() {
     assert!(stored[1].1.starts_with("Partial"), "{stored:?}");
     assert_eq!(stored[2], ("user".to_string(), "Q2".to_string()));
 }
+
+/// AG-UI threads take turns too: `forwardedProps.busy: reject` is refused while the thread
+/// answers, a plain message waits and is answered after, and a bad policy names the field.
+#[tokio::test]
+async fn ag_ui_threads_take_turns() {
+    let app = spawn_app().await;
+    let input = |text: &str, busy: Option<&str>| {
+        let mut props = json!({"userId": "ada"});
+        if let Some(busy) = busy {
+            props["busy"] = json!(busy);
+        }
+        json!({"threadId": "c-agui", "runId": format!("r-{text}"), "state": {}, "tools": [],
+            "context": [], "forwardedProps": props,
+            "messages": [{"id": text, "role": "user", "content": text}]})
+    };
+    let first = first_message_in_progress(&app, "c-agui").await;
+    let refused = app
+        .post_json("/ag-ui/chat", &input("Q2", Some("reject")))
+        .await;
+    assert_eq!(refused.status().as_u16(), 409);
+    let bad = app
+        .post_json("/ag-ui/chat", &input("Q2", Some("later")))
+        .await;
+    assert_eq!(bad.status().as_u16(), 400);
+    let body: Value = bad.json().await.expect("json");
+    assert_eq!(body["error"]["param"], "forwardedProps.busy", "{body}");
+    app.llm.push(Reply::text("A2"));
+    let answered = app.post_json("/ag-ui/chat", &input("Q2", None)).await;
+    assert_eq!(answered.status().as_u16(), 200);
+    let text = answered.text().await.expect("body");
+    assert!(text.contains("A2"), "{text}");
+    first.await.expect("first");
+    assert_eq!(
+        history(&app, "c-agui").await,
+        pairs(&[
+            ("user", "Q1"),
+            ("assistant", "A1"),
+            ("user", "Q2"),
+            ("assistant", "A2")
+        ])
+    );
+}
