@@ -11,6 +11,7 @@ import { closeRun, loadRuns, newerRuns, olderRuns, openRun, setRunFilter } from 
 import { notify, showTab, wireSidebar } from "./ui.js";
 // Features that plug into the hooks import themselves here.
 import "./signin.js";
+import "./queue.js";
 
 const DEFAULT_USER = "local";
 
