@@ -21,6 +21,7 @@ mod run_events;
 mod run_metrics;
 mod turns;
 mod waits;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -205,6 +206,10 @@ impl Runtime {
             self.background.clone(),
         ));
         self.background_tasks.spawn(retention::sweep_forever(
+            self.clone(),
+            self.background.clone(),
+        ));
+        self.background_tasks.spawn(webhooks::deliver_forever(
             self.clone(),
             self.background.clone(),
         ));

@@ -26,6 +26,7 @@ pub mod sampling;
 pub mod secrets;
 mod sub_agents;
 pub mod tools;
+pub mod webhooks;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -88,6 +89,12 @@ pub struct Config {
     /// How long each kind of data is kept (SPEC §14).
     #[serde(default)]
     pub retention: retention::RetentionConfig,
+    /// Receivers told when runs end, fail, wait or reach their budget (SPEC §13).
+    #[serde(default)]
+    pub webhooks: Vec<webhooks::WebhookConfig>,
+    /// How webhook receivers are reached.
+    #[serde(default)]
+    pub webhook_delivery: webhooks::WebhookDelivery,
 }
 
 /// The LLM dialect a provider speaks.
@@ -437,6 +444,13 @@ pub fn parse_config(value: Value, file: &str) -> Result<Config, ConfigError> {
     config.secrets.check(file)?;
     config.auth.check_user_ids(file)?;
     identity::check(&config.auth, file)?;
+    webhooks::check(&config.webhooks, &config.webhook_delivery).map_err(|(path, message)| {
+        ConfigError::Invalid {
+            file: file.to_string(),
+            path,
+            message,
+        }
+    })?;
     config
         .retention
         .check()

@@ -28,6 +28,7 @@ mod shared;
 mod sse;
 mod usage;
 mod web;
+pub(crate) mod webhooks;
 mod wire;
 
 use std::future::Future;
@@ -145,6 +146,7 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(chat::list_conversations))
         .routes(routes!(chat::list_approvals))
         .routes(routes!(chat::manage::withdraw_queued))
+        .routes(routes!(webhooks::list_deliveries))
         .routes(routes!(
             chat::get_conversation,
             chat::delete_conversation,

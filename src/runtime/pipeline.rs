@@ -97,6 +97,8 @@ pub struct RunSubmission {
     /// What the message does when its conversation is still answering another (SPEC §13);
     /// the agent's `busy` when `None`.
     pub busy: Option<BusyPolicy>,
+    /// The run's own webhook receiver (`webhook: {url}`), told when it ends or waits (SPEC §13).
+    pub webhook: Option<String>,
 }
 
 impl RunSubmission {
@@ -120,6 +122,7 @@ impl RunSubmission {
             key_id: None,
             budget: Default::default(),
             busy: None,
+            webhook: None,
         }
     }
 }
@@ -258,6 +261,8 @@ pub(super) struct SessionTask {
     /// The run answers a message that must first wait for its conversation's turn, then is
     /// stored after the history it loads.
     pub awaits_turn: bool,
+    /// The run's own webhook URL.
+    pub webhook: Option<String>,
     pub on_disconnect: OnDisconnect,
     pub control: RunControl,
     pub start: SessionStart,
@@ -284,6 +289,8 @@ pub(super) struct RunEnding {
     pub new_run: NewRun,
     /// `(user, conversation)` whose answer is saved.
     pub conversation: Option<(String, String)>,
+    /// The run's own webhook URL.
+    pub webhook: Option<String>,
     pub result: oneshot::Sender<AgentResult>,
 }
 
@@ -455,7 +462,7 @@ impl Runtime {
             key_reservation,
             request,
             conversation,
-            submission.on_disconnect,
+            (submission.on_disconnect, submission.webhook),
             (submission.acted_by, submission.key_id),
         ))
     }
@@ -467,7 +474,7 @@ impl Runtime {
         key_reservation: Option<KeyReservation>,
         request: SessionRequest,
         conversation: Option<(String, String)>,
-        on_disconnect: OnDisconnect,
+        (on_disconnect, webhook): (OnDisconnect, Option<String>),
         (acted_by, key_id): (Option<String>, Option<String>),
     ) -> RunHandle {
         let new_run = NewRun {
@@ -485,6 +492,7 @@ impl Runtime {
             slot: Some(slot),
             key_reservation,
             awaits_turn: conversation.is_some(),
+            webhook,
             new_run,
             conversation,
             on_disconnect,
@@ -505,6 +513,7 @@ impl Runtime {
             new_run,
             conversation,
             awaits_turn,
+            webhook,
             on_disconnect,
             control,
             start,
@@ -524,6 +533,7 @@ impl Runtime {
             key_reservation,
             new_run,
             conversation,
+            webhook,
             result: result_tx,
         });
         let client = run_events::Client {
@@ -583,9 +593,13 @@ impl Runtime {
             key_reservation,
             new_run,
             conversation,
+            webhook,
             result: result_tx,
         } = ending;
         let run_id = result.run_id.clone();
+        let event = super::webhooks::RunWebhookEvent::of_end(&result);
+        self.notify_run(event, &new_run, Some(&result), webhook.as_deref())
+            .await;
         let stored = self.recorder.run_finished(new_run, (&result).into()).await;
         if let Some(seat) = conversation_seat(conversation.as_ref()) {
             self.save_answer(&seat, &result).await;

@@ -10,7 +10,8 @@
 //! and cross-replica cancels ([`ReplicaStore`]), and the Responses API's objects
 //! ([`ResponseStore`]), users' sealed tool secrets ([`SecretStore`]), the hash-chained audit log
 //! ([`AuditStore`]), usage reports ([`UsageStore`]) and run-time API keys as digests
-//! ([`ApiKeyStore`]), and the turns messages take in a conversation ([`TurnStore`]). It knows
+//! ([`ApiKeyStore`]), and the turns messages take in a conversation ([`TurnStore`]), and the webhook outbox
+//! ([`WebhookStore`]). It knows
 //! nothing about HTTP or sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
@@ -36,6 +37,7 @@ mod sqlite;
 mod turns;
 mod usage;
 mod user_data;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -74,6 +76,7 @@ pub use sqlite::SqliteStore;
 pub use turns::{NewTurn, Turn, TurnState, TurnStore};
 pub use usage::{MAX_USAGE_GROUPS, UsageGroup, UsageQuery, UsageRow, UsageStore};
 pub use user_data::{Erased, UserDataStore};
+pub use webhooks::{AttemptOutcome, Delivery, DeliveryStatus, NewDelivery, WebhookStore};
 
 /// The most rows one page of a listing may ask for.
 pub const MAX_PAGE_SIZE: u32 = 1000;
@@ -215,6 +218,7 @@ pub trait Store:
     + RetentionStore
     + UserDataStore
     + TurnStore
+    + WebhookStore
     + Send
     + Sync
 {

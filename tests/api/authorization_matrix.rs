@@ -361,6 +361,9 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
             None,
             OthersObject,
         ),
+        ("get", "/v1/webhooks/deliveries") => {
+            one(get, "/v1/webhooks/deliveries".to_string(), None, Listing)
+        }
         ("get", "/api/{user_id}/approvals") => one(
             get,
             format!("/api/{}/approvals", o.owner.user),

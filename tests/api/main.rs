@@ -76,4 +76,5 @@ mod tools_cli;
 mod turns;
 mod upstream_faults;
 mod web;
+mod webhooks;
 mod xml;
