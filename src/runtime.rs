@@ -19,6 +19,7 @@ mod reload;
 pub mod retention;
 mod run_events;
 mod run_metrics;
+pub mod schedules;
 mod turns;
 mod waits;
 pub mod webhooks;
@@ -206,6 +207,10 @@ impl Runtime {
             self.background.clone(),
         ));
         self.background_tasks.spawn(retention::sweep_forever(
+            self.clone(),
+            self.background.clone(),
+        ));
+        self.background_tasks.spawn(schedules::fire_forever(
             self.clone(),
             self.background.clone(),
         ));

@@ -112,35 +112,75 @@ impl Runtime {
             },
         })
         .to_string();
+        self.enqueue(
+            event.as_str(),
+            &body,
+            run.user_id.as_ref(),
+            Some(&run.id),
+            run_webhook,
+        )
+        .await;
+    }
+
+    /// Puts `body` in the outbox for every configured receiver of `event` and for `own_url`.
+    async fn enqueue(
+        &self,
+        event: &str,
+        body: &str,
+        user_id: Option<&String>,
+        run_id: Option<&String>,
+        own_url: Option<&str>,
+    ) {
         let mut receivers: Vec<(String, String)> = self
             .config
             .webhooks
             .iter()
-            .filter(|w| w.subscribes_to(event.as_str()))
+            .filter(|w| w.subscribes_to(event))
             .map(|w| (w.url.clone(), w.secret.clone()))
             .collect();
-        if let (Some(url), Some(secret)) = (run_webhook, &self.config.webhook_delivery.secret) {
+        if let (Some(url), Some(secret)) = (own_url, &self.config.webhook_delivery.secret) {
             receivers.push((url.to_string(), secret.clone()));
         }
         if receivers.is_empty() {
             return;
         }
+        let now = Utc::now();
         let deliveries: Vec<NewDelivery> = receivers
             .into_iter()
             .map(|(url, secret)| NewDelivery {
                 id: format!("msg_{}", uuid::Uuid::now_v7().simple()),
                 url,
                 secret,
-                event: event.as_str().to_string(),
-                payload: body.clone(),
-                user_id: run.user_id.clone(),
-                run_id: Some(run.id.clone()),
+                event: event.to_string(),
+                payload: body.to_string(),
+                user_id: user_id.cloned(),
+                run_id: run_id.cloned(),
                 created_at: now,
             })
             .collect();
         if let Err(error) = self.store.enqueue_deliveries(&deliveries).await {
-            tracing::error!(%error, run_id = %run.id, "could not put webhook messages in the outbox");
+            tracing::error!(%error, %event, "could not put webhook messages in the outbox");
         }
+    }
+
+    /// `schedule.failed` about schedule `schedule_id` (its run could not start).
+    pub(super) async fn notify_schedule(
+        &self,
+        schedule_id: &str,
+        run: &NewRun,
+        error: &str,
+        schedule_webhook: Option<&str>,
+    ) {
+        let event = "schedule.failed";
+        let now = Utc::now();
+        let body = json!({
+            "type": event,
+            "timestamp": now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "data": {"schedule_id": schedule_id, "agent": run.agent, "user_id": run.user_id, "error": error},
+        })
+        .to_string();
+        self.enqueue(event, &body, run.user_id.as_ref(), None, schedule_webhook)
+            .await;
     }
 
     /// The client webhooks are sent with: the address guard with `webhookDelivery`'s settings.

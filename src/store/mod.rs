@@ -10,8 +10,8 @@
 //! and cross-replica cancels ([`ReplicaStore`]), and the Responses API's objects
 //! ([`ResponseStore`]), users' sealed tool secrets ([`SecretStore`]), the hash-chained audit log
 //! ([`AuditStore`]), usage reports ([`UsageStore`]) and run-time API keys as digests
-//! ([`ApiKeyStore`]), and the turns messages take in a conversation ([`TurnStore`]), and the webhook outbox
-//! ([`WebhookStore`]). It knows
+//! ([`ApiKeyStore`]), and the turns messages take in a conversation ([`TurnStore`]), the webhook outbox
+//! ([`WebhookStore`]) and schedules ([`ScheduleStore`]). It knows
 //! nothing about HTTP or sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
@@ -31,6 +31,7 @@ mod responses;
 mod retention;
 mod run_events;
 mod runs;
+mod schedules;
 mod secrets;
 mod sql;
 mod sqlite;
@@ -71,6 +72,7 @@ pub use runs::{
     AccountingRecord, EntryUsage, NewRun, RunBatch, RunBatchStore, RunCursor, RunFilter,
     RunOutcome, RunOwnerFilter, RunRecord, RunStore, RunWrite, whole_result,
 };
+pub use schedules::{ScheduleFire, ScheduleRecord, ScheduleStore};
 pub use secrets::{SealedSecret, SecretName, SecretStore};
 pub use sqlite::SqliteStore;
 pub use turns::{NewTurn, Turn, TurnState, TurnStore};
@@ -219,6 +221,7 @@ pub trait Store:
     + UserDataStore
     + TurnStore
     + WebhookStore
+    + ScheduleStore
     + Send
     + Sync
 {

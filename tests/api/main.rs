@@ -60,6 +60,7 @@ mod retried_streams;
 mod run_list;
 mod run_pipeline;
 mod runs;
+mod schedules;
 mod schemathesis;
 mod scripted_model;
 mod sdk_clients;

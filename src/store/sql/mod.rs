@@ -19,6 +19,7 @@ pub mod retention;
 pub mod run_batch;
 pub mod run_events;
 pub mod runs;
+pub mod schedules;
 pub mod secrets;
 pub mod turns;
 pub mod usage;
@@ -116,6 +117,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::retention::impl_retention_store!($store, $db);
         $crate::store::sql::turns::impl_turn_store!($store, $db);
         $crate::store::sql::webhooks::impl_webhook_store!($store, $db);
+        $crate::store::sql::schedules::impl_schedule_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {
