@@ -938,3 +938,99 @@ async fn a_queue_survives_the_death_of_the_replica_answering() {
     assert_eq!(messages[2].1, "A2");
     assert!(queued.is_empty());
 }
+
+/// The fires of schedule `id` as `replica` lists them: `(due_at, status, run_id, fired_at)`.
+async fn schedule_fires(cluster: &Cluster, replica: &impl Endpoint, id: &str) -> Vec<Value> {
+    let runs: Value = cluster
+        .client
+        .get(replica.url(&format!("/v1/schedules/{id}/runs")))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    runs["data"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits until schedule `id` has `count` fires on `replica`, within `limit`.
+async fn until_fires(
+    cluster: &Cluster,
+    replica: &impl Endpoint,
+    id: &str,
+    count: usize,
+    limit: Duration,
+) -> Vec<Value> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let fires = schedule_fires(cluster, replica, id).await;
+        if fires.len() >= count && fires.iter().all(|f| f["status"] != "claimed") {
+            return fires;
+        }
+        assert!(Instant::now() < deadline, "never {count} fires: {fires:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn millis_after_due(fire: &Value) -> i64 {
+    let time = |key: &str| {
+        fire[key]
+            .as_str()
+            .and_then(|t| t.parse::<chrono::DateTime<chrono::Utc>>().ok())
+            .expect("time")
+    };
+    (time("fired_at") - time("due_at")).num_milliseconds()
+}
+
+/// SPEC §13: each due time of a schedule fires exactly once across two replicas on PostgreSQL,
+/// also after the replica that created it is killed: the other fires the next due time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_fires_once_per_due_time_across_replicas_and_after_one_is_killed() {
+    let cluster = Cluster::on_postgres().await;
+    let mut a = cluster.replica().await;
+    let b = cluster.replica().await;
+    let created: Value = cluster
+        .client
+        .post(a.url("/v1/schedules"))
+        .json(&json!({"agent": "chat", "prompt": "tick", "cron": "* * * * *", "timezone": "America/New_York"}))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let id = created["id"].as_str().expect("id").to_string();
+    let first = until_fires(&cluster, &b, &id, 1, Duration::from_secs(70)).await;
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0]["status"], "fired", "{first:?}");
+    eprintln!(
+        "due time 1 fired by {} {} ms after the due second",
+        first[0]["replica"],
+        millis_after_due(&first[0])
+    );
+    a.kill();
+    let both = until_fires(&cluster, &b, &id, 2, Duration::from_secs(70)).await;
+    assert_eq!(both.len(), 2, "{both:?}");
+    assert_ne!(both[0]["due_at"], both[1]["due_at"]);
+    assert_eq!(both[0]["status"], "fired", "{both:?}");
+    eprintln!(
+        "due time 2 (A killed) fired by {} {} ms after the due second",
+        both[0]["replica"],
+        millis_after_due(&both[0])
+    );
+    // Exactly one run per due time.
+    let runs: Value = cluster
+        .client
+        .get(b.url("/v1/runs?agent=chat&limit=100"))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let count = runs["data"].as_array().map(Vec::len).unwrap_or_default();
+    assert_eq!(count, 2, "{runs}");
+    for fire in &both {
+        assert!(millis_after_due(fire) < 1000, "{fire}");
+    }
+}
