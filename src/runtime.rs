@@ -196,6 +196,7 @@ impl Runtime {
         // A restarted process ends its previous life's runs before it takes requests.
         runtime.sweep_all().await;
         runtime.prune().await;
+        runtime.sync_config_schedules().await;
         runtime.start_background();
         Ok(runtime)
     }

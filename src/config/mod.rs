@@ -23,6 +23,7 @@ pub mod reasoning;
 pub mod registry;
 pub mod retention;
 pub mod sampling;
+pub mod schedules;
 pub mod secrets;
 mod sub_agents;
 pub mod tools;
@@ -95,6 +96,9 @@ pub struct Config {
     /// How webhook receivers are reached.
     #[serde(default)]
     pub webhook_delivery: webhooks::WebhookDelivery,
+    /// Schedules kept in step with the config at every start (SPEC §13).
+    #[serde(default)]
+    pub schedules: Vec<schedules::ScheduleConfig>,
 }
 
 /// The LLM dialect a provider speaks.
@@ -444,6 +448,11 @@ pub fn parse_config(value: Value, file: &str) -> Result<Config, ConfigError> {
     config.secrets.check(file)?;
     config.auth.check_user_ids(file)?;
     identity::check(&config.auth, file)?;
+    schedules::check(&config.schedules).map_err(|(path, message)| ConfigError::Invalid {
+        file: file.to_string(),
+        path,
+        message,
+    })?;
     webhooks::check(&config.webhooks, &config.webhook_delivery).map_err(|(path, message)| {
         ConfigError::Invalid {
             file: file.to_string(),

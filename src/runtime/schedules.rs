@@ -6,19 +6,18 @@
 //! or `allow`); `missed` what a due time found late (the server was down) does (`skip` or
 //! `run_once`). Runs belong to the schedule's creator.
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use croner::Cron;
-use serde::Deserialize;
+use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::Runtime;
 use super::conversation::ConversationTurn;
 use super::pipeline::RunSubmission;
+use crate::config::schedules::ScheduleConfig;
+pub use crate::config::schedules::{Missed, Overlap, Timetable};
 use crate::config::{BusyPolicy, OnDisconnect};
 use crate::store::{NewRun, ScheduleFire, ScheduleRecord, StoreError};
 
@@ -26,98 +25,6 @@ use crate::store::{NewRun, ScheduleFire, ScheduleRecord, StoreError};
 const SCHEDULE_POLL: Duration = Duration::from_millis(200);
 /// A due time found later than this was missed (the server was down): `missed` decides.
 const MISSED_AFTER_SECONDS: i64 = 60;
-
-/// What a due time does while the schedule's previous run still runs.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Overlap {
-    #[default]
-    Skip,
-    Queue,
-    Allow,
-}
-
-impl Overlap {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Skip => "skip",
-            Self::Queue => "queue",
-            Self::Allow => "allow",
-        }
-    }
-
-    pub fn parse(text: &str) -> Self {
-        match text {
-            "queue" => Self::Queue,
-            "allow" => Self::Allow,
-            _ => Self::Skip,
-        }
-    }
-}
-
-/// What a due time found late does.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Missed {
-    #[default]
-    Skip,
-    RunOnce,
-}
-
-impl Missed {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Skip => "skip",
-            Self::RunOnce => "run_once",
-        }
-    }
-
-    pub fn parse(text: &str) -> Self {
-        if text == "run_once" {
-            Self::RunOnce
-        } else {
-            Self::Skip
-        }
-    }
-}
-
-/// A schedule's cron in its zone.
-#[derive(Debug, Clone)]
-pub struct Timetable {
-    cron: Cron,
-    zone: chrono_tz::Tz,
-}
-
-impl Timetable {
-    /// The cron (five fields, or a name such as `@daily`) and the IANA zone; `(field, why)` of
-    /// the one that is wrong.
-    pub fn parse(cron: &str, timezone: &str) -> Result<Self, (&'static str, String)> {
-        if cron.split_whitespace().count() > 5 {
-            return Err((
-                "cron",
-                "five fields (minute hour day month weekday) or a name such as @daily".into(),
-            ));
-        }
-        let parsed =
-            Cron::from_str(cron).map_err(|e| ("cron", format!("{cron:?} is not a cron: {e}")))?;
-        let zone = chrono_tz::Tz::from_str(timezone).map_err(|_| {
-            (
-                "timezone",
-                format!("{timezone:?} is not an IANA time zone such as Europe/Paris"),
-            )
-        })?;
-        Ok(Self { cron: parsed, zone })
-    }
-
-    /// The first due time strictly after `after`.
-    pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let local = after.with_timezone(&self.zone);
-        self.cron
-            .find_next_occurrence(&local, false)
-            .ok()
-            .map(|next| next.with_timezone(&Utc))
-    }
-}
 
 /// How one due time went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,6 +145,47 @@ impl Runtime {
         Ok(handle.run_id)
     }
 
+    /// Puts the config's `schedules` in the store (a due time already set is kept while the
+    /// cron, zone and enabled flag stay the same).
+    pub(super) async fn sync_config_schedules(&self) {
+        for schedule in &self.config.schedules {
+            if let Err(error) = self.sync_config_schedule(schedule).await {
+                warn!(schedule = %schedule.id, %error, "could not store a configured schedule");
+            }
+        }
+    }
+
+    async fn sync_config_schedule(&self, c: &ScheduleConfig) -> Result<(), StoreError> {
+        let now = Utc::now();
+        let existing = self.store.get_schedule(&c.id).await?;
+        let kept_due = existing
+            .as_ref()
+            .filter(|e| e.cron == c.cron && e.timezone == c.timezone && e.enabled == c.enabled)
+            .and_then(|e| e.next_due_at);
+        let next_due_at = match Timetable::parse(&c.cron, &c.timezone) {
+            Ok(table) if c.enabled => kept_due.or_else(|| table.next_after(now)),
+            _ => None,
+        };
+        let record = ScheduleRecord {
+            id: c.id.clone(),
+            owner: c.user.clone(),
+            key_id: None,
+            agent: c.agent.clone(),
+            prompt: c.prompt.clone(),
+            cron: c.cron.clone(),
+            timezone: c.timezone.clone(),
+            conversation_id: c.conversation_id.clone(),
+            overlap: c.overlap.as_str().into(),
+            missed: c.missed.as_str().into(),
+            webhook_url: c.webhook_url.clone(),
+            enabled: c.enabled,
+            next_due_at,
+            created_at: existing.map_or(now, |e| e.created_at),
+            updated_at: now,
+        };
+        self.store.put_schedule(&record).await
+    }
+
     /// `schedule.failed` to the receivers that take it.
     async fn notify_schedule_failed(&self, schedule: &ScheduleRecord, error: &str) {
         let run = NewRun {
@@ -267,59 +215,5 @@ pub(super) async fn fire_forever(runtime: Arc<Runtime>, stop: CancellationToken)
         if let Err(error) = runtime.fire_due_schedules().await {
             warn!(%error, "looking for due schedules failed; trying again shortly");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(text: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(text)
-            .expect("time")
-            .with_timezone(&Utc)
-    }
-
-    /// 02:30 every day in Paris: on the spring-forward day 02:30 does not exist (02:00 → 03:00);
-    /// on the fall-back day it exists twice and fires once.
-    #[test]
-    fn due_times_follow_daylight_saving_in_the_named_zone() {
-        let table = Timetable::parse("30 2 * * *", "Europe/Paris").expect("parses");
-        // 2026-03-29: clocks go 02:00 → 03:00 in Paris.
-        let spring = table.next_after(at("2026-03-28T12:00:00Z")).expect("next");
-        assert_ne!(spring, at("2026-03-29T01:30:00Z"), "no 02:30 that day");
-        let daily = Timetable::parse("0 8 * * *", "Europe/Paris").expect("parses");
-        assert_eq!(
-            daily.next_after(at("2026-03-28T12:00:00Z")),
-            Some(at("2026-03-29T06:00:00Z"))
-        );
-        assert_eq!(
-            daily.next_after(at("2026-03-27T12:00:00Z")),
-            Some(at("2026-03-28T07:00:00Z"))
-        );
-        // 2026-10-25: 02:30 happens twice; it fires once.
-        let first = table.next_after(at("2026-10-24T12:00:00Z")).expect("first");
-        let second = table.next_after(first).expect("second");
-        assert!((second - first).num_hours() >= 23, "{first} then {second}");
-    }
-
-    #[test]
-    fn names_and_five_fields_parse_and_bad_ones_name_the_field() {
-        assert!(Timetable::parse("@daily", "UTC").is_ok());
-        assert!(Timetable::parse("*/5 * * * 1-5", "America/New_York").is_ok());
-        assert_eq!(
-            Timetable::parse("61 * * * *", "UTC").expect_err("bad").0,
-            "cron"
-        );
-        assert_eq!(
-            Timetable::parse("0 0 * * * *", "UTC").expect_err("six").0,
-            "cron"
-        );
-        assert_eq!(
-            Timetable::parse("@daily", "Mars/Olympus")
-                .expect_err("zone")
-                .0,
-            "timezone"
-        );
     }
 }

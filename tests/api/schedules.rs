@@ -137,3 +137,23 @@ async fn a_schedule_fires_once_at_its_due_time_and_is_run_now_disabled_and_delet
         .count();
     assert_eq!(rows, 3, "created, updated, deleted: {audit}");
 }
+
+/// `schedules` in the config are in the API at start, and a bad one names its field.
+#[tokio::test]
+async fn configured_schedules_are_listed_and_bad_ones_name_the_field() {
+    let app = crate::support::spawn_app_with(|config| {
+        config["schedules"] = json!([{"id": "inbox", "agent": "chat", "prompt": "Summarise my inbox",
+            "cron": "0 8 * * 1-5", "timezone": "Europe/Paris", "user": "ada"}]);
+    })
+    .await;
+    let schedule = get(&app, "/v1/schedules/inbox").await;
+    assert_eq!(schedule["cron"], "0 8 * * 1-5", "{schedule}");
+    assert_eq!(schedule["user"], "ada");
+    assert!(schedule["next_due_at"].is_string(), "{schedule}");
+    let bad = agentd::config::parse_config(
+        json!({"schedules": [{"id": "x", "agent": "chat", "prompt": "p", "cron": "0 8 * *"}]}),
+        "test",
+    )
+    .expect_err("bad cron");
+    assert!(bad.to_string().contains("schedules[0].cron"), "{bad}");
+}
