@@ -20,7 +20,10 @@ mod reload;
 pub mod retention;
 mod run_events;
 mod run_metrics;
+pub mod schedules;
+mod turns;
 mod waits;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -60,6 +63,7 @@ pub use follow::{CancelMode, CancelOutcome, FollowError};
 pub use ownership::ReplicaIdentity;
 pub use pipeline::{RunHandle, RunSubmission, StartError};
 pub use reload::{ReloadError, ReloadReport};
+pub use turns::QUEUED_PROGRESS_KIND;
 pub use waits::{WaitAnswerError, WaitPoint, WaitingCallRef};
 
 /// The longest a clean stop waits for each store step (writing what is queued, leaving the
@@ -194,6 +198,7 @@ impl Runtime {
         // A restarted process ends its previous life's runs before it takes requests.
         runtime.sweep_all().await;
         runtime.prune().await;
+        runtime.sync_config_schedules().await;
         runtime.start_background();
         Ok(runtime)
     }
@@ -205,6 +210,14 @@ impl Runtime {
             self.background.clone(),
         ));
         self.background_tasks.spawn(retention::sweep_forever(
+            self.clone(),
+            self.background.clone(),
+        ));
+        self.background_tasks.spawn(schedules::fire_forever(
+            self.clone(),
+            self.background.clone(),
+        ));
+        self.background_tasks.spawn(webhooks::deliver_forever(
             self.clone(),
             self.background.clone(),
         ));

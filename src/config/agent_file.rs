@@ -56,6 +56,8 @@ pub struct AgentFrontmatter {
     pub budget: Option<crate::agent::budget::RunBudget>,
     /// What a run that reaches its budget does: `fail`.
     pub on_budget: Option<crate::agent::budget::OnBudget>,
+    /// What a message to a conversation still answering another does (SPEC §13).
+    pub busy: Option<super::BusyPolicy>,
     /// Agents run first, in parallel; their answers reach this agent as advisories.
     pub advisors: Option<OneOrMany>,
     /// Agents this one may hand the conversation to with `router__handoff-to`.

@@ -6,6 +6,7 @@
 
 pub mod agent_file;
 pub mod approvals;
+pub mod busy;
 pub mod cache;
 pub mod caller;
 pub mod cors;
@@ -22,9 +23,11 @@ pub mod reasoning;
 pub mod registry;
 pub mod retention;
 pub mod sampling;
+pub mod schedules;
 pub mod secrets;
 mod sub_agents;
 pub mod tools;
+pub mod webhooks;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -34,6 +37,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use busy::BusyPolicy;
 use duration::HumanDuration;
 pub use model_settings::{ModelConfig, ModelOverrides, ParamOverride};
 pub use reasoning::{ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue};
@@ -86,6 +90,15 @@ pub struct Config {
     /// How long each kind of data is kept (SPEC §14).
     #[serde(default)]
     pub retention: retention::RetentionConfig,
+    /// Receivers told when runs end, fail, wait or reach their budget (SPEC §13).
+    #[serde(default)]
+    pub webhooks: Vec<webhooks::WebhookConfig>,
+    /// How webhook receivers are reached.
+    #[serde(default)]
+    pub webhook_delivery: webhooks::WebhookDelivery,
+    /// Schedules kept in step with the config at every start (SPEC §13).
+    #[serde(default)]
+    pub schedules: Vec<schedules::ScheduleConfig>,
 }
 
 /// The LLM dialect a provider speaks.
@@ -435,6 +448,18 @@ pub fn parse_config(value: Value, file: &str) -> Result<Config, ConfigError> {
     config.secrets.check(file)?;
     config.auth.check_user_ids(file)?;
     identity::check(&config.auth, file)?;
+    schedules::check(&config.schedules).map_err(|(path, message)| ConfigError::Invalid {
+        file: file.to_string(),
+        path,
+        message,
+    })?;
+    webhooks::check(&config.webhooks, &config.webhook_delivery).map_err(|(path, message)| {
+        ConfigError::Invalid {
+            file: file.to_string(),
+            path,
+            message,
+        }
+    })?;
     config
         .retention
         .check()

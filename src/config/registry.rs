@@ -124,6 +124,8 @@ pub struct AgentSpec {
     /// What one run may spend (`budget:`; SPEC §14), and what happens when it has.
     pub budget: crate::agent::budget::RunBudget,
     pub on_budget: crate::agent::budget::OnBudget,
+    /// What a message to one of its conversations that is still answering does (SPEC §13).
+    pub busy: super::BusyPolicy,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -489,6 +491,7 @@ pub fn resolve_agent(
         approvals,
         budget,
         on_budget: fm.on_budget.unwrap_or_default(),
+        busy: fm.busy.unwrap_or_default(),
     })
 }
 

@@ -62,6 +62,11 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, "conflict", message)
     }
 
+    /// 409 `conversation_busy`: the conversation is answering another message (SPEC §13).
+    pub fn conversation_busy(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conversation_busy", message)
+    }
+
     /// A store failure: logged, never shown. An unreachable store is 503 `store_unavailable`
     /// with `Retry-After` (the client may retry); anything else is 500.
     pub fn store(error: crate::store::StoreError) -> Self {
@@ -437,6 +442,9 @@ impl From<crate::runtime::StartError> for ApiError {
                 Self::not_found("I couldn't find that conversation. It may have been deleted.")
                     .with_param("conversation_id")
             }
+            StartError::ConversationBusy => Self::conversation_busy(
+                "This conversation is still answering another message: wait, or send with `busy` set to enqueue, interrupt or steer",
+            ),
             StartError::ConversationWithoutUser => {
                 tracing::error!("a conversation run was submitted without a user");
                 Self::internal()

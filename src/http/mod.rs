@@ -23,11 +23,13 @@ pub mod openapi;
 mod ops;
 mod responses;
 mod runs;
+mod schedules;
 mod secrets;
 mod shared;
 mod sse;
 mod usage;
 mod web;
+pub(crate) mod webhooks;
 mod wire;
 
 use std::future::Future;
@@ -160,6 +162,19 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(front::chat))
         .routes(routes!(chat::list_conversations))
         .routes(routes!(chat::list_approvals))
+        .routes(routes!(chat::manage::withdraw_queued))
+        .routes(routes!(webhooks::list_deliveries))
+        .routes(routes!(
+            schedules::create_schedule,
+            schedules::list_schedules
+        ))
+        .routes(routes!(
+            schedules::get_schedule,
+            schedules::update_schedule,
+            schedules::delete_schedule
+        ))
+        .routes(routes!(schedules::run_schedule_now))
+        .routes(routes!(schedules::schedule_runs))
         .routes(routes!(
             chat::get_conversation,
             chat::delete_conversation,

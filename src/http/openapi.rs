@@ -28,6 +28,8 @@ use super::responses::wire::ResponseStreamFrame;
         (name = "anthropic", description = "Anthropic Messages compatibility"),
         (name = "runs", description = "Agents and their runs, with resumable SSE events"),
         (name = "chat", description = "Per-user chat: conversations kept by the server"),
+        (name = "schedules", description = "Schedules: runs on a cron in a named time zone (SPEC §13)"),
+        (name = "webhooks", description = "Webhooks: the outbox of signed messages to receivers (SPEC §13)"),
         (name = "secrets", description = "Per-user tool credentials: write-only secrets that tool headers read as `${caller.secret.NAME}`"),
         (name = "ag-ui", description = "AG-UI: agents for CopilotKit and other AG-UI frontends"),
         (name = "web", description = "The web page at `/` (public) and the calls it needs"),

@@ -268,9 +268,17 @@ impl Runtime {
             key_reservation,
             new_run,
             conversation: _,
+            webhook,
             result,
         } = ending;
         let run_id = new_run.id.clone();
+        self.notify_run(
+            super::webhooks::RunWebhookEvent::WaitingApproval,
+            &new_run,
+            None,
+            webhook.as_deref(),
+        )
+        .await;
         // The key's slot is given back below; the replica that resumes the run takes one again.
         checkpoint.limited_key = key_reservation
             .as_ref()
@@ -520,6 +528,9 @@ impl Runtime {
             key_reservation,
             new_run,
             conversation,
+            awaits_turn: false,
+            // A run's own webhook is not kept past its wait (the configured receivers are).
+            webhook: None,
             on_disconnect: OnDisconnect::Continue,
             control,
             start: SessionStart::Resumed {

@@ -1,19 +1,23 @@
 //! Runs that continue a user's conversation (seeds/001): the conversation is opened (or created,
 //! titled after the first message), its newest messages become the run's history, the user's
-//! message is stored before the run starts and the assistant's answer once it succeeds. Only
-//! the run pipeline calls the writing half, so every answer is saved inside a tracked task.
+//! message is stored once the run holds the conversation's turn (`turns`) and the assistant's
+//! answer once it succeeds (an interrupted one's partial answer too). Only the run pipeline
+//! calls the writing half, so every answer is saved inside a tracked task.
 
 use chrono::Utc;
 
 use super::Runtime;
 use super::pipeline::StartError;
-use crate::agent::AgentResult;
-use crate::config::AgentSpec;
+use crate::agent::{AgentResult, ExitReason};
+use crate::config::{AgentSpec, BusyPolicy};
 use crate::llm::ChatMessage;
 use crate::store::{NewConversation, NewMessage, StoreError, StoredMessage};
+use crate::vocabulary::AgentEvent;
 
 /// Messages of history loaded for a run (the newest ones).
 const HISTORY_LIMIT: u32 = 1000;
+/// Pages of a run's events read for an interrupted run's partial answer.
+const PARTIAL_EVENT_PAGES: usize = 20;
 /// Characters of the first message that title a new conversation.
 const TITLE_CHARS: usize = 60;
 
@@ -42,23 +46,17 @@ pub enum ConversationTurn {
     Named(String),
 }
 
-/// A conversation ready for its next run.
-pub(super) struct OpenedConversation {
-    pub id: String,
-    /// Its stored messages, oldest first, before this run's prompt.
-    pub history: Vec<ChatMessage>,
-}
-
 impl Runtime {
-    /// Opens or creates the conversation, loads its history and stores the user's message.
-    pub(super) async fn open_conversation(
+    /// The id of the conversation a run continues: an existing one of the user's, the one a
+    /// client named (created when the user has none), or a new one titled after `message`.
+    pub(super) async fn resolve_conversation(
         &self,
         user_id: &str,
         agent: &AgentSpec,
         turn: &ConversationTurn,
         message: &str,
-    ) -> Result<OpenedConversation, StartError> {
-        let id = match turn {
+    ) -> Result<String, StartError> {
+        Ok(match turn {
             ConversationTurn::Continue(id) => {
                 self.store
                     .get_conversation(user_id, id)
@@ -79,13 +77,23 @@ impl Runtime {
                 };
                 self.store.create_conversation(&new).await?.id
             }
-        };
-        let history = self.conversation_history(user_id, &id).await?;
+        })
+    }
+
+    /// Once the run holds the conversation's turn: loads its history and stores the user's
+    /// message after it.
+    pub(super) async fn take_the_floor(
+        &self,
+        user_id: &str,
+        conversation_id: &str,
+        message: &str,
+    ) -> Result<Vec<ChatMessage>, StoreError> {
+        let history = self.conversation_history(user_id, conversation_id).await?;
         let user_message = NewMessage::from_chat(&ChatMessage::user(message), Utc::now());
         self.store
-            .append_messages(user_id, &id, &[user_message])
+            .append_messages(user_id, conversation_id, &[user_message])
             .await?;
-        Ok(OpenedConversation { id, history })
+        Ok(history)
     }
 
     /// The owner's conversation a client named, created under that id when the owner has none
@@ -150,24 +158,84 @@ impl Runtime {
         Ok(stored)
     }
 
-    /// Stores a successful run's answer in its conversation; a failed run adds nothing.
+    /// Stores a successful run's answer in its conversation. A failed run adds nothing; a run
+    /// cancelled by a message with `busy: interrupt` keeps its partial answer (one cancelled by
+    /// `steer` does not: the next answer covers both messages).
     pub(super) async fn save_answer(
         &self,
-        user_id: &str,
-        conversation_id: &str,
+        seat: &super::turns::ConversationSeat,
         result: &AgentResult,
     ) {
-        if !result.success {
+        let text = if result.success {
+            result.answer_text()
+        } else if result.exit_reason == ExitReason::Cancelled
+            && self.stopped_by(seat, &result.run_id).await == Some(BusyPolicy::Interrupt)
+        {
+            self.partial_answer(result).await
+        } else {
+            return;
+        };
+        if text.is_empty() && !result.success {
             return;
         }
-        let answer =
-            NewMessage::from_chat(&ChatMessage::assistant(result.answer_text()), Utc::now());
+        let answer = NewMessage::from_chat(&ChatMessage::assistant(text), Utc::now());
+        let conversation_id = &seat.conversation_id;
         if let Err(error) = self
             .store
-            .append_messages(user_id, conversation_id, &[answer])
+            .append_messages(&seat.user_id, conversation_id, &[answer])
             .await
         {
             tracing::error!(%error, %conversation_id, "could not store the assistant's answer");
         }
+    }
+}
+
+impl Runtime {
+    /// What an interrupted run had answered: its report's text, else the text its last turn
+    /// streamed (read back from its stored events).
+    async fn partial_answer(&self, result: &AgentResult) -> String {
+        let report = result.answer_text();
+        if !report.is_empty() {
+            return report;
+        }
+        self.recorder.flush().await;
+        let mut text = String::new();
+        let mut after = 0;
+        for _ in 0..PARTIAL_EVENT_PAGES {
+            let page = match self
+                .store
+                .list_run_events(&result.run_id, after, HISTORY_LIMIT)
+                .await
+            {
+                Ok(page) => page,
+                Err(error) => {
+                    tracing::warn!(%error, "could not read an interrupted run's events");
+                    break;
+                }
+            };
+            for event in &page {
+                streamed_text(&mut text, &event.event_type, event.data.as_str());
+            }
+            match page.last() {
+                Some(last) if page.len() == HISTORY_LIMIT as usize => after = last.seq,
+                _ => break,
+            }
+        }
+        text
+    }
+}
+
+/// Adds one stored event to the text the run's last turn streamed: a new turn or a replacing
+/// delta starts it over.
+fn streamed_text(text: &mut String, kind: &str, data: &str) {
+    match AgentEvent::from_stored(kind, data) {
+        Some(AgentEvent::TurnStarted(_)) => text.clear(),
+        Some(AgentEvent::Output(delta)) => {
+            if delta.replace {
+                text.clear();
+            }
+            text.push_str(&delta.text);
+        }
+        _ => {}
     }
 }

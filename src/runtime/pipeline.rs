@@ -22,13 +22,14 @@ use tracing::Instrument;
 use super::admission::{Overloaded, SessionSlot};
 use super::continuation::ClientToolError;
 use super::conversation::ConversationTurn;
+use super::turns::{ConversationSeat, TurnLost};
 use super::{Runtime, run_events, session_span};
 use crate::agent::SessionRequest;
 use crate::agent::approval::{Checkpoint, DecidedCall, SessionEnd};
 use crate::agent::client_tools::ClientTools;
 use crate::agent::{AgentResult, EventSink, RunControl, SamplingParams};
 use crate::config::agent_file::{Finalization, Transport};
-use crate::config::{AgentSpec, OnDisconnect};
+use crate::config::{AgentSpec, BusyPolicy, OnDisconnect};
 use crate::limits::{KeyReservation, LimitRefusal, LimitedKey};
 use crate::llm::ChatMessage;
 use crate::store::{NewRun, StoreError};
@@ -93,6 +94,11 @@ pub struct RunSubmission {
     pub key_id: Option<String>,
     /// The key's and the request's budget, the lower of each limit (SPEC §14).
     pub budget: crate::agent::budget::RunBudget,
+    /// What the message does when its conversation is still answering another (SPEC §13);
+    /// the agent's `busy` when `None`.
+    pub busy: Option<BusyPolicy>,
+    /// The run's own webhook receiver (`webhook: {url}`), told when it ends or waits (SPEC §13).
+    pub webhook: Option<String>,
 }
 
 impl RunSubmission {
@@ -115,6 +121,8 @@ impl RunSubmission {
             acted_by: None,
             key_id: None,
             budget: Default::default(),
+            busy: None,
+            webhook: None,
         }
     }
 }
@@ -128,6 +136,9 @@ pub enum StartError {
     Overloaded(#[from] Overloaded),
     #[error("no conversation `{0}` for this user")]
     ConversationNotFound(String),
+    /// The conversation is answering (or has queued) another message, and `busy` is `reject`.
+    #[error("the conversation is answering another message")]
+    ConversationBusy,
     #[error("a conversation belongs to a user, and this run has none")]
     ConversationWithoutUser,
     #[error(transparent)]
@@ -247,6 +258,11 @@ pub(super) struct SessionTask {
     pub key_reservation: Option<KeyReservation>,
     pub new_run: NewRun,
     pub conversation: Option<(String, String)>,
+    /// The run answers a message that must first wait for its conversation's turn, then is
+    /// stored after the history it loads.
+    pub awaits_turn: bool,
+    /// The run's own webhook URL.
+    pub webhook: Option<String>,
     pub on_disconnect: OnDisconnect,
     pub control: RunControl,
     pub start: SessionStart,
@@ -273,6 +289,8 @@ pub(super) struct RunEnding {
     pub new_run: NewRun,
     /// `(user, conversation)` whose answer is saved.
     pub conversation: Option<(String, String)>,
+    /// The run's own webhook URL.
+    pub webhook: Option<String>,
     pub result: oneshot::Sender<AgentResult>,
 }
 
@@ -393,8 +411,9 @@ impl Runtime {
         started
     }
 
-    /// Opens the user's conversation when the run continues one, and starts the session of an
-    /// admitted run.
+    /// Finds (or creates) the user's conversation when the run continues one and queues its
+    /// message for the conversation's turn, then starts the session of an admitted run (which
+    /// waits for that turn before it loads the history).
     async fn open_and_spawn(
         self: &Arc<Self>,
         run_id: String,
@@ -402,22 +421,27 @@ impl Runtime {
         key_reservation: Option<KeyReservation>,
         submission: RunSubmission,
     ) -> Result<RunHandle, StartError> {
-        let mut history = Vec::new();
         let conversation = match &submission.conversation {
             Some(turn) => {
                 let user = submission
                     .user_id
                     .as_deref()
                     .ok_or(StartError::ConversationWithoutUser)?;
-                let opened = self
-                    .open_conversation(user, &submission.agent, turn, &submission.prompt)
+                let agent = &submission.agent;
+                let id = self
+                    .resolve_conversation(user, agent, turn, &submission.prompt)
                     .await?;
-                history = opened.history;
-                Some((user.to_string(), opened.id))
+                let seat = ConversationSeat {
+                    user_id: user.to_string(),
+                    conversation_id: id,
+                };
+                let policy = submission.busy.unwrap_or(agent.busy);
+                self.ask_for_turn(&seat, &run_id, &agent.name, &submission.prompt, policy)
+                    .await?;
+                Some((seat.user_id, seat.conversation_id))
             }
             None => None,
         };
-        history.extend(submission.history);
         let key_budget = submission
             .key
             .as_ref()
@@ -427,7 +451,7 @@ impl Runtime {
             run_id,
             agent: submission.agent,
             prompt: submission.prompt,
-            history,
+            history: submission.history,
             overrides: submission.overrides,
             conversation_id: conversation.as_ref().map(|(_, id)| id.clone()),
             format: submission.format,
@@ -444,7 +468,7 @@ impl Runtime {
             key_reservation,
             request,
             conversation,
-            submission.on_disconnect,
+            (submission.on_disconnect, submission.webhook),
             (submission.acted_by, submission.key_id),
         ))
     }
@@ -456,7 +480,7 @@ impl Runtime {
         key_reservation: Option<KeyReservation>,
         request: SessionRequest,
         conversation: Option<(String, String)>,
-        on_disconnect: OnDisconnect,
+        (on_disconnect, webhook): (OnDisconnect, Option<String>),
         (acted_by, key_id): (Option<String>, Option<String>),
     ) -> RunHandle {
         let new_run = NewRun {
@@ -473,6 +497,8 @@ impl Runtime {
         self.launch(SessionTask {
             slot: Some(slot),
             key_reservation,
+            awaits_turn: conversation.is_some(),
+            webhook,
             new_run,
             conversation,
             on_disconnect,
@@ -492,6 +518,8 @@ impl Runtime {
             key_reservation,
             new_run,
             conversation,
+            awaits_turn,
+            webhook,
             on_disconnect,
             control,
             start,
@@ -512,6 +540,7 @@ impl Runtime {
             key_reservation,
             new_run,
             conversation,
+            webhook,
             result: result_tx,
         });
         let client = run_events::Client {
@@ -522,6 +551,9 @@ impl Runtime {
         };
         let runtime = Arc::clone(self);
         let session_control = control.clone();
+        let turn = awaits_turn
+            .then(|| conversation_seat(ending.conversation.as_ref()))
+            .flatten();
         let start = Box::new(start);
         let task = async move {
             if first_seq == 0 {
@@ -531,7 +563,7 @@ impl Runtime {
             // Boxed: the session's state machine is ~25 KB, and unboxed it made the task
             // itself that large, copied three times on every spawn (callgrind: ~15 % of
             // agentd's instructions per request went to those copies).
-            let run = Box::pin(runtime.run_measured(*start, sink, session_control, meter));
+            let run = Box::pin(runtime.run_in_turn(turn, start, sink, session_control, meter));
             let (end, (last_seq, client)) = tokio::join!(run, tee);
             match end {
                 // Boxed too: saving a conversation's answer would otherwise grow every task.
@@ -568,12 +600,18 @@ impl Runtime {
             key_reservation,
             new_run,
             conversation,
+            webhook,
             result: result_tx,
         } = ending;
         let run_id = result.run_id.clone();
+        let event = super::webhooks::RunWebhookEvent::of_end(&result);
+        self.notify_run(event, &new_run, Some(&result), webhook.as_deref())
+            .await;
         let stored = self.recorder.run_finished(new_run, (&result).into()).await;
-        if let Some((user, conversation_id)) = conversation {
-            self.save_answer(&user, &conversation_id, &result).await;
+        if let Some(seat) = conversation_seat(conversation.as_ref()) {
+            self.save_answer(&seat, &result).await;
+            // After the answer: the next message is stored after it.
+            self.release_turn(&run_id).await;
         }
         drop(slot);
         if let Some(reservation) = key_reservation {
@@ -586,4 +624,54 @@ impl Runtime {
         }
         self.live.retired(&run_id);
     }
+}
+
+impl Runtime {
+    /// Runs the session once the run's message holds its conversation's turn (when it waits
+    /// for one): the message is stored then, after the history the run answers.
+    async fn run_in_turn(
+        self: &Arc<Self>,
+        turn: Option<ConversationSeat>,
+        mut start: Box<SessionStart>,
+        sink: EventSink,
+        control: RunControl,
+        meter: Option<Arc<dyn crate::agent::budget::SpendMeter>>,
+    ) -> SessionEnd {
+        if let Some(seat) = turn {
+            let request = match &mut *start {
+                SessionStart::New(request) => request,
+                SessionStart::Resumed { .. } => {
+                    return self.run_measured(*start, sink, control, meter).await;
+                }
+            };
+            let opened = match self
+                .await_turn(&seat, &request.run_id, &request.agent.name, &sink, &control)
+                .await
+            {
+                Ok(()) => self
+                    .take_the_floor(&seat.user_id, &seat.conversation_id, &request.prompt)
+                    .await
+                    .map_err(TurnLost::Store),
+                Err(lost) => Err(lost),
+            };
+            match opened {
+                Ok(mut history) => {
+                    history.append(&mut request.history);
+                    request.history = history;
+                }
+                Err(lost) => {
+                    return SessionEnd::Finished(Box::new(lost.result(&request.run_id)));
+                }
+            }
+        }
+        self.run_measured(*start, sink, control, meter).await
+    }
+}
+
+/// A `(user, conversation)` pair as the conversation's seat.
+fn conversation_seat(conversation: Option<&(String, String)>) -> Option<ConversationSeat> {
+    conversation.map(|(user_id, conversation_id)| ConversationSeat {
+        user_id: user_id.clone(),
+        conversation_id: conversation_id.clone(),
+    })
 }

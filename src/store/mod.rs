@@ -10,7 +10,9 @@
 //! and cross-replica cancels ([`ReplicaStore`]), and the Responses API's objects
 //! ([`ResponseStore`]), users' sealed tool secrets ([`SecretStore`]), the hash-chained audit log
 //! ([`AuditStore`]), usage reports ([`UsageStore`]) and run-time API keys as digests
-//! ([`ApiKeyStore`]). It knows nothing about HTTP or sessions: callers
+//! ([`ApiKeyStore`]), and the turns messages take in a conversation ([`TurnStore`]), the webhook outbox
+//! ([`WebhookStore`]) and schedules ([`ScheduleStore`]). It knows
+//! nothing about HTTP or sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
@@ -29,11 +31,14 @@ mod responses;
 mod retention;
 mod run_events;
 mod runs;
+mod schedules;
 mod secrets;
 mod sql;
 mod sqlite;
+mod turns;
 mod usage;
 mod user_data;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -67,10 +72,13 @@ pub use runs::{
     AccountingRecord, EntryUsage, NewRun, RunBatch, RunBatchStore, RunCursor, RunFilter,
     RunOutcome, RunOwnerFilter, RunRecord, RunStore, RunWrite, whole_result,
 };
+pub use schedules::{ScheduleFire, ScheduleRecord, ScheduleStore};
 pub use secrets::{SealedSecret, SecretName, SecretStore};
 pub use sqlite::SqliteStore;
+pub use turns::{NewTurn, Turn, TurnState, TurnStore};
 pub use usage::{MAX_USAGE_GROUPS, UsageGroup, UsageQuery, UsageRow, UsageStore};
 pub use user_data::{Erased, UserDataStore};
+pub use webhooks::{AttemptOutcome, Delivery, DeliveryStatus, NewDelivery, WebhookStore};
 
 /// The most rows one page of a listing may ask for.
 pub const MAX_PAGE_SIZE: u32 = 1000;
@@ -211,6 +219,9 @@ pub trait Store:
     + ApiKeyStore
     + RetentionStore
     + UserDataStore
+    + TurnStore
+    + WebhookStore
+    + ScheduleStore
     + Send
     + Sync
 {

@@ -109,6 +109,8 @@ struct Objects {
     task: String,
     /// A run-time key of the owner (an admin's key bound to no user for a key owner).
     api_key: String,
+    /// A schedule of the owner's (yearly: it does not fire during the test).
+    schedule: String,
 }
 
 struct Probe {
@@ -435,6 +437,55 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
             None,
             OthersObject,
         ),
+        ("delete", "/api/{user_id}/conversations/{id}/queue/{run_id}") => one(
+            delete,
+            format!(
+                "/api/{}/conversations/{}/queue/{}",
+                o.owner.user, o.conversation, o.waiting_run
+            ),
+            None,
+            OthersObject,
+        ),
+        ("get", "/v1/webhooks/deliveries") => {
+            one(get, "/v1/webhooks/deliveries".to_string(), None, Listing)
+        }
+        ("post", "/v1/schedules") => one(
+            post,
+            "/v1/schedules".to_string(),
+            Some(json!({"agent": "chat", "prompt": "mine", "cron": "@yearly"})),
+            OwnBehalf,
+        ),
+        ("get", "/v1/schedules") => one(get, "/v1/schedules".to_string(), None, Listing),
+        ("get", "/v1/schedules/{id}") => one(
+            get,
+            format!("/v1/schedules/{}", o.schedule),
+            None,
+            OthersObject,
+        ),
+        ("patch", "/v1/schedules/{id}") => one(
+            patch,
+            format!("/v1/schedules/{}", o.schedule),
+            Some(json!({"prompt": "changed by someone else"})),
+            OthersObject,
+        ),
+        ("delete", "/v1/schedules/{id}") => one(
+            delete,
+            format!("/v1/schedules/{}", o.schedule),
+            None,
+            OthersObject,
+        ),
+        ("post", "/v1/schedules/{id}/run") => one(
+            post,
+            format!("/v1/schedules/{}/run", o.schedule),
+            Some(json!({})),
+            OthersObject,
+        ),
+        ("get", "/v1/schedules/{id}/runs") => one(
+            get,
+            format!("/v1/schedules/{}/runs", o.schedule),
+            None,
+            OthersObject,
+        ),
         ("get", "/api/{user_id}/approvals") => one(
             get,
             format!("/api/{}/approvals", o.owner.user),
@@ -641,6 +692,16 @@ async fn owners_objects(app: &TestApp, owner: Owner) -> Objects {
         .expect("body"),
     )
     .await;
+    let schedule = owner_post(
+        app,
+        owner,
+        "/v1/schedules",
+        json!({"agent": "chat", "prompt": "the owner's schedule", "cron": "@yearly"}),
+    )
+    .await["id"]
+        .as_str()
+        .expect("schedule")
+        .to_string();
     // A user's conversation and secret; a key's conversation is its A2A context.
     let conversation = if owner.is_user {
         app.llm.push(Reply::text("the owner's chat"));
@@ -692,6 +753,7 @@ async fn owners_objects(app: &TestApp, owner: Owner) -> Objects {
         .expect("conversation")
         .to_string();
     Objects {
+        schedule,
         api_key: api_key["id"].as_str().expect("key id").to_string(),
         owner,
         waiting_run,

@@ -800,3 +800,237 @@ async fn a_background_response_on_one_replica_resumes_on_another_after_a_sequenc
     .await;
     assert_eq!(whole[5..], resumed[..], "A replays the same frames");
 }
+
+/// `POST /api/ada/chat` of `message` in conversation `c1` on `replica`, in the background.
+fn chat_in_background(
+    cluster: &Cluster,
+    replica: &impl Endpoint,
+    message: &str,
+) -> tokio::task::JoinHandle<Value> {
+    let request = cluster
+        .client
+        .post(replica.url("/api/ada/chat"))
+        .json(&json!({"message": message, "conversation_id": "c1"}));
+    tokio::spawn(async move {
+        // A killed replica's client gets no answer.
+        let Ok(response) = request.send().await else {
+            return Value::Null;
+        };
+        response.json().await.unwrap_or(Value::Null)
+    })
+}
+
+/// The conversation `c1` as `replica` reads it: `(role, content)` of its messages and the
+/// contents of its queued messages.
+async fn conversation_c1(
+    cluster: &Cluster,
+    replica: &impl Endpoint,
+) -> (Vec<(String, String)>, Vec<String>) {
+    let detail: Value = cluster
+        .client
+        .get(replica.url("/api/ada/conversations/c1"))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .unwrap_or(Value::Null);
+    let text = |v: &Value, key: &str| v[key].as_str().unwrap_or_default().to_string();
+    let messages = detail["messages"].as_array().cloned().unwrap_or_default();
+    let queued = detail["queued"].as_array().cloned().unwrap_or_default();
+    (
+        messages
+            .iter()
+            .map(|m| (text(m, "role"), text(m, "content")))
+            .collect(),
+        queued.iter().map(|m| text(m, "content")).collect(),
+    )
+}
+
+/// Waits until `replica` lists `count` queued messages in `c1`.
+async fn until_queued(cluster: &Cluster, replica: &impl Endpoint, count: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, queued) = conversation_c1(cluster, replica).await;
+        if queued.len() == count {
+            return queued;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never {count} queued: {queued:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// SPEC §13 across replicas: messages to one conversation sent to two replicas are answered one
+/// at a time in arrival order (the queue and the lock are in the store), every replica lists the
+/// same queue, and the history alternates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversations_messages_on_two_replicas_are_answered_in_arrival_order() {
+    let cluster = Cluster::on_postgres().await;
+    let a = cluster.replica().await;
+    let b = cluster.replica().await;
+    cluster
+        .llm
+        .push(Reply::text("A1").with_first_byte_delay(Duration::from_millis(1500)));
+    let first = chat_in_background(&cluster, &a, "Q1");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while conversation_c1(&cluster, &b).await.0.is_empty() {
+        assert!(Instant::now() < deadline, "Q1 never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cluster.llm.push(Reply::text("A2"));
+    let second = chat_in_background(&cluster, &b, "Q2");
+    until_queued(&cluster, &a, 1).await;
+    cluster.llm.push(Reply::text("A3"));
+    let third = chat_in_background(&cluster, &a, "Q3");
+    assert_eq!(until_queued(&cluster, &b, 2).await, ["Q2", "Q3"]);
+    let answers = [first, second, third];
+    let mut responses = Vec::new();
+    for answer in answers {
+        responses.push(answer.await.expect("answered")["response"].clone());
+    }
+    assert_eq!(responses, [json!("A1"), json!("A2"), json!("A3")]);
+    let (messages, queued) = conversation_c1(&cluster, &b).await;
+    let expected: Vec<(String, String)> = (1..=3)
+        .flat_map(|n| {
+            [
+                ("user".into(), format!("Q{n}")),
+                ("assistant".into(), format!("A{n}")),
+            ]
+        })
+        .collect();
+    assert_eq!(messages, expected);
+    assert!(queued.is_empty());
+}
+
+/// A replica that dies while answering leaves the conversation to the others: the run it held
+/// is ended `owner_lost`, and the message queued on the other replica is answered after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_survives_the_death_of_the_replica_answering() {
+    let cluster = Cluster::on_postgres().await;
+    let mut a = cluster.replica().await;
+    let b = cluster.replica().await;
+    cluster
+        .llm
+        .push(slow_answer(100, Duration::from_millis(100)));
+    let _first = chat_in_background(&cluster, &a, "Q1");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while conversation_c1(&cluster, &b).await.0.is_empty() {
+        assert!(Instant::now() < deadline, "Q1 never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cluster.llm.push(Reply::text("A2"));
+    let second = chat_in_background(&cluster, &b, "Q2");
+    until_queued(&cluster, &b, 1).await;
+    a.kill();
+    let killed = Instant::now();
+    let answered = tokio::time::timeout(Duration::from_secs(OWNER_TIMEOUT_SECONDS + 15), second)
+        .await
+        .expect("Q2 answered after A died")
+        .expect("answered");
+    assert_eq!(answered["response"], "A2", "{answered}");
+    eprintln!("Q2 answered {:?} after A was killed", killed.elapsed());
+    let (messages, queued) = conversation_c1(&cluster, &b).await;
+    let roles: Vec<&str> = messages.iter().map(|(role, _)| role.as_str()).collect();
+    assert_eq!(roles, ["user", "user", "assistant"], "{messages:?}");
+    assert_eq!(messages[2].1, "A2");
+    assert!(queued.is_empty());
+}
+
+/// The fires of schedule `id` as `replica` lists them: `(due_at, status, run_id, fired_at)`.
+async fn schedule_fires(cluster: &Cluster, replica: &impl Endpoint, id: &str) -> Vec<Value> {
+    let runs: Value = cluster
+        .client
+        .get(replica.url(&format!("/v1/schedules/{id}/runs")))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    runs["data"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits until schedule `id` has `count` fires on `replica`, within `limit`.
+async fn until_fires(
+    cluster: &Cluster,
+    replica: &impl Endpoint,
+    id: &str,
+    count: usize,
+    limit: Duration,
+) -> Vec<Value> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let fires = schedule_fires(cluster, replica, id).await;
+        if fires.len() >= count && fires.iter().all(|f| f["status"] != "claimed") {
+            return fires;
+        }
+        assert!(Instant::now() < deadline, "never {count} fires: {fires:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn millis_after_due(fire: &Value) -> i64 {
+    let time = |key: &str| {
+        fire[key]
+            .as_str()
+            .and_then(|t| t.parse::<chrono::DateTime<chrono::Utc>>().ok())
+            .expect("time")
+    };
+    (time("fired_at") - time("due_at")).num_milliseconds()
+}
+
+/// SPEC §13: each due time of a schedule fires exactly once across two replicas on PostgreSQL,
+/// also after the replica that created it is killed: the other fires the next due time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_fires_once_per_due_time_across_replicas_and_after_one_is_killed() {
+    let cluster = Cluster::on_postgres().await;
+    let mut a = cluster.replica().await;
+    let b = cluster.replica().await;
+    let created: Value = cluster
+        .client
+        .post(a.url("/v1/schedules"))
+        .json(&json!({"agent": "chat", "prompt": "tick", "cron": "* * * * *", "timezone": "America/New_York"}))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let id = created["id"].as_str().expect("id").to_string();
+    let first = until_fires(&cluster, &b, &id, 1, Duration::from_secs(70)).await;
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0]["status"], "fired", "{first:?}");
+    eprintln!(
+        "due time 1 fired by {} {} ms after the due second",
+        first[0]["replica"],
+        millis_after_due(&first[0])
+    );
+    a.kill();
+    let both = until_fires(&cluster, &b, &id, 2, Duration::from_secs(70)).await;
+    assert_eq!(both.len(), 2, "{both:?}");
+    assert_ne!(both[0]["due_at"], both[1]["due_at"]);
+    assert_eq!(both[0]["status"], "fired", "{both:?}");
+    eprintln!(
+        "due time 2 (A killed) fired by {} {} ms after the due second",
+        both[0]["replica"],
+        millis_after_due(&both[0])
+    );
+    // Exactly one run per due time.
+    let runs: Value = cluster
+        .client
+        .get(b.url("/v1/runs?agent=chat&limit=100"))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let count = runs["data"].as_array().map(Vec::len).unwrap_or_default();
+    assert_eq!(count, 2, "{runs}");
+    for fire in &both {
+        assert!(millis_after_due(fire) < 1000, "{fire}");
+    }
+}

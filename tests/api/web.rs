@@ -887,3 +887,23 @@ async fn the_page_bundle_rebuilds_byte_for_byte_from_the_lockfile() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// SPEC §13 on the page: a message sent while an answer is coming shows as queued and is
+/// answered after it (tests/web/queued_message.py).
+#[tokio::test]
+async fn the_page_shows_a_message_sent_while_answering_as_queued_then_answers_it() {
+    let app = crate::support::spawn_app().await;
+    let slow: Vec<String> = (0..12).map(|i| format!("slow{i} ")).collect();
+    let slow: Vec<&str> = slow.iter().map(String::as_str).collect();
+    app.llm
+        .push(Reply::text_in_pieces(&slow).with_chunk_gap(Duration::from_millis(250)));
+    app.llm.push(Reply::text("The second answer."));
+    let shots = repo().join("target/web-screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let out = run_python(
+        "tests/web/queued_message.py",
+        &[app.address.clone(), shots.display().to_string()],
+    )
+    .await;
+    assert!(out.lines().any(|l| l == "queue ok"), "{out}");
+}

@@ -111,6 +111,19 @@ async function finishActive() {
   await numberMessages();
   await loadConversations();
   setThreadHead(state.conversation);
+  const queue = hooks.get("queue");
+  if (queue && queue.answerFinished) await queue.answerFinished();
+}
+
+// Follows the answer to a message that waited for its turn (the queue hook, §13).
+export async function followQueuedRun(runId, conversationId, text) {
+  const bubble = userBubble(text);
+  $("messages").append(bubble);
+  state.active = { runId, conversationId, seq: 0, events: [] };
+  state.controller = new AbortController();
+  saveActive();
+  setBusy(true);
+  await follow(null, new AnswerView(bubble));
 }
 
 // After a reload mid-answer: show what was already received, then continue after it. True

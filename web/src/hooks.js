@@ -7,7 +7,8 @@
 //   attachments  (§11) mount(slot) in the composer's #attachments-slot; collect() → the
 //                `attachments` array added to the chat request (empty: none); clear() after sending.
 //   queue        (§13) sendWhileBusy(text) → true when the message was sent and is shown as
-//                queued (render it with showQueued(text) / clearQueued()).
+//                queued (render it with showQueued(text) / clearQueued()); answerFinished()
+//                when the answer in progress ended (the queued one's answer follows).
 //   usage        (§14) mount(view) in #usage-view, shown by the Usage tab; show() (re)loads it.
 import { $, el } from "./dom.js";
 

@@ -12,6 +12,7 @@ import { notify, showTab, wireSidebar } from "./ui.js";
 // Features that plug into the hooks import themselves here.
 import "./signin.js";
 import "./usage.js";
+import "./queue.js";
 
 const DEFAULT_USER = "local";
 

@@ -105,6 +105,10 @@ impl From<StartError> for RpcError {
                 format!("message.contextId: no context `{id}` for this caller"),
             ),
             StartError::InvalidOutput(_) => Self::new(code::INVALID_PARAMS, error.to_string()),
+            StartError::ConversationBusy => Self::new(
+                code::INVALID_PARAMS,
+                "message.contextId: the context is still answering another message",
+            ),
             StartError::InvalidRequestId { .. } => {
                 Self::new(code::INVALID_PARAMS, format!("message.messageId: {error}"))
             }

@@ -91,6 +91,7 @@ pub async fn run(
         // posted messages, which hold the calls and their results.
         Some(_) if !turn.continues_tool_calls => {
             submission.conversation = Some(ConversationTurn::Named(input.thread_id.clone()));
+            submission.busy = thread_busy(&input)?;
         }
         _ => submission.history = turn.history,
     }
@@ -379,6 +380,23 @@ fn nothing_to_answer(runtime: &Runtime, thread_id: String, run_id: String) -> Re
         .map(|frame| Ok(Event::default().data(frame.to_string())))
         .collect();
     sse_response(runtime, futures_util::stream::iter(events))
+}
+
+/// `forwardedProps.busy`: what a message to a thread still answering another does (SPEC §13).
+fn thread_busy(input: &RunAgentInput) -> Result<Option<crate::config::BusyPolicy>, ApiError> {
+    let Some(busy) = input
+        .forwarded_props
+        .as_ref()
+        .and_then(|props| props.get("busy"))
+    else {
+        return Ok(None);
+    };
+    serde_json::from_value(busy.clone()).map(Some).map_err(|_| {
+        ApiError::invalid_request(
+            "`forwardedProps.busy` must be `enqueue`, `reject`, `interrupt` or `steer`",
+        )
+        .with_param("forwardedProps.busy")
+    })
 }
 
 /// The user whose conversation the thread is: the key's, else `forwardedProps.userId` (which

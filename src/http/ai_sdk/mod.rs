@@ -51,6 +51,7 @@ struct ChatAsk {
     prompt: String,
     conversation: ConversationTurn,
     agent: Option<String>,
+    busy: Option<crate::config::BusyPolicy>,
 }
 
 /// `POST /api/{user_id}/chat` in AI SDK mode (the chat handler routes here).
@@ -73,6 +74,7 @@ pub async fn chat(
     let mut submission = caller.submission(agent, ask.prompt);
     submission.user_id = Some(user_id);
     submission.conversation = Some(ask.conversation);
+    submission.busy = ask.busy;
     // A reload resumes the answer, so leaving never cancels it; Stop is the cancel route.
     submission.on_disconnect = OnDisconnect::Continue;
     let handle = runtime.start_run(submission).await?;
@@ -115,6 +117,7 @@ fn parse_ask(body: &[u8]) -> Result<ChatAsk, ApiError> {
             .conversation_id
             .map_or(ConversationTurn::Start, ConversationTurn::Continue),
         agent: request.agent,
+        busy: request.busy,
     })
 }
 
@@ -148,6 +151,7 @@ fn use_chat_ask(request: UseChatRequest) -> Result<ChatAsk, ApiError> {
         prompt,
         conversation: ConversationTurn::Named(request.id),
         agent: request.agent,
+        busy: request.busy,
     })
 }
 

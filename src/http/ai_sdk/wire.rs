@@ -38,6 +38,12 @@ pub struct UseChatRequest {
     /// The agent that answers (a `body` field of the transport); the conversation's, else `chat`.
     #[serde(default)]
     pub agent: Option<String>,
+    /// What this message does when the conversation is still answering another (SPEC §13):
+    /// `enqueue` (answered after it), `reject` (409 `conversation_busy`), `interrupt` (the
+    /// answer in progress ends with its partial answer stored) or `steer` (the answer in
+    /// progress stops and one answer covers both); the agent's `busy` by default.
+    #[serde(default)]
+    pub busy: Option<crate::config::BusyPolicy>,
 }
 
 /// One `UIMessage`; only `role` and its `text` parts are read (`id`, `metadata` are ignored).

@@ -9,7 +9,7 @@ use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 
 use super::check_user;
-use super::wire::{ConversationPatch, ConversationPath, ConversationSummary};
+use super::wire::{ConversationPatch, ConversationPath, ConversationSummary, QueuedMessagePath};
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use crate::runtime::Runtime;
@@ -67,6 +67,40 @@ pub async fn rename_conversation(
     Ok(axum::Json(ConversationSummary::from(&renamed)).into_response())
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/{user_id}/conversations/{id}/queue/{run_id}",
+    tag = "chat",
+    summary = "Withdraw a message still waiting for its turn",
+    params(QueuedMessagePath),
+    responses(
+        (status = 204, description = "Withdrawn: it is never stored or answered, and its run ends `cancelled`"),
+        ErrorBody,
+    ),
+)]
+pub async fn withdraw_queued(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(QueuedMessagePath {
+        user_id,
+        id,
+        run_id,
+    }): ApiPath<QueuedMessagePath>,
+) -> Result<Response, ApiError> {
+    check_user(&caller, &user_id)?;
+    let withdrawn = runtime
+        .withdraw_message(&user_id, &id, &run_id)
+        .await
+        .map_err(ApiError::store)?;
+    if withdrawn {
+        return Ok(axum::http::StatusCode::NO_CONTENT.into_response());
+    }
+    Err(ApiError::not_found(
+        "No such message waits in this conversation: it may be answered already",
+    )
+    .with_param("run_id"))
+}
+
 /// Removes user message `seq` and everything after it from the conversation, so the chat
 /// request's message is answered in its place. 404 naming `replace_from` when the conversation
 /// has no message `seq` (naming `conversation_id` when there is no such conversation or none is
@@ -114,12 +148,9 @@ pub(crate) async fn rewind_for_edit(
         }
     }
     if conversation_busy(runtime, user_id, conversation_id).await? {
-        return Err(ApiError {
-            code: "conversation_busy",
-            ..ApiError::conflict(
-                "An answer in this conversation is still in progress: stop it or wait, then edit",
-            )
-        });
+        return Err(ApiError::conversation_busy(
+            "An answer in this conversation is still in progress: stop it or wait, then edit",
+        ));
     }
     match runtime
         .store()

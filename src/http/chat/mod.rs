@@ -31,7 +31,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use wire::{
     ChatRequest, ChatResponse, ChatStatus, ConversationDetail, ConversationList,
-    ConversationMessage, ConversationPath, ConversationSummary, ListQuery, UserPath,
+    ConversationMessage, ConversationPath, ConversationSummary, ListQuery, QueuedMessage, UserPath,
 };
 
 /// The seeds/001 user-facing message for how a run ended.
@@ -91,6 +91,7 @@ pub async fn answer(
         .on_disconnect
         .unwrap_or(runtime.config().server.on_disconnect);
     submission.on_disconnect = on_disconnect;
+    submission.busy = body.busy;
     let handle = runtime.start_run(submission).await?;
     let run_id = handle.run_id.clone();
     let conversation_id = handle.conversation_id.clone().unwrap_or_default();
@@ -220,9 +221,14 @@ pub async fn get_conversation(
         .conversation_messages(&user_id, &id)
         .await
         .map_err(ApiError::store)?;
+    let queued = runtime
+        .queued_messages(&user_id, &id)
+        .await
+        .map_err(ApiError::store)?;
     Ok(axum::Json(ConversationDetail {
         conversation: ConversationSummary::from(&conversation),
         messages: messages.iter().map(ConversationMessage::from).collect(),
+        queued: QueuedMessage::listed(&queued),
     })
     .into_response())
 }

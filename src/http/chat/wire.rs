@@ -7,7 +7,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::agent::result::UsageTotals;
 use crate::http::wire::ListObject;
-use crate::store::{Conversation, StoredMessage};
+use crate::store::{Conversation, StoredMessage, Turn};
 
 /// The chat body, which the AI SDK mode takes too.
 pub use crate::http::shared::chat_request::ChatRequest;
@@ -145,6 +145,50 @@ pub struct ConversationDetail<'a> {
     #[serde(flatten)]
     pub conversation: ConversationSummary<'a>,
     pub messages: Vec<ConversationMessage<'a>>,
+    /// Messages sent while the conversation was answering another, waiting for their turn in
+    /// the order they are answered; not yet part of `messages`.
+    pub queued: Vec<QueuedMessage<'a>>,
+}
+
+/// A message waiting for its conversation's turn (SPEC §13).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueuedMessage<'a> {
+    /// The run that answers it: withdraw the message with
+    /// `DELETE /api/{user_id}/conversations/{id}/queue/{run_id}`.
+    pub run_id: &'a str,
+    pub content: &'a str,
+    /// 1 for the next message answered, then 2, 3…
+    pub position: usize,
+    /// RFC 3339: when it was sent.
+    pub created_at: String,
+}
+
+impl<'a> QueuedMessage<'a> {
+    pub fn listed(turns: &'a [Turn]) -> Vec<Self> {
+        turns
+            .iter()
+            .enumerate()
+            .map(|(index, turn)| Self {
+                run_id: &turn.run_id,
+                content: &turn.message,
+                position: index + 1,
+                created_at: turn.created_at.to_rfc3339(),
+            })
+            .collect()
+    }
+}
+
+/// The `{user_id}`, `{id}` and `{run_id}` of a queued message's route.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct QueuedMessagePath {
+    /// The user whose conversation it is (the same rule as in `UserPath`).
+    #[param(pattern = r"^(?!\.{1,2}$)[A-Za-z0-9._@+:-]{1,128}$")]
+    pub user_id: String,
+    /// The conversation's id.
+    pub id: String,
+    /// The run that would answer the queued message.
+    pub run_id: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -432,7 +432,9 @@ async fn task_run(runtime: &Runtime, caller: &Caller, id: &str) -> Result<RunRec
 /// A task's status as the run's status reads.
 fn task_status(status: RunStatus) -> &'static str {
     match status {
-        RunStatus::Queued | RunStatus::Running => "working",
+        // A run waiting for a raise of its budget waits for its user or an admin on the runs
+        // API, not for an answer the MCP client can give: it is still working.
+        RunStatus::Queued | RunStatus::Running | RunStatus::WaitingBudget => "working",
         RunStatus::WaitingApproval => "input_required",
         RunStatus::Completed => "completed",
         RunStatus::Failed => "failed",

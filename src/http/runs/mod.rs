@@ -122,6 +122,7 @@ pub async fn create_run(
     submission.schema = body.schema;
     submission.request_id = body.request_id;
     submission.on_disconnect = on_disconnect;
+    submission.webhook = crate::http::webhooks::checked_webhook(&runtime, body.webhook)?;
     let handle = match runtime.start_run(submission).await {
         Ok(handle) => handle,
         Err(StartError::AlreadySubmitted { run_id }) => {

@@ -68,6 +68,10 @@ pub struct RunRequest {
     /// agent's; a run that reaches one ends with `exit_reason: budget_exceeded`.
     #[serde(default)]
     pub budget: Option<crate::agent::budget::RunBudget>,
+    /// This run's own webhook receiver, told when it ends, fails or waits for approval (SPEC
+    /// §13), signed with the server's `webhookDelivery.secret`.
+    #[serde(default)]
+    pub webhook: Option<crate::http::webhooks::RunWebhook>,
 }
 
 /// One earlier message of `history`, as OpenAI writes them (the document's view of the runtime's

@@ -35,4 +35,10 @@ pub struct ChatRequest {
     #[serde(default)]
     #[schema(minimum = 1)]
     pub replace_from: Option<i64>,
+    /// What this message does when the conversation is still answering another (SPEC §13):
+    /// `enqueue` (answered after it), `reject` (409 `conversation_busy`), `interrupt` (the
+    /// answer in progress ends with its partial answer stored) or `steer` (the answer in
+    /// progress stops and one answer covers both); the agent's `busy` by default.
+    #[serde(default)]
+    pub busy: Option<crate::config::BusyPolicy>,
 }

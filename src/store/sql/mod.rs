@@ -19,9 +19,12 @@ pub mod retention;
 pub mod run_batch;
 pub mod run_events;
 pub mod runs;
+pub mod schedules;
 pub mod secrets;
+pub mod turns;
 pub mod usage;
 pub mod user_data;
+pub mod webhooks;
 
 use chrono::{DateTime, SubsecRound, Utc};
 
@@ -112,6 +115,9 @@ macro_rules! shared_store_impl {
         $crate::store::sql::audit::impl_audit_store!($store, $db);
         $crate::store::sql::api_keys::impl_api_key_store!($store, $db);
         $crate::store::sql::retention::impl_retention_store!($store, $db);
+        $crate::store::sql::turns::impl_turn_store!($store, $db);
+        $crate::store::sql::webhooks::impl_webhook_store!($store, $db);
+        $crate::store::sql::schedules::impl_schedule_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {

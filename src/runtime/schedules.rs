@@ -1,0 +1,219 @@
+//! Schedules (SPEC §13): runs started on a five-field cron (or `@daily`-style name) in a named
+//! time zone, daylight-saving changes included (croner over chrono-tz). Every replica looks
+//! for due schedules; the one that inserts the (schedule, due time) fire row fires it, so each
+//! due time fires once across replicas, whichever of them is alive. `overlap` says what a due
+//! time does while the previous run still runs (`skip`, `queue` behind it in its conversation,
+//! or `allow`); `missed` what a due time found late (the server was down) does (`skip` or
+//! `run_once`). Runs belong to the schedule's creator.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::Runtime;
+use super::conversation::ConversationTurn;
+use super::pipeline::RunSubmission;
+use crate::config::schedules::ScheduleConfig;
+pub use crate::config::schedules::{Missed, Overlap, Timetable};
+use crate::config::{BusyPolicy, OnDisconnect};
+use crate::store::{NewRun, ScheduleFire, ScheduleRecord, StoreError};
+
+/// How often a replica looks for due schedules.
+const SCHEDULE_POLL: Duration = Duration::from_millis(200);
+/// A due time found later than this was missed (the server was down): `missed` decides.
+const MISSED_AFTER_SECONDS: i64 = 60;
+
+/// How one due time went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FireStatus {
+    Claimed,
+    Fired,
+    Skipped,
+    Failed,
+}
+
+impl FireStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Claimed => "claimed",
+            Self::Fired => "fired",
+            Self::Skipped => "skipped",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl Runtime {
+    /// Handles every schedule due now that this replica claims first.
+    pub(super) async fn fire_due_schedules(self: &Arc<Self>) -> Result<(), StoreError> {
+        let now = Utc::now();
+        for schedule in self.store.due_schedules(now).await? {
+            let Some(due_at) = schedule.next_due_at else {
+                continue;
+            };
+            let next = Timetable::parse(&schedule.cron, &schedule.timezone)
+                .ok()
+                .and_then(|t| t.next_after(now.max(due_at)));
+            let fire = ScheduleFire {
+                schedule_id: schedule.id.clone(),
+                due_at,
+                replica: self.replica.id.clone(),
+                status: FireStatus::Claimed.as_str().into(),
+                run_id: None,
+                fired_at: now,
+            };
+            if self.store.claim_fire(&fire).await? {
+                let late = (now - due_at).num_seconds() > MISSED_AFTER_SECONDS;
+                let (status, run_id) = self.fire(&schedule, late).await;
+                self.store
+                    .finish_fire(&schedule.id, due_at, status.as_str(), run_id.as_deref())
+                    .await?;
+            }
+            // Whoever claimed it, the next due time comes next (a no-op once moved).
+            self.store
+                .advance_schedule(&schedule.id, due_at, next)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Fires one claimed due time, unless `missed` or `overlap` skips it.
+    async fn fire(
+        self: &Arc<Self>,
+        schedule: &ScheduleRecord,
+        late: bool,
+    ) -> (FireStatus, Option<String>) {
+        if late && Missed::parse(&schedule.missed) == Missed::Skip {
+            return (FireStatus::Skipped, None);
+        }
+        if Overlap::parse(&schedule.overlap) == Overlap::Skip
+            && self.previous_run_runs(schedule).await
+        {
+            return (FireStatus::Skipped, None);
+        }
+        match self.start_scheduled_run(schedule).await {
+            Ok(run_id) => (FireStatus::Fired, Some(run_id)),
+            Err(error) => {
+                warn!(schedule = %schedule.id, %error, "a scheduled run could not start");
+                self.notify_schedule_failed(schedule, &error).await;
+                (FireStatus::Failed, None)
+            }
+        }
+    }
+
+    /// Whether the schedule's last run is still in progress.
+    async fn previous_run_runs(&self, schedule: &ScheduleRecord) -> bool {
+        let Ok(fires) = self.store.list_fires(&schedule.id, 5).await else {
+            return false;
+        };
+        for run_id in fires.iter().filter_map(|f| f.run_id.as_deref()) {
+            if let Ok(Some(run)) = self.recorded_run(run_id).await {
+                return !run.status.is_terminal();
+            }
+        }
+        false
+    }
+
+    /// Starts the schedule's run, owned by its creator; its id.
+    pub async fn start_scheduled_run(
+        self: &Arc<Self>,
+        schedule: &ScheduleRecord,
+    ) -> Result<String, String> {
+        let agent = self
+            .agents()
+            .get(&schedule.agent)
+            .ok_or_else(|| format!("the agent {:?} is gone", schedule.agent))?;
+        let mut submission = RunSubmission::new(agent, schedule.prompt.clone());
+        submission.user_id = schedule.owner.clone();
+        submission.key_id = schedule.key_id.clone();
+        submission.on_disconnect = OnDisconnect::Continue;
+        submission.webhook = schedule.webhook_url.clone();
+        if let (Some(conversation), Some(_)) = (&schedule.conversation_id, &schedule.owner) {
+            submission.conversation = Some(ConversationTurn::Named(conversation.clone()));
+            submission.busy = Some(match Overlap::parse(&schedule.overlap) {
+                Overlap::Skip => BusyPolicy::Reject,
+                Overlap::Queue | Overlap::Allow => BusyPolicy::Enqueue,
+            });
+        }
+        let handle = self
+            .start_run(submission)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(handle.run_id)
+    }
+
+    /// Puts the config's `schedules` in the store (a due time already set is kept while the
+    /// cron, zone and enabled flag stay the same).
+    pub(super) async fn sync_config_schedules(&self) {
+        for schedule in &self.config.schedules {
+            if let Err(error) = self.sync_config_schedule(schedule).await {
+                warn!(schedule = %schedule.id, %error, "could not store a configured schedule");
+            }
+        }
+    }
+
+    async fn sync_config_schedule(&self, c: &ScheduleConfig) -> Result<(), StoreError> {
+        let now = Utc::now();
+        let existing = self.store.get_schedule(&c.id).await?;
+        let kept_due = existing
+            .as_ref()
+            .filter(|e| e.cron == c.cron && e.timezone == c.timezone && e.enabled == c.enabled)
+            .and_then(|e| e.next_due_at);
+        let next_due_at = match Timetable::parse(&c.cron, &c.timezone) {
+            Ok(table) if c.enabled => kept_due.or_else(|| table.next_after(now)),
+            _ => None,
+        };
+        let record = ScheduleRecord {
+            id: c.id.clone(),
+            owner: c.user.clone(),
+            key_id: None,
+            agent: c.agent.clone(),
+            prompt: c.prompt.clone(),
+            cron: c.cron.clone(),
+            timezone: c.timezone.clone(),
+            conversation_id: c.conversation_id.clone(),
+            overlap: c.overlap.as_str().into(),
+            missed: c.missed.as_str().into(),
+            webhook_url: c.webhook_url.clone(),
+            enabled: c.enabled,
+            next_due_at,
+            created_at: existing.map_or(now, |e| e.created_at),
+            updated_at: now,
+        };
+        self.store.put_schedule(&record).await
+    }
+
+    /// `schedule.failed` to the receivers that take it.
+    async fn notify_schedule_failed(&self, schedule: &ScheduleRecord, error: &str) {
+        let run = NewRun {
+            id: String::new(),
+            agent: schedule.agent.clone(),
+            user_id: schedule.owner.clone(),
+            conversation_id: schedule.conversation_id.clone(),
+            created_at: Utc::now(),
+            owner: None,
+            acted_by: None,
+            key_id: schedule.key_id.clone(),
+        };
+        self.notify_schedule(&schedule.id, &run, error, schedule.webhook_url.as_deref())
+            .await;
+    }
+}
+
+/// Fires due schedules until `stop`.
+pub(super) async fn fire_forever(runtime: Arc<Runtime>, stop: CancellationToken) {
+    let mut ticks = tokio::time::interval(SCHEDULE_POLL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        if let Err(error) = runtime.fire_due_schedules().await {
+            warn!(%error, "looking for due schedules failed; trying again shortly");
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! Webhooks (SPEC §13): when a run ends, fails, waits for approval or reaches its budget, a
+//! message per subscribed receiver (`webhooks` in the config, and the run's own `webhook`) goes
+//! into the store's outbox in the Standard Webhooks format; every replica's delivery loop takes
+//! due messages under a lease and sends them signed (`webhook-id`, `webhook-timestamp`,
+//! `webhook-signature: v1,…`, HMAC-SHA256) through the address guard, retrying with backoff
+//! for 24 hours under the same `webhook-id`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::Runtime;
+use crate::agent::AgentResult;
+use crate::config::webhooks::secret_key;
+use crate::outbound::{GuardedClient, OutboundPolicy};
+use crate::store::{AttemptOutcome, Delivery, DeliveryStatus, NewDelivery, NewRun, StoreError};
+use crate::vocabulary::{ExitReason, RunStatus};
+
+/// How often a replica looks for due messages.
+const DELIVERY_POLL: Duration = Duration::from_millis(250);
+/// Messages one look takes.
+const DELIVERY_BATCH: u32 = 20;
+/// How long a replica holds a message it is sending before another may take it.
+const DELIVERY_LEASE: Duration = Duration::from_secs(120);
+/// The waits before each retry (Standard Webhooks' schedule), within [`RETRY_WINDOW_HOURS`].
+const RETRY_DELAYS_SECONDS: [i64; 8] = [5, 300, 1800, 7200, 18_000, 36_000, 36_000, 36_000];
+/// How long a message is retried before it counts as failed.
+const RETRY_WINDOW_HOURS: i64 = 24;
+/// The most bytes of a receiver's answer read.
+const RECEIVER_ANSWER_BYTES: u64 = 64 * 1024;
+
+/// A webhook event about a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunWebhookEvent {
+    Finished,
+    Failed,
+    WaitingApproval,
+    BudgetExceeded,
+}
+
+impl RunWebhookEvent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Finished => "run.finished",
+            Self::Failed => "run.failed",
+            Self::WaitingApproval => "run.waiting_approval",
+            Self::BudgetExceeded => "run.budget_exceeded",
+        }
+    }
+
+    /// The event a run's end is: a budget reached, a failure, or an end (completed, cancelled).
+    pub fn of_end(result: &AgentResult) -> Self {
+        match (result.exit_reason, result.status()) {
+            (ExitReason::BudgetExceeded, _) => Self::BudgetExceeded,
+            (_, RunStatus::Failed) => Self::Failed,
+            _ => Self::Finished,
+        }
+    }
+}
+
+/// The `webhook-signature` of a message: `v1,` and base64 of HMAC-SHA256 over
+/// `{id}.{timestamp}.{body}` with the secret's key.
+pub fn signature(key: &[u8], id: &str, timestamp: i64, body: &str) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+    let signed = format!("{id}.{timestamp}.{body}");
+    let tag = ring::hmac::sign(&key, signed.as_bytes());
+    format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(tag.as_ref())
+    )
+}
+
+/// When to try a message again after `attempts` failed ones, or `None` once its window is over.
+fn next_attempt(
+    created_at: DateTime<Utc>,
+    attempts: i64,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let index = usize::try_from(attempts.saturating_sub(1)).unwrap_or(0);
+    let delay = *RETRY_DELAYS_SECONDS.get(index)?;
+    let next = now + chrono::Duration::seconds(delay);
+    (next <= created_at + chrono::Duration::hours(RETRY_WINDOW_HOURS)).then_some(next)
+}
+
+impl Runtime {
+    /// Puts a message about the run in the outbox for every receiver that takes `event`, and
+    /// for the run's own `webhook` URL.
+    pub(super) async fn notify_run(
+        &self,
+        event: RunWebhookEvent,
+        run: &NewRun,
+        result: Option<&AgentResult>,
+        run_webhook: Option<&str>,
+    ) {
+        let now = Utc::now();
+        let body = json!({
+            "type": event.as_str(),
+            "timestamp": now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "data": {
+                "run_id": run.id,
+                "agent": run.agent,
+                "user_id": run.user_id,
+                "conversation_id": run.conversation_id,
+                "status": result.map_or("waiting_approval", |r| r.status().as_str()),
+                "exit_reason": result.map(|r| r.exit_reason.as_str()),
+                "error": result.and_then(|r| r.error.clone()),
+            },
+        })
+        .to_string();
+        self.enqueue(
+            event.as_str(),
+            &body,
+            run.user_id.as_ref(),
+            Some(&run.id),
+            run_webhook,
+        )
+        .await;
+    }
+
+    /// Puts `body` in the outbox for every configured receiver of `event` and for `own_url`.
+    async fn enqueue(
+        &self,
+        event: &str,
+        body: &str,
+        user_id: Option<&String>,
+        run_id: Option<&String>,
+        own_url: Option<&str>,
+    ) {
+        let mut receivers: Vec<(String, String)> = self
+            .config
+            .webhooks
+            .iter()
+            .filter(|w| w.subscribes_to(event))
+            .map(|w| (w.url.clone(), w.secret.clone()))
+            .collect();
+        if let (Some(url), Some(secret)) = (own_url, &self.config.webhook_delivery.secret) {
+            receivers.push((url.to_string(), secret.clone()));
+        }
+        if receivers.is_empty() {
+            return;
+        }
+        let now = Utc::now();
+        let deliveries: Vec<NewDelivery> = receivers
+            .into_iter()
+            .map(|(url, secret)| NewDelivery {
+                id: format!("msg_{}", uuid::Uuid::now_v7().simple()),
+                url,
+                secret,
+                event: event.to_string(),
+                payload: body.to_string(),
+                user_id: user_id.cloned(),
+                run_id: run_id.cloned(),
+                created_at: now,
+            })
+            .collect();
+        if let Err(error) = self.store.enqueue_deliveries(&deliveries).await {
+            tracing::error!(%error, %event, "could not put webhook messages in the outbox");
+        }
+    }
+
+    /// `schedule.failed` about schedule `schedule_id` (its run could not start).
+    pub(super) async fn notify_schedule(
+        &self,
+        schedule_id: &str,
+        run: &NewRun,
+        error: &str,
+        schedule_webhook: Option<&str>,
+    ) {
+        let event = "schedule.failed";
+        let now = Utc::now();
+        let body = json!({
+            "type": event,
+            "timestamp": now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "data": {"schedule_id": schedule_id, "agent": run.agent, "user_id": run.user_id, "error": error},
+        })
+        .to_string();
+        self.enqueue(event, &body, run.user_id.as_ref(), None, schedule_webhook)
+            .await;
+    }
+
+    /// The client webhooks are sent with: the address guard with `webhookDelivery`'s settings.
+    fn webhook_client(&self) -> Option<GuardedClient> {
+        let delivery = &self.config.webhook_delivery;
+        let policy = OutboundPolicy {
+            allow_private: delivery.allow_private_addresses,
+            timeout: Duration::from_secs(delivery.timeout_seconds),
+            max_bytes: RECEIVER_ANSWER_BYTES,
+        };
+        match GuardedClient::new(policy) {
+            Ok(client) => Some(client),
+            Err(error) => {
+                warn!(%error, "no webhook client: webhooks are not delivered");
+                None
+            }
+        }
+    }
+
+    /// Sends every due message once (those this replica could lease).
+    pub(super) async fn deliver_due(&self, client: &GuardedClient) -> Result<usize, StoreError> {
+        let now = Utc::now();
+        let until = now + chrono::Duration::from_std(DELIVERY_LEASE).unwrap_or_default();
+        let due = self
+            .store
+            .lease_due_deliveries(&self.replica.id, now, until, DELIVERY_BATCH)
+            .await?;
+        for delivery in &due {
+            let outcome = attempt(client, delivery).await;
+            self.store
+                .record_attempt(&delivery.id, &self.replica.id, &outcome)
+                .await?;
+        }
+        Ok(due.len())
+    }
+}
+
+/// One attempt at a message, and what comes of it.
+async fn attempt(client: &GuardedClient, delivery: &Delivery) -> AttemptOutcome {
+    let now = Utc::now();
+    let sent = send(client, delivery, now).await;
+    let attempts = delivery.attempts + 1;
+    let (http_status, error) = match sent {
+        Ok(status) if (200..300).contains(&status) => {
+            return AttemptOutcome {
+                status: DeliveryStatus::Delivered,
+                next_attempt_at: now,
+                http_status: Some(i64::from(status)),
+                error: None,
+                at: now,
+            };
+        }
+        Ok(status) => (
+            Some(i64::from(status)),
+            Some(format!("the receiver answered {status}")),
+        ),
+        Err(error) => (None, Some(error)),
+    };
+    let next = next_attempt(delivery.created_at, attempts, now);
+    AttemptOutcome {
+        status: if next.is_some() {
+            DeliveryStatus::Pending
+        } else {
+            DeliveryStatus::Failed
+        },
+        next_attempt_at: next.unwrap_or(now),
+        http_status,
+        error,
+        at: now,
+    }
+}
+
+/// POSTs the signed message; the receiver's HTTP status, or why none came.
+async fn send(
+    client: &GuardedClient,
+    delivery: &Delivery,
+    now: DateTime<Utc>,
+) -> Result<u16, String> {
+    let key = secret_key(&delivery.secret)?;
+    let timestamp = now.timestamp();
+    let request = client
+        .request(reqwest::Method::POST, &delivery.url)
+        .map_err(|e| e.to_string())?
+        .header("content-type", "application/json")
+        .header("webhook-id", &delivery.id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header(
+            "webhook-signature",
+            signature(&key, &delivery.id, timestamp, &delivery.payload),
+        )
+        .body(delivery.payload.clone());
+    let response = client.send(request).await.map_err(|e| e.to_string())?;
+    Ok(response.status().as_u16())
+}
+
+/// Delivers due messages until `stop`.
+pub(super) async fn deliver_forever(runtime: Arc<Runtime>, stop: CancellationToken) {
+    let Some(client) = runtime.webhook_client() else {
+        return;
+    };
+    let mut ticks = tokio::time::interval(DELIVERY_POLL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        if let Err(error) = runtime.deliver_due(&client).await {
+            warn!(%error, "webhook delivery failed; trying again shortly");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Standard Webhooks specification's own example.
+    #[test]
+    fn signatures_match_the_standard_webhooks_example() {
+        let key = secret_key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").expect("key");
+        let signed = signature(
+            &key,
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            1_614_265_330,
+            r#"{"test": 2432232314}"#,
+        );
+        assert_eq!(signed, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    }
+
+    #[test]
+    fn retries_back_off_and_stop_after_a_day() {
+        let created = Utc::now();
+        let first = next_attempt(created, 1, created).expect("retried");
+        assert_eq!((first - created).num_seconds(), 5);
+        let late = created + chrono::Duration::hours(20);
+        assert_eq!(next_attempt(created, 6, late), None, "past the day");
+        assert_eq!(next_attempt(created, 9, created), None, "out of retries");
+    }
+}

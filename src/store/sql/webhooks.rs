@@ -1,0 +1,170 @@
+//! Statements of the webhook outbox; see [`WebhookStore`](crate::store::WebhookStore). A lease
+//! is taken with one UPDATE that re-checks the lease on each row it changes, so two replicas
+//! taking due rows at once never both get the same one.
+
+/// The columns every delivery row is read with.
+macro_rules! delivery_columns {
+    () => {
+        "id, url, secret, event, payload, user_id, run_id, status, attempts, \
+         next_attempt_at, last_status, last_error, created_at, delivered_at"
+    };
+}
+
+pub const INSERT_DELIVERY: &str = "INSERT INTO webhook_deliveries \
+     (id, url, secret, event, payload, user_id, run_id, status, attempts, next_attempt_at, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $8, $8) ON CONFLICT (id) DO NOTHING";
+
+pub const LEASE_DUE: &str = concat!(
+    "UPDATE webhook_deliveries SET lease_holder = $1, lease_until = $2 \
+     WHERE id IN (SELECT id FROM webhook_deliveries WHERE status = 'pending' \
+       AND next_attempt_at <= $3 AND (lease_until IS NULL OR lease_until < $3) \
+       ORDER BY next_attempt_at LIMIT $4) \
+     AND status = 'pending' AND (lease_until IS NULL OR lease_until < $3) RETURNING ",
+    delivery_columns!()
+);
+
+pub const RECORD_ATTEMPT: &str = "UPDATE webhook_deliveries SET status = $3, \
+     attempts = attempts + 1, next_attempt_at = $4, last_status = $5, last_error = $6, \
+     delivered_at = CASE WHEN $3 = 'delivered' THEN $7 ELSE delivered_at END, \
+     lease_holder = NULL, lease_until = NULL WHERE id = $1 AND lease_holder = $2";
+
+pub const LIST_ALL: &str = concat!(
+    "SELECT ",
+    delivery_columns!(),
+    " FROM webhook_deliveries ORDER BY created_at DESC, id DESC LIMIT $1"
+);
+
+pub const LIST_BY_USER: &str = concat!(
+    "SELECT ",
+    delivery_columns!(),
+    " FROM webhook_deliveries WHERE user_id = $2 ORDER BY created_at DESC, id DESC LIMIT $1"
+);
+
+#[derive(sqlx::FromRow)]
+pub struct DeliveryRow {
+    id: String,
+    url: String,
+    secret: String,
+    event: String,
+    payload: String,
+    user_id: Option<String>,
+    run_id: Option<String>,
+    status: String,
+    attempts: i64,
+    next_attempt_at: chrono::DateTime<chrono::Utc>,
+    last_status: Option<i64>,
+    last_error: Option<String>,
+    created_at: chrono::DateTime<chrono::Utc>,
+    delivered_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl From<DeliveryRow> for crate::store::Delivery {
+    fn from(row: DeliveryRow) -> Self {
+        Self {
+            id: row.id,
+            url: row.url,
+            secret: row.secret,
+            event: row.event,
+            payload: row.payload,
+            user_id: row.user_id,
+            run_id: row.run_id,
+            status: crate::store::DeliveryStatus::parse(&row.status),
+            attempts: row.attempts,
+            next_attempt_at: row.next_attempt_at,
+            last_status: row.last_status,
+            last_error: row.last_error,
+            created_at: row.created_at,
+            delivered_at: row.delivered_at,
+        }
+    }
+}
+
+/// Implements [`WebhookStore`](crate::store::WebhookStore) for a backend.
+macro_rules! impl_webhook_store {
+    ($store:ty, $db:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::WebhookStore for $store {
+            async fn enqueue_deliveries(
+                &self,
+                deliveries: &[$crate::store::NewDelivery],
+            ) -> Result<(), $crate::store::StoreError> {
+                use $crate::store::sql::{at, webhooks as sql};
+                let mut tx = self.begin_write().await?;
+                for delivery in deliveries {
+                    sqlx::query(sql::INSERT_DELIVERY)
+                        .bind(&delivery.id)
+                        .bind(&delivery.url)
+                        .bind(&delivery.secret)
+                        .bind(&delivery.event)
+                        .bind(&delivery.payload)
+                        .bind(&delivery.user_id)
+                        .bind(&delivery.run_id)
+                        .bind(at(delivery.created_at))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn lease_due_deliveries(
+                &self,
+                holder: &str,
+                now: chrono::DateTime<chrono::Utc>,
+                until: chrono::DateTime<chrono::Utc>,
+                limit: u32,
+            ) -> Result<Vec<$crate::store::Delivery>, $crate::store::StoreError> {
+                use $crate::store::sql::{at, webhooks as sql};
+                let limit = $crate::store::check_page_size(limit)?;
+                let rows = sqlx::query_as::<_, sql::DeliveryRow>(sql::LEASE_DUE)
+                    .bind(holder)
+                    .bind(at(until))
+                    .bind(at(now))
+                    .bind(limit)
+                    .fetch_all(&self.writer)
+                    .await?;
+                Ok(rows.into_iter().map(Into::into).collect())
+            }
+
+            async fn record_attempt(
+                &self,
+                id: &str,
+                holder: &str,
+                outcome: &$crate::store::AttemptOutcome,
+            ) -> Result<(), $crate::store::StoreError> {
+                use $crate::store::sql::{at, webhooks as sql};
+                sqlx::query(sql::RECORD_ATTEMPT)
+                    .bind(id)
+                    .bind(holder)
+                    .bind(outcome.status.as_str())
+                    .bind(at(outcome.next_attempt_at))
+                    .bind(outcome.http_status)
+                    .bind(&outcome.error)
+                    .bind(at(outcome.at))
+                    .execute(&self.writer)
+                    .await?;
+                Ok(())
+            }
+
+            async fn list_deliveries(
+                &self,
+                user_id: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<$crate::store::Delivery>, $crate::store::StoreError> {
+                use $crate::store::sql::webhooks as sql;
+                let limit = $crate::store::check_page_size(limit)?;
+                let statement = match user_id {
+                    Some(_) => sql::LIST_BY_USER,
+                    None => sql::LIST_ALL,
+                };
+                let mut query = sqlx::query_as::<_, sql::DeliveryRow>(statement).bind(limit);
+                if let Some(user_id) = user_id {
+                    query = query.bind(user_id);
+                }
+                let rows = query.fetch_all(&self.reader).await?;
+                Ok(rows.into_iter().map(Into::into).collect())
+            }
+        }
+    };
+}
+pub(crate) use impl_webhook_store;

@@ -1,0 +1,434 @@
+//! Conversations that take turns (SPEC §13, issue 41): a second message to a conversation that
+//! is still answering follows `busy` — it waits and is answered after the first (`enqueue`,
+//! shown as queued and withdrawable), is refused (`reject`), or stops the answer in progress
+//! (`interrupt` keeps the partial answer, `steer` has one answer cover both). The stored
+//! history always alternates as it was answered.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::mock_llm::Reply;
+use crate::support::{TestApp, spawn_app};
+
+/// How long the first answer takes before its first byte: the second message lands inside it.
+const SLOW_ANSWER: Duration = Duration::from_millis(1500);
+
+async fn chat(app: &TestApp, body: Value) -> (u16, Value) {
+    let response = app.post_json("/api/ada/chat", &body).await;
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn conversation(app: &TestApp, id: &str) -> Value {
+    app.get(&format!("/api/ada/conversations/{id}"))
+        .await
+        .json()
+        .await
+        .expect("json")
+}
+
+/// `(role, content)` of the stored messages.
+async fn history(app: &TestApp, id: &str) -> Vec<(String, String)> {
+    conversation(app, id).await["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().expect("role").to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .map(|(role, text)| (role.to_string(), text.to_string()))
+        .collect()
+}
+
+/// Sends the first message of conversation `id` in the background (its answer is slow) and
+/// waits until it holds the conversation.
+async fn first_message_in_progress(
+    app: &TestApp,
+    id: &str,
+) -> tokio::task::JoinHandle<(u16, Value)> {
+    app.llm
+        .push(Reply::text("A1").with_first_byte_delay(SLOW_ANSWER));
+    let client = app.client.clone();
+    let url = app.url("/api/ada/chat");
+    let body = json!({"message": "Q1", "conversation_id": id});
+    let first = tokio::spawn(async move {
+        let response = client.post(url).json(&body).send().await.expect("sent");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    });
+    // The first message is stored once it holds the turn.
+    for _ in 0..200 {
+        if app
+            .get(&format!("/api/ada/conversations/{id}"))
+            .await
+            .status()
+            == 200
+            && !history(app, id).await.is_empty()
+        {
+            return first;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the first message never started");
+}
+
+/// The other message's own request, sent in the background.
+fn send_in_background(app: &TestApp, body: Value) -> tokio::task::JoinHandle<(u16, Value)> {
+    let client = app.client.clone();
+    let url = app.url("/api/ada/chat");
+    tokio::spawn(async move {
+        let response = client.post(url).json(&body).send().await.expect("sent");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    })
+}
+
+/// Waits until the conversation lists `count` queued messages; returns them.
+async fn queued(app: &TestApp, id: &str, count: usize) -> Vec<Value> {
+    for _ in 0..200 {
+        let detail = conversation(app, id).await;
+        let queued = detail["queued"].as_array().cloned().unwrap_or_default();
+        if queued.len() == count {
+            return queued;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the conversation never listed {count} queued messages");
+}
+
+/// The issue's report: two messages half a second apart were both answered, but the history
+/// read user, user, assistant, assistant and the second run saw the first message without its
+/// answer. Now the second waits (listed as queued), is answered after the first, and its run
+/// sees the first answer.
+#[tokio::test]
+async fn a_second_message_waits_for_the_first_answer_and_the_history_alternates() {
+    let app = spawn_app().await;
+    let first = first_message_in_progress(&app, "c-enqueue").await;
+    app.llm.push(Reply::text("A2"));
+    let second = send_in_background(
+        &app,
+        json!({"message": "Q2", "conversation_id": "c-enqueue"}),
+    );
+    let waiting = queued(&app, "c-enqueue", 1).await;
+    assert_eq!(waiting[0]["content"], "Q2");
+    assert_eq!(waiting[0]["position"], 1);
+    // Queued messages are not history yet.
+    assert_eq!(history(&app, "c-enqueue").await, pairs(&[("user", "Q1")]));
+
+    let (status, first) = first.await.expect("first");
+    assert_eq!((status, first["response"].as_str()), (200, Some("A1")));
+    let (status, second) = second.await.expect("second");
+    assert_eq!((status, second["response"].as_str()), (200, Some("A2")));
+
+    assert_eq!(
+        history(&app, "c-enqueue").await,
+        pairs(&[
+            ("user", "Q1"),
+            ("assistant", "A1"),
+            ("user", "Q2"),
+            ("assistant", "A2")
+        ])
+    );
+    let seen: Vec<String> = app.llm.requests()[1]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        seen,
+        ["Q1", "A1", "Q2"],
+        "the second run saw the first answer"
+    );
+    assert!(queued(&app, "c-enqueue", 0).await.is_empty());
+}
+
+/// Three messages queued behind one are answered in arrival order.
+#[tokio::test]
+async fn queued_messages_are_answered_in_arrival_order() {
+    let app = spawn_app().await;
+    let first = first_message_in_progress(&app, "c-order").await;
+    let mut later = Vec::new();
+    for n in 2..=4 {
+        app.llm.push(Reply::text(format!("A{n}")));
+        later.push(send_in_background(
+            &app,
+            json!({"message": format!("Q{n}"), "conversation_id": "c-order"}),
+        ));
+        queued(&app, "c-order", n - 1).await;
+    }
+    first.await.expect("first");
+    for handle in later {
+        assert_eq!(handle.await.expect("later").0, 200);
+    }
+    let expected: Vec<(String, String)> = (1..=4)
+        .flat_map(|n| {
+            [
+                ("user".to_string(), format!("Q{n}")),
+                ("assistant".to_string(), format!("A{n}")),
+            ]
+        })
+        .collect();
+    assert_eq!(history(&app, "c-order").await, expected);
+}
+
+/// `busy: reject` refuses a message to a busy conversation with 409 `conversation_busy` and
+/// stores nothing of it; once the answer is in, the same message is taken.
+#[tokio::test]
+async fn reject_refuses_a_message_to_a_busy_conversation() {
+    let app = spawn_app().await;
+    let first = first_message_in_progress(&app, "c-reject").await;
+    let (status, refused) = chat(
+        &app,
+        json!({"message": "Q2", "conversation_id": "c-reject", "busy": "reject"}),
+    )
+    .await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["error"]["code"], "conversation_busy", "{refused}");
+    first.await.expect("first");
+    app.llm.push(Reply::text("A2"));
+    let (status, _) = chat(
+        &app,
+        json!({"message": "Q2", "conversation_id": "c-reject", "busy": "reject"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        history(&app, "c-reject").await,
+        pairs(&[
+            ("user", "Q1"),
+            ("assistant", "A1"),
+            ("user", "Q2"),
+            ("assistant", "A2")
+        ])
+    );
+}
+
+/// A bad `busy` is a 400 naming the field.
+#[tokio::test]
+async fn an_unknown_busy_policy_is_refused_naming_the_field() {
+    let app = spawn_app().await;
+    let (status, body) = chat(&app, json!({"message": "hi", "busy": "later"})).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("busy"), "{body}");
+}
+
+/// `busy: interrupt` ends the answer in progress `cancelled` and answers the new message next.
+#[tokio::test]
+async fn interrupt_cancels_the_answer_in_progress_and_answers_next() {
+    let app = spawn_app().await;
+    let first = first_message_in_progress(&app, "c-interrupt").await;
+    app.llm.push(Reply::text("A2"));
+    let (status, second) = chat(
+        &app,
+        json!({"message": "Q2", "conversation_id": "c-interrupt", "busy": "interrupt"}),
+    )
+    .await;
+    assert_eq!((status, second["response"].as_str()), (200, Some("A2")));
+    let (_, first) = first.await.expect("first");
+    assert_eq!(first["finish_reason"], "cancelled", "{first}");
+    let stored = history(&app, "c-interrupt").await;
+    // The interrupted answer had no text yet: nothing of it is kept, and the new message is
+    // answered after it.
+    assert_eq!(
+        stored,
+        pairs(&[("user", "Q1"), ("user", "Q2"), ("assistant", "A2")])
+    );
+}
+
+/// `busy: steer` stops the answer in progress without keeping it; one answer covers both.
+#[tokio::test]
+async fn steer_has_one_answer_cover_both_messages() {
+    let app = spawn_app().await;
+    let first = first_message_in_progress(&app, "c-steer").await;
+    app.llm.push(Reply::text("A for both"));
+    let (status, second) = chat(
+        &app,
+        json!({"message": "Q2", "conversation_id": "c-steer", "busy": "steer"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{second}");
+    first.await.expect("first");
+    assert_eq!(
+        history(&app, "c-steer").await,
+        pairs(&[("user", "Q1"), ("user", "Q2"), ("assistant", "A for both")])
+    );
+    let seen = app.llm.requests().last().cloned().expect("a request");
+    let text = seen["messages"].to_string();
+    assert!(text.contains("Q1") && text.contains("Q2"), "{text}");
+}
+
+/// A queued message can be withdrawn: it is never stored or answered, its run ends
+/// `cancelled`, and withdrawing it again (or an answered one) is a 404 naming `run_id`.
+#[tokio::test]
+async fn a_queued_message_can_be_withdrawn() {
+    let app = spawn_app().await;
+    let first = first_message_in_progress(&app, "c-withdraw").await;
+    let second = send_in_background(
+        &app,
+        json!({"message": "Q2", "conversation_id": "c-withdraw"}),
+    );
+    let waiting = queued(&app, "c-withdraw", 1).await;
+    let run_id = waiting[0]["run_id"].as_str().expect("run id").to_string();
+    let path = format!("/api/ada/conversations/c-withdraw/queue/{run_id}");
+    let response = app
+        .client
+        .delete(app.url(&path))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status().as_u16(), 204);
+    let (_, second) = second.await.expect("second");
+    assert_eq!(second["finish_reason"], "cancelled", "{second}");
+    first.await.expect("first");
+    assert_eq!(
+        history(&app, "c-withdraw").await,
+        pairs(&[("user", "Q1"), ("assistant", "A1")])
+    );
+    let again = app
+        .client
+        .delete(app.url(&path))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(again.status().as_u16(), 404);
+    let body: Value = again.json().await.expect("json");
+    assert_eq!(body["error"]["param"], "run_id", "{body}");
+}
+
+/// A streamed message that must wait says so: a `progress` event of kind `queued` comes first.
+#[tokio::test]
+async fn a_streamed_queued_message_shows_a_queued_progress_event() {
+    let app = spawn_app().await;
+    let first = first_message_in_progress(&app, "c-stream").await;
+    app.llm.push(Reply::text("A2"));
+    let response = app
+        .post_json(
+            "/api/ada/chat",
+            &json!({"message": "Q2", "conversation_id": "c-stream", "stream": true}),
+        )
+        .await;
+    let body = response.text().await.expect("body");
+    let frames = crate::support::numbered_frames(&body);
+    let progress = frames
+        .iter()
+        .find(|(_, event, _)| event == "progress")
+        .expect("a progress event");
+    assert_eq!(progress.2["kind"], "queued", "{body}");
+    let progress_at = frames.iter().position(|(_, e, _)| e == "progress");
+    let output_at = frames.iter().position(|(_, e, _)| e == "output");
+    assert!(progress_at < output_at, "{body}");
+    first.await.expect("first");
+}
+
+/// The AI SDK stream of a queued message carries the same `queued` progress.
+#[tokio::test]
+async fn the_ai_sdk_stream_of_a_queued_message_shows_it_queued() {
+    let app = spawn_app().await;
+    let first = first_message_in_progress(&app, "c-sdk").await;
+    app.llm.push(Reply::text("A2"));
+    let response = app
+        .client
+        .post(app.url("/api/ada/chat"))
+        .json(&json!({
+            "id": "c-sdk",
+            "messages": [{"role": "user", "parts": [{"type": "text", "text": "Q2"}]}],
+        }))
+        .send()
+        .await
+        .expect("sent");
+    let body = response.text().await.expect("body");
+    assert!(body.contains("queued"), "{body}");
+    assert!(body.contains("A2"), "{body}");
+    first.await.expect("first");
+    assert_eq!(
+        history(&app, "c-sdk").await,
+        pairs(&[
+            ("user", "Q1"),
+            ("assistant", "A1"),
+            ("user", "Q2"),
+            ("assistant", "A2")
+        ])
+    );
+}
+
+/// `busy: interrupt` keeps what the interrupted answer had said, so the history alternates.
+#[tokio::test]
+async fn interrupt_keeps_the_partial_answer() {
+    let app = spawn_app().await;
+    app.llm.push(
+        Reply::text_in_pieces(&["Partial ", "answer ", "never ", "finished"])
+            .with_chunk_gap(Duration::from_millis(400)),
+    );
+    let first = send_in_background(
+        &app,
+        json!({"message": "Q1", "conversation_id": "c-partial", "stream": true}),
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    app.llm.push(Reply::text("A2"));
+    let (status, second) = chat(
+        &app,
+        json!({"message": "Q2", "conversation_id": "c-partial", "busy": "interrupt"}),
+    )
+    .await;
+    assert_eq!((status, second["response"].as_str()), (200, Some("A2")));
+    first.await.expect("first");
+    let stored = history(&app, "c-partial").await;
+    assert_eq!(stored.len(), 4, "{stored:?}");
+    assert_eq!(stored[1].0, "assistant");
+    assert!(stored[1].1.starts_with("Partial"), "{stored:?}");
+    assert_eq!(stored[2], ("user".to_string(), "Q2".to_string()));
+}
+
+/// AG-UI threads take turns too: `forwardedProps.busy: reject` is refused while the thread
+/// answers, a plain message waits and is answered after, and a bad policy names the field.
+#[tokio::test]
+async fn ag_ui_threads_take_turns() {
+    let app = spawn_app().await;
+    let input = |text: &str, busy: Option<&str>| {
+        let mut props = json!({"userId": "ada"});
+        if let Some(busy) = busy {
+            props["busy"] = json!(busy);
+        }
+        json!({"threadId": "c-agui", "runId": format!("r-{text}"), "state": {}, "tools": [],
+            "context": [], "forwardedProps": props,
+            "messages": [{"id": text, "role": "user", "content": text}]})
+    };
+    let first = first_message_in_progress(&app, "c-agui").await;
+    let refused = app
+        .post_json("/ag-ui/chat", &input("Q2", Some("reject")))
+        .await;
+    assert_eq!(refused.status().as_u16(), 409);
+    let bad = app
+        .post_json("/ag-ui/chat", &input("Q2", Some("later")))
+        .await;
+    assert_eq!(bad.status().as_u16(), 400);
+    let body: Value = bad.json().await.expect("json");
+    assert_eq!(body["error"]["param"], "forwardedProps.busy", "{body}");
+    app.llm.push(Reply::text("A2"));
+    let answered = app.post_json("/ag-ui/chat", &input("Q2", None)).await;
+    assert_eq!(answered.status().as_u16(), 200);
+    let text = answered.text().await.expect("body");
+    assert!(text.contains("A2"), "{text}");
+    first.await.expect("first");
+    assert_eq!(
+        history(&app, "c-agui").await,
+        pairs(&[
+            ("user", "Q1"),
+            ("assistant", "A1"),
+            ("user", "Q2"),
+            ("assistant", "A2")
+        ])
+    );
+}

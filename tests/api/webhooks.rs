@@ -1,0 +1,182 @@
+//! Webhooks (SPEC §13, issue 41) with a real receiver: a Python server verifying every message
+//! with the Standard Webhooks reference library (`standardwebhooks`, installed by scripts/test)
+//! that fails each message's first attempt. A finished run's message reaches the configured
+//! receiver and the run's own `webhook`, signed; the failed attempt is retried with the same
+//! `webhook-id` and delivered; `GET /v1/webhooks/deliveries` lists it. A run's webhook the
+//! address guard refuses, or one the server cannot sign, is a 400 naming the field.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::support::mock_llm::Reply;
+use crate::support::spawn_app_with;
+
+/// A Standard Webhooks secret (the specification's example).
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// The receiver process and the attempts it reports.
+struct Receiver {
+    port: u16,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    _child: tokio::process::Child,
+}
+
+impl Receiver {
+    async fn start() -> Self {
+        let python = std::env::var("AGENTD_TEST_WEBHOOKS_PYTHON")
+            .unwrap_or_else(|_| ".ci/venv-webhooks/bin/python".into());
+        let mut child = tokio::process::Command::new(python)
+            .args(["tests/webhooks/receiver.py", SECRET])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the receiver starts (scripts/test installs standardwebhooks)");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let port = lines
+            .next_line()
+            .await
+            .expect("read")
+            .expect("a port")
+            .parse()
+            .expect("port");
+        Self {
+            port,
+            lines,
+            _child: child,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The next attempt the receiver reports.
+    async fn attempt(&mut self, within: Duration) -> Value {
+        let line = tokio::time::timeout(within, self.lines.next_line())
+            .await
+            .expect("an attempt in time")
+            .expect("read")
+            .expect("a line");
+        serde_json::from_str(&line).expect("json")
+    }
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs_f64()
+}
+
+#[tokio::test]
+async fn a_finished_run_is_announced_signed_and_retried_with_the_same_id() {
+    let mut receiver = Receiver::start().await;
+    let configured = receiver.url("/configured");
+    let app = spawn_app_with(|config| {
+        config["webhooks"] =
+            json!([{"url": configured, "events": ["run.finished"], "secret": SECRET}]);
+        config["webhookDelivery"] = json!({"allowPrivateAddresses": true, "secret": SECRET});
+    })
+    .await;
+    app.llm.push(Reply::text("done"));
+    let response = app
+        .post_json(
+            "/v1/agents/chat/runs",
+            &json!({"prompt": "hi", "webhook": {"url": receiver.url("/per-run")}}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let ended = unix_now();
+    let result: Value = response.json().await.expect("json");
+    let run_id = result["run_id"].as_str().expect("run id").to_string();
+
+    let started = Instant::now();
+    let mut attempts = Vec::new();
+    while attempts.len() < 4 {
+        attempts.push(receiver.attempt(Duration::from_secs(20)).await);
+    }
+    let waited = started.elapsed();
+    for attempt in &attempts {
+        assert_eq!(attempt["verified"], true, "{attempt}");
+        assert_eq!(attempt["type"], "run.finished", "{attempt}");
+        assert_eq!(attempt["run_id"], run_id.as_str(), "{attempt}");
+    }
+    for path in ["/configured", "/per-run"] {
+        let of_path: Vec<&Value> = attempts.iter().filter(|a| a["path"] == path).collect();
+        assert_eq!(of_path.len(), 2, "{path}: {attempts:?}");
+        assert_eq!(
+            of_path[0]["id"], of_path[1]["id"],
+            "a retry keeps the webhook-id"
+        );
+        assert_eq!(
+            (
+                of_path[0]["attempt"].as_i64(),
+                of_path[1]["attempt"].as_i64()
+            ),
+            (Some(1), Some(2))
+        );
+        let first_delay = of_path[0]["arrived"].as_f64().expect("time") - ended;
+        let retry_gap = of_path[1]["arrived"].as_f64().expect("time")
+            - of_path[0]["arrived"].as_f64().expect("time");
+        eprintln!(
+            "{path}: first attempt {first_delay:.3} s after the run ended, retry {retry_gap:.3} s later"
+        );
+        assert!(first_delay < 2.0, "{first_delay}");
+        assert!((4.5..8.0).contains(&retry_gap), "{retry_gap}");
+    }
+    eprintln!("all four attempts within {waited:?}");
+
+    let deliveries: Value = app
+        .get("/v1/webhooks/deliveries")
+        .await
+        .json()
+        .await
+        .expect("json");
+    let data = deliveries["data"].as_array().expect("data");
+    assert_eq!(data.len(), 2, "{deliveries}");
+    for delivery in data {
+        assert_eq!(delivery["status"], "delivered", "{delivery}");
+        assert_eq!(delivery["attempts"], 2, "{delivery}");
+        assert_eq!(delivery["last_status"], 204, "{delivery}");
+        assert_eq!(delivery["event"], "run.finished");
+    }
+}
+
+#[tokio::test]
+async fn a_runs_webhook_is_checked_before_the_run_starts() {
+    // No secret for per-run webhooks: refused naming `webhook`.
+    let unsigned = spawn_app_with(|_| {}).await;
+    let response = unsigned
+        .post_json(
+            "/v1/agents/chat/runs",
+            &json!({"prompt": "hi", "webhook": {"url": "https://example.com/hook"}}),
+        )
+        .await;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["param"], "webhook", "{body}");
+
+    // The address guard refuses loopback and metadata addresses.
+    let guarded = spawn_app_with(|config| {
+        config["webhookDelivery"] = json!({"secret": SECRET});
+    })
+    .await;
+    for url in [
+        "http://127.0.0.1:9/hook",
+        "http://169.254.169.254/latest",
+        "ftp://example.com/",
+    ] {
+        let response = guarded
+            .post_json(
+                "/v1/agents/chat/runs",
+                &json!({"prompt": "hi", "webhook": {"url": url}}),
+            )
+            .await;
+        assert_eq!(response.status(), 400, "{url}");
+        let body: Value = response.json().await.expect("json");
+        assert_eq!(body["error"]["param"], "webhook.url", "{body}");
+    }
+}
