@@ -216,6 +216,8 @@ impl Checkpoint {
             // Client tools are not kept across a wait: the resumed run offers the agent's own.
             client_tools: Default::default(),
             budget: self.budget,
+            // The checkpoint's transcript names them; content is loaded again on resume.
+            attachments: Vec::new(),
         }
     }
 }

@@ -71,6 +71,8 @@ pub struct SessionRequest {
     /// The budget of the key and the request (the lower of each limit); the agent's own is
     /// applied over it by the session.
     pub budget: budget::RunBudget,
+    /// Files sent with the prompt (SPEC §11), their content loaded for the model.
+    pub attachments: Vec<crate::vocabulary::Attachment>,
 }
 
 impl SessionRequest {
@@ -91,6 +93,7 @@ impl SessionRequest {
             transport: None,
             client_tools: client_tools::ClientTools::default(),
             budget: Default::default(),
+            attachments: Vec::new(),
         }
     }
 
@@ -115,6 +118,7 @@ impl SessionRequest {
             transport: None,
             client_tools: Default::default(),
             budget: Default::default(),
+            attachments: Vec::new(),
             parent: Some(sub_agents::ParentRun {
                 call_path: call_path.to_string(),
                 txn_id: self.run_id.clone(),

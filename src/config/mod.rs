@@ -6,6 +6,7 @@
 
 pub mod agent_file;
 pub mod approvals;
+pub mod attachments;
 pub mod cache;
 pub mod caller;
 pub mod cors;
@@ -86,6 +87,9 @@ pub struct Config {
     /// How long each kind of data is kept (SPEC §14).
     #[serde(default)]
     pub retention: retention::RetentionConfig,
+    /// Server-wide limits on what requests carry (`limits.attachments`, SPEC §11).
+    #[serde(default)]
+    pub limits: attachments::LimitsConfig,
 }
 
 /// The LLM dialect a provider speaks.

@@ -28,6 +28,7 @@ use super::responses::wire::ResponseStreamFrame;
         (name = "anthropic", description = "Anthropic Messages compatibility"),
         (name = "runs", description = "Agents and their runs, with resumable SSE events"),
         (name = "chat", description = "Per-user chat: conversations kept by the server"),
+        (name = "files", description = "The Files API in OpenAI's shape: per-user uploads (stored once by SHA-256) that messages attach by `file_id`"),
         (name = "secrets", description = "Per-user tool credentials: write-only secrets that tool headers read as `${caller.secret.NAME}`"),
         (name = "ag-ui", description = "AG-UI: agents for CopilotKit and other AG-UI frontends"),
         (name = "web", description = "The web page at `/` (public) and the calls it needs"),

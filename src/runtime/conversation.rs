@@ -50,6 +50,23 @@ pub(super) struct OpenedConversation {
 }
 
 impl Runtime {
+    /// Loads the content of the history's attachments from the store, so a conversation
+    /// continued later, on any replica, still carries its files (SPEC §11).
+    pub(super) async fn load_attachments(
+        &self,
+        history: &mut [ChatMessage],
+        prompt: &mut [crate::vocabulary::Attachment],
+    ) {
+        let store = self.store.as_ref();
+        let loaded = match crate::attachments::load_contents(store, history).await {
+            Ok(()) => crate::attachments::load_attachments(store, prompt).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = loaded {
+            tracing::warn!(%error, "attachments could not be loaded");
+        }
+    }
+
     /// Opens or creates the conversation, loads its history and stores the user's message.
     pub(super) async fn open_conversation(
         &self,
@@ -57,6 +74,7 @@ impl Runtime {
         agent: &AgentSpec,
         turn: &ConversationTurn,
         message: &str,
+        attachments: &[crate::vocabulary::Attachment],
     ) -> Result<OpenedConversation, StartError> {
         let id = match turn {
             ConversationTurn::Continue(id) => {
@@ -81,7 +99,9 @@ impl Runtime {
             }
         };
         let history = self.conversation_history(user_id, &id).await?;
-        let user_message = NewMessage::from_chat(&ChatMessage::user(message), Utc::now());
+        let mut user_message = ChatMessage::user(message);
+        user_message.attachments = attachments.to_vec();
+        let user_message = NewMessage::from_chat(&user_message, Utc::now());
         self.store
             .append_messages(user_id, &id, &[user_message])
             .await?;

@@ -93,6 +93,8 @@ pub struct RunSubmission {
     pub key_id: Option<String>,
     /// The key's and the request's budget, the lower of each limit (SPEC §14).
     pub budget: crate::agent::budget::RunBudget,
+    /// Files sent with the prompt (SPEC §11), stored already; kept with the user's message.
+    pub attachments: Vec<crate::vocabulary::Attachment>,
 }
 
 impl RunSubmission {
@@ -115,6 +117,7 @@ impl RunSubmission {
             acted_by: None,
             key_id: None,
             budget: Default::default(),
+            attachments: Vec::new(),
         }
     }
 }
@@ -410,7 +413,13 @@ impl Runtime {
                     .as_deref()
                     .ok_or(StartError::ConversationWithoutUser)?;
                 let opened = self
-                    .open_conversation(user, &submission.agent, turn, &submission.prompt)
+                    .open_conversation(
+                        user,
+                        &submission.agent,
+                        turn,
+                        &submission.prompt,
+                        &submission.attachments,
+                    )
                     .await?;
                 history = opened.history;
                 Some((user.to_string(), opened.id))
@@ -418,6 +427,8 @@ impl Runtime {
             None => None,
         };
         history.extend(submission.history);
+        let mut attachments = submission.attachments;
+        self.load_attachments(&mut history, &mut attachments).await;
         let request = SessionRequest {
             run_id,
             agent: submission.agent,
@@ -431,6 +442,7 @@ impl Runtime {
             transport: submission.transport,
             client_tools: submission.client_tools,
             budget: submission.budget,
+            attachments,
             parent: None,
         };
         Ok(self.spawn_session(

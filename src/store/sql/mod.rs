@@ -12,6 +12,7 @@ pub mod approvals;
 pub mod audit;
 pub mod cache;
 pub mod conversations;
+pub mod files;
 pub mod key_limits;
 pub mod replicas;
 pub mod responses;
@@ -112,6 +113,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::audit::impl_audit_store!($store, $db);
         $crate::store::sql::api_keys::impl_api_key_store!($store, $db);
         $crate::store::sql::retention::impl_retention_store!($store, $db);
+        $crate::store::sql::files::impl_file_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {
