@@ -16,6 +16,7 @@ pub mod expand;
 pub mod identity;
 pub mod key_limits;
 pub mod layers;
+pub mod model_input;
 pub mod model_settings;
 pub mod models;
 pub mod owner;

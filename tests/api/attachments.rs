@@ -415,7 +415,10 @@ async fn chat_completions_images_and_files_reach_each_vendor_in_its_own_form() {
         json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": pdf64}})
     );
     assert_eq!(blocks[2]["source"]["data"], "# Plan\nship it");
-    assert_eq!(blocks[3]["text"], "What is in these?", "the text after the files");
+    assert_eq!(
+        blocks[3]["text"], "What is in these?",
+        "the text after the files"
+    );
 }
 
 #[tokio::test]
@@ -471,5 +474,76 @@ async fn a_refused_attachment_names_its_part() {
     assert_eq!(
         error["error"]["param"],
         "messages[0].content[1].image_url.url"
+    );
+}
+
+/// The OpenAI Python SDK (tests/sdk/attachments.py) against the real binary: what it sent and
+/// what reached the upstream.
+#[tokio::test]
+async fn the_openai_sdk_sends_images_and_files_that_reach_the_upstream() {
+    use base64::Engine;
+    let llm = crate::support::mock_llm::MockLlm::start().await;
+    llm.push(crate::support::mock_llm::Reply::text("a single pixel"));
+    llm.push(crate::support::mock_llm::Reply::text("on friday"));
+    llm.push(crate::support::mock_llm::Reply::text(
+        "a pixel, says claude",
+    ));
+    llm.push(crate::support::mock_llm::Reply::text("an empty PDF"));
+    let (_dir, server) =
+        crate::support::binary::serve_with_admin_key(&llm.base_url(), "files-sdk-key").await;
+    let png_hex: String = PNG.iter().map(|b| format!("{b:02x}")).collect();
+    let args = [
+        format!("http://{}", server.address),
+        "files-sdk-key".to_string(),
+        png_hex,
+    ];
+    let stdout = crate::sdk_clients::run_sdk_script("attachments.py", &args).await;
+    assert_eq!(
+        stdout.lines().filter(|l| l.ends_with(" ok")).count(),
+        8,
+        "{stdout}"
+    );
+    let requests = llm.requests();
+    let image = &requests[0]["messages"]
+        .as_array()
+        .expect("messages")
+        .last()
+        .expect("user")["content"][1];
+    let png64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+    assert_eq!(
+        image["image_url"]["url"],
+        format!("data:image/png;base64,{png64}")
+    );
+    let file = &requests[1]["messages"]
+        .as_array()
+        .expect("messages")
+        .last()
+        .expect("user")["content"][1];
+    let text = file["text"].as_str().expect("the uploaded file as text");
+    assert!(
+        text.contains("notes.md") && text.contains("ship on friday"),
+        "{text}"
+    );
+    // The Anthropic SDK's blocks, to the OpenAI-compatible upstream of agent `chat`.
+    let image = &requests[2]["messages"]
+        .as_array()
+        .expect("messages")
+        .last()
+        .expect("user")["content"];
+    assert_eq!(
+        image[1]["image_url"]["url"],
+        format!("data:image/png;base64,{png64}")
+    );
+    assert_eq!(image[0]["text"], "what is this image?");
+    let document = &requests[3]["messages"]
+        .as_array()
+        .expect("messages")
+        .last()
+        .expect("user")["content"];
+    let pdf64 = base64::engine::general_purpose::STANDARD
+        .encode(b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n");
+    assert_eq!(
+        document[1]["file"],
+        json!({"filename": "spec.pdf", "file_data": format!("data:application/pdf;base64,{pdf64}")})
     );
 }

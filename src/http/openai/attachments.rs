@@ -2,6 +2,7 @@
 //! or a `data:` URL) and `file` parts (`file_data` with `filename`, or `file_id`), each stored
 //! and put on its message; the error of a refused one names `messages[i].content[j]`.
 
+use crate::config::AgentSpec;
 use crate::http::auth::Caller;
 use crate::http::error::ApiError;
 use crate::http::shared::attachments::AttachmentIntake;
@@ -17,10 +18,11 @@ use super::wire::{ContentPart, MessageContent, RequestMessage};
 pub async fn of_messages(
     runtime: &Runtime,
     caller: &Caller,
+    agent: &AgentSpec,
     messages: &[RequestMessage],
     history: &mut [ChatMessage],
 ) -> Result<Vec<Attachment>, ApiError> {
-    let mut intake = AttachmentIntake::new(runtime, caller);
+    let mut intake = AttachmentIntake::new(runtime, caller, agent);
     let mut prompt = Vec::new();
     for (index, message) in messages.iter().enumerate() {
         let Some(MessageContent::Parts(parts)) = &message.content else {

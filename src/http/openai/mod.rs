@@ -133,7 +133,7 @@ pub async fn chat_completions(
     ignored.note("user", user_ignored);
     let (mut history, prompt) = split_messages(&body.messages)?;
     let prompt_attachments =
-        attachments::of_messages(&runtime, &caller, &body.messages, &mut history).await?;
+        attachments::of_messages(&runtime, &caller, &agent, &body.messages, &mut history).await?;
     let sent_messages = history.len() + 2;
     let (format, schema) = output_of(body.response_format.as_ref())?;
     let show_progress = agent.progress_in_reasoning;

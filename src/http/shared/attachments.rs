@@ -8,11 +8,13 @@ use base64::Engine;
 use bytes::Bytes;
 
 use crate::attachments::{self, AttachmentError, INLINE_PURPOSE, RequestBudget};
+use crate::config::AgentSpec;
+use crate::config::model_input::model_input;
 use crate::http::auth::Caller;
 use crate::http::error::ApiError;
 use crate::runtime::Runtime;
 use crate::store::FileRecord;
-use crate::vocabulary::Attachment;
+use crate::vocabulary::{Attachment, AttachmentKind};
 
 impl From<AttachmentError> for ApiError {
     fn from(error: AttachmentError) -> Self {
@@ -53,20 +55,57 @@ pub fn owner_of(caller: &Caller) -> String {
     caller.owner().unwrap_or_default()
 }
 
-/// Turns the attachments of one request into stored ones, keeping the request's budget.
+/// Turns the attachments of one request into stored ones, keeping the request's budget, and
+/// refuses those the agent's models cannot read.
 pub struct AttachmentIntake<'a> {
     runtime: &'a Runtime,
     caller: &'a Caller,
     budget: RequestBudget,
+    /// The agent the request runs: every one of its models must read each attachment.
+    agent: &'a AgentSpec,
 }
 
 impl<'a> AttachmentIntake<'a> {
-    pub fn new(runtime: &'a Runtime, caller: &'a Caller) -> Self {
+    pub fn new(runtime: &'a Runtime, caller: &'a Caller, agent: &'a AgentSpec) -> Self {
         Self {
             runtime,
             caller,
             budget: RequestBudget::new(&runtime.config().limits.attachments),
+            agent,
         }
+    }
+
+    /// 400 `unsupported_attachment` naming the model and the part when one of the agent's
+    /// models does not read this kind of file (text files go as text to every model).
+    fn readable(&self, attachment: Attachment, part: &str) -> Result<Attachment, ApiError> {
+        let kind = attachment.kind();
+        if kind == AttachmentKind::Text {
+            return Ok(attachment);
+        }
+        let config = self.runtime.config();
+        for target in &self.agent.targets {
+            let input = model_input(config, &target.provider, &target.model);
+            if !input.contains(&kind) {
+                return Err(ApiError {
+                    status: StatusCode::BAD_REQUEST,
+                    code: "unsupported_attachment",
+                    message: format!(
+                        "`{part}` is {} ({}), which the model {target} of agent `{}` does not read;                          it reads: {}",
+                        attachment.media_type,
+                        kind.as_str(),
+                        self.agent.name,
+                        input
+                            .iter()
+                            .map(|k| k.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    param: Some(part.to_string()),
+                    retry_after_secs: None,
+                });
+            }
+        }
+        Ok(attachment)
     }
 
     /// Stores content the request carried and returns it as an attachment (content loaded).
@@ -93,7 +132,7 @@ impl<'a> AttachmentIntake<'a> {
         let file = attachments::save(store, &owner, name, INLINE_PURPOSE, received).await?;
         let mut attachment = Attachment::from(&file);
         attachment.content = Some(std::sync::Arc::from(content.as_ref()));
-        Ok(attachment)
+        self.readable(attachment, part)
     }
 
     /// Base64 content (without a `data:` prefix).
@@ -133,7 +172,7 @@ impl<'a> AttachmentIntake<'a> {
         let caller = self.caller;
         let attachment =
             attachments::from_file_id(store, file_id, part, |file| may_read(caller, file)).await?;
-        Ok(attachment)
+        self.readable(attachment, part)
     }
 }
 
