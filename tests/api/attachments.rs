@@ -547,3 +547,100 @@ async fn the_openai_sdk_sends_images_and_files_that_reach_the_upstream() {
         json!({"filename": "spec.pdf", "file_data": format!("data:application/pdf;base64,{pdf64}")})
     );
 }
+
+#[tokio::test]
+async fn an_image_a_model_does_not_read_is_refused_naming_the_model_and_the_part() {
+    let app = spawn_app_with(|config| {
+        config["providers"]["llm"]["models"] =
+            json!({"upstream-model": {"input": ["text", "pdf"]}});
+    })
+    .await;
+    let ask = json!({"model": "chat", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "look"},
+        {"type": "image_url", "image_url": {"url": png_data_url()}}]}]});
+    let refused = app.post_json("/v1/chat/completions", &ask).await;
+    assert_eq!(refused.status(), 400);
+    let error: Value = refused.json().await.expect("error");
+    assert_eq!(error["error"]["code"], "unsupported_attachment", "{error}");
+    assert_eq!(
+        error["error"]["param"],
+        "messages[0].content[1].image_url.url"
+    );
+    let message = error["error"]["message"].as_str().expect("message");
+    assert!(message.contains("llm/upstream-model"), "{message}");
+    assert_eq!(app.llm.request_count(), 0, "nothing reached the model");
+    // A text file goes to every model, as text.
+    app.llm
+        .push(crate::support::mock_llm::Reply::text("read it"));
+    let text = json!({"model": "chat", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "read"},
+        {"type": "file", "file": {"filename": "a.csv", "file_data": "YSxiCjEsMgo="}}]}]});
+    assert_eq!(
+        app.post_json("/v1/chat/completions", &text).await.status(),
+        200
+    );
+}
+
+/// A per-user chat message with an attachment: stored with the conversation (metadata in the
+/// message, bytes in the store), and sent again, from the store, when the conversation goes on.
+#[tokio::test]
+async fn a_conversation_continued_later_still_sends_its_images() {
+    use base64::Engine;
+    let app = spawn_app_with(|_| {}).await;
+    let png64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+    app.llm
+        .push(crate::support::mock_llm::Reply::text("a pixel"));
+    let first: Value = app
+        .post_json(
+            "/api/alice/chat",
+            &json!({"message": "what is this?", "attachments": [
+                {"name": "pixel.png", "media_type": "image/png", "data": png64}]}),
+        )
+        .await
+        .json()
+        .await
+        .expect("answer");
+    let conversation = first["conversation_id"].as_str().expect("conversation");
+    let stored: Value = app
+        .get(&format!("/api/alice/conversations/{conversation}"))
+        .await
+        .json()
+        .await
+        .expect("conversation");
+    let text = stored.to_string();
+    assert!(
+        text.contains("pixel.png") && !text.contains(&png64),
+        "metadata only: {text}"
+    );
+
+    app.llm
+        .push(crate::support::mock_llm::Reply::text("still a pixel"));
+    let second = app
+        .post_json(
+            "/api/alice/chat",
+            &json!({"message": "and now?", "conversation_id": conversation}),
+        )
+        .await;
+    assert_eq!(second.status(), 200);
+    let replayed = &app.llm.requests()[1]["messages"];
+    let earlier = replayed
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["content"].to_string().contains("what is this?"))
+        .expect("the first message is in the history");
+    assert_eq!(
+        earlier["content"][1]["image_url"]["url"],
+        format!("data:image/png;base64,{png64}"),
+        "{earlier}"
+    );
+    let bad = app
+        .post_json(
+            "/api/alice/chat",
+            &json!({"message": "x", "attachments": [{"data": "AA==", "file_id": "file-1"}]}),
+        )
+        .await;
+    assert_eq!(bad.status(), 400);
+    let error: Value = bad.json().await.expect("error");
+    assert_eq!(error["error"]["param"], "attachments[0]");
+}

@@ -14,6 +14,7 @@
 //! Handlers only translate: [`input`] reads the request, the runtime runs it, [`projector`]
 //! turns the run's events into the stream and the object; [`wire`] holds the bodies.
 
+mod attachments;
 mod input;
 mod projector;
 pub mod wire;
@@ -278,8 +279,11 @@ pub async fn create_response(
     history.extend(read.history);
     let (format, schema) = input::output_of(body.text.as_ref().and_then(|t| t.format.as_ref()))?;
     let echo = ResponseEcho::of(&body);
+    let attachments =
+        attachments::of_prompt(&runtime, &caller, &agent, body.input.as_ref()).await?;
     let mut submission = caller.submission(agent, read.prompt);
     submission.history = history;
+    submission.attachments = attachments;
     submission.format = format;
     submission.schema = schema;
     submission.overrides = SamplingParams {

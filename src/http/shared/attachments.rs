@@ -45,6 +45,23 @@ impl From<AttachmentError> for ApiError {
     }
 }
 
+/// One attachment of the per-user chat: `data` (base64), `url` (`https` or `data:`) or
+/// `file_id`, with its `name` and declared `media_type` (the bytes decide the type).
+#[derive(Debug, Clone, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChatAttachment {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub media_type: Option<String>,
+    #[serde(default)]
+    pub data: Option<String>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub file_id: Option<String>,
+}
+
 /// Whether `caller` may read `file`: its owner, or an admin.
 pub fn may_read(caller: &Caller, file: &FileRecord) -> bool {
     caller.admin || caller.owner().unwrap_or_default() == file.user_id
@@ -173,6 +190,39 @@ impl<'a> AttachmentIntake<'a> {
         let attachment =
             attachments::from_file_id(store, file_id, part, |file| may_read(caller, file)).await?;
         self.readable(attachment, part)
+    }
+}
+
+impl AttachmentIntake<'_> {
+    /// The per-user chat's `attachments` (the field named `field`), stored in order.
+    pub async fn chat_attachments(
+        &mut self,
+        attachments: &[ChatAttachment],
+        field: &str,
+    ) -> Result<Vec<Attachment>, ApiError> {
+        let mut stored = Vec::new();
+        for (index, attachment) in attachments.iter().enumerate() {
+            let part = format!("{field}[{index}]");
+            let name = attachment.name.as_deref();
+            let declared = attachment.media_type.as_deref();
+            let one = match (&attachment.file_id, &attachment.data, &attachment.url) {
+                (Some(id), None, None) => self.file_id(id, &format!("{part}.file_id")).await?,
+                (None, Some(data), None) => {
+                    let name = name.map_or_else(|| default_name(declared), str::to_string);
+                    self.base64(data, &format!("{part}.data"), declared, &name)
+                        .await?
+                }
+                (None, None, Some(url)) => self.url(url, &format!("{part}.url"), name).await?,
+                _ => {
+                    return Err(ApiError::invalid_request(format!(
+                        "`{part}` needs exactly one of `data`, `url` or `file_id`"
+                    ))
+                    .with_param(part));
+                }
+            };
+            stored.push(one);
+        }
+        Ok(stored)
     }
 }
 

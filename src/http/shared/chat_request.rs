@@ -35,4 +35,7 @@ pub struct ChatRequest {
     #[serde(default)]
     #[schema(minimum = 1)]
     pub replace_from: Option<i64>,
+    /// Files sent with the message (SPEC §11), kept with it in the conversation.
+    #[serde(default)]
+    pub attachments: Vec<crate::http::shared::attachments::ChatAttachment>,
 }
