@@ -644,3 +644,82 @@ async fn a_conversation_continued_later_still_sends_its_images() {
     let error: Value = bad.json().await.expect("error");
     assert_eq!(error["error"]["param"], "attachments[0]");
 }
+
+#[tokio::test]
+async fn responses_input_image_and_input_file_reach_the_upstream() {
+    use base64::Engine;
+    let app = spawn_app_with(|_| {}).await;
+    let (status, uploaded) = upload(&app, "", "pixel.png", "image/png", PNG.to_vec()).await;
+    assert_eq!(status, 200, "{uploaded}");
+    app.llm.push(crate::support::mock_llm::Reply::text(
+        "two pixels and a note",
+    ));
+    let body = json!({"model": "chat", "input": [{"role": "user", "content": [
+        {"type": "input_text", "text": "compare"},
+        {"type": "input_image", "image_url": png_data_url()},
+        {"type": "input_image", "file_id": uploaded["id"]},
+        {"type": "input_file", "filename": "note.txt", "file_data": "aGVsbG8="},
+    ]}]});
+    let answered = app.post_json("/v1/responses", &body).await;
+    assert_eq!(
+        answered.status(),
+        200,
+        "{}",
+        answered.text().await.unwrap_or_default()
+    );
+    let sent = &app.llm.requests()[0];
+    let parts = &sent["messages"]
+        .as_array()
+        .expect("messages")
+        .last()
+        .expect("user")["content"];
+    let png64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+    assert_eq!(parts[0]["text"], "compare");
+    for image in [&parts[1], &parts[2]] {
+        assert_eq!(
+            image["image_url"]["url"],
+            format!("data:image/png;base64,{png64}")
+        );
+    }
+    assert!(
+        parts[3]["text"].as_str().expect("text").contains("hello"),
+        "{parts}"
+    );
+    let earlier = json!({"model": "chat", "input": [
+        {"role": "user", "content": [{"type": "input_image", "image_url": png_data_url()}]},
+        {"role": "assistant", "content": "a pixel"},
+        {"role": "user", "content": "and?"}]});
+    let refused = app.post_json("/v1/responses", &earlier).await;
+    assert_eq!(refused.status(), 400);
+    let error: Value = refused.json().await.expect("error");
+    assert_eq!(error["error"]["param"], "input[0].content[0]");
+}
+
+/// The body `useChat` sends with a file part (`{type: "file", mediaType, url}`), as the AI
+/// SDK's `sendMessage({files})` builds it.
+#[tokio::test]
+async fn an_ai_sdk_file_part_reaches_the_upstream() {
+    let app = spawn_app_with(|_| {}).await;
+    app.llm
+        .push(crate::support::mock_llm::Reply::text("a pixel"));
+    let body = json!({"id": "chat-files-1", "trigger": "submit-message", "messages": [
+        {"id": "m1", "role": "user", "parts": [
+            {"type": "file", "mediaType": "image/png", "filename": "pixel.png", "url": png_data_url()},
+            {"type": "text", "text": "what is it?"}]}]});
+    let response = app.post_json("/api/alice/chat", &body).await;
+    assert_eq!(response.status(), 200);
+    let _ = response.text().await;
+    let sent = &app.llm.requests()[0];
+    let parts = &sent["messages"]
+        .as_array()
+        .expect("messages")
+        .last()
+        .expect("user")["content"];
+    assert_eq!(parts[1]["image_url"]["url"], png_data_url(), "{parts}");
+    let bad = json!({"id": "chat-files-2", "messages": [{"id": "m1", "role": "user", "parts": [
+        {"type": "text", "text": "x"}, {"type": "file", "mediaType": "image/png"}]}]});
+    let refused = app.post_json("/api/alice/chat", &bad).await;
+    assert_eq!(refused.status(), 400);
+    let error: Value = refused.json().await.expect("error");
+    assert_eq!(error["error"]["param"], "messages[0].parts[1]");
+}

@@ -203,26 +203,32 @@ impl AttachmentIntake<'_> {
         let mut stored = Vec::new();
         for (index, attachment) in attachments.iter().enumerate() {
             let part = format!("{field}[{index}]");
-            let name = attachment.name.as_deref();
-            let declared = attachment.media_type.as_deref();
-            let one = match (&attachment.file_id, &attachment.data, &attachment.url) {
-                (Some(id), None, None) => self.file_id(id, &format!("{part}.file_id")).await?,
-                (None, Some(data), None) => {
-                    let name = name.map_or_else(|| default_name(declared), str::to_string);
-                    self.base64(data, &format!("{part}.data"), declared, &name)
-                        .await?
-                }
-                (None, None, Some(url)) => self.url(url, &format!("{part}.url"), name).await?,
-                _ => {
-                    return Err(ApiError::invalid_request(format!(
-                        "`{part}` needs exactly one of `data`, `url` or `file_id`"
-                    ))
-                    .with_param(part));
-                }
-            };
-            stored.push(one);
+            stored.push(self.chat_attachment(attachment, &part).await?);
         }
         Ok(stored)
+    }
+
+    /// One attachment in the per-user chat's shape, found at `part`.
+    pub async fn chat_attachment(
+        &mut self,
+        attachment: &ChatAttachment,
+        part: &str,
+    ) -> Result<Attachment, ApiError> {
+        let name = attachment.name.as_deref();
+        let declared = attachment.media_type.as_deref();
+        match (&attachment.file_id, &attachment.data, &attachment.url) {
+            (Some(id), None, None) => self.file_id(id, &format!("{part}.file_id")).await,
+            (None, Some(data), None) => {
+                let name = name.map_or_else(|| default_name(declared), str::to_string);
+                self.base64(data, &format!("{part}.data"), declared, &name)
+                    .await
+            }
+            (None, None, Some(url)) => self.url(url, &format!("{part}.url"), name).await,
+            _ => Err(ApiError::invalid_request(format!(
+                "`{part}` needs exactly one of `data`, `url` or `file_id`"
+            ))
+            .with_param(part)),
+        }
     }
 }
 
