@@ -15,6 +15,15 @@ const ADMIN: &str = "files-admin";
 const ALICE: &str = "files-alice";
 const BOB: &str = "files-bob";
 
+/// The content of the last message of an upstream request (the prompt, with its files).
+pub fn last_user_content(request: &Value) -> Value {
+    request["messages"]
+        .as_array()
+        .and_then(|messages| messages.last())
+        .map(|message| message["content"].clone())
+        .unwrap_or(Value::Null)
+}
+
 /// The smallest PNG: one transparent pixel.
 pub const PNG: &[u8] = &[
     0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
@@ -504,42 +513,26 @@ async fn the_openai_sdk_sends_images_and_files_that_reach_the_upstream() {
         "{stdout}"
     );
     let requests = llm.requests();
-    let image = &requests[0]["messages"]
-        .as_array()
-        .expect("messages")
-        .last()
-        .expect("user")["content"][1];
+    let image = last_user_content(&requests[0])[1].clone();
     let png64 = base64::engine::general_purpose::STANDARD.encode(PNG);
     assert_eq!(
         image["image_url"]["url"],
         format!("data:image/png;base64,{png64}")
     );
-    let file = &requests[1]["messages"]
-        .as_array()
-        .expect("messages")
-        .last()
-        .expect("user")["content"][1];
+    let file = last_user_content(&requests[1])[1].clone();
     let text = file["text"].as_str().expect("the uploaded file as text");
     assert!(
         text.contains("notes.md") && text.contains("ship on friday"),
         "{text}"
     );
     // The Anthropic SDK's blocks, to the OpenAI-compatible upstream of agent `chat`.
-    let image = &requests[2]["messages"]
-        .as_array()
-        .expect("messages")
-        .last()
-        .expect("user")["content"];
+    let image = last_user_content(&requests[2]);
     assert_eq!(
         image[1]["image_url"]["url"],
         format!("data:image/png;base64,{png64}")
     );
     assert_eq!(image[0]["text"], "what is this image?");
-    let document = &requests[3]["messages"]
-        .as_array()
-        .expect("messages")
-        .last()
-        .expect("user")["content"];
+    let document = last_user_content(&requests[3]);
     let pdf64 = base64::engine::general_purpose::STANDARD
         .encode(b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n");
     assert_eq!(
@@ -668,11 +661,7 @@ async fn responses_input_image_and_input_file_reach_the_upstream() {
         answered.text().await.unwrap_or_default()
     );
     let sent = &app.llm.requests()[0];
-    let parts = &sent["messages"]
-        .as_array()
-        .expect("messages")
-        .last()
-        .expect("user")["content"];
+    let parts = last_user_content(sent);
     let png64 = base64::engine::general_purpose::STANDARD.encode(PNG);
     assert_eq!(parts[0]["text"], "compare");
     for image in [&parts[1], &parts[2]] {
@@ -710,11 +699,7 @@ async fn an_ai_sdk_file_part_reaches_the_upstream() {
     assert_eq!(response.status(), 200);
     let _ = response.text().await;
     let sent = &app.llm.requests()[0];
-    let parts = &sent["messages"]
-        .as_array()
-        .expect("messages")
-        .last()
-        .expect("user")["content"];
+    let parts = last_user_content(sent);
     assert_eq!(parts[1]["image_url"]["url"], png_data_url(), "{parts}");
     let bad = json!({"id": "chat-files-2", "messages": [{"id": "m1", "role": "user", "parts": [
         {"type": "text", "text": "x"}, {"type": "file", "mediaType": "image/png"}]}]});
