@@ -152,3 +152,38 @@ pub async fn blobs_are_stored_once_read_back_whole_and_go_with_their_last_file(b
         "the last one took it"
     );
 }
+
+pub async fn erasing_a_user_takes_their_files_and_content_no_one_else_has(backend: &Backend) {
+    let store = backend.open().await;
+    let shared = "11".repeat(32);
+    let theirs = "22".repeat(32);
+    for (upload, sha) in [("upload:s", &shared), ("upload:t", &theirs)] {
+        store
+            .put_upload_chunk(upload, 0, sha.as_bytes())
+            .await
+            .expect("chunk");
+        store.finish_upload(upload, sha, 64).await.expect("blob");
+    }
+    for file in [
+        record("file-e1", "erin", &shared, 64, 0),
+        record("file-e2", "erin", &theirs, 64, 1),
+        record("file-f1", "frank", &shared, 64, 2),
+    ] {
+        store.create_file(&file).await.expect("recorded");
+    }
+    let erased = store.erase_user("erin").await.expect("erased");
+    assert_eq!(erased.files, 2);
+    assert_eq!(
+        store.list_files("erin", 10, None).await.expect("listed"),
+        vec![]
+    );
+    assert_eq!(
+        read_blob(store.as_ref(), &theirs).await.expect("read"),
+        None
+    );
+    assert_eq!(
+        read_blob(store.as_ref(), &shared).await.expect("read"),
+        Some(shared.as_bytes().to_vec()),
+        "frank's file keeps its content"
+    );
+}
