@@ -708,3 +708,22 @@ async fn an_ai_sdk_file_part_reaches_the_upstream() {
     let error: Value = refused.json().await.expect("error");
     assert_eq!(error["error"]["param"], "messages[0].parts[1]");
 }
+
+/// AG-UI 1.0 multimodal user content: a `binary` part with `mimeType` and base64 `data`.
+#[tokio::test]
+async fn ag_ui_binary_input_content_reaches_the_upstream() {
+    use base64::Engine;
+    let app = spawn_app_with(|_| {}).await;
+    app.llm
+        .push(crate::support::mock_llm::Reply::text("a pixel"));
+    let png64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+    let input = json!({"threadId": "thread-files-1", "runId": "r1", "state": {}, "tools": [],
+        "context": [], "forwardedProps": {}, "messages": [{"id": "1", "role": "user", "content": [
+            {"type": "text", "text": "what is it?"},
+            {"type": "binary", "mimeType": "image/png", "filename": "pixel.png", "data": png64}]}]});
+    let response = app.post_json("/ag-ui/chat", &input).await;
+    assert_eq!(response.status(), 200);
+    let _ = response.text().await;
+    let parts = last_user_content(&app.llm.requests()[0]);
+    assert_eq!(parts[1]["image_url"]["url"], png_data_url(), "{parts}");
+}
