@@ -285,6 +285,7 @@ pub fn cached_run_events(result: &AgentResult, request: &SessionRequest) -> Vec<
         agent: request.agent.name.clone(),
         conversation_id: request.conversation_id.clone(),
         created_at: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        attachments: request.attachments.clone(),
     }))];
     let text = result.answer_text();
     if !text.is_empty() {

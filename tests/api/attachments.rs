@@ -594,6 +594,17 @@ async fn a_conversation_continued_later_still_sends_its_images() {
         .await
         .expect("answer");
     let conversation = first["conversation_id"].as_str().expect("conversation");
+    let run_id = first["run_id"].as_str().expect("run");
+    let events = app
+        .get(&format!("/v1/runs/{run_id}/events"))
+        .await
+        .text()
+        .await
+        .expect("events");
+    assert!(
+        events.contains("\"sha256\"") && events.contains("pixel.png") && !events.contains(&png64),
+        "run.started names the file, never its bytes: {events}"
+    );
     let stored: Value = app
         .get(&format!("/api/alice/conversations/{conversation}"))
         .await
