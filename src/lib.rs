@@ -8,6 +8,7 @@
 //! | [`agent`] | the session loop: turns, retries, provider cycling, final report, events, `AgentResult`; one tool call under its policy (cache, retries), oversized outputs as handles, sub-agents and `router__handoff-to` |
 //! | [`llm`] | the `Provider` trait and the vendor adapters (OpenAI-compatible first), SSE decoding; the built-in scripted model that needs no network |
 //! | [`tools`] | the `ToolProvider` trait and the registry of tools a session may call; each tool's policy (cache TTL, retries) and the tool result cache |
+//! | [`attachments`] | files sent with messages (SPEC §11): streamed in, hashed, sniffed, held to `limits.attachments`, stored once by SHA-256, loaded back for model requests |
 //! | [`store`] | the `Store` trait with SQLite and PostgreSQL backends; migrations; the run recorder (runs and run events written in batches) |
 //! | [`cache`] | the response cache: keys, what may be cached, store and Redis backends; the guarded Redis link (call timeout, circuit breaker) the key limits share |
 //! | [`identity`] | scopes, JWT bearer tokens from OpenID Connect issuers (JWKS cached), run-time API keys (digests, revocation on every replica), the audit hook |
@@ -36,6 +37,8 @@ pub mod vocabulary;
 // needs), and may change in any release.
 #[doc(hidden)]
 pub mod agent;
+#[doc(hidden)]
+pub mod attachments;
 #[doc(hidden)]
 pub mod audit;
 #[doc(hidden)]

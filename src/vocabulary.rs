@@ -4,8 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod attachment;
 pub mod events;
 
+pub use attachment::{Attachment, AttachmentKind};
 pub use events::{AgentEvent, RunEvent};
 
 /// Why a run ended (SPEC §4.2).

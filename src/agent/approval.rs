@@ -228,6 +228,8 @@ impl Checkpoint {
             client_tools: Default::default(),
             budget: self.budget,
             budget_raise: self.budget_raise,
+            // The checkpoint's transcript names them; content is loaded again on resume.
+            attachments: Vec::new(),
         }
     }
 }

@@ -136,6 +136,7 @@ impl ContextAccount {
                 reasoning: None,
                 reasoning_signature: None,
                 redacted_reasoning: Vec::new(),
+                attachments: Vec::new(),
             };
             self.tokenizer.messages(conversation) + self.tokenizer.message(&reply)
         };

@@ -74,6 +74,8 @@ pub struct SessionRequest {
     /// Limits raised while the run waited for its budget; each replaces the lowest of the
     /// agent's, the key's and the request's.
     pub budget_raise: budget::RunBudget,
+    /// Files sent with the prompt (SPEC §11), their content loaded for the model.
+    pub attachments: Vec<crate::vocabulary::Attachment>,
 }
 
 impl SessionRequest {
@@ -105,6 +107,7 @@ impl SessionRequest {
             client_tools: client_tools::ClientTools::default(),
             budget: Default::default(),
             budget_raise: Default::default(),
+            attachments: Vec::new(),
         }
     }
 
@@ -130,6 +133,7 @@ impl SessionRequest {
             client_tools: Default::default(),
             budget: Default::default(),
             budget_raise: Default::default(),
+            attachments: Vec::new(),
             parent: Some(sub_agents::ParentRun {
                 call_path: call_path.to_string(),
                 txn_id: self.run_id.clone(),

@@ -359,7 +359,9 @@ pub fn opening_conversation(
     let mut conversation = vec![ChatMessage::system(system_prompt(request, instructions))];
     conversation.extend(request.history.iter().cloned());
     if !request.continues_tool_calls() {
-        conversation.push(ChatMessage::user(request.prompt.clone()));
+        let mut prompt = ChatMessage::user(request.prompt.clone());
+        prompt.attachments = request.attachments.clone();
+        conversation.push(prompt);
     }
     conversation
 }

@@ -292,6 +292,7 @@ impl Session {
                 agent: request.agent.name.clone(),
                 conversation_id: request.conversation_id.clone(),
                 created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                attachments: request.attachments.clone(),
             })))
             .await;
     }

@@ -515,6 +515,7 @@ fn push_tool_replies(run: &mut Run, calls: &[ToolCall], replies: Vec<String>) {
             reasoning: None,
             reasoning_signature: None,
             redacted_reasoning: Vec::new(),
+            attachments: Vec::new(),
         });
     }
 }
@@ -637,5 +638,6 @@ pub(super) fn assistant_message(response: &LlmResponse) -> ChatMessage {
         reasoning: Some(response.reasoning.clone()).filter(|r| !r.is_empty()),
         reasoning_signature: response.reasoning_signature.clone(),
         redacted_reasoning: response.redacted_reasoning.clone(),
+        attachments: Vec::new(),
     }
 }

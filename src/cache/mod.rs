@@ -73,30 +73,39 @@ impl CacheKey {
     /// overrides (the same prompt in another conversation is another question) and the run's
     /// owner (a user, or a key bound to no user): tools may act as the caller
     /// (`${caller.secret.…}`, `${caller.userId}`, `userScoped`), so an answer is only ever given
-    /// back to whoever it was first given to, whatever the agent's tools do.
+    /// back to whoever it was first given to, whatever the agent's tools do. Attached files
+    /// count by their SHA-256.
     pub fn for_request(request: &SessionRequest) -> Self {
         let agent = &request.agent;
         let format = request.format.as_deref().unwrap_or(&agent.output_format);
         let schema = request.schema.as_ref().or(agent.output_schema.as_ref());
         let overrides = &request.overrides;
-        Self::of_fields(&[
+        // The prompt's files by content (history's are in its JSON); a request without any
+        // keeps the key it always had.
+        let attachments: String = request
+            .attachments
+            .iter()
+            .map(|a| format!("{}:{};", a.sha256, a.name))
+            .collect();
+        let schema = schema.map(ToString::to_string).unwrap_or_default();
+        let history = serde_json::to_string(&request.history).unwrap_or_default();
+        let sampling = format!(
+            "{:?}/{:?}/{:?}",
+            overrides.temperature, overrides.top_p, overrides.max_output_tokens
+        );
+        let mut fields: Vec<&[u8]> = vec![
             agent.hash.as_bytes(),
             request.prompt.as_bytes(),
             format.as_bytes(),
-            schema
-                .map(ToString::to_string)
-                .unwrap_or_default()
-                .as_bytes(),
-            serde_json::to_string(&request.history)
-                .unwrap_or_default()
-                .as_bytes(),
-            format!(
-                "{:?}/{:?}/{:?}",
-                overrides.temperature, overrides.top_p, overrides.max_output_tokens
-            )
-            .as_bytes(),
+            schema.as_bytes(),
+            history.as_bytes(),
+            sampling.as_bytes(),
             request.user_id.as_deref().unwrap_or_default().as_bytes(),
-        ])
+        ];
+        if !attachments.is_empty() {
+            fields.push(attachments.as_bytes());
+        }
+        Self::of_fields(&fields)
     }
 
     /// The sha256 of `fields`, each prefixed by its length so no two lists of fields collide.
@@ -276,6 +285,7 @@ pub fn cached_run_events(result: &AgentResult, request: &SessionRequest) -> Vec<
         agent: request.agent.name.clone(),
         conversation_id: request.conversation_id.clone(),
         created_at: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        attachments: request.attachments.clone(),
     }))];
     let text = result.answer_text();
     if !text.is_empty() {

@@ -72,7 +72,17 @@ fn identical_requests_share_a_key_and_any_difference_changes_it() {
     let mut other_temperature = base.clone();
     other_temperature.overrides.temperature = Some(0.0);
     let other_agent = request(agent("cache: 1h\ntemperature: 0.5\n"), "What is 2+2?");
+    let mut other_attachment = base.clone();
+    other_attachment.attachments = vec![crate::vocabulary::Attachment {
+        name: "a.png".into(),
+        media_type: "image/png".into(),
+        bytes: 1,
+        sha256: "00".repeat(32),
+        file_id: "file-1".into(),
+        content: None,
+    }];
     for (what, changed) in [
+        ("attachment", other_attachment),
         ("prompt", other_prompt),
         ("format", other_format),
         ("schema", other_schema),

@@ -6,6 +6,7 @@
 
 pub mod agent_file;
 pub mod approvals;
+pub mod attachments;
 pub mod busy;
 pub mod cache;
 pub mod caller;
@@ -16,6 +17,7 @@ pub mod expand;
 pub mod identity;
 pub mod key_limits;
 pub mod layers;
+pub mod model_input;
 pub mod model_settings;
 pub mod models;
 pub mod owner;
@@ -99,6 +101,9 @@ pub struct Config {
     /// Schedules kept in step with the config at every start (SPEC §13).
     #[serde(default)]
     pub schedules: Vec<schedules::ScheduleConfig>,
+    /// Server-wide limits on what requests carry (`limits.attachments`, SPEC §11).
+    #[serde(default)]
+    pub limits: attachments::LimitsConfig,
 }
 
 /// The LLM dialect a provider speaks.

@@ -23,6 +23,8 @@ pub struct ModelConfig {
     #[serde(default, deserialize_with = "explicit_mapping")]
     pub reasoning: Option<ReasoningMapping>,
     pub tool_choice: Option<String>,
+    /// What the model reads (`["text", "image", "pdf"]`); a known default when unset (SPEC §11).
+    pub input: Option<Vec<crate::vocabulary::AttachmentKind>>,
 }
 
 /// Parameters forced (`number`) or omitted (`null`) for one model, whatever the agent says.

@@ -13,6 +13,7 @@ mod chat;
 mod connections;
 mod data_rights;
 pub mod error;
+mod files;
 mod front;
 pub mod identity;
 mod json_rpc;
@@ -180,6 +181,9 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
             chat::delete_conversation,
             chat::manage::rename_conversation
         ))
+        .routes(routes!(files::upload_file, files::list_files))
+        .routes(routes!(files::get_file, files::delete_file))
+        .routes(routes!(files::file_content))
         .routes(routes!(secrets::list_secrets))
         .routes(routes!(secrets::put_secret, secrets::delete_secret))
         .routes(routes!(ai_sdk::resume_stream))
@@ -248,7 +252,10 @@ async fn limit_body(request: Request, next: Next, limit: usize) -> Response {
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|length| length > limit) {
+    // Uploads stream into the store under `limits.attachments` instead.
+    let upload =
+        request.method() == axum::http::Method::POST && request.uri().path() == files::UPLOAD_PATH;
+    if declared.is_some_and(|length| length > limit) && !upload {
         return ApiError::payload_too_large(Some(limit)).into_response();
     }
     next.run(request).await

@@ -30,6 +30,7 @@ use super::responses::wire::ResponseStreamFrame;
         (name = "chat", description = "Per-user chat: conversations kept by the server"),
         (name = "schedules", description = "Schedules: runs on a cron in a named time zone (SPEC §13)"),
         (name = "webhooks", description = "Webhooks: the outbox of signed messages to receivers (SPEC §13)"),
+        (name = "files", description = "The Files API in OpenAI's shape: per-user uploads (stored once by SHA-256) that messages attach by `file_id`"),
         (name = "secrets", description = "Per-user tool credentials: write-only secrets that tool headers read as `${caller.secret.NAME}`"),
         (name = "ag-ui", description = "AG-UI: agents for CopilotKit and other AG-UI frontends"),
         (name = "web", description = "The web page at `/` (public) and the calls it needs"),

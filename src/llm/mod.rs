@@ -7,6 +7,7 @@
 
 pub mod anthropic;
 mod assembler;
+pub mod attachments;
 pub mod catalog;
 pub mod failure;
 pub mod google;
@@ -22,6 +23,7 @@ pub mod upstream;
 mod wire_body;
 
 pub use crate::config::{ReasoningLevel, ReasoningTokens, SamplingParams};
+pub use crate::vocabulary::{Attachment, AttachmentKind};
 pub use assembler::{LlmResponse, ResponseAssembler};
 
 use std::pin::Pin;
@@ -53,6 +55,9 @@ pub struct ChatMessage {
     /// in the next request of a tool-use turn; never shown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redacted_reasoning: Vec<String>,
+    /// Files sent with the message (SPEC §11): metadata when stored, content once loaded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
 }
 
 impl ChatMessage {
@@ -65,6 +70,7 @@ impl ChatMessage {
             reasoning: None,
             reasoning_signature: None,
             redacted_reasoning: Vec::new(),
+            attachments: Vec::new(),
         }
     }
     pub fn system(content: impl Into<String>) -> Self {

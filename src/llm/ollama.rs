@@ -134,7 +134,19 @@ fn wire_message(message: &ChatMessage, names: &HashMap<&str, &str>) -> Value {
         Role::Assistant => "assistant",
         Role::Tool => "tool",
     };
-    let mut wire = json!({"role": role, "content": message.content.clone().unwrap_or_default()});
+    let mut content = message.content.clone().unwrap_or_default();
+    let (images, texts) = super::attachments::ollama_parts(&message.attachments);
+    for text in texts {
+        content = if content.is_empty() {
+            text
+        } else {
+            format!("{text}\n\n{content}")
+        };
+    }
+    let mut wire = json!({"role": role, "content": content});
+    if !images.is_empty() {
+        wire["images"] = Value::Array(images);
+    }
     if !message.tool_calls.is_empty() {
         let calls: Vec<Value> = message
             .tool_calls

@@ -6,12 +6,16 @@
 //! token (CJK and most scripts tokenize at about a character per token), rounding up. It is
 //! deliberately on the high side: the guard must not let a request overflow.
 
-use super::{ChatMessage, ToolDefinition};
+use super::{Attachment, AttachmentKind, ChatMessage, ToolDefinition};
 
 /// Tokens of framing around every message (role, separators), per OpenAI's published counting.
 pub const MESSAGE_OVERHEAD_TOKENS: u64 = 4;
 /// Tokens that prime the assistant's reply in every request.
 pub const REPLY_PRIMING_TOKENS: u64 = 3;
+/// Tokens one image is counted at (see [`Tokenizer::attachment`]).
+pub const IMAGE_TOKENS: u64 = 1600;
+/// Tokens one PDF page is counted at.
+pub const PDF_PAGE_TOKENS: u64 = 2000;
 /// Tokens of framing around every tool definition.
 pub const TOOL_OVERHEAD_TOKENS: u64 = 8;
 
@@ -75,9 +79,15 @@ impl Tokenizer {
         }
     }
 
-    /// One message as it is sent: overhead, content and tool calls (reasoning is not resent).
+    /// One message as it is sent: overhead, content, attachments and tool calls (reasoning is
+    /// not resent).
     pub fn message(&self, message: &ChatMessage) -> u64 {
-        let content = message.content.as_deref().map_or(0, |c| self.count(c));
+        let content = message.content.as_deref().map_or(0, |c| self.count(c))
+            + message
+                .attachments
+                .iter()
+                .map(|a| self.attachment(a))
+                .sum::<u64>();
         let calls: u64 = message
             .tool_calls
             .iter()
@@ -86,6 +96,21 @@ impl Tokenizer {
             })
             .sum();
         MESSAGE_OVERHEAD_TOKENS + content + calls
+    }
+
+    /// An attachment as the vendors bill it, on the high side (SPEC §11): an image at the
+    /// largest vendor estimate ([`IMAGE_TOKENS`]: Anthropic's for a 1.15-megapixel image;
+    /// OpenAI's high detail is at most 1,105, Gemini's 258), a PDF at [`PDF_PAGE_TOKENS`] a page
+    /// (its text and the page's image), a text file as its text.
+    pub fn attachment(&self, attachment: &Attachment) -> u64 {
+        match attachment.kind() {
+            AttachmentKind::Image => IMAGE_TOKENS,
+            AttachmentKind::Pdf => {
+                let pages = attachment.content.as_deref().map_or(1, pdf_pages);
+                pages.max(1) * PDF_PAGE_TOKENS
+            }
+            AttachmentKind::Text => self.count(&attachment.text()),
+        }
     }
 
     /// Messages as one request prompt, reply priming included.
@@ -105,6 +130,26 @@ impl Tokenizer {
             })
             .sum()
     }
+}
+
+/// The pages of a PDF: its `/Type /Page` objects (not `/Pages`, their tree).
+fn pdf_pages(content: &[u8]) -> u64 {
+    let marker = b"/Type";
+    let mut pages = 0;
+    let mut rest = content;
+    while let Some(at) = rest.windows(marker.len()).position(|w| w == marker) {
+        rest = &rest[at + marker.len()..];
+        let after: Vec<u8> = rest
+            .iter()
+            .skip_while(|b| b.is_ascii_whitespace())
+            .take(6)
+            .copied()
+            .collect();
+        if after.starts_with(b"/Page") && after.get(5) != Some(&b's') {
+            pages += 1;
+        }
+    }
+    pages
 }
 
 fn approximate(text: &str) -> u64 {
@@ -177,5 +222,25 @@ mod tests {
             TOOL_OVERHEAD_TOKENS + 2,
             "name and parameters, no description"
         );
+    }
+
+    #[test]
+    fn images_and_pdf_pages_are_counted() {
+        let attachment = |media_type: &str, content: &[u8]| Attachment {
+            name: "f".into(),
+            media_type: media_type.into(),
+            bytes: content.len() as u64,
+            sha256: String::new(),
+            file_id: String::new(),
+            content: Some(std::sync::Arc::from(content)),
+        };
+        let tokenizer = Tokenizer::Approximate;
+        let mut message = ChatMessage::user("abcd");
+        let plain = tokenizer.message(&message);
+        message.attachments = vec![attachment("image/png", b"PNG")];
+        assert_eq!(tokenizer.message(&message), plain + IMAGE_TOKENS);
+        let pdf = b"<</Type /Pages /Kids []>> <</Type /Page>> <</Type/Page>>";
+        message.attachments = vec![attachment("application/pdf", pdf)];
+        assert_eq!(tokenizer.message(&message), plain + 2 * PDF_PAGE_TOKENS);
     }
 }

@@ -47,6 +47,23 @@ pub enum ConversationTurn {
 }
 
 impl Runtime {
+    /// Loads the content of the history's attachments from the store, so a conversation
+    /// continued later, on any replica, still carries its files (SPEC §11).
+    pub(super) async fn load_attachments(
+        &self,
+        history: &mut [ChatMessage],
+        prompt: &mut [crate::vocabulary::Attachment],
+    ) {
+        let store = self.store.as_ref();
+        let loaded = match crate::attachments::load_contents(store, history).await {
+            Ok(()) => crate::attachments::load_attachments(store, prompt).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = loaded {
+            tracing::warn!(%error, "attachments could not be loaded");
+        }
+    }
+
     /// The id of the conversation a run continues: an existing one of the user's, the one a
     /// client named (created when the user has none), or a new one titled after `message`.
     pub(super) async fn resolve_conversation(
@@ -80,16 +97,20 @@ impl Runtime {
         })
     }
 
-    /// Once the run holds the conversation's turn: loads its history and stores the user's
-    /// message after it.
+    /// Once the run holds the conversation's turn: loads its history (its files' content
+    /// with it) and stores the user's message, with the files sent with it, after it.
     pub(super) async fn take_the_floor(
         &self,
         user_id: &str,
         conversation_id: &str,
         message: &str,
+        attachments: &[crate::vocabulary::Attachment],
     ) -> Result<Vec<ChatMessage>, StoreError> {
-        let history = self.conversation_history(user_id, conversation_id).await?;
-        let user_message = NewMessage::from_chat(&ChatMessage::user(message), Utc::now());
+        let mut history = self.conversation_history(user_id, conversation_id).await?;
+        self.load_attachments(&mut history, &mut []).await;
+        let mut user_message = ChatMessage::user(message);
+        user_message.attachments = attachments.to_vec();
+        let user_message = NewMessage::from_chat(&user_message, Utc::now());
         self.store
             .append_messages(user_id, conversation_id, &[user_message])
             .await?;

@@ -99,6 +99,8 @@ pub struct RunSubmission {
     pub busy: Option<BusyPolicy>,
     /// The run's own webhook receiver (`webhook: {url}`), told when it ends or waits (SPEC §13).
     pub webhook: Option<String>,
+    /// Files sent with the prompt (SPEC §11), stored already; kept with the user's message.
+    pub attachments: Vec<crate::vocabulary::Attachment>,
 }
 
 impl RunSubmission {
@@ -123,6 +125,7 @@ impl RunSubmission {
             budget: Default::default(),
             busy: None,
             webhook: None,
+            attachments: Vec::new(),
         }
     }
 }
@@ -447,11 +450,16 @@ impl Runtime {
             .as_ref()
             .and_then(|key| key.limits.run_budget)
             .unwrap_or_default();
+        // A conversation's history is loaded (its files' content with it) once the run holds
+        // its turn; a request's own history and the prompt's files are loaded here.
+        let mut history = submission.history;
+        let mut attachments = submission.attachments;
+        self.load_attachments(&mut history, &mut attachments).await;
         let request = SessionRequest {
             run_id,
             agent: submission.agent,
             prompt: submission.prompt,
-            history: submission.history,
+            history,
             overrides: submission.overrides,
             conversation_id: conversation.as_ref().map(|(_, id)| id.clone()),
             format: submission.format,
@@ -461,6 +469,7 @@ impl Runtime {
             client_tools: submission.client_tools,
             budget: submission.budget.lowest(key_budget),
             budget_raise: Default::default(),
+            attachments,
             parent: None,
         };
         Ok(self.spawn_session(
@@ -649,7 +658,12 @@ impl Runtime {
                 .await
             {
                 Ok(()) => self
-                    .take_the_floor(&seat.user_id, &seat.conversation_id, &request.prompt)
+                    .take_the_floor(
+                        &seat.user_id,
+                        &seat.conversation_id,
+                        &request.prompt,
+                        &request.attachments,
+                    )
                     .await
                     .map_err(TurnLost::Store),
                 Err(lost) => Err(lost),

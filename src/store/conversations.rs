@@ -56,6 +56,8 @@ pub struct NewMessage {
     pub tool_call_id: Option<String>,
     pub reasoning: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// The message's attachments as a JSON array of their metadata, if any.
+    pub attachments: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +70,8 @@ pub struct StoredMessage {
     pub tool_call_id: Option<String>,
     pub reasoning: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// The message's attachments as a JSON array of their metadata, if any.
+    pub attachments: Option<Value>,
 }
 
 #[async_trait]
@@ -143,6 +147,9 @@ impl NewMessage {
         let tool_calls = (!message.tool_calls.is_empty())
             .then(|| serde_json::to_value(&message.tool_calls).ok())
             .flatten();
+        let attachments = (!message.attachments.is_empty())
+            .then(|| serde_json::to_value(&message.attachments).ok())
+            .flatten();
         Self {
             role: role_name(message.role).to_string(),
             content: message.content.clone(),
@@ -150,6 +157,7 @@ impl NewMessage {
             tool_call_id: message.tool_call_id.clone(),
             reasoning: message.reasoning.clone(),
             created_at,
+            attachments,
         }
     }
 }
@@ -172,6 +180,11 @@ impl StoredMessage {
             // Signatures prove reasoning to the vendor within one run; history is replayed as text.
             reasoning_signature: None,
             redacted_reasoning: Vec::new(),
+            attachments: self
+                .attachments
+                .clone()
+                .and_then(|attachments| serde_json::from_value(attachments).ok())
+                .unwrap_or_default(),
         })
     }
 }
@@ -209,6 +222,7 @@ mod tests {
             tool_call_id: row.tool_call_id,
             reasoning: row.reasoning,
             created_at: row.created_at,
+            attachments: row.attachments,
         };
         assert_eq!(stored.to_chat(), Some(message));
     }
@@ -223,6 +237,7 @@ mod tests {
             tool_call_id: None,
             reasoning: None,
             created_at: Utc::now(),
+            attachments: None,
         };
         assert_eq!(stored.to_chat(), None);
     }

@@ -10,9 +10,10 @@
 //! and cross-replica cancels ([`ReplicaStore`]), and the Responses API's objects
 //! ([`ResponseStore`]), users' sealed tool secrets ([`SecretStore`]), the hash-chained audit log
 //! ([`AuditStore`]), usage reports ([`UsageStore`]) and run-time API keys as digests
-//! ([`ApiKeyStore`]), and the turns messages take in a conversation ([`TurnStore`]), the webhook outbox
-//! ([`WebhookStore`]) and schedules ([`ScheduleStore`]). It knows
-//! nothing about HTTP or sessions: callers
+//! ([`ApiKeyStore`]), the turns messages take in a conversation ([`TurnStore`]), the webhook
+//! outbox ([`WebhookStore`]), schedules ([`ScheduleStore`]), and attachments: blobs stored once
+//! by SHA-256 and per-user file records ([`FileStore`]). It knows nothing about HTTP or
+//! sessions: callers
 //! pass plain records and scope every conversation query by user id.
 //!
 //! Migrations live in `migrations/sqlite` and `migrations/postgres` with the same version
@@ -23,6 +24,7 @@ mod approvals;
 mod audit;
 mod cache_entries;
 mod conversations;
+mod files;
 mod key_limits;
 mod postgres;
 mod recorder;
@@ -57,6 +59,7 @@ pub use cache_entries::{CacheEntry, CacheStore, NewCacheEntry};
 pub use conversations::{
     Conversation, ConversationCursor, ConversationStore, NewConversation, NewMessage, StoredMessage,
 };
+pub use files::{BLOB_CHUNK_BYTES, FileRecord, FileStore, read_blob};
 pub use key_limits::{DailyUsage, KeyLimitStore, RunSlotClaim};
 pub use postgres::PostgresStore;
 pub(crate) use postgres::redact_password;
@@ -222,6 +225,7 @@ pub trait Store:
     + TurnStore
     + WebhookStore
     + ScheduleStore
+    + FileStore
     + Send
     + Sync
 {
@@ -257,7 +261,7 @@ pub async fn migrate(url: &str) -> Result<(), StoreError> {
 }
 
 /// Rejects page sizes outside 1..=[`MAX_PAGE_SIZE`] with an error naming the size.
-fn check_page_size(limit: u32) -> Result<i64, StoreError> {
+pub(crate) fn check_page_size(limit: u32) -> Result<i64, StoreError> {
     if (1..=MAX_PAGE_SIZE).contains(&limit) {
         Ok(i64::from(limit))
     } else {

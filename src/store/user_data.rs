@@ -1,8 +1,8 @@
 //! A user's data as one thing (SPEC §14, data rights): whether any of the user's runs is still
 //! in progress, and erasing everything the store keeps of the user in one transaction —
 //! conversations and messages, runs with their accounting, events, approvals, checkpoints,
-//! cancels and request ids, stored responses, secrets, and the response-cache entries of the
-//! user's runs. (Exports are read through the other stores' queries.)
+//! cancels and request ids, stored responses, secrets, files (with their content unless another
+//! user's file has the same), and the response-cache entries of the user's runs. (Exports are read through the other stores' queries.)
 
 use async_trait::async_trait;
 
@@ -19,6 +19,8 @@ pub struct Erased {
     pub responses: u64,
     pub secrets: u64,
     pub cache_entries: u64,
+    /// File records (SPEC §11); their content too where no other user's file names it.
+    pub files: u64,
 }
 
 #[async_trait]

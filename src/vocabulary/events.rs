@@ -16,6 +16,9 @@ pub struct RunStarted {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conversation_id: Option<String>,
     pub created_at: String,
+    /// The prompt's files (SPEC §11): metadata only, never their bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::vocabulary::Attachment>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -224,3 +224,24 @@ async fn the_readme_a2a_snippet_runs_as_written() {
     let stdout = run_python("a2a", A2A_SDK, "readme_snippet.py", &args).await;
     assert_eq!(stdout.trim(), "Hello from the README.", "{stdout}");
 }
+
+/// A FilePart (raw bytes, mediaType, filename) from the a2a-sdk reaches the model as an image.
+#[tokio::test]
+async fn an_a2a_sdk_file_part_reaches_the_upstream_as_an_image() {
+    use base64::Engine;
+    let (app, _agents) = app_with_agents().await;
+    app.llm.push(Reply::text("one pixel"));
+    let png = crate::attachments::PNG;
+    let png_hex: String = png.iter().map(|b| format!("{b:02x}")).collect();
+    let args = [app.address.clone(), "admin-key".to_string(), png_hex];
+    let stdout = run_python("a2a", A2A_SDK, "a2a_file.py", &args).await;
+    assert!(stdout.lines().any(|l| l == "file part ok"), "{stdout}");
+    let sent = &app.llm.requests()[0];
+    let parts = crate::attachments::last_user_content(sent);
+    let png64 = base64::engine::general_purpose::STANDARD.encode(png);
+    assert_eq!(
+        parts[1]["image_url"]["url"],
+        format!("data:image/png;base64,{png64}"),
+        "{parts}"
+    );
+}

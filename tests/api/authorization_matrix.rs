@@ -111,6 +111,8 @@ struct Objects {
     api_key: String,
     /// A schedule of the owner's (yearly: it does not fire during the test).
     schedule: String,
+    /// A file the owner uploaded (`POST /v1/files`).
+    file: String,
 }
 
 struct Probe {
@@ -545,6 +547,21 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
             None,
             AdminMayBeBusy,
         ),
+        // A JSON body is no upload (400); the caller's own files are its own either way.
+        ("post", "/v1/files") => one(post, template.into(), Some(json!({})), OwnBehalf),
+        ("get", "/v1/files") => one(get, template.into(), None, Listing),
+        ("get", "/v1/files/{file_id}") => {
+            one(get, format!("/v1/files/{}", o.file), None, OthersObject)
+        }
+        ("get", "/v1/files/{file_id}/content") => one(
+            get,
+            format!("/v1/files/{}/content", o.file),
+            None,
+            OthersObject,
+        ),
+        ("delete", "/v1/files/{file_id}") => {
+            one(delete, format!("/v1/files/{}", o.file), None, OthersObject)
+        }
         ("get", "/v1/audit") => one(get.clone(), "/v1/audit".into(), None, AdminOnly),
         ("get", "/v1/audit/verify") => one(get.clone(), "/v1/audit/verify".into(), None, AdminOnly),
         ("get", "/v1/usage") => vec![
@@ -752,8 +769,28 @@ async fn owners_objects(app: &TestApp, owner: Owner) -> Objects {
         .as_str()
         .expect("conversation")
         .to_string();
+    let form = reqwest::multipart::Form::new()
+        .text("purpose", "user_data")
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(b"the owner's notes".to_vec())
+                .file_name("notes.txt")
+                .mime_str("text/plain")
+                .expect("mime"),
+        );
+    let file = app
+        .client
+        .post(app.url("/v1/files"))
+        .bearer_auth(owner.key)
+        .multipart(form)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(file.status(), 200, "the owner's file");
+    let file: Value = file.json().await.expect("file");
     Objects {
         schedule,
+        file: file["id"].as_str().expect("file id").to_string(),
         api_key: api_key["id"].as_str().expect("key id").to_string(),
         owner,
         waiting_run,
@@ -774,6 +811,7 @@ fn mentions_owner(body: &str, objects: &Objects) -> bool {
         &objects.response,
         &objects.task,
         &objects.api_key,
+        &objects.file,
     ]
     .iter()
     .any(|id| body.contains(id.as_str()))
@@ -926,6 +964,15 @@ async fn authorization_matrix(owner: Owner) {
     assert_eq!(kept.status(), 200, "the conversation is still the owner's");
     let kept: Value = kept.json().await.expect("conversation");
     assert_ne!(kept["title"], "renamed by someone else", "{kept}");
+    let kept = app
+        .client
+        .get(app.url(&format!("/v1/files/{}/content", objects.file)))
+        .bearer_auth(owner.key)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(kept.status(), 200, "the file is still the owner's");
+    assert_eq!(kept.text().await.expect("content"), "the owner's notes");
     if owner.is_user {
         let secrets: Value = app
             .client

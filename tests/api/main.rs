@@ -15,6 +15,7 @@ mod a2a_remote;
 mod ag_ui;
 mod anthropic;
 mod approvals;
+mod attachments;
 mod auth;
 mod authorization_matrix;
 mod budgets;

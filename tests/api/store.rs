@@ -8,6 +8,7 @@ pub(crate) mod backends;
 pub(crate) mod cache_conformance;
 mod conformance;
 mod conversation_checks;
+mod file_conformance;
 mod governance_conformance;
 mod key_limit_conformance;
 mod nul_checks;
@@ -59,6 +60,12 @@ on_both_backends!(
 on_both_backends!(
     api_key_conformance => api_keys_sqlite, api_keys_postgres:
     api_keys_are_found_by_digest_listed_per_user_rotated_and_revoked_once,
+);
+
+on_both_backends!(
+    file_conformance => files_sqlite, files_postgres:
+    blobs_are_stored_once_read_back_whole_and_go_with_their_last_file,
+    erasing_a_user_takes_their_files_and_content_no_one_else_has,
 );
 
 on_both_backends!(

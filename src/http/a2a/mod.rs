@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use super::auth::Caller;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::json_rpc::RetryLater;
+use super::shared::attachments::AttachmentIntake;
 use super::shared::cursor::PageCursor;
 use super::shared::drive::{self, Events, OnLeave};
 use super::sse::with_run_headers;
@@ -466,6 +467,25 @@ fn submission(
     Ok(submission)
 }
 
+/// The message's `FilePart`s, stored (SPEC §11); a refused one is invalid params naming it.
+async fn files(
+    runtime: &Runtime,
+    caller: &Caller,
+    agent: &AgentSpec,
+    message: &wire::IncomingMessage,
+) -> Result<Vec<crate::vocabulary::Attachment>, RpcError> {
+    let mut intake = AttachmentIntake::new(runtime, caller, agent);
+    let mut stored = Vec::new();
+    for (part, file) in message.files() {
+        let attachment = intake
+            .chat_attachment(&file, &part)
+            .await
+            .map_err(|error| RpcError::new(code::INVALID_PARAMS, error.message))?;
+        stored.push(attachment);
+    }
+    Ok(stored)
+}
+
 /// Starts the run, or finds the one an earlier delivery of the same message started.
 async fn start(runtime: &Arc<Runtime>, submission: RunSubmission) -> Result<String, RpcError> {
     match runtime.start_run(submission).await {
@@ -490,7 +510,8 @@ async fn send(
     let configuration = params.configuration.unwrap_or_default();
     let immediately =
         configuration.return_immediately == Some(true) || configuration.blocking == Some(false);
-    let submission = submission(caller, Arc::clone(&agent), &params.message)?;
+    let mut submission = submission(caller, Arc::clone(&agent), &params.message)?;
+    submission.attachments = files(runtime, caller, &agent, &params.message).await?;
     let run_id = start(runtime, submission).await?;
     if !immediately {
         // Wait for the run's end: follow its events until `run.finished`.
@@ -517,7 +538,8 @@ async fn stream(
     params: wire::SendParams,
     dialect: Dialect,
 ) -> Result<Answer, RpcError> {
-    let submission = submission(caller, Arc::clone(&agent), &params.message)?;
+    let mut submission = submission(caller, Arc::clone(&agent), &params.message)?;
+    submission.attachments = files(runtime, caller, &agent, &params.message).await?;
     let run_id = start(runtime, submission).await?;
     let run = task_run(runtime, caller, &agent, &run_id).await?;
     Ok(Answer::Stream {

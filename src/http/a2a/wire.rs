@@ -2,6 +2,7 @@
 //! and their 0.3 spellings (`kind` fields, lowercase states and roles) for clients that call the
 //! 0.3 method names. Only what agentd sends or reads is modelled.
 
+use crate::http::shared::attachments::ChatAttachment;
 use crate::vocabulary::RunStatus;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -85,11 +86,47 @@ impl TaskState {
     }
 }
 
-/// A message part as a client sends it: text, or structured data (either revision).
+/// A message part as a client sends it: text, structured data, or a file (either revision:
+/// v1.0 `raw` or `url` with `mediaType` and `filename`; 0.3 `file: {bytes | uri, mimeType,
+/// name}`).
 #[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct IncomingPart {
     pub text: Option<String>,
     pub data: Option<Value>,
+    #[serde(default)]
+    pub raw: Option<String>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub media_type: Option<String>,
+    #[serde(default)]
+    pub filename: Option<String>,
+    #[serde(default)]
+    pub file: Option<Value>,
+}
+
+impl IncomingPart {
+    /// The part's file in the per-user chat's shape, when it is a file part.
+    fn attachment(&self) -> Option<ChatAttachment> {
+        if let Some(file) = &self.file {
+            let text = |key: &str| file.get(key).and_then(Value::as_str).map(str::to_string);
+            return Some(ChatAttachment {
+                name: text("name"),
+                media_type: text("mimeType"),
+                data: text("bytes"),
+                url: text("uri"),
+                file_id: None,
+            });
+        }
+        (self.raw.is_some() || self.url.is_some()).then(|| ChatAttachment {
+            name: self.filename.clone(),
+            media_type: self.media_type.clone(),
+            data: self.raw.clone(),
+            url: self.url.clone(),
+            file_id: None,
+        })
+    }
 }
 
 /// A client's message.
@@ -107,6 +144,18 @@ pub struct IncomingMessage {
 }
 
 impl IncomingMessage {
+    /// The message's file parts, each with its path (`message.parts[i]`).
+    pub fn files(&self) -> Vec<(String, ChatAttachment)> {
+        self.parts
+            .iter()
+            .enumerate()
+            .filter_map(|(index, part)| {
+                part.attachment()
+                    .map(|file| (format!("message.parts[{index}]"), file))
+            })
+            .collect()
+    }
+
     /// The prompt: the text parts in order, data parts as JSON text.
     pub fn prompt(&self) -> String {
         self.parts

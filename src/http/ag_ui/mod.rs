@@ -24,6 +24,7 @@ use serde_json::Value;
 use super::auth::Caller;
 use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use super::shared::approvals::{MAX_REASON_CHARS, WaitAnswerParams, decider, wait_answer_error};
+use super::shared::attachments::AttachmentIntake;
 use super::shared::callers::check_user;
 use super::shared::client_tools::{self, ToolFields};
 use super::shared::drive::{self, Events, Frame, OnLeave};
@@ -79,7 +80,9 @@ pub async fn run(
     let Some(turn) = read_messages(&input.messages)? else {
         return Ok(nothing_to_answer(&runtime, input.thread_id, input.run_id));
     };
+    let attachments = prompt_files(&runtime, &caller, &agent, &input.messages).await?;
     let mut submission = caller.submission(agent, turn.prompt);
+    submission.attachments = attachments;
     submission.on_disconnect = runtime.config().server.on_disconnect;
     submission.client_tools = client_tools;
     // A thread without a user sends its messages as history; its run is still the key's own.
@@ -266,6 +269,24 @@ fn check_input(input: &RunAgentInput) -> Result<(), ApiError> {
         return Err(ApiError::invalid_request("`runId` must not be empty").with_param("runId"));
     }
     Ok(())
+}
+
+/// The files of the last user message (SPEC §11), stored.
+async fn prompt_files(
+    runtime: &Runtime,
+    caller: &Caller,
+    agent: &AgentSpec,
+    messages: &[AgUiMessage],
+) -> Result<Vec<crate::vocabulary::Attachment>, ApiError> {
+    let Some(last_user) = messages.iter().rposition(|m| m.role == "user") else {
+        return Ok(Vec::new());
+    };
+    let mut intake = AttachmentIntake::new(runtime, caller, agent);
+    let mut stored = Vec::new();
+    for (part, file) in messages[last_user].files(&format!("messages[{last_user}].content")) {
+        stored.push(intake.chat_attachment(&file, &part).await?);
+    }
+    Ok(stored)
 }
 
 /// What a thread's messages ask for.

@@ -2,6 +2,7 @@
 //! agentd streams back, built from [`UiPart`]s. Types and frame building only; the handler
 //! lives in the parent module.
 
+use crate::http::shared::attachments::ChatAttachment;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
@@ -117,6 +118,31 @@ pub struct AgUiMessage {
 }
 
 impl AgUiMessage {
+    /// The message's `binary` parts (AG-UI 1.0 multimodal input: `mimeType` with `data`
+    /// (base64), `url` or `id` (a Files API file), `filename`), each with its path under `field`.
+    pub fn files(&self, field: &str) -> Vec<(String, ChatAttachment)> {
+        let Some(Value::Array(parts)) = &self.content else {
+            return Vec::new();
+        };
+        let text =
+            |part: &Value, key: &str| part.get(key).and_then(Value::as_str).map(str::to_string);
+        parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.get("type").and_then(Value::as_str) == Some("binary"))
+            .map(|(index, part)| {
+                let file = ChatAttachment {
+                    name: text(part, "filename"),
+                    media_type: text(part, "mimeType"),
+                    data: text(part, "data"),
+                    url: text(part, "url"),
+                    file_id: text(part, "id"),
+                };
+                (format!("{field}[{index}]"), file)
+            })
+            .collect()
+    }
+
     /// The message's text: the string content, or its text parts joined.
     pub fn text(&self) -> String {
         match &self.content {

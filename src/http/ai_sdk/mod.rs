@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiPath, ErrorBody, parse_json_body};
+use super::shared::attachments::{AttachmentIntake, ChatAttachment};
 use super::shared::callers::{chat_agent, check_user, conversation_agent, friendly_failure};
 use super::shared::chat_request::ChatRequest;
 use super::shared::drive::{self, Events, Frame, OnLeave};
@@ -52,6 +53,8 @@ struct ChatAsk {
     conversation: ConversationTurn,
     agent: Option<String>,
     busy: Option<crate::config::BusyPolicy>,
+    /// The prompt's files, each with the request part it came from (SPEC §11).
+    files: Vec<(String, ChatAttachment)>,
 }
 
 /// `POST /api/{user_id}/chat` in AI SDK mode (the chat handler routes here).
@@ -71,7 +74,13 @@ pub async fn chat(
         (None, ConversationTurn::Start) => None,
     };
     let agent = chat_agent(&runtime, &caller, requested_agent.as_deref())?;
+    let mut intake = AttachmentIntake::new(&runtime, &caller, &agent);
+    let mut attachments = Vec::new();
+    for (part, file) in &ask.files {
+        attachments.push(intake.chat_attachment(file, part).await?);
+    }
     let mut submission = caller.submission(agent, ask.prompt);
+    submission.attachments = attachments;
     submission.user_id = Some(user_id);
     submission.conversation = Some(ask.conversation);
     submission.busy = ask.busy;
@@ -111,6 +120,12 @@ fn parse_ask(body: &[u8]) -> Result<ChatAsk, ApiError> {
     if request.message.trim().is_empty() {
         return Err(ApiError::invalid_request("`message` must not be empty").with_param("message"));
     }
+    let files = request
+        .attachments
+        .iter()
+        .enumerate()
+        .map(|(index, file)| (format!("attachments[{index}]"), file.clone()))
+        .collect();
     Ok(ChatAsk {
         prompt: request.message,
         conversation: request
@@ -118,6 +133,7 @@ fn parse_ask(body: &[u8]) -> Result<ChatAsk, ApiError> {
             .map_or(ConversationTurn::Start, ConversationTurn::Continue),
         agent: request.agent,
         busy: request.busy,
+        files,
     })
 }
 
@@ -136,6 +152,10 @@ fn use_chat_ask(request: UseChatRequest) -> Result<ChatAsk, ApiError> {
         ))
         .with_param("trigger"));
     }
+    let last_user = request.messages.iter().rposition(|m| m.role == "user");
+    let files = last_user
+        .map(|index| request.messages[index].files(&format!("messages[{index}].parts")))
+        .unwrap_or_default();
     let prompt = request
         .messages
         .iter()
@@ -152,6 +172,7 @@ fn use_chat_ask(request: UseChatRequest) -> Result<ChatAsk, ApiError> {
         conversation: ConversationTurn::Named(request.id),
         agent: request.agent,
         busy: request.busy,
+        files,
     })
 }
 

@@ -2,6 +2,7 @@
 //! default transport posts, and the stream's parts built from [`UiPart`]s. Types and frame
 //! building only; the handlers live in the parent module.
 
+use crate::http::shared::attachments::ChatAttachment;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
@@ -56,6 +57,28 @@ pub struct UiMessage {
 }
 
 impl UiMessage {
+    /// The message's `file` parts (`{type: "file", mediaType, url, filename?}`; `url` is a
+    /// `data:` URL or an `https` one), each with its part's path under `field`.
+    pub fn files(&self, field: &str) -> Vec<(String, ChatAttachment)> {
+        let text =
+            |part: &Value, key: &str| part.get(key).and_then(Value::as_str).map(str::to_string);
+        self.parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.get("type").and_then(Value::as_str) == Some("file"))
+            .map(|(index, part)| {
+                let file = ChatAttachment {
+                    name: text(part, "filename"),
+                    media_type: text(part, "mediaType"),
+                    data: None,
+                    url: text(part, "url"),
+                    file_id: None,
+                };
+                (format!("{field}[{index}]"), file)
+            })
+            .collect()
+    }
+
     pub fn text(&self) -> String {
         self.parts
             .iter()

@@ -5,6 +5,7 @@
 //! This module holds the handler and the translator from agent events to Anthropic's events;
 //! [`request`] turns a request into a run's input, [`wire`] holds the bodies.
 
+mod attachments;
 mod request;
 mod translator;
 pub mod wire;
@@ -143,12 +144,16 @@ pub async fn messages(
 ) -> Result<Response, AnthropicError> {
     let ApiJson(body) = body?;
     let agent = caller.model_agent(&runtime, &body.model)?;
-    let (history, prompt) = split_messages(&body)?;
+    let mut stored = attachments::of_messages(&runtime, &caller, &agent, &body.messages).await?;
+    let last = body.messages.len().saturating_sub(1);
+    let prompt_attachments = stored.remove(&last).unwrap_or_default();
+    let (history, prompt) = split_messages(&body, &mut stored)?;
     let max_output_tokens = body
         .max_tokens
         .map(|asked| asked.min(output_ceiling(&runtime, &agent)));
     let mut submission = caller.submission(agent, prompt);
     submission.history = history;
+    submission.attachments = prompt_attachments;
     submission.overrides = SamplingParams {
         temperature: body.temperature,
         top_p: body.top_p,
@@ -199,7 +204,7 @@ pub async fn count_tokens(
 ) -> Result<axum::Json<TokenCount>, AnthropicError> {
     let ApiJson(body) = body?;
     let agent = caller.model_agent(&runtime, &body.model)?;
-    let (history, prompt) = split_messages(&body)?;
+    let (history, prompt) = split_messages(&body, &mut Default::default())?;
     let input_tokens = runtime.count_input_tokens(&agent, history, prompt).await;
     Ok(axum::Json(TokenCount { input_tokens }))
 }

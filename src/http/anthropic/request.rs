@@ -11,6 +11,7 @@ use crate::agent::client_tools::ClientTools;
 use crate::http::error::ApiError;
 use crate::http::shared::client_tools;
 use crate::llm::{ChatMessage, Role, ToolCall, ToolDefinition};
+use crate::vocabulary::Attachment;
 
 /// Claude Code's billing line, sent as the first `system` block: Anthropic's API reads it
 /// and keeps it from the model; so does agentd.
@@ -54,6 +55,7 @@ impl Speaker {
 /// just before the assistant message that made them.
 pub(super) fn split_messages(
     body: &MessagesRequest,
+    attachments: &mut Attachments,
 ) -> Result<(Vec<ChatMessage>, String), ApiError> {
     if body.messages.is_empty() {
         return Err(
@@ -83,11 +85,13 @@ pub(super) fn split_messages(
     }
     let middle = body.messages.iter().zip(&speakers).enumerate();
     for (index, (message, speaker)) in middle.take(last).skip(first) {
-        history.extend(chat_messages(
+        let mut messages = chat_messages(
             speaker.role(),
             &message.content,
             &format!("messages[{index}].content"),
-        )?);
+        )?;
+        attach(&mut messages, attachments.remove(&index));
+        history.extend(messages);
     }
     let trailing = system_messages(body, last + 1..body.messages.len())?;
     let (mut history, prompt) = final_message(body, speakers[last], last, history)?;
@@ -101,6 +105,19 @@ pub(super) fn split_messages(
     };
     history.splice(at..at, trailing);
     Ok((history, prompt))
+}
+
+/// The stored attachments of each message of a request, by the message's index (SPEC §11).
+pub(super) type Attachments = std::collections::BTreeMap<usize, Vec<Attachment>>;
+
+/// A message's attachments go on the chat message holding its text.
+fn attach(messages: &mut [ChatMessage], attachments: Option<Vec<Attachment>>) {
+    let Some(attachments) = attachments else {
+        return;
+    };
+    if let Some(message) = messages.iter_mut().rev().find(|m| m.role != Role::Tool) {
+        message.attachments = attachments;
+    }
 }
 
 /// `system` and the system messages leading `messages` (the first `leading` ones), joined.
@@ -275,9 +292,11 @@ fn text_of(content: &TextOrBlocks, param: &str) -> Result<String, ApiError> {
             ("text", Some(text)) if text.starts_with(BILLING_HEADER) => {}
             ("text", Some(text)) => parts.push(text.as_str()),
             ("thinking" | "redacted_thinking" | "tool_use" | "tool_result", _) => {}
+            // Attachments: stored by `attachments::of_messages`.
+            ("image" | "document", _) => {}
             (kind, _) => {
                 return Err(ApiError::invalid_request(format!(
-                    "Content block type {kind:?} is not supported; send text"
+                    "Content block type {kind:?} is not supported; send text, image or document"
                 ))
                 .with_param(format!("{param}[{index}]")));
             }
@@ -379,7 +398,7 @@ mod tests {
                 {"role": "assistant", "content": "two"},
                 {"role": "user", "content": [{"type": "text", "text": "three", "cache_control": {"type": "ephemeral"}}]},
                 {"role": "system", "content": "Trailing."}]}));
-        let (history, prompt) = split_messages(&body).expect("valid");
+        let (history, prompt) = split_messages(&body, &mut Default::default()).expect("valid");
         assert_eq!(prompt, "three");
         assert_eq!(
             roles_and_texts(&history),
@@ -400,7 +419,7 @@ mod tests {
             {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "a.txt"}]}]},
             {"role": "system", "content": "Reminder."}]}));
-        let (history, prompt) = split_messages(&body).expect("valid");
+        let (history, prompt) = split_messages(&body, &mut Default::default()).expect("valid");
         assert_eq!(prompt, "");
         let roles: Vec<Role> = history.iter().map(|m| m.role).collect();
         assert_eq!(
@@ -413,12 +432,12 @@ mod tests {
     #[test]
     fn only_system_messages_or_an_unknown_role_are_refused_by_name() {
         let only = request(json!({"model": "m", "messages": [{"role": "system", "content": "x"}]}));
-        let error = split_messages(&only).unwrap_err();
+        let error = split_messages(&only, &mut Default::default()).unwrap_err();
         assert_eq!(error.param.as_deref(), Some("messages"));
         let odd = request(
             json!({"model": "m", "messages": [{"role": "user", "content": "x"}, {"role": "tool", "content": "y"}]}),
         );
-        let error = split_messages(&odd).unwrap_err();
+        let error = split_messages(&odd, &mut Default::default()).unwrap_err();
         assert_eq!(error.param.as_deref(), Some("messages[1].role"));
         assert!(error.message.contains("system"), "{}", error.message);
     }
@@ -429,7 +448,8 @@ mod tests {
             let body = request(json!({"model": "m", "messages": [
                 {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]},
                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": content}]}]}));
-            split_messages(&body).map(|(history, _)| history[1].content.clone().unwrap_or_default())
+            split_messages(&body, &mut Default::default())
+                .map(|(history, _)| history[1].content.clone().unwrap_or_default())
         };
         let text = result(json!([
             {"type": "text", "text": "line"},

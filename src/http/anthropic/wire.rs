@@ -98,6 +98,28 @@ pub struct RequestContentBlock {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub content: Option<Value>,
+    /// An `image` or `document` block's content (SPEC §11).
+    #[serde(default)]
+    pub source: Option<BlockSource>,
+    /// A `document` block's title, kept as the file's name.
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+/// Where an `image` or `document` block's content is: `base64` (`media_type`, `data`), `url`,
+/// `text` (`data`) or `file` (`file_id` of the Files API).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct BlockSource {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub media_type: Option<String>,
+    #[serde(default)]
+    pub data: Option<String>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub file_id: Option<String>,
 }
 
 string_constant!(MessageType::Message = "message");

@@ -15,6 +15,7 @@ use super::auth::Caller;
 pub(crate) use super::shared::callers::check_user;
 use super::shared::callers::{chat_agent, conversation_agent};
 use super::shared::cursor::PageCursor;
+use crate::http::shared::attachments::AttachmentIntake;
 // Where the identity code (auth, secrets) reads them; they live in the shared callers.
 use super::error::{ApiError, ApiPath, ApiQuery, ErrorBody, parse_json_body};
 pub(crate) use super::shared::callers::{check_user_id, friendly_failure};
@@ -79,7 +80,11 @@ pub async fn answer(
         (None, None) => None,
     };
     let agent = chat_agent(&runtime, &caller, requested.as_deref())?;
+    let attachments = AttachmentIntake::new(&runtime, &caller, &agent)
+        .chat_attachments(&body.attachments, "attachments")
+        .await?;
     let mut submission = caller.submission(agent, body.message);
+    submission.attachments = attachments;
     submission.user_id = Some(user_id);
     // A conversation id the user does not have yet is created under that id, as AG-UI
     // threads and AI SDK chats are.

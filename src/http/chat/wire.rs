@@ -201,6 +201,11 @@ pub struct ConversationMessage<'a> {
     pub content: Option<&'a str>,
     /// RFC 3339.
     pub created_at: String,
+    /// The message's files (SPEC §11): `name`, `media_type`, `bytes`, `sha256`, `file_id` each;
+    /// their content is at `GET /v1/files/{file_id}/content`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub attachments: Option<&'a serde_json::Value>,
 }
 
 impl<'a> From<&'a StoredMessage> for ConversationMessage<'a> {
@@ -210,6 +215,7 @@ impl<'a> From<&'a StoredMessage> for ConversationMessage<'a> {
             role: &message.role,
             content: message.content.as_deref(),
             created_at: message.created_at.to_rfc3339(),
+            attachments: message.attachments.as_ref(),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! to streamed frames ([`Frames`]); [`completions`] answers the legacy `POST /v1/completions`
 //! through them, [`params`] checks the shared parameters and [`wire`] holds the bodies.
 
+mod attachments;
 pub mod completions;
 pub mod params;
 pub mod wire;
@@ -130,13 +131,16 @@ pub async fn chat_completions(
     ignored.note("logprobs", body.logprobs == Some(true));
     ignored.note("top_logprobs", body.top_logprobs.is_some_and(|n| n > 0));
     ignored.note("user", user_ignored);
-    let (history, prompt) = split_messages(&body.messages)?;
+    let (mut history, prompt) = split_messages(&body.messages)?;
+    let prompt_attachments =
+        attachments::of_messages(&runtime, &caller, &agent, &body.messages, &mut history).await?;
     let sent_messages = history.len() + 2;
     let (format, schema) = output_of(body.response_format.as_ref())?;
     let show_progress = agent.progress_in_reasoning;
     let agent_name = agent.name.clone();
     let mut submission = caller.submission(agent, prompt);
     submission.history = history;
+    submission.attachments = prompt_attachments;
     submission.overrides = sampling;
     submission.format = format;
     submission.schema = schema;
@@ -331,6 +335,7 @@ fn to_chat_message(message: &RequestMessage, index: usize) -> Result<ChatMessage
         reasoning: None,
         reasoning_signature: None,
         redacted_reasoning: Vec::new(),
+        attachments: Vec::new(),
     })
 }
 
@@ -348,9 +353,11 @@ fn text_of(message: &RequestMessage, index: usize) -> Result<Option<String>, Api
                         }
                         text.push_str(t);
                     }
+                    // Attachments: read by `attachments::of_messages`.
+                    ("image_url" | "file", _) => {}
                     (kind, _) => {
                         return Err(ApiError::invalid_request(format!(
-                            "Content part type {kind:?} is not supported; send text"
+                            "Content part type {kind:?} is not supported; send text, image_url or file"
                         ))
                         .with_param(format!("messages[{index}].content[{part_index}]")));
                     }

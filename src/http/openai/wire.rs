@@ -199,7 +199,7 @@ pub struct RequestMessage {
     pub tool_call_id: Option<String>,
 }
 
-/// Text, or text parts (other part types are refused).
+/// Text, or parts: text, `image_url` and `file` (other part types are refused).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum MessageContent {
@@ -209,11 +209,34 @@ pub enum MessageContent {
 
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ContentPart {
-    /// Only `text` is accepted.
+    /// `text`, `image_url` or `file`.
     #[serde(rename = "type")]
     pub kind: String,
     #[serde(default)]
     pub text: Option<String>,
+    /// An `image_url` part's image: an `https` URL (fetched by agentd) or a `data:` URL.
+    #[serde(default)]
+    pub image_url: Option<ImageUrlPart>,
+    /// A `file` part: inline `file_data` (base64 or a `data:` URL) with its `filename`, or a
+    /// `file_id` of the Files API.
+    #[serde(default)]
+    pub file: Option<FilePart>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ImageUrlPart {
+    /// (`detail` is accepted and not passed on.)
+    pub url: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct FilePart {
+    #[serde(default)]
+    pub file_data: Option<String>,
+    #[serde(default)]
+    pub file_id: Option<String>,
+    #[serde(default)]
+    pub filename: Option<String>,
 }
 
 /// A client tool: `{"type": "function", "function": {"name", "description"?, "parameters"?}}`.

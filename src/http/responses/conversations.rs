@@ -265,6 +265,7 @@ async fn append(
                 tool_call_id: message.tool_call_id.clone(),
                 reasoning: message.reasoning.clone(),
                 created_at: now,
+                attachments: message.attachments.clone(),
             })
         })
         .collect())
@@ -627,6 +628,7 @@ mod tests {
             tool_call_id: None,
             reasoning: None,
             created_at: Utc::now(),
+            attachments: None,
         };
         let items = items_of(&stored);
         assert_eq!(items[0]["id"], "item_4");

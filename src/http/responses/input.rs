@@ -315,7 +315,8 @@ fn message_item(item: &Value, index: usize) -> Result<ChatMessage, ApiError> {
     Ok(ChatMessage::new(role, text))
 }
 
-/// The text of `input_text` / `output_text` / `text` parts; other parts are refused.
+/// The text of `input_text` / `output_text` / `text` parts; files are read elsewhere, other
+/// parts are refused.
 fn text_parts(parts: &[Value], param: &str) -> Result<String, ApiError> {
     let mut texts = Vec::new();
     for (index, part) in parts.iter().enumerate() {
@@ -324,7 +325,8 @@ fn text_parts(parts: &[Value], param: &str) -> Result<String, ApiError> {
             ("input_text" | "output_text" | "text" | "summary_text", Some(text)) => {
                 texts.push(text)
             }
-            ("refusal", _) => {}
+            // Files: read by `attachments::of_prompt`.
+            ("refusal" | "input_image" | "input_file", _) => {}
             _ => {
                 return Err(ApiError::invalid_request(format!(
                     "content part type {kind:?} is not supported; send text"
@@ -472,7 +474,7 @@ mod tests {
         );
         assert_eq!(param(json!([{"type": "telepathy"}])), "input[0].type");
         assert_eq!(
-            param(json!([{"role": "user", "content": [{"type": "input_image"}]}])),
+            param(json!([{"role": "user", "content": [{"type": "input_audio"}]}])),
             "input[0].content[0]"
         );
         assert_eq!(

@@ -14,6 +14,7 @@
 //! Handlers only translate: [`input`] reads the request, the runtime runs it, [`projector`]
 //! turns the run's events into the stream and the object; [`wire`] holds the bodies.
 
+mod attachments;
 pub mod compaction;
 pub mod conversations;
 mod input;
@@ -349,12 +350,15 @@ pub async fn create_response(
     let (format, schema) = input::output_of(body.text.as_ref().and_then(|t| t.format.as_ref()))?;
     let mut echo = ResponseEcho::of(&body);
     echo.conversation = conversation.clone();
+    let attachments =
+        attachments::of_prompt(&runtime, &caller, &agent, body.input.as_ref()).await?;
     let mut submission = caller.submission(agent, read.prompt);
     if let Some(id) = conversation {
         submission.user_id = Some(user_key(&caller));
         submission.conversation = Some(ConversationTurn::Continue(id));
     }
     submission.history = history;
+    submission.attachments = attachments;
     submission.format = format;
     submission.schema = schema;
     submission.overrides = SamplingParams {

@@ -41,4 +41,7 @@ pub struct ChatRequest {
     /// progress stops and one answer covers both); the agent's `busy` by default.
     #[serde(default)]
     pub busy: Option<crate::config::BusyPolicy>,
+    /// Files sent with the message (SPEC §11), kept with it in the conversation.
+    #[serde(default)]
+    pub attachments: Vec<crate::http::shared::attachments::ChatAttachment>,
 }

@@ -7,6 +7,7 @@
 //! translator, and imports only from here and from the server-wide modules (errors, auth, SSE).
 
 pub mod approvals;
+pub mod attachments;
 pub mod callers;
 pub mod chat_request;
 pub mod client_tools;

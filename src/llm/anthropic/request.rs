@@ -125,7 +125,7 @@ fn messages(conversation: &[ChatMessage], caching: bool) -> Vec<Value> {
     for message in conversation {
         let (role, blocks) = match message.role {
             Role::System => continue,
-            Role::User => ("user", text_block(message.content.as_deref())),
+            Role::User => ("user", user_blocks(message)),
             Role::Tool => ("user", vec![tool_result_block(message)]),
             Role::Assistant => ("assistant", assistant_blocks(message)),
         };
@@ -149,6 +149,13 @@ fn messages(conversation: &[ChatMessage], caching: bool) -> Vec<Value> {
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect()
+}
+
+/// A user message's attachments, then its text.
+fn user_blocks(message: &ChatMessage) -> Vec<Value> {
+    let mut blocks = crate::llm::attachments::anthropic_blocks(&message.attachments);
+    blocks.extend(text_block(message.content.as_deref()));
+    blocks
 }
 
 fn text_block(text: Option<&str>) -> Vec<Value> {

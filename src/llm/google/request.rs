@@ -92,7 +92,7 @@ fn contents(conversation: &[ChatMessage]) -> Vec<Value> {
     for message in conversation {
         let (role, parts) = match message.role {
             Role::System => continue,
-            Role::User => ("user", text_part(message.content.as_deref())),
+            Role::User => ("user", user_parts(message)),
             Role::Tool => ("user", vec![function_response(message, &names)]),
             Role::Assistant => ("model", model_parts(message)),
         };
@@ -108,6 +108,13 @@ fn contents(conversation: &[ChatMessage]) -> Vec<Value> {
         .into_iter()
         .map(|(role, parts)| json!({"role": role, "parts": parts}))
         .collect()
+}
+
+/// A user message's attachments (`inline_data`), then its text.
+fn user_parts(message: &ChatMessage) -> Vec<Value> {
+    let mut parts = crate::llm::attachments::gemini_parts(&message.attachments);
+    parts.extend(text_part(message.content.as_deref()));
+    parts
 }
 
 fn text_part(text: Option<&str>) -> Vec<Value> {

@@ -15,6 +15,7 @@ mod wire;
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
+use super::attachments;
 use super::parameters::{ParameterPolicy, ResolvedParams};
 use super::upstream::{
     Connection, Framing, KeyHeader, OptionalParam, Reading, Upstream, UpstreamSetupError, WireBody,
@@ -216,10 +217,12 @@ fn wire_message(message: &ChatMessage, replay_field: Option<&str>) -> Value {
     };
     let mut wire = Map::new();
     wire.insert("role".into(), json!(role));
-    wire.insert(
-        "content".into(),
-        message.content.as_ref().map_or(Value::Null, |c| json!(c)),
-    );
+    let content = if message.attachments.is_empty() {
+        message.content.as_ref().map_or(Value::Null, |c| json!(c))
+    } else {
+        attachments::openai_parts(message.content.as_deref(), &message.attachments)
+    };
+    wire.insert("content".into(), content);
     if !message.tool_calls.is_empty() {
         let calls: Vec<Value> = message
             .tool_calls

@@ -64,9 +64,9 @@ pub const DELETE_CONVERSATION: &str = "DELETE FROM conversations WHERE user_id =
 pub const RESERVE_MESSAGE_SEQS: &str = "UPDATE conversations SET next_seq = next_seq + $3, updated_at = $4 \
      WHERE user_id = $1 AND id = $2 RETURNING next_seq";
 
-pub const INSERT_MESSAGES: &str = "INSERT INTO messages (user_id, conversation_id, seq, role, content, tool_calls, tool_call_id, reasoning, created_at) ";
+pub const INSERT_MESSAGES: &str = "INSERT INTO messages (user_id, conversation_id, seq, role, content, tool_calls, tool_call_id, reasoning, created_at, attachments) ";
 
-pub const LIST_MESSAGES: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.reasoning, m.created_at \
+pub const LIST_MESSAGES: &str = "SELECT m.seq, m.role, m.content, m.tool_calls, m.tool_call_id, m.reasoning, m.created_at, m.attachments \
      FROM messages m WHERE m.user_id = $1 AND m.conversation_id = $2 AND m.seq > $3 \
      ORDER BY m.seq LIMIT $4";
 
@@ -102,6 +102,7 @@ pub struct MessageRow {
     tool_call_id: Option<String>,
     reasoning: Option<String>,
     created_at: DateTime<Utc>,
+    attachments: Option<Json<Value>>,
 }
 
 impl From<MessageRow> for StoredMessage {
@@ -114,6 +115,7 @@ impl From<MessageRow> for StoredMessage {
             tool_call_id: row.tool_call_id,
             reasoning: row.reasoning,
             created_at: row.created_at,
+            attachments: row.attachments.map(|j| j.0),
         }
     }
 }
@@ -317,7 +319,8 @@ macro_rules! impl_conversation_store {
                             .push_bind(message.tool_calls.as_ref().map(sqlx::types::Json))
                             .push_bind(&message.tool_call_id)
                             .push_bind(&message.reasoning)
-                            .push_bind(at(message.created_at));
+                            .push_bind(at(message.created_at))
+                            .push_bind(message.attachments.as_ref().map(sqlx::types::Json));
                     });
                     insert.build().execute(&mut *tx).await?;
                 }

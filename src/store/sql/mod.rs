@@ -12,6 +12,7 @@ pub mod approvals;
 pub mod audit;
 pub mod cache;
 pub mod conversations;
+pub mod files;
 pub mod key_limits;
 pub mod replicas;
 pub mod responses;
@@ -118,6 +119,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::turns::impl_turn_store!($store, $db);
         $crate::store::sql::webhooks::impl_webhook_store!($store, $db);
         $crate::store::sql::schedules::impl_schedule_store!($store, $db);
+        $crate::store::sql::files::impl_file_store!($store, $db);
 
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {

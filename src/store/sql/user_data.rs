@@ -6,6 +6,10 @@ pub const UNFINISHED: &str = "SELECT id FROM runs WHERE user_id = $1 \
 
 const OF_RUNS: &str = "(SELECT id FROM runs WHERE user_id = $1)";
 
+/// A blob (`b`) no file of another user names.
+const ONLY_THEIRS: &str =
+    "NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = b.sha256 AND f.user_id <> $1)";
+
 /// `(what, statement)` in the order they run: rows that point at runs before the runs.
 pub fn statements(cache_run_id: &str) -> Vec<(&'static str, String)> {
     vec![
@@ -51,6 +55,18 @@ pub fn statements(cache_run_id: &str) -> Vec<(&'static str, String)> {
             "secrets",
             "DELETE FROM user_secrets WHERE user_id = $1".into(),
         ),
+        // Files: the content no other user's file names goes with them.
+        (
+            "blob_chunks",
+            format!(
+                "DELETE FROM blob_chunks WHERE sha256 IN (SELECT b.sha256 FROM blobs b WHERE {ONLY_THEIRS})"
+            ),
+        ),
+        (
+            "blobs",
+            format!("DELETE FROM blobs AS b WHERE {ONLY_THEIRS}"),
+        ),
+        ("files", "DELETE FROM files WHERE user_id = $1".into()),
     ]
 }
 
@@ -94,6 +110,7 @@ macro_rules! impl_user_data_store {
                         "conversations" => erased.conversations = count,
                         "responses" => erased.responses = count,
                         "secrets" => erased.secrets = count,
+                        "files" => erased.files = count,
                         _ => {}
                     }
                 }

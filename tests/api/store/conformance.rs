@@ -45,6 +45,7 @@ pub fn message(role: &str, content: &str, seconds: i64) -> NewMessage {
         tool_call_id: None,
         reasoning: None,
         created_at: at(seconds),
+        attachments: None,
     }
 }
 

@@ -1,0 +1,93 @@
+//! What a model can read besides text (SPEC §11): `providers.<p>.models.<m>.input` (`["text",
+//! "image", "pdf"]`), else a known default for the model's family. A model of a family known to
+//! read text only gets text; other models of a multimodal vendor, and models this table does not
+//! know, are taken to read images and PDFs (the vendor answers if they do not).
+
+use crate::vocabulary::AttachmentKind;
+
+use super::{Config, ProviderKind};
+
+const ALL: &[AttachmentKind] = &[
+    AttachmentKind::Text,
+    AttachmentKind::Image,
+    AttachmentKind::Pdf,
+];
+const TEXT_AND_IMAGES: &[AttachmentKind] = &[AttachmentKind::Text, AttachmentKind::Image];
+const TEXT: &[AttachmentKind] = &[AttachmentKind::Text];
+
+/// Model id fragments of families that read text only.
+const TEXT_ONLY: [&str; 8] = [
+    "gpt-3.5",
+    "o1-mini",
+    "o3-mini",
+    "deepseek",
+    "codestral",
+    "text-embedding",
+    "davinci",
+    "babbage",
+];
+
+/// Ollama model id fragments of vision models (other Ollama models read text only).
+const OLLAMA_VISION: [&str; 7] = [
+    "llava",
+    "vision",
+    "gemma3",
+    "qwen2.5vl",
+    "qwen2.5-vl",
+    "minicpm-v",
+    "moondream",
+];
+
+/// What `provider/model` reads.
+pub fn model_input(config: &Config, provider: &str, model: &str) -> Vec<AttachmentKind> {
+    let Some(settings) = config.providers.get(provider) else {
+        return ALL.to_vec();
+    };
+    if let Some(input) = settings.models.get(model).and_then(|m| m.input.clone()) {
+        return input;
+    }
+    default_input(settings.kind, model).to_vec()
+}
+
+fn default_input(kind: ProviderKind, model: &str) -> &'static [AttachmentKind] {
+    let model = model.to_ascii_lowercase();
+    match kind {
+        ProviderKind::Ollama if OLLAMA_VISION.iter().any(|v| model.contains(v)) => TEXT_AND_IMAGES,
+        ProviderKind::Ollama => TEXT,
+        _ if TEXT_ONLY.iter().any(|t| model.contains(t)) => TEXT,
+        _ => ALL,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_families_have_their_defaults() {
+        assert_eq!(
+            default_input(ProviderKind::Anthropic, "claude-sonnet-4-5"),
+            ALL
+        );
+        assert_eq!(default_input(ProviderKind::Openai, "gpt-3.5-turbo"), TEXT);
+        assert_eq!(
+            default_input(ProviderKind::Ollama, "llama3.2-vision"),
+            TEXT_AND_IMAGES
+        );
+        assert_eq!(default_input(ProviderKind::Ollama, "qwen3:8b"), TEXT);
+    }
+
+    #[test]
+    fn the_models_setting_beats_the_default() {
+        let config = crate::config::parse_config(
+            serde_json::json!({"providers": {"o": {"type": "openai", "models": {"gpt-4o": {"input": ["text"]}}}}}),
+            "test",
+        )
+        .expect("config");
+        assert_eq!(
+            model_input(&config, "o", "gpt-4o"),
+            vec![AttachmentKind::Text]
+        );
+        assert_eq!(model_input(&config, "o", "gpt-4.1"), ALL.to_vec());
+    }
+}

@@ -1,0 +1,170 @@
+//! Attachments in each vendor's native form (SPEC §11): OpenAI `image_url` / `file` parts,
+//! Anthropic `image` / `document` blocks, Gemini `inline_data` parts, Ollama `images`. Text files
+//! go as text everywhere (wrapped with their name), and so does what a vendor cannot take (a PDF
+//! to Ollama) or an attachment whose content is no longer stored: a note naming it, never a
+//! silent drop. Pure functions of a message's attachments; the providers place them.
+
+use serde_json::{Value, json};
+
+use crate::vocabulary::{Attachment, AttachmentKind};
+
+/// A text file's content as the model reads it: fenced by its name.
+pub fn as_text(attachment: &Attachment) -> String {
+    format!(
+        "<file name=\"{}\" media_type=\"{}\">\n{}\n</file>",
+        attachment.name,
+        attachment.media_type,
+        attachment.text()
+    )
+}
+
+/// What a model is told in place of an attachment it cannot be sent.
+pub fn note(attachment: &Attachment, why: &str) -> String {
+    format!(
+        "[attachment {} ({}, {} bytes): {why}]",
+        attachment.name, attachment.media_type, attachment.bytes
+    )
+}
+
+/// The content parts of an OpenAI Chat Completions message: its text, then each attachment.
+pub fn openai_parts(text: Option<&str>, attachments: &[Attachment]) -> Value {
+    let mut parts: Vec<Value> = text
+        .filter(|t| !t.is_empty())
+        .map(|t| json!({"type": "text", "text": t}))
+        .into_iter()
+        .collect();
+    for attachment in attachments {
+        parts.push(match (attachment.content.is_some(), attachment.kind()) {
+            (false, _) => json!({"type": "text", "text": note(attachment, "no longer stored")}),
+            (true, AttachmentKind::Image) => {
+                json!({"type": "image_url", "image_url": {"url": attachment.data_url()}})
+            }
+            (true, AttachmentKind::Pdf) => json!({"type": "file", "file": {
+                "filename": attachment.name,
+                "file_data": attachment.data_url(),
+            }}),
+            (true, AttachmentKind::Text) => json!({"type": "text", "text": as_text(attachment)}),
+        });
+    }
+    Value::Array(parts)
+}
+
+/// Anthropic content blocks of a message's attachments (they go before its text, as
+/// Anthropic's guide advises).
+pub fn anthropic_blocks(attachments: &[Attachment]) -> Vec<Value> {
+    attachments
+        .iter()
+        .map(
+            |attachment| match (attachment.content.is_some(), attachment.kind()) {
+                (false, _) => json!({"type": "text", "text": note(attachment, "no longer stored")}),
+                (true, AttachmentKind::Image) => json!({"type": "image", "source": {
+                    "type": "base64",
+                    "media_type": attachment.media_type,
+                    "data": attachment.base64(),
+                }}),
+                (true, AttachmentKind::Pdf) => json!({"type": "document", "source": {
+                    "type": "base64",
+                    "media_type": "application/pdf",
+                    "data": attachment.base64(),
+                }}),
+                (true, AttachmentKind::Text) => {
+                    json!({"type": "document", "title": attachment.name, "source": {
+                        "type": "text",
+                        "media_type": "text/plain",
+                        "data": attachment.text(),
+                    }})
+                }
+            },
+        )
+        .collect()
+}
+
+/// Gemini parts of a message's attachments: images and PDFs inline, text files as text.
+pub fn gemini_parts(attachments: &[Attachment]) -> Vec<Value> {
+    attachments
+        .iter()
+        .map(
+            |attachment| match (attachment.content.is_some(), attachment.kind()) {
+                (false, _) => json!({"text": note(attachment, "no longer stored")}),
+                (true, AttachmentKind::Image | AttachmentKind::Pdf) => json!({"inline_data": {
+                    "mime_type": attachment.media_type,
+                    "data": attachment.base64(),
+                }}),
+                (true, AttachmentKind::Text) => json!({"text": as_text(attachment)}),
+            },
+        )
+        .collect()
+}
+
+/// Ollama's `images` (base64, no data URL) and the text to add for what is not an image.
+pub fn ollama_parts(attachments: &[Attachment]) -> (Vec<Value>, Vec<String>) {
+    let mut images = Vec::new();
+    let mut texts = Vec::new();
+    for attachment in attachments {
+        match (attachment.content.is_some(), attachment.kind()) {
+            (false, _) => texts.push(note(attachment, "no longer stored")),
+            (true, AttachmentKind::Image) => images.push(json!(attachment.base64())),
+            (true, AttachmentKind::Pdf) => texts.push(note(
+                attachment,
+                "Ollama takes no PDF; send it with `attachments: text`",
+            )),
+            (true, AttachmentKind::Text) => texts.push(as_text(attachment)),
+        }
+    }
+    (images, texts)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn attachment(name: &str, media_type: &str, content: Option<&[u8]>) -> Attachment {
+        Attachment {
+            name: name.into(),
+            media_type: media_type.into(),
+            bytes: content.map_or(0, |c| c.len() as u64),
+            sha256: "00".repeat(32),
+            file_id: "file-1".into(),
+            content: content.map(Arc::from),
+        }
+    }
+
+    #[test]
+    fn each_vendor_gets_its_native_shape() {
+        let png = attachment("a.png", "image/png", Some(b"PNG"));
+        let pdf = attachment("b.pdf", "application/pdf", Some(b"%PDF"));
+        let txt = attachment("c.txt", "text/plain", Some(b"hello"));
+        let all = [png, pdf, txt];
+        let openai = openai_parts(Some("look"), &all);
+        assert_eq!(openai[0], json!({"type": "text", "text": "look"}));
+        assert_eq!(openai[1]["image_url"]["url"], "data:image/png;base64,UE5H");
+        assert_eq!(
+            openai[2]["file"]["file_data"],
+            "data:application/pdf;base64,JVBERg=="
+        );
+        assert!(openai[3]["text"].as_str().expect("text").contains("hello"));
+        let anthropic = anthropic_blocks(&all);
+        assert_eq!(anthropic[0]["source"]["data"], "UE5H");
+        assert_eq!(anthropic[1]["type"], "document");
+        assert_eq!(anthropic[2]["source"]["data"], "hello");
+        let gemini = gemini_parts(&all);
+        assert_eq!(gemini[0]["inline_data"]["mime_type"], "image/png");
+        let (images, texts) = ollama_parts(&all);
+        assert_eq!(images, vec![json!("UE5H")]);
+        assert_eq!(texts.len(), 2);
+    }
+
+    #[test]
+    fn content_no_longer_stored_is_a_note_naming_it() {
+        let gone = [attachment("gone.png", "image/png", None)];
+        let openai = openai_parts(None, &gone);
+        assert!(
+            openai[0]["text"]
+                .as_str()
+                .expect("note")
+                .contains("gone.png")
+        );
+    }
+}
