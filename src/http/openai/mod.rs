@@ -886,9 +886,9 @@ mod tests {
             split_messages(&bad_role).unwrap_err().param.as_deref(),
             Some("messages[0].role")
         );
-        let image = parse(json!([{"role": "user", "content": [{"type": "image_url"}]}]));
+        let audio = parse(json!([{"role": "user", "content": [{"type": "input_audio"}]}]));
         assert_eq!(
-            split_messages(&image).unwrap_err().param.as_deref(),
+            split_messages(&audio).unwrap_err().param.as_deref(),
             Some("messages[0].content[0]")
         );
         let blank = parse(json!([{"role": "user", "content": "   "}]));
