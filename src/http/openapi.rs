@@ -37,7 +37,7 @@ use super::responses::wire::ResponseStreamFrame;
         (name = "responses", description = "OpenAI Responses: stored, resumable responses with client tools"),
         (name = "governance", description = "Usage reports, the hash-chained audit log, run budgets and users' data rights"),
     ),
-    components(schemas(ChatCompletionChunk, StreamEvent, ResponseStreamFrame, ErrorBody, AnthropicErrorBody, crate::audit::AuditAction))
+    components(schemas(ChatCompletionChunk, StreamEvent, ResponseStreamFrame, ErrorBody, AnthropicErrorBody, crate::audit::AuditAction, crate::http::responses::conversations::Order))
 )]
 pub struct ApiDoc;
 

@@ -422,7 +422,9 @@ async fn runs_resumed_after_approval_take_their_keys_slots_and_count_their_whole
     // Before its wait each run uses 400 tokens, after it 100: only the whole runs' 3,000
     // tokens pass the budget of 2,500.
     const RUNS: usize = 6;
-    let cluster = Cluster::start(Some(json!({"concurrentRuns": 2, "tokensPerDay": 2500}))).await;
+    // Six runs of 400 + 100 tokens spend the day's 3,000 exactly: each completes (a run stops
+    // only once the day is used up before its next call), and the next run is refused.
+    let cluster = Cluster::start(Some(json!({"concurrentRuns": 2, "tokensPerDay": 3000}))).await;
     let mut runs = Vec::new();
     for n in 0..RUNS {
         cluster.llm.push(

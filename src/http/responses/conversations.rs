@@ -375,6 +375,7 @@ fn page(mut items: Vec<Value>, query: &ItemsQuery) -> Result<ItemList, ApiError>
 }
 
 #[utoipa::path(
+    operation_id = "openai_create_conversation",
     post,
     path = "/v1/conversations",
     tag = "responses",
@@ -417,6 +418,7 @@ pub async fn create_conversation(
 }
 
 #[utoipa::path(
+    operation_id = "openai_get_conversation",
     get,
     path = "/v1/conversations/{conversation_id}",
     tag = "responses",
@@ -437,6 +439,7 @@ pub async fn get_conversation(
 }
 
 #[utoipa::path(
+    operation_id = "openai_delete_conversation",
     delete,
     path = "/v1/conversations/{conversation_id}",
     tag = "responses",
@@ -471,6 +474,7 @@ pub async fn delete_conversation(
 }
 
 #[utoipa::path(
+    operation_id = "openai_conversation_items",
     get,
     path = "/v1/conversations/{conversation_id}/items",
     tag = "responses",
@@ -492,6 +496,7 @@ pub async fn conversation_items(
 }
 
 #[utoipa::path(
+    operation_id = "openai_create_conversation_items",
     post,
     path = "/v1/conversations/{conversation_id}/items",
     tag = "responses",
@@ -525,6 +530,7 @@ pub async fn create_conversation_items(
 }
 
 #[utoipa::path(
+    operation_id = "openai_conversation_item",
     get,
     path = "/v1/conversations/{conversation_id}/items/{item_id}",
     tag = "responses",
