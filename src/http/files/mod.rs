@@ -192,7 +192,12 @@ pub async fn list_files(
     let owner = owner_of(&caller);
     let mut files = runtime
         .store()
-        .list_files(&owner, limit + 1, query.after.as_deref())
+        // One more than the page tells whether another follows (within the store's page size).
+        .list_files(
+            &owner,
+            (limit + 1).min(crate::store::MAX_PAGE_SIZE),
+            query.after.as_deref().filter(|after| !after.is_empty()),
+        )
         .await
         .map_err(ApiError::store)?;
     let has_more = files.len() > limit as usize;
