@@ -239,7 +239,7 @@ pub async fn get_file(
     summary = "A file's content, with its sniffed media type",
     params(FilePath),
     responses(
-        (status = 200, description = "The bytes", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 200, description = "The bytes, served as the media type sniffed at upload (one of `limits.attachments.mediaTypes`)", content_type = "*/*", body = Vec<u8>),
         ErrorBody,
     ),
 )]

@@ -85,6 +85,7 @@ pub struct FileUpload {
     #[schema(value_type = String, format = Binary)]
     pub file: Vec<u8>,
     /// OpenAI's `purpose`, kept as given: `user_data`, `assistants`, `vision`, …
+    #[schema(min_length = 1, max_length = 256)]
     pub purpose: String,
 }
 

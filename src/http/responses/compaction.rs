@@ -31,6 +31,7 @@ const COMPACTION_PREFIX: &str = "agentd.compaction.v1.";
 pub struct ConversationRequest {
     /// The agent whose model and tools count (see `GET /v1/models`).
     #[serde(default)]
+    #[schema(value_type = String, required, min_length = 1)]
     pub model: Option<String>,
     /// A prompt, or input items as `POST /v1/responses` takes them.
     #[serde(default)]

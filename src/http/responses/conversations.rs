@@ -36,7 +36,7 @@ string_constant!(DeletedConversationKind::Deleted = "conversation.deleted");
 pub struct CreateConversation {
     /// Up to 20 items to start with, as `POST /v1/responses` takes them in `input`.
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(value_type = Option<Vec<Object>>, max_items = 20)]
     pub items: Option<Vec<Value>>,
     /// Up to 16 string pairs; `title` names the conversation in the page's list.
     #[serde(default)]
@@ -48,7 +48,7 @@ pub struct CreateConversation {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateItems {
     /// 1 to 20 items.
-    #[schema(value_type = Vec<Object>)]
+    #[schema(value_type = Vec<Object>, min_items = 1, max_items = 20)]
     pub items: Vec<Value>,
 }
 

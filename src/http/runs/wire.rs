@@ -280,8 +280,24 @@ impl<'a> RunStatus<'a> {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetRaiseRequest {
-    /// Each limit given replaces the lowest of the agent's, the key's and the request's.
+    /// Each limit given replaces the lowest of the agent's, the key's and the request's; at
+    /// least one.
+    #[schema(schema_with = nonempty_run_budget)]
     pub raise: crate::agent::budget::RunBudget,
+}
+
+/// `RunBudget`'s schema with at least one limit, as a raise needs.
+fn nonempty_run_budget() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::PartialSchema;
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::Schema;
+    match crate::agent::budget::RunBudget::schema() {
+        RefOr::T(Schema::Object(mut object)) => {
+            object.min_properties = Some(1);
+            RefOr::T(Schema::Object(object))
+        }
+        other => other,
+    }
 }
 
 /// A raise taken: the run goes on under `budget`.
