@@ -10,6 +10,7 @@ mod budget_waits;
 mod cached;
 pub mod continuation;
 mod conversation;
+mod data_rights;
 mod follow;
 mod live;
 mod notifications;
@@ -59,6 +60,7 @@ pub use conversation::{
     CLIENT_CONVERSATION_ID_RULE, ConversationTurn, MAX_CLIENT_CONVERSATION_ID_CHARS,
     is_client_conversation_id,
 };
+pub use data_rights::EraseError;
 pub use follow::{CancelMode, CancelOutcome, FollowError};
 pub use ownership::ReplicaIdentity;
 pub use pipeline::{RunHandle, RunSubmission, StartError};

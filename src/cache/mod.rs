@@ -158,6 +158,12 @@ pub trait EntryCache: Send + Sync {
         ttl: Duration,
         now: DateTime<Utc>,
     ) -> Result<(), CacheError>;
+    /// Removes the run results of `run_ids` kept outside the store, returning how many; the
+    /// store's own table is erased with the rest of a user's rows, so its backend has none.
+    async fn erase_runs(&self, run_ids: &[String]) -> Result<u64, CacheError> {
+        let _ = run_ids;
+        Ok(0)
+    }
 }
 
 /// Run results in an [`EntryCache`].

@@ -61,6 +61,28 @@ end
 return 0
 ";
 
+/// KEYS: lru index, expiry index. ARGV: run ids. Removes every entry whose result is one of
+/// those runs' (a user's erasure); returns how many. Reads each entry once: the index is bounded
+/// by the cache's most entries.
+const ERASE_RUNS_SCRIPT: &str = r"
+local runs = {}
+for _, id in ipairs(ARGV) do runs[id] = true end
+local removed = 0
+for _, key in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local value = redis.call('GET', key)
+  local ok, stored = false, nil
+  if value then ok, stored = pcall(cjson.decode, value) end
+  if ok and type(stored) == 'table' and type(stored.result) == 'table'
+      and type(stored.result.run_id) == 'string' and runs[stored.result.run_id] then
+    redis.call('DEL', key)
+    redis.call('ZREM', KEYS[1], key)
+    redis.call('ZREM', KEYS[2], key)
+    removed = removed + 1
+  end
+end
+return removed
+";
+
 #[derive(Serialize, Deserialize)]
 struct StoredValue {
     /// Unix milliseconds.
@@ -151,5 +173,21 @@ impl EntryCache for RedisCache {
             .arg(self.max_entries);
         let _: i64 = self.link.invoke(invocation).await?;
         Ok(())
+    }
+
+    async fn erase_runs(&self, run_ids: &[String]) -> Result<u64, CacheError> {
+        let script = Script::new(ERASE_RUNS_SCRIPT);
+        let mut removed = 0;
+        // A few hundred ids per call keeps each script call short for other servers.
+        for ids in run_ids.chunks(500) {
+            let mut invocation = script.key(format!("{}lru", self.prefix));
+            invocation.key(format!("{}exp", self.prefix));
+            for id in ids {
+                invocation.arg(id);
+            }
+            let count: u64 = self.link.invoke(invocation).await?;
+            removed += count;
+        }
+        Ok(removed)
     }
 }

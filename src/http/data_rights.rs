@@ -18,7 +18,7 @@ use super::chat::check_user;
 use super::chat::wire::UserPath;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use crate::audit::{AuditAction, AuditEvent};
-use crate::runtime::Runtime;
+use crate::runtime::{EraseError, Runtime};
 use crate::store::{
     ApprovalRecord, Conversation, MAX_PAGE_SIZE, RunCursor, RunFilter, RunOwnerFilter, RunRecord,
     Store, StoreError, StoredMessage,
@@ -158,6 +158,58 @@ async fn runs_of(store: &dyn Store, user_id: &str) -> Result<Vec<Value>, StoreEr
     }
 }
 
+/// The user's files, as the Files API shows them (content at `/v1/files/{id}/content`).
+async fn files_of(store: &dyn Store, user_id: &str) -> Result<Vec<Value>, StoreError> {
+    let mut out = Vec::new();
+    let mut before: Option<String> = None;
+    loop {
+        let page = store
+            .list_files(user_id, MAX_PAGE_SIZE, before.as_deref())
+            .await?;
+        let full = page.len() == MAX_PAGE_SIZE as usize;
+        before = page.last().map(|file| file.id.clone());
+        out.extend(page.iter().map(|file| {
+            json!({
+                "id": file.id,
+                "filename": file.filename,
+                "purpose": file.purpose,
+                "media_type": file.media_type,
+                "bytes": file.bytes,
+                "sha256": file.sha256,
+                "created_at": file.created_at,
+                "content": format!("/v1/files/{}/content", file.id),
+            })
+        }));
+        if !full {
+            return Ok(out);
+        }
+    }
+}
+
+/// The user's schedules with their settings.
+async fn schedules_of(store: &dyn Store, user_id: &str) -> Result<Vec<Value>, StoreError> {
+    let schedules = store.list_schedules(Some(user_id)).await?;
+    Ok(schedules
+        .iter()
+        .map(|s| {
+            json!({
+                "id": s.id,
+                "agent": s.agent,
+                "prompt": s.prompt,
+                "cron": s.cron,
+                "timezone": s.timezone,
+                "conversation_id": s.conversation_id,
+                "overlap": s.overlap,
+                "missed": s.missed,
+                "webhook_url": s.webhook_url,
+                "enabled": s.enabled,
+                "created_at": s.created_at,
+                "updated_at": s.updated_at,
+            })
+        })
+        .collect())
+}
+
 #[utoipa::path(
     get,
     path = "/api/{user_id}/export",
@@ -165,7 +217,7 @@ async fn runs_of(store: &dyn Store, user_id: &str) -> Result<Vec<Value>, StoreEr
     summary = "Everything agentd keeps of a user, as one JSON document (the user or an admin)",
     params(UserPath),
     responses(
-        (status = 200, description = "Conversations with messages, runs with results, accounting, events and approvals, secret names", body = Object),
+        (status = 200, description = "Conversations with messages, runs with results, accounting, events and approvals, secret names, files (metadata; content through the Files API) and schedules", body = Object),
         ErrorBody,
     ),
 )]
@@ -186,6 +238,10 @@ pub async fn export_user(
         .list_secrets(&user_id)
         .await
         .map_err(ApiError::store)?;
+    let files = files_of(store, &user_id).await.map_err(ApiError::store)?;
+    let schedules = schedules_of(store, &user_id)
+        .await
+        .map_err(ApiError::store)?;
     let event = AuditEvent::new(
         actor_of(&caller, &headers),
         AuditAction::UserExported,
@@ -200,7 +256,8 @@ pub async fn export_user(
         "conversations": conversations,
         "runs": runs,
         "secrets": secrets.iter().map(|s| json!({"name": s.name, "updated_at": s.updated_at})).collect::<Vec<_>>(),
-        "attachments": [],
+        "files": files,
+        "schedules": schedules,
     }))
     .into_response())
 }
@@ -223,19 +280,14 @@ pub async fn erase_user(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
-    runtime.flush_recorder().await;
-    let store = runtime.store().as_ref();
-    let unfinished = store
-        .unfinished_runs(&user_id)
+    let erased = runtime
+        .erase_user(&user_id)
         .await
-        .map_err(ApiError::store)?;
-    if !unfinished.is_empty() {
-        return Err(ApiError::conflict(format!(
-            "This user has runs in progress ({}): cancel them (POST /v1/runs/{{run_id}}/cancel), then erase",
-            unfinished.join(", ")
-        )));
-    }
-    let erased = store.erase_user(&user_id).await.map_err(ApiError::store)?;
+        .map_err(|error| match error {
+            EraseError::RunsInProgress(_) => ApiError::conflict(error.to_string()),
+            EraseError::Store(error) => ApiError::store(error),
+        })?;
+    let store = runtime.store().as_ref();
     let counts = serde_json::to_value(&erased).unwrap_or_default();
     let event = AuditEvent::new(
         actor_of(&caller, &headers),

@@ -242,6 +242,57 @@ fn set_u64(span: &Span, key: &'static str, value: u64) {
     span.set_attribute(key, i64::try_from(value).unwrap_or(i64::MAX));
 }
 
+/// The span of one MCP request this server answers (the conventions' MCP server spans):
+/// `{method} {target}`, with `mcp.method.name`, the protocol version and, for `tools/call`, the
+/// tool (here an agent) as `gen_ai.tool.name`. The trace context in the request's `_meta` is
+/// its parent; without one it is a child of the HTTP request's span.
+pub fn mcp_server_span(
+    method: &str,
+    target: Option<&str>,
+    protocol_version: Option<&str>,
+    meta: Option<&Map<String, Value>>,
+) -> Span {
+    let name = match target {
+        Some(target) => format!("{method} {target}"),
+        None => method.to_string(),
+    };
+    let span = tracing::info_span!("mcp", otel.name = %name, otel.kind = "server");
+    if !exporting() {
+        return span;
+    }
+    span.set_attribute("mcp.method.name", method.to_string());
+    if let Some(version) = protocol_version {
+        span.set_attribute("mcp.protocol.version", version.to_string());
+    }
+    if method == "tools/call"
+        && let Some(tool) = target
+    {
+        span.set_attribute("gen_ai.operation.name", Operation::ExecuteTool.as_str());
+        span.set_attribute("gen_ai.tool.name", tool.to_string());
+    }
+    if let Some(meta) = meta {
+        adopt_meta_parent(&span, meta);
+    }
+    span
+}
+
+/// The span of one A2A JSON-RPC request this server answers: `{method} {agent}` with the RPC
+/// conventions' `rpc.system` (`jsonrpc`) and `rpc.method`, and the agent as `gen_ai.agent.name`.
+pub fn a2a_server_span(method: &str, agent: &str) -> Span {
+    let span = tracing::info_span!(
+        "a2a",
+        otel.name = %format_args!("{method} {agent}"),
+        otel.kind = "server",
+    );
+    if exporting() {
+        span.set_attribute("rpc.system", "jsonrpc");
+        span.set_attribute("rpc.service", "a2a");
+        span.set_attribute("rpc.method", method.to_string());
+        span.set_attribute("gen_ai.agent.name", agent.to_string());
+    }
+    span
+}
+
 /// Makes the W3C trace context in `headers` (`traceparent`, `tracestate`) the parent of `span`.
 pub fn adopt_http_parent(span: &Span, headers: &axum::http::HeaderMap) {
     if !exporting() || !headers.contains_key("traceparent") {

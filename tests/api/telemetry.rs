@@ -226,3 +226,161 @@ async fn spans_and_genai_metrics_reach_a_real_otlp_receiver_under_the_callers_tr
         "every body decodes"
     );
 }
+
+const RELAY_AGENT: &str = "---\ndescription: Asks the other server's chat agent\nmodels: llm/upstream-model\nfinalization: text\ntransport: native\ntools: [other]\n---\nYou pass questions on.\n";
+
+/// agentd on both ends of MCP: A's agent calls B's `chat` agent as an MCP tool. B's server span
+/// for `tools/call chat` is in the caller's trace with A's tool span as its parent, carried by the
+/// `_meta.traceparent` A writes (B's HTTP request span starts a trace of its own, so only `_meta`
+/// can link them); an A2A request and a 2026-07-28 MCP request are server spans too.
+#[tokio::test]
+async fn mcp_and_a2a_requests_are_server_spans_and_mcp_meta_carries_the_trace() {
+    let mut receiver = Receiver::start().await;
+    let llm = MockLlm::start().await;
+    let otlp = |service: &str| {
+        json!({"otlp": {
+            "endpoint": receiver.url("/v1/traces"),
+            "serviceName": service,
+            "metricsIntervalMs": 300,
+        }})
+    };
+    let b_dir = binary::project(&json!({
+        "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url()}},
+        "agents": ["agents"],
+        "server": {"listen": "127.0.0.1:0"},
+        "store": {"url": "sqlite::memory:"},
+        "telemetry": otlp("agentd-b"),
+    }));
+    let mut command = binary::command(b_dir.path());
+    command.args(["serve", "--config", "agentd.json"]);
+    let b = binary::serve(command, |_| {}).await;
+    let a_dir = binary::project(&json!({
+        "providers": {"llm": {"type": "openai-compatible", "baseUrl": llm.base_url()}},
+        "agents": ["agents"],
+        "auth": {"keys": [{"key": "otel-key", "admin": true}]},
+        "server": {"listen": "127.0.0.1:0"},
+        "store": {"url": "sqlite::memory:"},
+        "mcpServers": {"other": {"url": format!("http://{}/mcp", b.address)}},
+        "telemetry": otlp("agentd-a"),
+    }));
+    std::fs::write(a_dir.path().join("agents/relay.ai"), RELAY_AGENT).expect("agent");
+    let mut command = binary::command(a_dir.path());
+    command.args(["serve", "--config", "agentd.json"]);
+    let a = binary::serve(command, |_| {}).await;
+
+    llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "c1",
+        "other__chat",
+        r#"{"prompt": "hello?"}"#,
+    )]));
+    llm.push(Reply::text("Hello from B."));
+    llm.push(Reply::text("B says hello."));
+    let client = reqwest::Client::new();
+    let response = client
+        .post(format!("http://{}/v1/agents/relay/runs", a.address))
+        .bearer_auth("otel-key")
+        .header("traceparent", format!("00-{TRACE_ID}-{CALLER_SPAN}-01"))
+        .json(&json!({"prompt": "ask B"}))
+        .send()
+        .await
+        .expect("run");
+    let result: Value = response.json().await.expect("result");
+    assert_eq!(result["success"], true, "{result}");
+
+    // A's A2A headend: the caller's trace through the HTTP request span.
+    const A2A_TRACE: &str = "5bf92f3577b34da6a3ce929d0e0e4737";
+    llm.push(Reply::text("Hi over A2A."));
+    let answer: Value = client
+        .post(format!("http://{}/a2a/chat", a.address))
+        .bearer_auth("otel-key")
+        .header("traceparent", format!("00-{A2A_TRACE}-{CALLER_SPAN}-01"))
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
+            "message": {"role": "user", "messageId": "m1", "kind": "message",
+                "parts": [{"kind": "text", "text": "hi"}]}}}),
+        )
+        .send()
+        .await
+        .expect("a2a")
+        .json()
+        .await
+        .expect("json");
+    assert!(answer.get("result").is_some(), "{answer}");
+
+    // B's 2026-07-28 MCP path: the trace in `_meta` alone, no traceparent header.
+    const META_TRACE: &str = "6bf92f3577b34da6a3ce929d0e0e4738";
+    const META_SPAN: &str = "10f067aa0ba902b8";
+    llm.push(Reply::text("Hi over MCP."));
+    let answer: Value = client
+        .post(format!("http://{}/mcp", b.address))
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "chat")
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "chat", "arguments": {"prompt": "hi"},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "traceparent": format!("00-{META_TRACE}-{META_SPAN}-01"),
+            }}}),
+        )
+        .send()
+        .await
+        .expect("mcp")
+        .json()
+        .await
+        .expect("json");
+    assert!(answer.get("result").is_some(), "{answer}");
+
+    let records = receiver
+        .until(|seen| {
+            let served_call = |trace: &str| {
+                seen.iter().any(|r| {
+                    r["name"] == "tools/call chat"
+                        && r["service"] == "agentd-b"
+                        && r["trace_id"] == trace
+                })
+            };
+            span(seen, "execute_tool other__chat").is_some()
+                && served_call(TRACE_ID)
+                && served_call(META_TRACE)
+                && span(seen, "message/send chat").is_some()
+        })
+        .await
+        .to_vec();
+    let tool = span(&records, "execute_tool other__chat").expect("A's tool span");
+    assert_eq!(tool["trace_id"], TRACE_ID);
+    let served = records
+        .iter()
+        .find(|r| r["name"] == "tools/call chat" && r["trace_id"] == TRACE_ID)
+        .expect("B's server span in the caller's trace");
+    assert_eq!(served["attributes"]["mcp.method.name"], "tools/call");
+    assert_eq!(served["attributes"]["gen_ai.tool.name"], "chat");
+    let b_request = records
+        .iter()
+        .find(|r| r["name"] == "POST /mcp" && r["service"] == "agentd-b")
+        .expect("B's HTTP request span");
+    assert_ne!(
+        b_request["trace_id"], TRACE_ID,
+        "no traceparent header reached B: the link is `_meta`"
+    );
+    let b_agent = records
+        .iter()
+        .find(|r| r["name"] == "invoke_agent chat" && r["trace_id"] == TRACE_ID)
+        .expect("B's run in the caller's trace");
+    assert_eq!(b_agent["parent_span_id"], served["span_id"]);
+
+    let modern = records
+        .iter()
+        .find(|r| r["name"] == "tools/call chat" && r["trace_id"] == META_TRACE)
+        .expect("the 2026 request's span");
+    assert_eq!(modern["parent_span_id"], META_SPAN);
+    assert_eq!(modern["attributes"]["mcp.protocol.version"], "2026-07-28");
+
+    let a2a = span(&records, "message/send chat").expect("A2A server span");
+    assert_eq!(a2a["trace_id"], A2A_TRACE);
+    assert_eq!(a2a["attributes"]["rpc.system"], "jsonrpc");
+    assert_eq!(a2a["attributes"]["rpc.method"], "message/send");
+    assert_eq!(a2a["attributes"]["gen_ai.agent.name"], "chat");
+}

@@ -43,6 +43,19 @@ async fn history(app: &TestApp, id: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The history once it holds `len` messages: a stream's last frame can reach the client just
+/// before its answer is stored (up to 5 s).
+async fn history_of_length(app: &TestApp, id: &str, len: usize) -> Vec<(String, String)> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let stored = history(app, id).await;
+        if stored.len() >= len || tokio::time::Instant::now() > deadline {
+            return stored;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
     items
         .iter()
@@ -423,7 +436,7 @@ async fn ag_ui_threads_take_turns() {
     assert!(text.contains("A2"), "{text}");
     first.await.expect("first");
     assert_eq!(
-        history(&app, "c-agui").await,
+        history_of_length(&app, "c-agui", 4).await,
         pairs(&[
             ("user", "Q1"),
             ("assistant", "A1"),

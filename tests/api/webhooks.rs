@@ -129,12 +129,23 @@ async fn a_finished_run_is_announced_signed_and_retried_with_the_same_id() {
     }
     eprintln!("all four attempts within {waited:?}");
 
-    let deliveries: Value = app
-        .get("/v1/webhooks/deliveries")
-        .await
-        .json()
-        .await
-        .expect("json");
+    // The receiver answers before the outbox records its answer: read until both are recorded.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let deliveries = loop {
+        let deliveries: Value = app
+            .get("/v1/webhooks/deliveries")
+            .await
+            .json()
+            .await
+            .expect("json");
+        let recorded = deliveries["data"]
+            .as_array()
+            .is_some_and(|d| d.iter().all(|d| d["status"] == "delivered"));
+        if recorded || tokio::time::Instant::now() > deadline {
+            break deliveries;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let data = deliveries["data"].as_array().expect("data");
     assert_eq!(data.len(), 2, "{deliveries}");
     for delivery in data {

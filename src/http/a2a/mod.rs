@@ -20,6 +20,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiPath, ErrorBody};
@@ -333,7 +334,13 @@ pub async fn rpc(
         }
     };
     let id = request.id.clone();
-    let answer = dispatch(&runtime, &caller, agent, request).await;
+    let span = crate::telemetry::genai::a2a_server_span(
+        request.method.as_deref().unwrap_or(""),
+        &agent.name,
+    );
+    let answer = dispatch(&runtime, &caller, agent, request)
+        .instrument(span)
+        .await;
     Ok(match answer {
         Ok(Answer::Json(result)) => axum::Json(rpc_result(&id, result)).into_response(),
         Ok(Answer::Stream { run, dialect }) => {

@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde_json::{Map, Value, json};
+use tracing::Instrument;
 
 use super::tools::{agent_tool, call_input};
 use crate::agent::approval::Decision;
@@ -262,7 +263,11 @@ pub async fn answer(
         // A notification: nothing to answer (`notifications/cancelled` is read before).
         return StatusCode::ACCEPTED.into_response();
     };
-    match dispatch(runtime, caller, headers, &message).await {
+    let span = request_span(headers, &message);
+    match dispatch(runtime, caller, headers, &message)
+        .instrument(span)
+        .await
+    {
         Ok(result) => {
             axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
         }
@@ -275,6 +280,22 @@ pub async fn answer(
             (error.status, axum::Json(answer)).into_response()
         }
     }
+}
+
+/// The request's server span: under the trace in its `_meta`, named by its method and, for a
+/// tool call, the agent.
+fn request_span(headers: &HeaderMap, message: &Value) -> tracing::Span {
+    let method = message.get("method").and_then(Value::as_str).unwrap_or("");
+    let params = message.get("params");
+    let target = params
+        .filter(|_| method == "tools/call")
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str);
+    let version = meta(message)
+        .and_then(|m| m.get(META_VERSION))
+        .and_then(Value::as_str)
+        .or_else(|| header(headers, "mcp-protocol-version"));
+    crate::telemetry::genai::mcp_server_span(method, target, version, meta(message))
 }
 
 async fn dispatch(

@@ -284,12 +284,12 @@ impl ServerHandler for AgentTools {
         submission.format = input.format;
         submission.on_disconnect = OnDisconnect::Cancel;
         // The client's trace (`_meta.traceparent`) is the parent of the run's spans.
-        let span = tracing::info_span!(
-            "mcp",
-            otel.name = %format_args!("tools/call {name}"),
-            otel.kind = "server",
+        let span = crate::telemetry::genai::mcp_server_span(
+            "tools/call",
+            Some(&name),
+            None,
+            Some(&context.meta.0.0),
         );
-        crate::telemetry::genai::adopt_meta_parent(&span, &context.meta.0.0);
         let handle = self
             .runtime
             .start_run(submission)

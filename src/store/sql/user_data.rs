@@ -6,6 +6,9 @@ pub const UNFINISHED: &str = "SELECT id FROM runs WHERE user_id = $1 \
 
 const OF_RUNS: &str = "(SELECT id FROM runs WHERE user_id = $1)";
 
+/// The ids of all the user's runs (for the caches outside the store).
+pub const RUN_IDS: &str = "SELECT id FROM runs WHERE user_id = $1";
+
 /// A blob (`b`) no file of another user names.
 const ONLY_THEIRS: &str =
     "NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = b.sha256 AND f.user_id <> $1)";
@@ -41,6 +44,23 @@ pub fn statements(cache_run_id: &str) -> Vec<(&'static str, String)> {
             "requests",
             format!("DELETE FROM run_requests WHERE run_id IN {OF_RUNS}"),
         ),
+        // Queued messages hold the message's text; deliveries hold the answer they announce.
+        (
+            "queued_turns",
+            "DELETE FROM conversation_turns WHERE user_id = $1".into(),
+        ),
+        (
+            "webhook_deliveries",
+            format!(
+                "DELETE FROM webhook_deliveries WHERE user_id = $1 OR run_id IN {OF_RUNS}"
+            ),
+        ),
+        (
+            "schedule_fires",
+            "DELETE FROM schedule_fires WHERE schedule_id IN (SELECT id FROM schedules WHERE owner = $1)"
+                .into(),
+        ),
+        ("schedules", "DELETE FROM schedules WHERE owner = $1".into()),
         ("runs", "DELETE FROM runs WHERE user_id = $1".into()),
         ("messages", "DELETE FROM messages WHERE user_id = $1".into()),
         (
@@ -88,6 +108,18 @@ macro_rules! impl_user_data_store {
                 Ok(rows.into_iter().map(|(id,)| id).collect())
             }
 
+            async fn run_ids(
+                &self,
+                user_id: &str,
+            ) -> Result<Vec<String>, $crate::store::StoreError> {
+                use $crate::store::sql::user_data as sql;
+                let rows: Vec<(String,)> = sqlx::query_as(sql::RUN_IDS)
+                    .bind(user_id)
+                    .fetch_all(&self.reader)
+                    .await?;
+                Ok(rows.into_iter().map(|(id,)| id).collect())
+            }
+
             async fn erase_user(
                 &self,
                 user_id: &str,
@@ -111,6 +143,9 @@ macro_rules! impl_user_data_store {
                         "responses" => erased.responses = count,
                         "secrets" => erased.secrets = count,
                         "files" => erased.files = count,
+                        "queued_turns" => erased.queued_turns = count,
+                        "webhook_deliveries" => erased.webhook_deliveries = count,
+                        "schedules" => erased.schedules = count,
                         _ => {}
                     }
                 }
