@@ -286,7 +286,7 @@ impl ServerHandler for AgentTools {
         // The client's trace (`_meta.traceparent`) is the parent of the run's spans.
         let span = crate::telemetry::genai::mcp_server_span(
             "tools/call",
-            Some(&name),
+            Some(name),
             None,
             Some(&context.meta.0.0),
         );
