@@ -41,6 +41,14 @@ pub trait LimitCounter: Send + Sync {
         key_id: &str,
         window_start: DateTime<Utc>,
     ) -> Result<u64, CountError>;
+    /// The window's count so far, read without counting.
+    async fn requests_in(
+        &self,
+        key_id: &str,
+        window_start: DateTime<Utc>,
+    ) -> Result<u64, CountError>;
+    /// How many of the key's run slots are held at `now`.
+    async fn run_slots_held(&self, key_id: &str, now: DateTime<Utc>) -> Result<u64, CountError>;
     /// Takes one of the key's `limit` run slots for the run; false when all are held.
     async fn claim_run_slot(&self, claim: &RunSlotClaim<'_>) -> Result<bool, CountError>;
     /// Extends the leases of the slots `holder` (this replica) holds, listed in `held`.
@@ -73,6 +81,18 @@ impl LimitCounter for StoreCounter {
         window_start: DateTime<Utc>,
     ) -> Result<u64, CountError> {
         Ok(self.0.count_key_request(key_id, window_start).await?)
+    }
+
+    async fn requests_in(
+        &self,
+        key_id: &str,
+        window_start: DateTime<Utc>,
+    ) -> Result<u64, CountError> {
+        Ok(self.0.key_requests_in(key_id, window_start).await?)
+    }
+
+    async fn run_slots_held(&self, key_id: &str, now: DateTime<Utc>) -> Result<u64, CountError> {
+        Ok(self.0.key_run_slots_held(key_id, now).await?)
     }
 
     async fn claim_run_slot(&self, claim: &RunSlotClaim<'_>) -> Result<bool, CountError> {

@@ -160,6 +160,10 @@ pub struct LimitsLeft {
     pub tokens_left_today: Option<u64>,
     /// Dollars left of `costUsdPerDay` until the next UTC day.
     pub cost_usd_left_today: Option<f64>,
+    /// Requests left of `requestsPerMinute` in the current minute window.
+    pub requests_left_this_minute: Option<u64>,
+    /// Runs the key may still start now under `concurrentRuns`.
+    pub runs_left_now: Option<u64>,
 }
 
 impl KeyLimiter {
@@ -210,13 +214,33 @@ impl KeyLimiter {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// What is left today of `key`'s daily budgets (read, not counted); the rates and run
-    /// slots are reported as their limits.
+    /// What is left of `key`'s limits now: today's budgets, this minute's requests and the run
+    /// slots free (read, not counted; a counter that cannot be read leaves its field out).
     pub async fn left(&self, key: &LimitedKey) -> LimitsLeft {
         let mut left = LimitsLeft {
             limits: key.limits,
             ..LimitsLeft::default()
         };
+        let now = Utc::now();
+        if let Some(limit) = key.limits.requests_per_minute {
+            match self
+                .counter
+                .requests_in(&key.id, window::window_start(now))
+                .await
+            {
+                Ok(used) => {
+                    left.requests_left_this_minute =
+                        Some(u64::from(limit.get()).saturating_sub(used));
+                }
+                Err(error) => counter_failed(&key.id, &error),
+            }
+        }
+        if let Some(limit) = key.limits.concurrent_runs {
+            match self.counter.run_slots_held(&key.id, now).await {
+                Ok(held) => left.runs_left_now = Some(u64::from(limit.get()).saturating_sub(held)),
+                Err(error) => counter_failed(&key.id, &error),
+            }
+        }
         if !key.limits.has_daily_budget() {
             return left;
         }

@@ -109,6 +109,31 @@ impl LimitCounter for RedisCounter {
         Ok(count)
     }
 
+    async fn requests_in(
+        &self,
+        key_id: &str,
+        window_start: DateTime<Utc>,
+    ) -> Result<u64, CountError> {
+        let mut command = redis::cmd("GET");
+        command.arg(format!(
+            "{}rpm:{key_id}:{}",
+            self.prefix,
+            window_start.timestamp()
+        ));
+        let count: Option<u64> = self.link.query(command).await?;
+        Ok(count.unwrap_or(0))
+    }
+
+    async fn run_slots_held(&self, key_id: &str, now: DateTime<Utc>) -> Result<u64, CountError> {
+        let mut command = redis::cmd("ZCOUNT");
+        command
+            .arg(self.runs_key(key_id))
+            .arg(format!("({}", now.timestamp_millis()))
+            .arg("+inf");
+        let count: u64 = self.link.query(command).await?;
+        Ok(count)
+    }
+
     async fn claim_run_slot(&self, claim: &RunSlotClaim<'_>) -> Result<bool, CountError> {
         let mut invocation = self.claim_script.key(self.runs_key(claim.key_id));
         invocation

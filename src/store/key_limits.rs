@@ -37,6 +37,15 @@ pub trait KeyLimitStore: Send + Sync {
         key_id: &str,
         window_start: DateTime<Utc>,
     ) -> Result<u64, StoreError>;
+    /// The count of the window starting at `window_start`, read without counting.
+    async fn key_requests_in(
+        &self,
+        key_id: &str,
+        window_start: DateTime<Utc>,
+    ) -> Result<u64, StoreError>;
+    /// How many of the key's run slots are held at `now`.
+    async fn key_run_slots_held(&self, key_id: &str, now: DateTime<Utc>)
+    -> Result<u64, StoreError>;
     /// Takes a free slot (never taken, or its lease expired) for the run; false when all
     /// `limit` slots are held.
     async fn claim_run_slot(&self, claim: &RunSlotClaim<'_>) -> Result<bool, StoreError>;

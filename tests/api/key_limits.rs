@@ -256,6 +256,66 @@ async fn two_servers_on_one_postgres_database_share_concurrent_runs_and_requests
     );
 }
 
+async fn me_of(app: &TestApp) -> Value {
+    app.client
+        .get(app.url("/v1/me"))
+        .bearer_auth(LIMITED_KEY)
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json")
+}
+
+/// `GET /v1/me` tells a key what is left of each of its limits: this minute's requests, the runs
+/// it may start now, today's tokens; reading it counts nothing.
+async fn me_says_what_is_left_of_each_limit(store: Backend, adjust: impl FnOnce(&mut Value)) {
+    let limits = json!({"requestsPerMinute": 5, "concurrentRuns": 2, "tokensPerDay": 1000});
+    let app = spawn_limited(&store.url, limits, adjust).await;
+    early_in_a_minute().await;
+    let me = me_of(&app).await;
+    assert_eq!(me["limits"]["requests_left_this_minute"], 5, "{me}");
+    assert_eq!(me["limits"]["runs_left_now"], 2, "{me}");
+    app.llm.push(Reply::text("one").with_usage(10, 5, 0, 0));
+    answered(chat_as(&app, LIMITED_KEY).await).await;
+    let in_flight = run_in_flight(
+        &app,
+        LIMITED_KEY,
+        Reply::text("slow").with_usage(10, 5, 0, 0),
+    )
+    .await;
+    let me = me_of(&app).await;
+    assert_eq!(me["limits"]["requests_left_this_minute"], 3, "{me}");
+    assert_eq!(me["limits"]["runs_left_now"], 1, "one run in flight: {me}");
+    assert_eq!(me["limits"]["tokens_left_today"], 985, "{me}");
+    answered(in_flight.await.expect("run")).await;
+    let me = me_of(&app).await;
+    assert_eq!(me["limits"]["runs_left_now"], 2, "{me}");
+    assert_eq!(
+        me["limits"]["requests_left_this_minute"], 3,
+        "reading /v1/me counts no request: {me}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn me_says_what_is_left_of_each_limit_on_sqlite() {
+    me_says_what_is_left_of_each_limit(Backend::sqlite(), |_| {}).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn me_says_what_is_left_of_each_limit_on_postgres() {
+    me_says_what_is_left_of_each_limit(Backend::postgres().await, |_| {}).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn me_says_what_is_left_of_each_limit_in_redis() {
+    let prefix = format!("agentd-test-{}:", uuid::Uuid::new_v4().simple());
+    let redis = json!({"backend": "redis", "redis": {"url": redis_url(), "keyPrefix": prefix}});
+    me_says_what_is_left_of_each_limit(Backend::sqlite(), |config| config["cache"] = redis).await;
+    delete_redis_keys(&prefix).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_redis_cache_two_servers_share_the_counts_in_redis() {
     let prefix = format!("agentd-test-{}:", uuid::Uuid::new_v4().simple());

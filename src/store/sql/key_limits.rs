@@ -6,6 +6,14 @@ pub const COUNT_REQUEST: &str = "INSERT INTO key_request_windows (key_id, window
      VALUES ($1, $2, 1) ON CONFLICT (key_id, window_start) \
      DO UPDATE SET requests = key_request_windows.requests + 1 RETURNING requests";
 
+/// A window's count, read without counting.
+pub const REQUESTS_IN: &str =
+    "SELECT requests FROM key_request_windows WHERE key_id = $1 AND window_start = $2";
+
+/// How many of a key's slots are held (their lease has not expired).
+pub const HELD_SLOTS: &str =
+    "SELECT COUNT(*) FROM key_run_slots WHERE key_id = $1 AND expires_at > $2";
+
 /// The slot numbers of a key whose lease has not expired.
 pub const LIVE_SLOTS: &str = "SELECT slot FROM key_run_slots WHERE key_id = $1 AND expires_at > $2";
 
@@ -51,6 +59,34 @@ macro_rules! impl_key_limit_store {
                 let count: i64 = sqlx::query_scalar(sql::COUNT_REQUEST)
                     .bind(key_id)
                     .bind(at(window_start))
+                    .fetch_one(&self.writer)
+                    .await?;
+                Ok(u64::try_from(count).unwrap_or(0))
+            }
+
+            async fn key_requests_in(
+                &self,
+                key_id: &str,
+                window_start: chrono::DateTime<chrono::Utc>,
+            ) -> Result<u64, $crate::store::StoreError> {
+                use $crate::store::sql::{at, key_limits as sql};
+                let count: Option<i64> = sqlx::query_scalar(sql::REQUESTS_IN)
+                    .bind(key_id)
+                    .bind(at(window_start))
+                    .fetch_optional(&self.writer)
+                    .await?;
+                Ok(count.map_or(0, |count| u64::try_from(count).unwrap_or(0)))
+            }
+
+            async fn key_run_slots_held(
+                &self,
+                key_id: &str,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<u64, $crate::store::StoreError> {
+                use $crate::store::sql::{at, key_limits as sql};
+                let count: i64 = sqlx::query_scalar(sql::HELD_SLOTS)
+                    .bind(key_id)
+                    .bind(at(now))
                     .fetch_one(&self.writer)
                     .await?;
                 Ok(u64::try_from(count).unwrap_or(0))
