@@ -209,7 +209,7 @@ impl ToolRunner<'_> {
             && *requested > left
         {
             return Ok(Route::Answered(failed(&format!(
-                "not run: the run's budget allows no more tool calls; {} was not called",
+                "not run: the run reached its budget; {} was not called",
                 call.name
             ))));
         }

@@ -497,11 +497,17 @@ pub(super) fn server_of(tool: &str) -> String {
 }
 
 /// Adds one `tool` message per call, in the order of the calls.
-/// The tool calls the run's budget still allows (`maxToolCalls` less the calls made so far),
-/// so a turn asking for more runs only those and the budget is checked before the rest.
+/// The tool calls the run's budget still allows: none once the model call that asked for them
+/// took the run past any of its limits (its tools are answered "not run" and the budget is
+/// checked at the turn's end), else `maxToolCalls` less the calls made so far, so a turn asking
+/// for more runs only those.
 fn tool_calls_left(run: &Run) -> Option<usize> {
-    let allowed = run.facts.request.effective_budget().max_tool_calls?;
-    let spent = super::budget::Spent::of(&run.transcript.accounting, std::time::Duration::ZERO);
+    let budget = run.facts.request.effective_budget();
+    let spent = super::budget::Spent::of(&run.transcript.accounting, run.started.elapsed());
+    if budget.crossed(&spent).is_some() {
+        return Some(0);
+    }
+    let allowed = budget.max_tool_calls?;
     Some(allowed.saturating_sub(spent.tool_calls) as usize)
 }
 

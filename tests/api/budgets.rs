@@ -136,6 +136,11 @@ async fn a_requests_lower_token_budget_applies_over_the_agents() {
         result["usage"]["total_tokens"], 2020,
         "two calls of 1010: the second crossed 1500"
     );
+    assert_eq!(
+        tool_calls(&result),
+        1,
+        "the model call that crossed the budget runs none of its tools"
+    );
 }
 
 #[tokio::test]
