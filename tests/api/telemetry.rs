@@ -227,6 +227,39 @@ async fn spans_and_genai_metrics_reach_a_real_otlp_receiver_under_the_callers_tr
     );
 }
 
+/// The spans of `trace_id` as a tracing backend draws them: each under its parent, with its
+/// service (printed by the test for the record).
+fn trace_tree(records: &[Value], trace_id: &str) -> String {
+    let spans: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["signal"] == "span" && r["trace_id"] == trace_id)
+        .collect();
+    let mut out = format!("trace {trace_id}\n");
+    let ids: Vec<&Value> = spans.iter().map(|s| &s["span_id"]).collect();
+    let roots = spans
+        .iter()
+        .filter(|s| !ids.contains(&&s["parent_span_id"]));
+    for root in roots {
+        draw(&spans, root, 1, &mut out);
+    }
+    out
+}
+
+fn draw(spans: &[&Value], span: &Value, depth: usize, out: &mut String) {
+    out.push_str(&format!(
+        "{}{} [{}]\n",
+        "  ".repeat(depth),
+        span["name"].as_str().unwrap_or("?"),
+        span["service"].as_str().unwrap_or("?")
+    ));
+    for child in spans
+        .iter()
+        .filter(|s| s["parent_span_id"] == span["span_id"])
+    {
+        draw(spans, child, depth + 1, out);
+    }
+}
+
 const RELAY_AGENT: &str = "---\ndescription: Asks the other server's chat agent\nmodels: llm/upstream-model\nfinalization: text\ntransport: native\ntools: [other]\n---\nYou pass questions on.\n";
 
 /// agentd on both ends of MCP: A's agent calls B's `chat` agent as an MCP tool. B's server span
@@ -349,6 +382,7 @@ async fn mcp_and_a2a_requests_are_server_spans_and_mcp_meta_carries_the_trace() 
         })
         .await
         .to_vec();
+    eprintln!("{}", trace_tree(&records, TRACE_ID));
     let tool = span(&records, "execute_tool other__chat").expect("A's tool span");
     assert_eq!(tool["trace_id"], TRACE_ID);
     let served = records
