@@ -24,13 +24,17 @@ async fn rpc(app: &TestApp, agent: &str, method: &str, params: Value) -> Value {
         .expect("JSON-RPC answer")
 }
 
-#[tokio::test]
-async fn the_a2a_python_sdk_sends_streams_reads_lists_resubscribes_and_cancels() {
-    let (app, _agents) = app_with_agents().await;
+/// The SDK's whole flow over `binding`; the app, to read what reached it.
+async fn sdk_flow_over(binding: &str) -> TestApp {
+    let (app, agents) = app_with_agents().await;
     app.llm.push(Reply::text("Hello from the mock upstream!"));
     app.llm.push(Reply::text("Hello again!"));
     app.llm.push(Reply::hang());
-    let args = [app.address.clone(), "admin-key".to_string()];
+    let args = [
+        app.address.clone(),
+        "admin-key".to_string(),
+        binding.to_string(),
+    ];
     let stdout = run_python("a2a", A2A_SDK, "a2a_client.py", &args).await;
     for check in [
         "card ok",
@@ -44,6 +48,119 @@ async fn the_a2a_python_sdk_sends_streams_reads_lists_resubscribes_and_cancels()
     ] {
         assert!(stdout.lines().any(|l| l == check), "{check}: {stdout}");
     }
+    drop(agents);
+    app
+}
+
+/// The routes the SDK's requests took, from the request counter.
+async fn routes_taken(app: &TestApp) -> String {
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    metrics
+        .lines()
+        .filter(|line| line.starts_with("agentd_http_requests_total{") && line.contains("/a2a/"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn the_a2a_python_sdk_sends_streams_reads_lists_resubscribes_and_cancels() {
+    let app = sdk_flow_over("JSONRPC").await;
+    let routes = routes_taken(&app).await;
+    assert!(routes.contains(r#"route="/a2a/{agent}""#), "{routes}");
+}
+
+/// A2A 1.0's HTTP+JSON binding: the same flow with the SDK's REST transport, which it picks
+/// from the card's `supportedInterfaces`; every request took a REST route.
+#[tokio::test]
+async fn the_a2a_python_sdk_does_it_all_over_the_http_json_binding() {
+    let app = sdk_flow_over("HTTP+JSON").await;
+    let routes = routes_taken(&app).await;
+    for route in [
+        "/a2a/{agent}/message:send",
+        "/a2a/{agent}/message:stream",
+        "/a2a/{agent}/tasks/{task}",
+        "/a2a/{agent}/tasks",
+    ] {
+        assert!(
+            routes.contains(&format!(r#"route="{route}""#)),
+            "{route}: {routes}"
+        );
+    }
+    assert!(
+        !routes.contains(r#"route="/a2a/{agent}",method="POST""#)
+            && !routes.contains(r#"method="POST",route="/a2a/{agent}","#),
+        "no JSON-RPC: {routes}"
+    );
+}
+
+/// The binding's errors: `google.rpc.Status` with the A2A reason, at the binding's status.
+#[tokio::test]
+async fn the_http_json_binding_answers_errors_as_status_with_the_a2a_reason() {
+    let (app, _agents) = app_with_agents().await;
+    let get = |path: &str| {
+        app.client
+            .get(app.url(path))
+            .bearer_auth("admin-key")
+            .send()
+    };
+    let missing = get("/a2a/chat/tasks/no-such-task").await.expect("sent");
+    assert_eq!(missing.status(), 404);
+    assert_eq!(
+        missing.headers()["content-type"],
+        "application/a2a+json",
+        "the binding's media type"
+    );
+    let body: Value = missing.json().await.expect("json");
+    assert_eq!(body["error"]["status"], "NOT_FOUND", "{body}");
+    assert_eq!(
+        body["error"]["details"][0]["reason"], "TASK_NOT_FOUND",
+        "{body}"
+    );
+    let bad = get("/a2a/chat/tasks?pageSize=ten").await.expect("sent");
+    assert_eq!(bad.status(), 400);
+    let body: Value = bad.json().await.expect("json");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("pageSize"),
+        "{body}"
+    );
+    let too_many = get("/a2a/chat/tasks?pageSize=101").await.expect("sent");
+    assert_eq!(too_many.status(), 400);
+    let verb = app
+        .client
+        .post(app.url("/a2a/chat/tasks/t1:pause"))
+        .bearer_auth("admin-key")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(verb.status(), 404);
+    let not_json = app
+        .client
+        .post(app.url("/a2a/chat/message:send"))
+        .bearer_auth("admin-key")
+        .body("[1]")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(not_json.status(), 400);
+    let card: Value = get("/a2a/chat/extendedAgentCard")
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(card["name"], "chat", "{card}");
+    assert_eq!(card["capabilities"]["extendedAgentCard"], true);
 }
 
 #[tokio::test]

@@ -512,6 +512,39 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
             None,
             OthersObject,
         ),
+        ("get", "/a2a/{agent}/extendedAgentCard") => {
+            one(get, "/a2a/chat/extendedAgentCard".into(), None, OwnBehalf)
+        }
+        ("post", "/a2a/{agent}/message:send" | "/a2a/{agent}/message:stream") => one(
+            post,
+            template.replace("{agent}", "chat"),
+            Some(
+                json!({"message": {"messageId": "m-matrix", "role": "ROLE_USER",
+                "parts": [{"text": "hi"}]}}),
+            ),
+            OwnBehalf,
+        ),
+        ("get", "/a2a/{agent}/tasks") => one(get, "/a2a/chat/tasks".into(), None, Listing),
+        ("get", "/a2a/{agent}/tasks/{task}") => vec![
+            Probe {
+                method: get.clone(),
+                path: format!("/a2a/chat/tasks/{}", o.task),
+                body: None,
+                access: OthersObject,
+            },
+            Probe {
+                method: get,
+                path: format!("/a2a/chat/tasks/{}:subscribe", o.task),
+                body: None,
+                access: OthersObject,
+            },
+        ],
+        ("post", "/a2a/{agent}/tasks/{task}") => one(
+            post,
+            format!("/a2a/chat/tasks/{}:cancel", o.task),
+            None,
+            OthersObject,
+        ),
         ("post", "/a2a/{agent}") => vec![
             Probe {
                 method: post.clone(),
@@ -997,6 +1030,9 @@ async fn authorization_matrix(owner: Owner) {
             if !matches!(probe.access, Access::OthersObject | Access::OwnerOnly)
                 || probe.method == reqwest::Method::DELETE
                 || probe.path.ends_with("/cancel")
+                || probe.path.ends_with(":cancel")
+                // carol's task has ended: there is nothing to follow, for anyone
+                || probe.path.ends_with(":subscribe")
                 || probe.path.contains("/approvals/")
                 || cancels_task
             {

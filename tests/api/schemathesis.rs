@@ -31,7 +31,8 @@ const KEY: &str = "schemathesis-admin-key";
 ///   and a URL must be fetchable (400);
 /// - a webhook URL must pass the address guard (400);
 /// - Responses input items are OpenAI's open union of item shapes (400 naming the item);
-/// - a schedule's cron expression and time zone must parse, and a new one names its agent (400).
+/// - a schedule's cron expression and time zone must parse, and a new one names its agent (400);
+/// - A2A's HTTP+JSON binding takes A2A messages (its protobuf JSON, documented as an object).
 const CONTENT_CHECKED_BEYOND_THE_SCHEMA: &str = r#"
 [[operations]]
 include-path = "/v1/responses"
@@ -56,6 +57,10 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "409",
 [[operations]]
 include-path-regex = "^/v1/(conversations|responses/compact|responses/input_tokens)"
 include-method = "POST"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "429"]
+
+[[operations]]
+include-path-regex = "^/a2a/\\{agent\\}/(message:send|message:stream|tasks)"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "429"]
 
 [[operations]]

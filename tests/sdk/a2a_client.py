@@ -1,9 +1,10 @@
 """The A2A Python SDK (a2a-sdk) against agentd's A2A server.
 
-Usage: a2a_client.py BASE_URL API_KEY
+Usage: a2a_client.py BASE_URL API_KEY [BINDING]
 
 Resolves the `chat` agent's card, sends a message (blocking), streams one, reads and lists the
-tasks, then starts a task on `slow`, resubscribes to it and cancels it. Prints one
+tasks, then starts a task on `slow`, resubscribes to it and cancels it, over BINDING (`JSONRPC`,
+the default, or `HTTP+JSON`: the client picks that interface from the card). Prints one
 `<check> ok` line per check.
 """
 
@@ -31,9 +32,13 @@ def request(text: str) -> SendMessageRequest:
     return SendMessageRequest(message=message)
 
 
+BINDING = sys.argv[3] if len(sys.argv) > 3 else "JSONRPC"
+
+
 async def client_for(http: httpx.AsyncClient, base_url: str, agent: str, streaming: bool):
     card = await A2ACardResolver(http, f"{base_url}/a2a/{agent}").get_agent_card()
-    return card, ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
+    config = ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=[BINDING])
+    return card, ClientFactory(config).create(card)
 
 
 async def main(base_url: str, key: str) -> None:
@@ -42,6 +47,7 @@ async def main(base_url: str, key: str) -> None:
         assert card.name == "chat", card
         assert card.skills[0].description == "A helpful chat agent", card.skills
         assert card.capabilities.streaming
+        assert BINDING in [i.protocol_binding for i in card.supported_interfaces], card
         print("card ok")
 
         answers = [event async for event in blocking.send_message(request("Say hello"))]

@@ -9,6 +9,7 @@
 //! stored events followed with [`Runtime::follow_run_events`] (so a stream resumed on another
 //! replica reads the same), tasks are read from the run store. Same auth as every route.
 
+pub mod rest;
 mod tasks;
 pub mod wire;
 
@@ -217,12 +218,15 @@ fn card(name: &str, description: &str, url: &str, skills: Vec<Value>) -> Value {
         "name": name,
         "description": description,
         "version": env!("CARGO_PKG_VERSION"),
-        "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION}],
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION},
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": PROTOCOL_VERSION},
+        ],
         // 0.3 clients read these.
         "url": url,
         "protocolVersion": "0.3.0",
         "preferredTransport": "JSONRPC",
-        "capabilities": {"streaming": true, "pushNotifications": false},
+        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": true},
         "securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain", "application/json"],
@@ -292,13 +296,18 @@ pub async fn agent_card(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let agent = caller.named_agent(&runtime, &name)?;
-    let url = format!("{}/a2a/{}", base_url(&headers), agent.name);
+    Ok(axum::Json(agent_card_of(&agent, &headers)).into_response())
+}
+
+/// One agent's card, its interfaces at the URL the client reached this server at.
+fn agent_card_of(agent: &AgentSpec, headers: &HeaderMap) -> Value {
+    let url = format!("{}/a2a/{}", base_url(headers), agent.name);
     let description = if agent.description.is_empty() {
         format!("The {} agent.", agent.name)
     } else {
         agent.description.clone()
     };
-    Ok(axum::Json(card(&agent.name, &description, &url, vec![skill(&agent)])).into_response())
+    card(&agent.name, &description, &url, vec![skill(agent)])
 }
 
 #[utoipa::path(

@@ -200,6 +200,8 @@ pub struct TaskTranslator {
     /// The task as it was when the stream opened.
     first: Option<StreamFrame>,
     finished: bool,
+    /// JSON-RPC wraps each frame in a result; the HTTP+JSON binding sends it bare.
+    envelope: bool,
 }
 
 impl TaskTranslator {
@@ -211,12 +213,25 @@ impl TaskTranslator {
             dialect,
             first: Some(StreamFrame::Task(task.to_json(dialect))),
             finished: false,
+            envelope: true,
+        }
+    }
+
+    /// The same frames without the JSON-RPC envelope (the HTTP+JSON binding).
+    pub fn without_envelope(run: &RunRecord, dialect: Dialect) -> Self {
+        Self {
+            envelope: false,
+            ..Self::new(run, dialect)
         }
     }
 
     fn frame(&self, frame: &StreamFrame) -> Frame {
+        let frame = frame.to_json(self.dialect);
+        if !self.envelope {
+            return Frame::data(frame.to_string());
+        }
         let request_id = Value::String(self.task_id.clone());
-        Frame::data(super::rpc_result(&request_id, frame.to_json(self.dialect)).to_string())
+        Frame::data(super::rpc_result(&request_id, frame).to_string())
     }
 }
 
