@@ -87,7 +87,11 @@ async fn a_client_tool_call_ends_the_run_and_the_tool_message_continues_it() {
         first[4],
         json!({"type": "TOOL_CALL_END", "toolCallId": "call_paris"})
     );
-    assert!(first[6].get("outcome").is_none(), "{}", first[6]);
+    assert_eq!(
+        first[6]["outcome"],
+        json!({"type": "success", "pendingToolCallIds": ["call_paris"]}),
+        "AG-UI 1.0: a run stopped at a client tool finishes as success naming the call"
+    );
     let sent = &app.llm.requests()[0];
     let offered: Vec<&str> = sent["tools"]
         .as_array()
@@ -196,8 +200,29 @@ async fn a_run_waiting_for_approval_interrupts_and_resume_decides_and_streams_th
     let interrupt_id = interrupt["id"].as_str().expect("id").to_string();
     assert!(interrupt_id.starts_with("approval_"), "{interrupt}");
     assert!(interrupt_id.ends_with("_call-1"), "{interrupt}");
-    assert_eq!(interrupt["reason"], "tool_approval");
+    assert_eq!(interrupt["reason"], "tool_call", "AG-UI 1.0's core reason");
     assert_eq!(interrupt["toolCallId"], "call-1");
+    assert_eq!(
+        interrupt["responseSchema"]["required"],
+        json!(["approved"]),
+        "{interrupt}"
+    );
+    assert!(
+        interrupt["responseSchema"]["properties"]["editedArgs"].is_object(),
+        "edits are offered: {interrupt}"
+    );
+    // The state and the thread's messages come before the interrupting RUN_FINISHED.
+    let n = first.len();
+    assert_eq!(first[n - 3]["type"], "STATE_SNAPSHOT", "{kinds:?}");
+    assert_eq!(first[n - 2]["type"], "MESSAGES_SNAPSHOT", "{kinds:?}");
+    let messages = first[n - 2]["messages"].as_array().expect("messages");
+    assert_eq!(messages[0]["content"], "Echo hi", "{messages:?}");
+    let answer_so_far = messages.last().expect("the run's message");
+    assert_eq!(answer_so_far["role"], "assistant");
+    assert_eq!(
+        answer_so_far["toolCalls"][0]["id"], "call-1",
+        "{answer_so_far}"
+    );
     validate_ag_ui_frames(&first).await;
 
     let answer = |payload: Value| {
@@ -209,7 +234,20 @@ async fn a_run_waiting_for_approval_interrupts_and_resume_decides_and_streams_th
     };
     assert_eq!(
         refused(&app, "approver", &answer(json!({"decision": "maybe"}))).await,
-        (400, "resume[0].payload.decision".into())
+        (400, "resume[0].payload.approved".into())
+    );
+    assert_eq!(
+        refused(&app, "approver", &answer(json!({"approved": "yes"}))).await,
+        (400, "resume[0].payload.approved".into())
+    );
+    assert_eq!(
+        refused(
+            &app,
+            "approver",
+            &answer(json!({"approved": true, "editedArgs": {"text": 5}}))
+        )
+        .await,
+        (400, "resume[0].payload.editedArgs".into())
     );
     assert_eq!(
         refused(
@@ -218,12 +256,13 @@ async fn a_run_waiting_for_approval_interrupts_and_resume_decides_and_streams_th
             &answer(json!({"decision": "approve", "arguments": {"text": 5}}))
         )
         .await,
-        (400, "resume[0].payload.arguments".into())
+        (400, "resume[0].payload.arguments".into()),
+        "agentd's earlier payload is still read"
     );
     let second = run_frames(
         &app,
         "approver",
-        &answer(json!({"decision": "approve", "arguments": {"text": "edited"}})),
+        &answer(json!({"approved": true, "editedArgs": {"text": "edited"}})),
     )
     .await;
     let kinds = types(&second);
@@ -239,6 +278,12 @@ async fn a_run_waiting_for_approval_interrupts_and_resume_decides_and_streams_th
         .expect("the approved tool ran");
     assert_eq!(result["toolCallId"], "call-1");
     assert_eq!(result["content"], "edited");
+    assert!(
+        !second
+            .iter()
+            .any(|f| f["type"] == "TOOL_CALL_START" && f["toolCallId"] == "call-1"),
+        "AG-UI 1.0: the resumed run answers the proposed call without proposing it again"
+    );
     let text: String = second
         .iter()
         .filter(|f| f["type"] == "TEXT_MESSAGE_CONTENT")
@@ -247,11 +292,15 @@ async fn a_run_waiting_for_approval_interrupts_and_resume_decides_and_streams_th
     assert_eq!(text, "It said hi.");
     let finished = second.last().expect("frame");
     assert_eq!(finished["type"], "RUN_FINISHED");
-    assert!(finished.get("outcome").is_none(), "{finished}");
+    assert_eq!(
+        finished["outcome"],
+        json!({"type": "success"}),
+        "{finished}"
+    );
     validate_ag_ui_frames(&second).await;
     // Decided once: the same interrupt again is a conflict, as on the runs route.
     assert_eq!(
-        refused(&app, "approver", &answer(json!({"decision": "deny"}))).await,
+        refused(&app, "approver", &answer(json!({"approved": false}))).await,
         (409, "resume[0].interruptId".into())
     );
 }

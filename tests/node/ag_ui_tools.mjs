@@ -3,7 +3,7 @@
 // 1. a client tool round trip: the run ends with a call of `get_weather` (a tool this script
 //    answers), the script adds the tool message and runs again, which answers in text;
 // 2. an approval: the run ends with an interrupt, the script resumes it with an approval
-//    (payload {decision: "approve"}), and the resumed run answers.
+//    with AG-UI 1.0's payload {approved: true}, and the resumed run answers.
 // Usage: AGENTD_KEY=KEY node ag_ui_tools.mjs BASE_URL TOOL_AGENT APPROVAL_AGENT
 import { HttpAgent } from "@ag-ui/client";
 
@@ -44,7 +44,7 @@ out.interrupts = interrupts;
 out.pendingInterrupts = approver.pendingInterrupts.map((i) => i.id);
 const resumed = await approver.runAgent({
   runId: "ask-2",
-  resume: interrupts.map((i) => ({ interruptId: i.id, status: "resolved", payload: { decision: "approve" } })),
+  resume: interrupts.map((i) => ({ interruptId: i.id, status: "resolved", payload: { approved: true } })),
 });
 out.approvedAnswer = text(resumed.newMessages);
 out.pendingAfter = approver.pendingInterrupts.length;

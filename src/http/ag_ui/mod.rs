@@ -19,7 +19,7 @@ use axum::extract::{Extension, State};
 use axum::response::Response;
 use axum::response::sse::Event;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
@@ -38,7 +38,10 @@ use crate::runtime::{
     CLIENT_CONVERSATION_ID_RULE, ConversationTurn, Runtime, WaitingCallRef,
     is_client_conversation_id,
 };
-use wire::{AgUiMessage, AgUiPath, FrameIds, INTERRUPT_PREFIX, RunAgentInput, frames};
+use wire::{
+    AgUiMessage, AgUiPath, FrameIds, INTERRUPT_PREFIX, RunAgentInput, frames, interrupt_snapshots,
+    snapshot_message,
+};
 
 /// Where AG-UI keeps a client tool's parts, for error `param`s.
 const AG_UI_TOOL_FIELDS: ToolFields = ToolFields {
@@ -109,7 +112,7 @@ pub async fn run(
     let guard = (on_disconnect == OnDisconnect::Cancel).then(|| handle.abort_on_drop());
     // The stream follows the run's recorded events up to its end or its wait for approvals.
     drop(handle.into_result());
-    let translator = UiFrames::new(run_id.clone(), AgUi::new(input.thread_id, input.run_id));
+    let translator = UiFrames::new(run_id.clone(), AgUi::new(&input));
     let events = Events::stretch(&runtime, run_id.clone(), 0);
     let response = drive::stream(&runtime, events, translator, OnLeave::cancel_with(guard));
     Ok(with_run_headers(
@@ -132,6 +135,7 @@ async fn resume(
     let entries = input.resume.as_deref().unwrap_or_default();
     let mut run_id: Option<String> = None;
     let mut answers = Vec::with_capacity(entries.len());
+    let mut proposed = Vec::with_capacity(entries.len());
     for (index, entry) in entries.iter().enumerate() {
         let named = entry
             .get("interruptId")
@@ -140,6 +144,12 @@ async fn resume(
             .filter(|named| run_id.as_ref().is_none_or(|run| *run == named.run_id))
             .ok_or_else(|| no_interrupt(entry, index))?;
         answers.push((named.call_id, resume_decision(entry, index)?));
+        proposed.push(
+            answers
+                .last()
+                .map(|(call, _)| call.clone())
+                .unwrap_or_default(),
+        );
         run_id = Some(named.run_id);
     }
     let run_id = run_id.unwrap_or_default();
@@ -158,7 +168,19 @@ async fn resume(
                 error,
                 &WaitAnswerParams {
                     answer: &|index| format!("resume[{index}].interruptId"),
-                    arguments: &|index| format!("resume[{index}].payload.arguments"),
+                    arguments: &|index| {
+                        let field = if entries
+                            .get(index)
+                            .and_then(|e| e.get("payload"))
+                            .and_then(|p| p.get("approved"))
+                            .is_some()
+                        {
+                            "editedArgs"
+                        } else {
+                            "arguments"
+                        };
+                        format!("resume[{index}].payload.{field}")
+                    },
                     unanswered: "resume",
                     client_id: &|call_id| {
                         WaitingCallRef::new(&run.id, call_id).encode(INTERRUPT_PREFIX)
@@ -170,8 +192,8 @@ async fn resume(
         run_id: run.id.clone(),
         conversation_id: run.conversation_id.clone(),
     };
-    let translator = UiFrames::new(run.id.clone(), AgUi::new(input.thread_id, input.run_id))
-        .starting_with(started);
+    let translator =
+        UiFrames::new(run.id.clone(), AgUi::resuming(&input, proposed)).starting_with(started);
     let events = Events::stretch(&runtime, run.id.clone(), wait.last_seq);
     let response = drive::stream(&runtime, events, translator, OnLeave::Continue);
     Ok(with_run_headers(
@@ -211,14 +233,34 @@ fn resume_decision(entry: &Value, index: usize) -> Result<Decision, ApiError> {
             reason: reason.or_else(|| Some("the user cancelled the approval".into())),
         });
     }
-    match payload.and_then(|p| p.get("decision")).and_then(Value::as_str) {
-        Some("approve") => {
-            let arguments = match payload.and_then(|p| p.get("arguments")) {
+    // AG-UI 1.0: `{approved, editedArgs?}`; agentd's earlier `{decision, arguments?}` too.
+    let (approved, arguments_field) = match payload.and_then(|p| p.get("approved")) {
+        Some(Value::Bool(approved)) => (Some(*approved), "editedArgs"),
+        Some(_) => {
+            return Err(
+                ApiError::invalid_request("`approved` must be true or false")
+                    .with_param(param("payload.approved")),
+            );
+        }
+        None => match payload
+            .and_then(|p| p.get("decision"))
+            .and_then(Value::as_str)
+        {
+            Some("approve") => (Some(true), "arguments"),
+            Some("deny") => (Some(false), "arguments"),
+            _ => (None, "arguments"),
+        },
+    };
+    match approved {
+        Some(true) => {
+            let arguments = match payload.and_then(|p| p.get(arguments_field)) {
                 None | Some(Value::Null) => None,
                 Some(Value::Object(arguments)) => Some(arguments.clone()),
                 Some(_) => {
-                    return Err(ApiError::invalid_request("`arguments` must be an object")
-                        .with_param(param("payload.arguments")));
+                    return Err(ApiError::invalid_request(format!(
+                        "`{arguments_field}` must be an object"
+                    ))
+                    .with_param(param(&format!("payload.{arguments_field}"))));
                 }
             };
             Ok(Decision::Approve {
@@ -226,11 +268,11 @@ fn resume_decision(entry: &Value, index: usize) -> Result<Decision, ApiError> {
                 note: reason,
             })
         }
-        Some("deny") => Ok(Decision::Deny { reason }),
-        _ => Err(ApiError::invalid_request(
-            "`payload.decision` must be \"approve\" or \"deny\" (payload: {decision, arguments?, reason?})",
+        Some(false) => Ok(Decision::Deny { reason }),
+        None => Err(ApiError::invalid_request(
+            "`payload.approved` must be true or false (payload: {approved, editedArgs?, reason?}; or {decision: \"approve\"|\"deny\", arguments?, reason?})",
         )
-        .with_param(param("payload.decision"))),
+        .with_param(param("payload.approved"))),
     }
 }
 
@@ -443,26 +485,151 @@ fn thread_user(caller: &Caller, input: &RunAgentInput) -> Result<Option<String>,
 }
 
 /// AG-UI's rendering of the UI parts: `data:` frames naming the client's thread and run.
+/// It keeps what the run said so far, for the snapshots an interrupt is preceded by.
 struct AgUi {
     thread_id: String,
     run_id: String,
+    /// The client's state, given back as it came.
+    state: Value,
+    /// The thread's messages as the client sent them.
+    inputs: Vec<Value>,
+    /// This run's messages so far: the answer's text and calls, then the calls' results.
+    said: std::cell::RefCell<RunMessages>,
+    /// Calls the interrupted run proposed and this resumed one answers: AG-UI 1.0 has their
+    /// `TOOL_CALL_START`/`_ARGS`/`_END` sent once, by the run that proposed them.
+    proposed_before: Vec<String>,
+}
+
+/// A run's messages as AG-UI messages: one assistant message (its text and tool calls) and a
+/// tool message per result.
+#[derive(Default)]
+struct RunMessages {
+    text: String,
+    calls: Vec<Value>,
+    results: Vec<Value>,
+}
+
+impl RunMessages {
+    fn note(&mut self, part: &UiPart, run_id: &str) {
+        match part {
+            UiPart::TextDelta { delta, .. } => self.text.push_str(delta),
+            UiPart::ToolCall {
+                call_id,
+                tool,
+                arguments,
+                ..
+            }
+            | UiPart::ApprovalRequested {
+                call_id,
+                tool,
+                arguments,
+                ..
+            } => self.calls.push(json!({"id": call_id, "type": "function",
+                "function": {"name": tool, "arguments": arguments.to_string()}})),
+            UiPart::ToolResult {
+                call_id, output, ..
+            } => self
+                .results
+                .push(json!({"id": format!("{run_id}-tool-{call_id}"),
+                "role": "tool", "toolCallId": call_id, "content": output})),
+            _ => {}
+        }
+    }
+
+    /// Calls of this run no result answered: the client's own tools, left for it to run.
+    fn unanswered_calls(&self) -> Vec<Value> {
+        self.calls
+            .iter()
+            .map(|call| &call["id"])
+            .filter(|id| !self.results.iter().any(|r| &r["toolCallId"] == *id))
+            .cloned()
+            .collect()
+    }
+
+    fn messages(&self, run_id: &str) -> Vec<Value> {
+        let mut answer = json!({"id": format!("{run_id}-answer"), "role": "assistant"});
+        if !self.text.is_empty() {
+            answer["content"] = Value::String(self.text.clone());
+        }
+        if !self.calls.is_empty() {
+            answer["toolCalls"] = Value::Array(self.calls.clone());
+        }
+        std::iter::once(answer)
+            .chain(self.results.iter().cloned())
+            .collect()
+    }
 }
 
 impl AgUi {
-    fn new(thread_id: String, run_id: String) -> Self {
-        Self { thread_id, run_id }
+    fn new(input: &RunAgentInput) -> Self {
+        Self {
+            thread_id: input.thread_id.clone(),
+            run_id: input.run_id.clone(),
+            state: input.state.clone().unwrap_or_else(|| json!({})),
+            inputs: input
+                .messages
+                .iter()
+                .enumerate()
+                .map(|(index, message)| snapshot_message(index, message))
+                .collect(),
+            said: std::cell::RefCell::new(RunMessages::default()),
+            proposed_before: Vec::new(),
+        }
+    }
+
+    /// The renderer of a resumed run, which answers the calls `proposed_before`.
+    fn resuming(input: &RunAgentInput, proposed_before: Vec<String>) -> Self {
+        Self {
+            proposed_before,
+            ..Self::new(input)
+        }
+    }
+
+    /// A call the interrupted run already proposed: its result follows, not the call again.
+    fn was_proposed(&self, part: &UiPart) -> bool {
+        matches!(part, UiPart::ToolCall { call_id, .. } if self.proposed_before.contains(call_id))
+    }
+
+    /// The snapshots before an interrupting `RUN_FINISHED`: none for any other part.
+    fn snapshots_before(&self, part: &UiPart) -> Vec<Value> {
+        let UiPart::Finished(end) = part else {
+            return Vec::new();
+        };
+        if end.pending_approvals.is_empty() || end.is_failure() {
+            return Vec::new();
+        }
+        let mut messages = self.inputs.clone();
+        messages.extend(self.said.borrow().messages(&self.run_id));
+        interrupt_snapshots(&self.state, messages).to_vec()
     }
 }
 
 impl UiRender for AgUi {
     fn render(&self, part: UiPart, out: &mut Vec<Frame>) {
+        if self.was_proposed(&part) {
+            return;
+        }
+        self.said.borrow_mut().note(&part, &self.run_id);
         let ids = FrameIds {
             thread_id: &self.thread_id,
             run_id: &self.run_id,
         };
+        let snapshots = self.snapshots_before(&part);
+        let mut rendered = frames(part, &ids);
+        // AG-UI 1.0: a run that stopped at calls of the client's tools finished as success,
+        // naming the calls the client is to answer.
+        for frame in &mut rendered {
+            if frame["type"] == "RUN_FINISHED" && frame["outcome"]["type"] == "success" {
+                let pending = self.said.borrow().unanswered_calls();
+                if !pending.is_empty() {
+                    frame["outcome"]["pendingToolCallIds"] = Value::Array(pending);
+                }
+            }
+        }
         out.extend(
-            frames(part, &ids)
+            snapshots
                 .into_iter()
+                .chain(rendered)
                 .map(|frame| Frame::data(frame.to_string())),
         );
     }
@@ -476,7 +643,12 @@ mod tests {
     #[test]
     fn every_stored_run_streams_as_golden_ag_ui_events() {
         goldens::each("ag_ui", || {
-            UiFrames::new(RUN_ID, AgUi::new("thread-1".into(), "run-1".into()))
+            let input: RunAgentInput = serde_json::from_value(json!({
+                "threadId": "thread-1", "runId": "run-1",
+                "messages": [{"id": "m1", "role": "user", "content": "Hello"}],
+            }))
+            .expect("input");
+            UiFrames::new(RUN_ID, AgUi::new(&input))
         });
     }
 }

@@ -47,10 +47,16 @@ pub struct RunAgentInput {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub forwarded_props: Option<Value>,
-    /// Answers to the interrupts of a run waiting for tool approvals, `{interruptId, status?,
-    /// payload}`: `payload` is `{decision: "approve"|"deny", arguments?, reason?}` as the body
-    /// of `POST /v1/runs/{run_id}/approvals/{call_id}` (`status: "cancelled"` denies). Every
-    /// waiting call of the run is answered at once; the stream then follows the resumed run.
+    /// The client's state: agentd keeps none, and gives it back in the `STATE_SNAPSHOT` before
+    /// an interrupt.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub state: Option<Value>,
+    /// Answers to the interrupts of a run waiting for tool approvals, `{interruptId, status,
+    /// payload}`: `payload` is AG-UI 1.0's `{approved, editedArgs?, reason?}` (or agentd's
+    /// earlier `{decision: "approve"|"deny", arguments?, reason?}`); `status: "cancelled"`
+    /// denies. Every waiting call of the run is answered at once; the stream then follows the
+    /// resumed run.
     #[serde(default)]
     #[schema(value_type = Option<Vec<ResumeEntry>>)]
     pub resume: Option<Vec<Value>>,
@@ -102,6 +108,9 @@ pub struct ResumePayload {
 /// `toolCallId` are read (`id` and the rest are ignored).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct AgUiMessage {
+    /// The client's id of the message (kept for the snapshot before an interrupt).
+    #[serde(default)]
+    pub id: Option<String>,
     /// `user`, `assistant`, `system`, `developer`, `tool`, …
     pub role: String,
     /// Text, or a list of content parts whose `text` parts are read.
@@ -212,15 +221,21 @@ pub fn frames(part: UiPart, ids: &FrameIds<'_>) -> Vec<Value> {
             "content": match error { Some(error) if output.is_empty() => format!("error: {error}"), _ => output },
             "role": "tool",
         })],
+        // The call proposed (AG-UI 1.0: the interrupt's `toolCallId` binds to this sequence; the
+        // resumed run answers it with `TOOL_CALL_RESULT`), then agentd's own event.
         UiPart::ApprovalRequested {
             call_id,
             tool,
             arguments,
             expires_at,
-        } => vec![json!({
-            "type": "CUSTOM", "name": "agentd.approval_requested",
-            "value": {"call_id": call_id, "tool": tool, "arguments": arguments, "expires_at": expires_at},
-        })],
+        } => {
+            let mut frames = tool_call_frames(call_id.clone(), tool.clone(), &arguments, None);
+            frames.push(json!({
+                "type": "CUSTOM", "name": "agentd.approval_requested",
+                "value": {"call_id": call_id, "tool": tool, "arguments": arguments, "expires_at": expires_at},
+            }));
+            frames
+        }
         UiPart::ApprovalDecided { call_id, decision } => vec![json!({
             "type": "CUSTOM", "name": "agentd.approval_decided",
             "value": {"call_id": call_id, "decision": decision},
@@ -249,16 +264,17 @@ fn tool_call_frames(
     ]
 }
 
-/// What a `resume` entry's `payload` holds: the runs decision body.
+/// What a `resume` entry's `payload` holds (AG-UI 1.0's approve-with-edits): `editedArgs`
+/// replaces the call's arguments whole; `reason` is kept with the decision.
 fn resume_payload_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "decision": {"enum": ["approve", "deny"]},
-            "arguments": {"type": "object"},
+            "approved": {"type": "boolean"},
+            "editedArgs": {"type": "object", "description": "Full replacement of the tool args. Not merged."},
             "reason": {"type": "string"},
         },
-        "required": ["decision"],
+        "required": ["approved"],
     })
 }
 
@@ -289,7 +305,7 @@ fn finished_frame(end: RunEnd, ids: &FrameIds<'_>) -> Value {
             .map(|p| {
                 let id = WaitingCallRef::new(&p.run_id, &p.call_id).encode(INTERRUPT_PREFIX);
                 let mut interrupt = json!({
-                    "id": id, "reason": "tool_approval", "toolCallId": p.call_id,
+                    "id": id, "reason": "tool_call", "toolCallId": p.call_id,
                     "responseSchema": resume_payload_schema(),
                     "message": format!("Approve or deny the call of `{}` with {}", p.tool, p.arguments),
                 });
@@ -302,8 +318,37 @@ fn finished_frame(end: RunEnd, ids: &FrameIds<'_>) -> Value {
         frame["outcome"] = json!({"type": "interrupt", "interrupts": interrupts});
     } else if end.status == "cancelled" {
         frame["outcome"] = json!({"type": "cancelled"});
+    } else {
+        frame["outcome"] = json!({"type": "success"});
     }
     frame
+}
+
+/// What the client needs to resume from, sent before an interrupting `RUN_FINISHED` (AG-UI
+/// 1.0): its own state given back, and the thread's messages with this run's answer so far.
+pub fn interrupt_snapshots(state: &Value, messages: Vec<Value>) -> [Value; 2] {
+    [
+        json!({"type": "STATE_SNAPSHOT", "snapshot": state}),
+        json!({"type": "MESSAGES_SNAPSHOT", "messages": messages}),
+    ]
+}
+
+/// An input message as a snapshot holds it.
+pub fn snapshot_message(index: usize, message: &AgUiMessage) -> Value {
+    let mut out = json!({
+        "id": message.id.clone().unwrap_or_else(|| format!("input-{index}")),
+        "role": message.role,
+    });
+    if let Some(content) = &message.content {
+        out["content"] = content.clone();
+    }
+    if let Some(calls) = &message.tool_calls {
+        out["toolCalls"] = Value::Array(calls.clone());
+    }
+    if let Some(call) = &message.tool_call_id {
+        out["toolCallId"] = Value::String(call.clone());
+    }
+    out
 }
 
 #[cfg(test)]
@@ -343,7 +388,8 @@ mod tests {
             interrupt["id"],
             "approval_0192e4a0000070008000000000000001_c1"
         );
-        assert_eq!(interrupt["responseSchema"]["required"], json!(["decision"]));
+        assert_eq!(interrupt["reason"], "tool_call");
+        assert_eq!(interrupt["responseSchema"]["required"], json!(["approved"]));
         assert!(interrupt.get("expiresAt").is_none(), "absent, never null");
     }
 
@@ -357,9 +403,6 @@ mod tests {
         assert_eq!(error["type"], "RUN_ERROR");
         assert_eq!(error["message"], "upstream broke");
         let done = &frames(UiPart::Finished(end("completed")), &IDS)[0];
-        assert!(
-            done.get("outcome").is_none(),
-            "success is an absent outcome"
-        );
+        assert_eq!(done["outcome"], json!({"type": "success"}));
     }
 }
