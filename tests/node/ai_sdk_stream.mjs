@@ -4,7 +4,8 @@
 //   without `resume`: DefaultChatTransport.sendMessages posts useChat's body and
 //   readUIMessageStream assembles the answer;
 //   with `resume`: DefaultChatTransport.reconnectToStream resumes the chat's answer.
-import { DefaultChatTransport, readUIMessageStream } from "ai";
+// AI_PACKAGE picks the package: `ai` (the current major) or `ai6` (the previous one).
+const { DefaultChatTransport, readUIMessageStream } = await import(process.env.AI_PACKAGE ?? "ai");
 
 const [base, user, chatId, prompt, mode] = process.argv.slice(2);
 const transport = new DefaultChatTransport({

@@ -3,6 +3,9 @@
 //! stream, and takes either the chat body or the one `useChat`'s default transport sends (`id`
 //! is the conversation, the last user message the prompt); that body alone selects the stream. `GET
 //! /api/{user_id}/chat/{conversation_id}/stream` resumes the answer in progress (204 when none).
+//! A stream ends where its run ends or waits for tool approvals; a body whose last assistant
+//! message holds `approval-responded` tool parts (what `addToolApprovalResponse` leaves) decides
+//! them and streams the resumed run.
 //! Runs started here continue when the client leaves (a reload resumes them); Stop is
 //! `POST /v1/runs/{run_id}/cancel`. A failed answer's `error` is the chat's friendly message,
 //! never internals. This module starts and finds runs; [`wire`] renders the shared
@@ -21,6 +24,7 @@ use serde_json::Value;
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiPath, ErrorBody, parse_json_body};
+use super::shared::approvals::{MAX_REASON_CHARS, WaitAnswerParams, decider, wait_answer_error};
 use super::shared::attachments::{AttachmentIntake, ChatAttachment};
 use super::shared::callers::{chat_agent, check_user, conversation_agent, friendly_failure};
 use super::shared::chat_request::ChatRequest;
@@ -28,6 +32,7 @@ use super::shared::drive::{self, Events, Frame, OnLeave};
 use super::shared::ui::{UiFrames, UiPart, UiRender};
 use super::sse::with_run_headers;
 use crate::agent::ExitReason;
+use crate::agent::approval::Decision;
 use crate::config::OnDisconnect;
 use crate::runtime::{
     CLIENT_CONVERSATION_ID_RULE, ConversationTurn, Runtime, is_client_conversation_id,
@@ -65,6 +70,9 @@ pub async fn chat(
     body: &[u8],
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
+    if let Some(responses) = approval_responses(body)? {
+        return answer_approvals(runtime, caller, user_id, responses).await;
+    }
     let ask = parse_ask(body)?;
     let requested_agent = match (&ask.agent, &ask.conversation) {
         (Some(agent), _) => Some(agent.clone()),
@@ -89,11 +97,144 @@ pub async fn chat(
     let handle = runtime.start_run(submission).await?;
     let run_id = handle.run_id.clone();
     let conversation_id = handle.conversation_id.clone();
-    let events = Events::live(handle);
+    // The stream ends where the run ends or waits for approvals: `useChat` answers those in a
+    // request of its own (`addToolApprovalResponse`), which resumes the run.
+    drop(handle.into_result());
+    let events = Events::stretch(&runtime, run_id.clone(), 0);
     Ok(with_run_headers(
         stream_response(&runtime, run_id.clone(), events),
         &run_id,
         conversation_id.as_deref(),
+    ))
+}
+
+/// The approvals a `useChat` body answers: its last message is the assistant's, with tool parts
+/// in state `approval-responded` (`approval: {id, approved, reason?}`), as `addToolApprovalResponse`
+/// leaves them; each with the part's path.
+struct ApprovalResponses {
+    chat_id: String,
+    answers: Vec<(String, Decision)>,
+    fields: Vec<String>,
+}
+
+fn approval_responses(body: &[u8]) -> Result<Option<ApprovalResponses>, ApiError> {
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        return Ok(None);
+    };
+    let (Some(chat_id), Some(messages)) = (
+        value.get("id").and_then(Value::as_str),
+        value.get("messages").and_then(Value::as_array),
+    ) else {
+        return Ok(None);
+    };
+    let Some(last) = messages.last().filter(|m| m["role"] == "assistant") else {
+        return Ok(None);
+    };
+    let index = messages.len() - 1;
+    let mut answers = Vec::new();
+    let mut fields = Vec::new();
+    for (part_index, part) in last["parts"].as_array().into_iter().flatten().enumerate() {
+        if part["state"] != "approval-responded" {
+            continue;
+        }
+        let field = format!("messages[{index}].parts[{part_index}].approval");
+        let approval = &part["approval"];
+        let (Some(id), Some(approved)) = (approval["id"].as_str(), approval["approved"].as_bool())
+        else {
+            return Err(ApiError::invalid_request(
+                "an `approval-responded` part needs `approval: {id, approved}`",
+            )
+            .with_param(field));
+        };
+        let reason = approval["reason"].as_str().map(str::to_string);
+        if reason
+            .as_ref()
+            .is_some_and(|r| r.chars().count() > MAX_REASON_CHARS)
+        {
+            return Err(ApiError::invalid_request(format!(
+                "`reason` is at most {MAX_REASON_CHARS} characters"
+            ))
+            .with_param(format!("{field}.reason")));
+        }
+        let decision = if approved {
+            Decision::Approve {
+                arguments: None,
+                note: reason,
+            }
+        } else {
+            Decision::Deny { reason }
+        };
+        answers.push((id.to_string(), decision));
+        fields.push(field);
+    }
+    if answers.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(ApprovalResponses {
+        chat_id: chat_id.to_string(),
+        answers,
+        fields,
+    }))
+}
+
+/// Decides the calls the chat's waiting run asked about and streams the resumed run.
+async fn answer_approvals(
+    runtime: Arc<Runtime>,
+    caller: Caller,
+    user_id: String,
+    responses: ApprovalResponses,
+) -> Result<Response, ApiError> {
+    let filter = RunFilter {
+        owner: RunOwnerFilter::User(Some(user_id)),
+        agent: None,
+        agents_allowed: caller.visible_agents(&runtime),
+        statuses: vec![RunStatus::WaitingApproval.as_str().to_string()],
+        conversation_id: Some(responses.chat_id.clone()),
+        after: None,
+        limit: 1,
+    };
+    let run = runtime
+        .list_runs(&filter)
+        .await
+        .map_err(ApiError::store)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            ApiError::invalid_request(format!(
+                "no answer of chat `{}` waits for an approval",
+                responses.chat_id
+            ))
+            .with_param(responses.fields[0].clone())
+        })?;
+    let fields = &responses.fields;
+    let wait = runtime
+        .answer_wait(&run.id, responses.answers, &decider(&caller))
+        .await
+        .map_err(|error| {
+            wait_answer_error(
+                error,
+                &WaitAnswerParams {
+                    answer: &|index| format!("{}.id", fields[index.min(fields.len() - 1)]),
+                    arguments: &|index| fields[index.min(fields.len() - 1)].clone(),
+                    unanswered: "messages",
+                    client_id: &|call_id| call_id.to_string(),
+                },
+            )
+        })?;
+    let started = UiPart::RunStarted {
+        run_id: run.id.clone(),
+        conversation_id: run.conversation_id.clone(),
+    };
+    let events = Events::stretch(&runtime, run.id.clone(), wait.last_seq);
+    let translator = UiFrames::new(run.id.clone(), UiMessageStream).starting_with(started);
+    let mut response = drive::stream(&runtime, events, translator, OnLeave::Continue);
+    response
+        .headers_mut()
+        .insert(STREAM_HEADER, HeaderValue::from_static("v1"));
+    Ok(with_run_headers(
+        response,
+        &run.id,
+        run.conversation_id.as_deref(),
     ))
 }
 

@@ -1,0 +1,125 @@
+//! The AI SDK clients as they are now (SPEC §15): `ai` 7's own chat (`AbstractChat`, what
+//! `useChat` wraps) through a tool approval answered with `addToolApprovalResponse`, and the
+//! previous major (`ai` 6, installed as `ai6`) still reading agentd's stream.
+
+use serde_json::{Value, json};
+
+use crate::support::TestApp;
+use crate::support::mock_llm::{Reply, ToolCall};
+use crate::web::{ADA_KEY, spawn_web_app};
+
+/// Runs `tests/node/SCRIPT` with `AGENTD_KEY` and `envs`, returning the JSON it printed last.
+async fn node(script: &str, args: &[String], envs: &[(&str, &str)]) -> Value {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node");
+    let output = tokio::process::Command::new("node")
+        .arg(dir.join(script))
+        .args(args)
+        .env("AGENTD_KEY", ADA_KEY)
+        .envs(envs.iter().copied())
+        .current_dir(&dir)
+        .output()
+        .await
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{script}:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{script} printed {stdout:?}: {e}"))
+}
+
+/// The model calls `test__echo` (which waits for approval), then answers.
+fn push_echo_hi(app: &TestApp) {
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "call-1",
+        "test__echo",
+        r#"{"text": "hi"}"#,
+    )]));
+    app.llm.push(Reply::text("It said hi."));
+}
+
+#[tokio::test]
+async fn the_ai_7_chat_approves_a_tool_and_the_run_goes_on() {
+    let (app, _dir) = spawn_web_app().await;
+    push_echo_hi(&app);
+    let args = [
+        app.address.clone(),
+        "ada".into(),
+        "approve-chat".into(),
+        "approver".into(),
+        "Echo hi".into(),
+    ];
+    let seen = node("ai_sdk_approval.mjs", &args, &[]).await;
+    assert_eq!(seen["errors"], json!([]), "{seen}");
+    assert_eq!(seen["asked"]["toolCallId"], "call-1", "{seen}");
+    assert_eq!(seen["asked"]["state"], "approval-requested", "{seen}");
+    let parts = seen["after"]["parts"].as_array().expect("parts");
+    let tool = parts
+        .iter()
+        .find(|p| p["toolCallId"] == "call-1")
+        .expect("the tool part");
+    assert_eq!(
+        tool["state"], "output-available",
+        "the approved tool ran: {seen}"
+    );
+    assert_eq!(tool["output"], "hi", "{seen}");
+    let text: String = parts
+        .iter()
+        .filter(|p| p["type"] == "text")
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert!(text.ends_with("It said hi."), "{seen}");
+    assert_eq!(seen["status"], "ready", "{seen}");
+    // The approval reached the runtime as a decision by the chat's user.
+    let decided = app.llm.requests().len();
+    assert_eq!(
+        decided, 2,
+        "one model call before and one after the approval"
+    );
+}
+
+#[tokio::test]
+async fn an_approval_response_naming_no_waiting_call_is_refused_naming_the_part() {
+    let (app, _dir) = spawn_web_app().await;
+    let body = json!({"id": "no-wait", "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]},
+        {"id": "a1", "role": "assistant", "parts": [{"type": "dynamic-tool", "toolName": "test__echo",
+            "toolCallId": "c9", "state": "approval-responded", "input": {},
+            "approval": {"id": "c9", "approved": true}}]},
+    ]});
+    let refused = crate::web::post(&app, ADA_KEY, "/api/ada/chat", &body).await;
+    assert_eq!(refused.status(), 400);
+    let error: Value = refused.json().await.expect("json");
+    assert_eq!(
+        error["error"]["param"], "messages[1].parts[0].approval",
+        "{error}"
+    );
+    let mut bad = body.clone();
+    bad["messages"][1]["parts"][0]["approval"] = json!({"id": "c9"});
+    let refused = crate::web::post(&app, ADA_KEY, "/api/ada/chat", &bad).await;
+    assert_eq!(refused.status(), 400);
+}
+
+#[tokio::test]
+async fn the_previous_ai_major_still_reads_the_stream() {
+    let (app, _dir) = spawn_web_app().await;
+    app.llm.push(Reply::text_in_pieces(&["Hi ", "there"]));
+    let args = [
+        app.address.clone(),
+        "ada".into(),
+        "chat-6".into(),
+        "Hello".into(),
+    ];
+    let seen = node("ai_sdk_stream.mjs", &args, &[("AI_PACKAGE", "ai6")]).await;
+    assert_eq!(seen["errors"], json!([]), "{seen}");
+    let text: String = seen["message"]["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .filter(|p| p["type"] == "text")
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(text, "Hi there", "{seen}");
+}
