@@ -58,6 +58,8 @@ pub struct AgentFrontmatter {
     pub on_budget: Option<crate::agent::budget::OnBudget>,
     /// What a message to a conversation still answering another does (SPEC §13).
     pub busy: Option<super::BusyPolicy>,
+    /// `text`: PDFs go as their extracted text to models that cannot read them (SPEC §11).
+    pub attachments: Option<super::attachments::AttachmentMode>,
     /// Agents run first, in parallel; their answers reach this agent as advisories.
     pub advisors: Option<OneOrMany>,
     /// Agents this one may hand the conversation to with `router__handoff-to`.

@@ -16,6 +16,7 @@ mod ag_ui;
 mod anthropic;
 mod approvals;
 mod attachments;
+mod attachments_text;
 mod auth;
 mod authorization_matrix;
 mod budgets;
