@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use base64::Engine;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents, Tool};
+
+use crate::tools::ToolFile;
 use serde_json::Value;
 use tracing::warn;
 
@@ -170,14 +173,71 @@ pub(crate) fn outcome_of(result: CallToolResult) -> ToolOutcome {
     ToolOutcome::Ok(text)
 }
 
+/// The files of a result's `image` blocks and embedded `resource`s with a blob (base64 that
+/// does not decode is left out: its placeholder still names it).
+pub(crate) fn files_of(result: &CallToolResult, tool: &str) -> Vec<ToolFile> {
+    let decode = |data: &str| {
+        base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .ok()
+            .map(bytes::Bytes::from)
+    };
+    let mut files = Vec::new();
+    for block in &result.content {
+        let file = match block {
+            ContentBlock::Image(image) => decode(&image.data).map(|content| ToolFile {
+                name: image_name(tool, files.len(), &image.mime_type),
+                media_type: image.mime_type.clone(),
+                content,
+            }),
+            ContentBlock::Resource(embedded) => match &embedded.resource {
+                ResourceContents::BlobResourceContents {
+                    uri,
+                    mime_type,
+                    blob,
+                    ..
+                } => decode(blob).map(|content| ToolFile {
+                    name: uri_name(uri),
+                    media_type: mime_type
+                        .clone()
+                        .unwrap_or_else(|| "application/octet-stream".into()),
+                    content,
+                }),
+                _ => None,
+            },
+            _ => None,
+        };
+        files.extend(file);
+    }
+    files
+}
+
+/// `{tool}-{n}.{extension}` for the n-th image of a result.
+fn image_name(tool: &str, index: usize, media_type: &str) -> String {
+    let extension = media_type.rsplit('/').next().unwrap_or("bin");
+    format!("{tool}-{}.{extension}", index + 1)
+}
+
+/// The last path segment of a resource's URI.
+fn uri_name(uri: &str) -> String {
+    uri.split(['?', '#'])
+        .next()
+        .and_then(|path| path.rsplit('/').next())
+        .filter(|name| !name.is_empty())
+        .unwrap_or("resource")
+        .to_string()
+}
+
 fn block_text(block: &ContentBlock) -> String {
     match block {
         ContentBlock::Text(text) => text.text.clone(),
-        ContentBlock::Image(image) => format!("[image {}]", image.mime_type),
+        ContentBlock::Image(image) => format!("[image {} attached]", image.mime_type),
         ContentBlock::Audio(audio) => format!("[audio {}]", audio.mime_type),
         ContentBlock::Resource(embedded) => match &embedded.resource {
             ResourceContents::TextResourceContents { text, .. } => text.clone(),
-            ResourceContents::BlobResourceContents { uri, .. } => format!("[resource {uri}]"),
+            ResourceContents::BlobResourceContents { uri, .. } => {
+                format!("[resource {uri} attached]")
+            }
             _ => "[resource]".into(),
         },
         ContentBlock::ResourceLink(link) => format!("[resource link {}]", link.uri),
