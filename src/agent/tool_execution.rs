@@ -15,12 +15,12 @@ use tracing::{Instrument, error, info, warn};
 use super::events::{AgentEvent, Progress, ToolFinished, ToolStarted};
 use super::output_handles;
 use super::result::{AccountingEntry, ToolAccounting};
+use super::tool_files::keep_all;
 use super::tool_phase::{ToolContext, ToolRunner, failed, server_of, truncate_output};
 use crate::llm::ToolCall;
 use crate::tools::caller::ToolCaller;
 use crate::tools::policy::{self, ToolPolicy};
 use crate::tools::result_cache::ToolResultCache;
-use super::tool_files::keep_all;
 use crate::tools::{ToolFile, ToolOutcome, ToolReport};
 
 /// Progress lines of one tool call buffered before further ones are dropped.

@@ -76,6 +76,7 @@ mod store;
 mod store_faults;
 mod sub_agents;
 mod telemetry;
+mod tool_files;
 mod tool_policy;
 mod tool_runs;
 mod tools_cli;

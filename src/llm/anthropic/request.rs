@@ -178,7 +178,9 @@ fn tool_result_block(message: &ChatMessage) -> Value {
     } else {
         // The files a tool's result carried go inside its result, as image / document blocks.
         let mut content = text_block(text);
-        content.extend(crate::llm::attachments::anthropic_blocks(&message.attachments));
+        content.extend(crate::llm::attachments::anthropic_blocks(
+            &message.attachments,
+        ));
         block["content"] = Value::Array(content);
     }
     block

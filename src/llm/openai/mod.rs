@@ -210,7 +210,11 @@ fn wire_messages(messages: &[ChatMessage], replay_field: Option<&str>) -> Vec<Va
     for (index, message) in messages.iter().enumerate() {
         if message.role == Role::Tool && !message.attachments.is_empty() {
             let call = message.tool_call_id.as_deref().unwrap_or_default();
-            let names: Vec<&str> = message.attachments.iter().map(|a| a.name.as_str()).collect();
+            let names: Vec<&str> = message
+                .attachments
+                .iter()
+                .map(|a| a.name.as_str())
+                .collect();
             let intro = format!("The files of tool call {call}: {}", names.join(", "));
             let parts = attachments::openai_parts(Some(&intro), &message.attachments);
             tool_files.extend(parts.as_array().into_iter().flatten().cloned());
@@ -220,7 +224,9 @@ fn wire_messages(messages: &[ChatMessage], replay_field: Option<&str>) -> Vec<Va
         } else {
             wire.push(wire_message(message, replay_field));
         }
-        let run_ends = messages.get(index + 1).is_none_or(|next| next.role != Role::Tool);
+        let run_ends = messages
+            .get(index + 1)
+            .is_none_or(|next| next.role != Role::Tool);
         if run_ends && !tool_files.is_empty() {
             wire.push(json!({"role": "user", "content": std::mem::take(&mut tool_files)}));
         }

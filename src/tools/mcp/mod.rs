@@ -291,8 +291,11 @@ impl ToolProvider for McpServer {
             .request_timeout
             .map_or(timeout, |cap| cap.min(timeout));
         // Dropping the call on timeout makes rmcp send notifications/cancelled to the server.
-        match tokio::time::timeout(limit, self.call_connected(&connection, mcp_name, arguments, &report))
-            .await
+        match tokio::time::timeout(
+            limit,
+            self.call_connected(&connection, mcp_name, arguments, &report),
+        )
+        .await
         {
             Ok(outcome) => outcome,
             Err(_) => {
