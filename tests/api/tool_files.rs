@@ -102,7 +102,7 @@ async fn an_mcp_image_reaches_openai_as_a_user_image_after_the_tool_reply() {
         .as_str()
         .expect("tool messages are text");
     assert!(
-        reply.contains("screenshot of home") && reply.contains("[image image/png attached]"),
+        reply.contains("screenshot of home") && reply.contains("[image image/png]"),
         "{reply}"
     );
     let follow = &messages[at + 1];
@@ -168,7 +168,7 @@ async fn an_mcp_resource_reaches_anthropic_inside_the_tool_result() {
         content[0]["text"]
             .as_str()
             .expect("text")
-            .contains("[resource file:///exports/home.png attached]"),
+            .contains("[resource file:///exports/home.png]"),
         "{result}"
     );
     assert_eq!(content[1]["type"], "image", "{result}");

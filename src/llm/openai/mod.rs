@@ -385,4 +385,37 @@ mod tests {
         .body;
         assert_eq!(replaying["messages"][1]["reasoning"], "because");
     }
+
+    #[test]
+    fn tool_files_follow_the_run_of_tool_replies_as_one_user_message() {
+        let image = crate::vocabulary::Attachment {
+            name: "shot-1.png".into(),
+            media_type: "image/png".into(),
+            bytes: 3,
+            sha256: "00".repeat(32),
+            file_id: "file-1".into(),
+            content: Some(std::sync::Arc::from(b"PNG".as_slice())),
+            text_form: None,
+        };
+        let mut first = ChatMessage::new(Role::Tool, "[image image/png]");
+        first.tool_call_id = Some("call-1".into());
+        first.attachments = vec![image];
+        let mut second = ChatMessage::new(Role::Tool, "done");
+        second.tool_call_id = Some("call-2".into());
+        let wire = wire_messages(&[first, second, ChatMessage::user("next")], None);
+        let roles: Vec<&str> = wire.iter().filter_map(|m| m["role"].as_str()).collect();
+        assert_eq!(roles, ["tool", "tool", "user", "user"]);
+        assert_eq!(
+            wire[0]["content"], "[image image/png]",
+            "tool messages stay text"
+        );
+        assert_eq!(
+            wire[2]["content"][0]["text"],
+            "The files of tool call call-1: shot-1.png"
+        );
+        assert_eq!(
+            wire[2]["content"][1]["image_url"]["url"],
+            "data:image/png;base64,UE5H"
+        );
+    }
 }

@@ -231,13 +231,11 @@ fn uri_name(uri: &str) -> String {
 fn block_text(block: &ContentBlock) -> String {
     match block {
         ContentBlock::Text(text) => text.text.clone(),
-        ContentBlock::Image(image) => format!("[image {} attached]", image.mime_type),
+        ContentBlock::Image(image) => format!("[image {}]", image.mime_type),
         ContentBlock::Audio(audio) => format!("[audio {}]", audio.mime_type),
         ContentBlock::Resource(embedded) => match &embedded.resource {
             ResourceContents::TextResourceContents { text, .. } => text.clone(),
-            ResourceContents::BlobResourceContents { uri, .. } => {
-                format!("[resource {uri} attached]")
-            }
+            ResourceContents::BlobResourceContents { uri, .. } => format!("[resource {uri}]"),
             _ => "[resource]".into(),
         },
         ContentBlock::ResourceLink(link) => format!("[resource link {}]", link.uri),
@@ -351,6 +349,31 @@ mod tests {
         let empty_error = CallToolResult::error(vec![]);
         assert!(
             matches!(outcome_of(empty_error), ToolOutcome::Failed(m) if m.contains("without details"))
+        );
+    }
+
+    #[test]
+    fn images_and_blob_resources_are_files_with_names() {
+        let result = CallToolResult::success(vec![
+            ContentBlock::text("one"),
+            ContentBlock::image("aGk=", "image/png"),
+            ContentBlock::image("not base64!", "image/png"),
+            ContentBlock::resource(
+                ResourceContents::blob("aGk=", "file:///out/report.pdf?v=2")
+                    .with_mime_type("application/pdf"),
+            ),
+        ]);
+        let files = files_of(&result, "shot");
+        let named: Vec<(&str, &str, &[u8])> = files
+            .iter()
+            .map(|f| (f.name.as_str(), f.media_type.as_str(), f.content.as_ref()))
+            .collect();
+        assert_eq!(
+            named,
+            vec![
+                ("shot-1.png", "image/png", b"hi".as_slice()),
+                ("report.pdf", "application/pdf", b"hi".as_slice()),
+            ]
         );
     }
 }
