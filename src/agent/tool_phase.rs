@@ -316,14 +316,16 @@ impl ToolRunner<'_> {
             failed_tries,
         } in executed
         {
-            if !attachments.is_empty() {
-                run.tool_files.insert(call_id, attachments);
-            }
             for failed_try in failed_tries {
                 run.transcript.record(self.events, failed_try).await;
             }
-            let message = match run.context.admit_tool_output(&message) {
-                Ok(()) => message,
+            let message = match run.context.admit_tool_reply(&message, &attachments) {
+                Ok(()) => {
+                    if !attachments.is_empty() {
+                        run.tool_files.insert(call_id, attachments);
+                    }
+                    message
+                }
                 Err(refusal) => {
                     mark_dropped(&mut entry, &refusal);
                     BUDGET_EXCEEDED_STUB.to_string()
@@ -414,14 +416,16 @@ impl ToolRunner<'_> {
                         failed_tries,
                         ..
                     } = executed;
-                    if !attachments.is_empty() {
-                        run.tool_files.insert(call_id, attachments);
-                    }
                     for failed_try in failed_tries {
                         run.transcript.record(self.events, failed_try).await;
                     }
-                    let message = match run.context.admit_tool_output(&message) {
-                        Ok(()) => message,
+                    let message = match run.context.admit_tool_reply(&message, &attachments) {
+                        Ok(()) => {
+                            if !attachments.is_empty() {
+                                run.tool_files.insert(call_id, attachments);
+                            }
+                            message
+                        }
                         Err(refusal) => {
                             mark_dropped(&mut entry, &refusal);
                             BUDGET_EXCEEDED_STUB.to_string()

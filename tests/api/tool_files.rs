@@ -18,6 +18,11 @@ const SNAP_AGENT: &str = "---\ndescription: Looks at pages\nmodels: llm/upstream
 /// The app with the `pictures` MCP server, `snap` on the OpenAI-compatible upstream and
 /// `snapc` on an Anthropic one (both served by the mock).
 async fn app_with_pictures() -> (TestApp, tempfile::TempDir) {
+    app_with_pictures_limited(None).await
+}
+
+/// [`app_with_pictures`] with `limits.attachments.maxFileBytes` set.
+async fn app_with_pictures_limited(max_file_bytes: Option<usize>) -> (TestApp, tempfile::TempDir) {
     let python =
         tokio::task::spawn_blocking(|| crate::mcp_headend::venv_python("mcp", "mcp==2.3.0"))
             .await
@@ -46,6 +51,9 @@ async fn app_with_pictures() -> (TestApp, tempfile::TempDir) {
             .as_array_mut()
             .expect("agents")
             .push(json!(agents));
+        if let Some(max) = max_file_bytes {
+            config["limits"] = json!({"attachments": {"maxFileBytes": max}});
+        }
     })
     .await;
     (app, dir)
@@ -179,5 +187,45 @@ async fn an_mcp_resource_reaches_anthropic_inside_the_tool_result() {
         finished[0]["attachments"][0]["name"], "home.png",
         "{finished:?}"
     );
+    app.runtime.close().await;
+}
+
+/// A tool's file past `limits.attachments.maxFileBytes` is not kept: the tool's reply names it
+/// and why, and no image reaches the model (a file at the limit is kept: the tests above, and
+/// the intake's own tests of the limit).
+#[tokio::test]
+async fn a_tool_file_past_the_file_limit_is_a_note_naming_it() {
+    let (app, _dir) = app_with_pictures_limited(Some(PNG.len() - 1)).await;
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "call-1",
+        "pictures__screenshot",
+        r#"{"page": "home"}"#,
+    )]));
+    app.llm.push(Reply::text("No picture."));
+    let (run_id, response) = app
+        .start_run(
+            "/v1/chat/completions",
+            &json!({"model": "snap", "messages": [{"role": "user", "content": "Look at home"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let requests = app.llm.requests();
+    let messages = requests[1]["messages"].as_array().expect("messages");
+    let reply = messages
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .expect("the tool's reply");
+    assert!(
+        reply.contains("[the tool's file screenshot-1.png (image/png) is not attached:")
+            && reply.contains("larger than the limit"),
+        "{reply}"
+    );
+    assert!(
+        !requests[1]["messages"].to_string().contains("image_url"),
+        "no image reaches the model"
+    );
+    let finished = tool_finished(&app, &run_id).await;
+    assert!(finished[0].get("attachments").is_none(), "{finished:?}");
     app.runtime.close().await;
 }
