@@ -275,6 +275,17 @@ mod tests {
     }
 
     #[test]
+    fn attachments_is_native_or_text() {
+        let file = parse_agent_file("---\nattachments: text\n---\nhi").expect("valid");
+        assert_eq!(
+            file.frontmatter.attachments,
+            Some(super::super::attachments::AttachmentMode::Text)
+        );
+        let err = parse_agent_file("---\nattachments: pdf\n---\nhi").unwrap_err();
+        assert!(err.contains("attachments") && err.contains("pdf"), "{err}");
+    }
+
+    #[test]
     fn unknown_key_is_named() {
         let err = parse_agent_file("---\nmaxTurnz: 3\n---\nhi").unwrap_err();
         assert!(err.contains("unknown field `maxTurnz`"), "{err}");
