@@ -22,6 +22,7 @@ pub mod retention;
 mod run_events;
 mod run_metrics;
 pub mod schedules;
+pub mod tool_files;
 mod turns;
 mod waits;
 pub mod webhooks;
@@ -349,6 +350,10 @@ impl Runtime {
                 .map(|secrets| secrets as Arc<dyn crate::tools::caller::SecretSource>),
         )
         .with_observer(Arc::new(GuardMetrics(self.metrics.clone())))
+        .with_file_keeper(Arc::new(tool_files::StoreFileKeeper {
+            store: Arc::clone(&self.store),
+            limits: self.config().limits.attachments.clone(),
+        }))
         .with_tool_instructions(self.tools.instructions_for(agent))
         .with_sub_agents(SubAgents {
             runner: Arc::new(ChildSessions(Arc::clone(self))),

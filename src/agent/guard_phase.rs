@@ -145,7 +145,19 @@ impl ContextAccount {
 
     /// `tool_preflight` for one tool message about to enter the conversation.
     pub fn admit_tool_output(&mut self, content: &str) -> Result<(), Refusal> {
-        let tokens = self.tool_message_tokens(content);
+        self.admit_tool_reply(content, &[])
+    }
+
+    /// [`Self::admit_tool_output`] for a reply with the files the tool's result carried
+    /// (counted as the vendors count images and pages): all are admitted, or none.
+    pub fn admit_tool_reply(
+        &mut self,
+        content: &str,
+        attachments: &[crate::vocabulary::Attachment],
+    ) -> Result<(), Refusal> {
+        let mut reply = ChatMessage::new(Role::Tool, content);
+        reply.attachments = attachments.to_vec();
+        let tokens = self.tokenizer.message(&reply);
         let limit = self.limits.limit;
         match self.guard.reserve_tool_output(tokens, limit) {
             Ok(_) => Ok(()),

@@ -197,6 +197,7 @@ pub(super) async fn run_batch(
         message,
         entry,
         failed_tries,
+        ..
     } in executed
     {
         for failed_try in failed_tries {

@@ -74,6 +74,8 @@ impl LlmAccess<'_> {
         let target = attempt.target;
         let mut messages = transcript.conversation.clone();
         messages.extend(attempt.ephemeral);
+        let input = self.catalog.input(&target.provider, &target.model);
+        crate::llm::attachments::fit_to_input(&mut messages, &input);
         let request = LlmRequest {
             model: target.model.clone(),
             messages,

@@ -26,6 +26,7 @@ mod session;
 pub mod sub_agents;
 pub mod tool_args;
 mod tool_execution;
+pub mod tool_files;
 mod tool_phase;
 mod turn_output;
 pub mod xml;

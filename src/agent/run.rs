@@ -192,6 +192,8 @@ pub(super) struct Run {
     pub charged: usize,
     /// When the run started (before a wait: as long ago as it had run), for its budget.
     pub started: std::time::Instant,
+    /// Files this turn's tool calls carried, until their `tool` messages are added.
+    pub tool_files: super::tool_files::TurnFiles,
 }
 
 impl Run {
@@ -257,6 +259,7 @@ impl Run {
             waiting: None,
             budget_wait: None,
             charged: 0,
+            tool_files: Default::default(),
             started: std::time::Instant::now(),
         }
     }
@@ -308,6 +311,7 @@ impl Run {
             waiting: None,
             budget_wait: None,
             charged: checkpoint.accounting.len(),
+            tool_files: Default::default(),
             started: std::time::Instant::now()
                 .checked_sub(std::time::Duration::from_millis(checkpoint.elapsed_ms))
                 .unwrap_or_else(std::time::Instant::now),

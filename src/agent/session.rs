@@ -120,6 +120,8 @@ pub struct Session {
     child_runner: Option<Arc<dyn ChildRunner>>,
     /// A budget shared with other runs (the key's daily budget), charged call by call.
     spend_meter: Option<Arc<dyn budget::SpendMeter>>,
+    /// Keeps the files tools' results carry (none: the model gets a note naming them).
+    file_keeper: Option<Arc<dyn super::tool_files::FileKeeper>>,
 }
 
 /// What the turn loop came to.
@@ -163,6 +165,7 @@ impl Session {
             router: None,
             child_runner: None,
             spend_meter: None,
+            file_keeper: None,
         }
     }
 
@@ -217,6 +220,12 @@ impl Session {
     pub fn with_sub_agents(mut self, sub_agents: SubAgents) -> Self {
         self.child_runner = Some(Arc::clone(&sub_agents.runner));
         self.sub_agents = Some(sub_agents).filter(|s| !s.agents.is_empty());
+        self
+    }
+
+    /// Keeps the files tools' results carry, so they reach the model as attachments.
+    pub fn with_file_keeper(mut self, keeper: Arc<dyn super::tool_files::FileKeeper>) -> Self {
+        self.file_keeper = Some(keeper);
         self
     }
 
@@ -720,6 +729,7 @@ impl Session {
             secrets: self.secrets.as_ref(),
             router: self.router.as_ref(),
             child_runner: self.child_runner.as_ref(),
+            file_keeper: self.file_keeper.as_deref(),
         }
     }
 

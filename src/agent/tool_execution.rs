@@ -15,12 +15,13 @@ use tracing::{Instrument, error, info, warn};
 use super::events::{AgentEvent, Progress, ToolFinished, ToolStarted};
 use super::output_handles;
 use super::result::{AccountingEntry, ToolAccounting};
+use super::tool_files::keep_all;
 use super::tool_phase::{ToolContext, ToolRunner, failed, server_of, truncate_output};
 use crate::llm::ToolCall;
 use crate::tools::caller::ToolCaller;
 use crate::tools::policy::{self, ToolPolicy};
 use crate::tools::result_cache::ToolResultCache;
-use crate::tools::{ToolOutcome, ToolReport};
+use crate::tools::{ToolFile, ToolOutcome, ToolReport};
 
 /// Progress lines of one tool call buffered before further ones are dropped.
 const PROGRESS_LINES: usize = 32;
@@ -30,7 +31,10 @@ const PROGRESS_DRAIN: Duration = Duration::from_secs(1);
 /// The result of one executed tool call.
 pub(super) struct Executed {
     pub index: usize,
+    pub call_id: String,
     pub message: String,
+    /// The files the result carried, kept (they ride on the call's `tool` message).
+    pub attachments: Vec<crate::vocabulary::Attachment>,
     /// The entry of the try that counts (the last one).
     pub entry: AccountingEntry,
     /// Entries of earlier tries that got no answer, oldest first (recorded before `entry`).
@@ -63,6 +67,8 @@ struct Tried {
     /// The tries before the last: how long each took and why it got no answer.
     failed: Vec<(u64, String)>,
     cached: bool,
+    /// The files the last try's result carried.
+    files: Vec<ToolFile>,
 }
 
 impl ToolRunner<'_> {
@@ -114,6 +120,7 @@ impl ToolRunner<'_> {
                     latency_ms: 0,
                     failed: Vec::new(),
                     cached: true,
+                    files: Vec::new(),
                 }
             }
             None => {
@@ -150,10 +157,19 @@ impl ToolRunner<'_> {
                 })
             })
             .collect();
-        let (message, error) = match tried.outcome {
-            ToolOutcome::Ok(text) => (shorten_output(&call.name, text, context), None),
+        let (message, error, attachments) = match tried.outcome {
+            ToolOutcome::Ok(text) => {
+                let (attachments, notes) =
+                    keep_all(self.file_keeper, context.user_id.as_deref(), tried.files).await;
+                let mut message = shorten_output(&call.name, text, context);
+                for note in notes {
+                    message.push('\n');
+                    message.push_str(&note);
+                }
+                (message, None, attachments)
+            }
             ToolOutcome::Failed(reason) | ToolOutcome::Unreachable(reason) => {
-                (failed(&reason), Some(reason))
+                (failed(&reason), Some(reason), Vec::new())
             }
         };
         let chars_out = message.chars().count();
@@ -173,6 +189,7 @@ impl ToolRunner<'_> {
                 output_truncated,
                 cached: tried.cached,
                 attempts: (attempts > 1).then_some(attempts),
+                attachments: attachments.clone(),
             })))
             .await;
         // A cached answer cost nothing: the tool was not called.
@@ -200,7 +217,9 @@ impl ToolRunner<'_> {
         });
         Executed {
             index,
+            call_id: call.id.clone(),
             message,
+            attachments,
             entry,
             failed_tries,
         }
@@ -239,6 +258,7 @@ impl ToolRunner<'_> {
             }
         };
         let details = report.take_details();
+        let files = report.take_files();
         // The last progress lines are events before `tool.finished`.
         drop(report);
         let _ = tokio::time::timeout(PROGRESS_DRAIN, forwarder).await;
@@ -248,6 +268,7 @@ impl ToolRunner<'_> {
             latency_ms,
             failed,
             cached: false,
+            files,
         }
     }
 

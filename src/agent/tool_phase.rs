@@ -107,6 +107,8 @@ pub(super) struct ToolRunner<'a> {
     pub router: Option<&'a Router>,
     /// Runs child sessions (questions about kept tool outputs).
     pub child_runner: Option<&'a std::sync::Arc<dyn ChildRunner>>,
+    /// Keeps the files tools' results carry; `None`: the model gets a note naming them.
+    pub file_keeper: Option<&'a dyn super::tool_files::FileKeeper>,
 }
 
 impl ToolRunner<'_> {
@@ -307,7 +309,9 @@ impl ToolRunner<'_> {
         executed.sort_by_key(|e| e.index);
         for Executed {
             index,
+            call_id,
             message,
+            attachments,
             mut entry,
             failed_tries,
         } in executed
@@ -315,8 +319,13 @@ impl ToolRunner<'_> {
             for failed_try in failed_tries {
                 run.transcript.record(self.events, failed_try).await;
             }
-            let message = match run.context.admit_tool_output(&message) {
-                Ok(()) => message,
+            let message = match run.context.admit_tool_reply(&message, &attachments) {
+                Ok(()) => {
+                    if !attachments.is_empty() {
+                        run.tool_files.insert(call_id, attachments);
+                    }
+                    message
+                }
                 Err(refusal) => {
                     mark_dropped(&mut entry, &refusal);
                     BUDGET_EXCEEDED_STUB.to_string()
@@ -400,7 +409,9 @@ impl ToolRunner<'_> {
                         .execute_tool(index, &waiting.calls[index], arguments, &context)
                         .await;
                     let Executed {
+                        call_id,
                         message,
+                        attachments,
                         mut entry,
                         failed_tries,
                         ..
@@ -408,8 +419,13 @@ impl ToolRunner<'_> {
                     for failed_try in failed_tries {
                         run.transcript.record(self.events, failed_try).await;
                     }
-                    let message = match run.context.admit_tool_output(&message) {
-                        Ok(()) => message,
+                    let message = match run.context.admit_tool_reply(&message, &attachments) {
+                        Ok(()) => {
+                            if !attachments.is_empty() {
+                                run.tool_files.insert(call_id, attachments);
+                            }
+                            message
+                        }
                         Err(refusal) => {
                             mark_dropped(&mut entry, &refusal);
                             BUDGET_EXCEEDED_STUB.to_string()
@@ -521,9 +537,10 @@ fn push_tool_replies(run: &mut Run, calls: &[ToolCall], replies: Vec<String>) {
             reasoning: None,
             reasoning_signature: None,
             redacted_reasoning: Vec::new(),
-            attachments: Vec::new(),
+            attachments: run.tool_files.remove(&call.id).unwrap_or_default(),
         });
     }
+    run.tool_files.clear();
 }
 
 /// `toolResponseMaxBytes`: keeps at most `max_bytes` of the output (never splitting a UTF-8

@@ -6,6 +6,7 @@
 
 mod intake;
 pub mod sniff;
+pub mod text_form;
 
 use std::sync::Arc;
 
@@ -43,6 +44,12 @@ pub enum AttachmentError {
     Fetch { part: String, source: OutboundError },
     #[error("`{part}`: reading the upload failed: {message}")]
     Read { part: String, message: String },
+    #[error("`{part}`: the PDF {name} cannot be read as text: {message}")]
+    Unreadable {
+        part: String,
+        name: String,
+        message: String,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -58,7 +65,8 @@ impl AttachmentError {
             | Self::NoSuchFile { part, .. }
             | Self::ContentGone { part }
             | Self::Fetch { part, .. }
-            | Self::Read { part, .. } => Some(part),
+            | Self::Read { part, .. }
+            | Self::Unreadable { part, .. } => Some(part),
             Self::Store(_) => None,
         }
     }
@@ -73,6 +81,7 @@ impl From<&FileRecord> for Attachment {
             sha256: file.sha256.clone(),
             file_id: file.id.clone(),
             content: None,
+            text_form: None,
         }
     }
 }
@@ -133,6 +142,49 @@ pub async fn load_contents(
         load_attachments(store, &mut message.attachments).await?;
     }
     Ok(())
+}
+
+/// Loads the content of `attachment` when it is not yet, and fills its text form: the
+/// attachment found at `part` must be a PDF that can be read.
+pub async fn with_text_form(
+    store: &(impl FileStore + ?Sized),
+    mut attachment: Attachment,
+    part: &str,
+    max_text_bytes: usize,
+) -> Result<Attachment, AttachmentError> {
+    load_attachments(store, std::slice::from_mut(&mut attachment)).await?;
+    if attachment.content.is_none() {
+        return Err(AttachmentError::ContentGone {
+            part: part.to_string(),
+        });
+    }
+    text_form::fill_text_form(&mut attachment, max_text_bytes)
+        .await
+        .map_err(|error| AttachmentError::Unreadable {
+            part: part.to_string(),
+            name: attachment.name.clone(),
+            message: error.to_string(),
+        })?;
+    Ok(attachment)
+}
+
+/// Fills the text form of the PDFs of `messages` and `prompt` (already loaded) for an agent
+/// with `attachments: text`. A PDF of the history that cannot be read keeps none (a model
+/// that cannot read it gets it as it is, and says so).
+pub async fn fill_text_forms(
+    messages: &mut [ChatMessage],
+    prompt: &mut [Attachment],
+    max_text_bytes: usize,
+) {
+    let attachments = messages
+        .iter_mut()
+        .flat_map(|m| m.attachments.iter_mut())
+        .chain(prompt.iter_mut());
+    for attachment in attachments {
+        if let Err(error) = text_form::fill_text_form(attachment, max_text_bytes).await {
+            tracing::warn!(name = %attachment.name, %error, "a PDF could not be read as text");
+        }
+    }
 }
 
 /// [`load_contents`] for attachments not yet on a message (a prompt's).

@@ -58,6 +58,8 @@ pub struct AgentFrontmatter {
     pub on_budget: Option<crate::agent::budget::OnBudget>,
     /// What a message to a conversation still answering another does (SPEC §13).
     pub busy: Option<super::BusyPolicy>,
+    /// `text`: PDFs go as their extracted text to models that cannot read them (SPEC §11).
+    pub attachments: Option<super::attachments::AttachmentMode>,
     /// Agents run first, in parallel; their answers reach this agent as advisories.
     pub advisors: Option<OneOrMany>,
     /// Agents this one may hand the conversation to with `router__handoff-to`.
@@ -270,6 +272,17 @@ mod tests {
     fn bad_cache_ttl_is_named() {
         let err = parse_agent_file("---\ncache: someday\n---\nhi").unwrap_err();
         assert!(err.contains("cache") && err.contains("someday"), "{err}");
+    }
+
+    #[test]
+    fn attachments_is_native_or_text() {
+        let file = parse_agent_file("---\nattachments: text\n---\nhi").expect("valid");
+        assert_eq!(
+            file.frontmatter.attachments,
+            Some(super::super::attachments::AttachmentMode::Text)
+        );
+        let err = parse_agent_file("---\nattachments: pdf\n---\nhi").unwrap_err();
+        assert!(err.contains("attachments") && err.contains("pdf"), "{err}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `limits.attachments` (SPEC §11): how large a file and a request's attachments may be, which
-//! media types are accepted, and whether remote attachment URLs may name private addresses.
+//! media types are accepted, and whether remote attachment URLs may name private addresses; and
+//! an agent's `attachments:` (how files its models cannot read are sent).
 
 use serde::Deserialize;
 
@@ -39,6 +40,21 @@ pub struct AttachmentLimits {
     pub allow_private_urls: bool,
     /// How long fetching a remote attachment may take, in seconds (default 30).
     pub fetch_timeout_seconds: u64,
+    /// The most bytes of text extracted from one PDF for a model that cannot read PDFs
+    /// (`attachments: text`; default 100,000): past it the text is cut, saying so.
+    pub max_extracted_text_bytes: u64,
+}
+
+/// An agent's `attachments:` frontmatter: what a file one of its models cannot read does.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AttachmentMode {
+    /// Refused before the run with 400 `unsupported_attachment`.
+    #[default]
+    Native,
+    /// PDFs go to such a model as their extracted text (text files always go as text);
+    /// images stay refused.
+    Text,
 }
 
 impl Default for AttachmentLimits {
@@ -49,6 +65,7 @@ impl Default for AttachmentLimits {
             media_types: DEFAULT_MEDIA_TYPES.iter().map(|t| t.to_string()).collect(),
             allow_private_urls: false,
             fetch_timeout_seconds: 30,
+            max_extracted_text_bytes: 100_000,
         }
     }
 }
@@ -56,5 +73,10 @@ impl Default for AttachmentLimits {
 impl AttachmentLimits {
     pub fn allows(&self, media_type: &str) -> bool {
         self.media_types.iter().any(|allowed| allowed == media_type)
+    }
+
+    /// [`Self::max_extracted_text_bytes`] as a length.
+    pub fn max_text_bytes(&self) -> usize {
+        usize::try_from(self.max_extracted_text_bytes).unwrap_or(usize::MAX)
     }
 }

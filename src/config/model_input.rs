@@ -5,9 +5,10 @@
 
 use crate::vocabulary::AttachmentKind;
 
-use super::{Config, ProviderKind};
+use super::attachments::AttachmentMode;
+use super::{AgentSpec, Config, ProviderKind};
 
-const ALL: &[AttachmentKind] = &[
+pub(super) const ALL: &[AttachmentKind] = &[
     AttachmentKind::Text,
     AttachmentKind::Image,
     AttachmentKind::Pdf,
@@ -49,7 +50,18 @@ pub fn model_input(config: &Config, provider: &str, model: &str) -> Vec<Attachme
     default_input(settings.kind, model).to_vec()
 }
 
-fn default_input(kind: ProviderKind, model: &str) -> &'static [AttachmentKind] {
+/// Whether some model of `agent` gets the text form of a `kind` file: the agent says
+/// `attachments: text`, `kind` is PDF, and one of its models does not read it.
+pub fn wants_text_form(config: &Config, agent: &AgentSpec, kind: AttachmentKind) -> bool {
+    agent.attachments == AttachmentMode::Text
+        && kind == AttachmentKind::Pdf
+        && agent
+            .targets
+            .iter()
+            .any(|target| !model_input(config, &target.provider, &target.model).contains(&kind))
+}
+
+pub(super) fn default_input(kind: ProviderKind, model: &str) -> &'static [AttachmentKind] {
     let model = model.to_ascii_lowercase();
     match kind {
         ProviderKind::Ollama if OLLAMA_VISION.iter().any(|v| model.contains(v)) => TEXT_AND_IMAGES,

@@ -173,6 +173,7 @@ pub struct ModelCatalog {
 
 #[derive(Debug, Clone, Default)]
 struct ProviderFacts {
+    kind: Option<super::ProviderKind>,
     context_window: Option<u64>,
     buffer_tokens: Option<u64>,
     tokenizer: Option<String>,
@@ -186,6 +187,7 @@ impl ModelCatalog {
             .iter()
             .map(|(name, p)| {
                 let facts = ProviderFacts {
+                    kind: Some(p.kind),
                     context_window: p.context_window,
                     buffer_tokens: p.context_window_buffer_tokens,
                     tokenizer: p.tokenizer.clone(),
@@ -210,6 +212,20 @@ impl ModelCatalog {
             .get(tool)
             .or_else(|| self.tool_prices.get(server))
             .map(|price| price.cost(characters))
+    }
+
+    /// What `provider/model` reads besides text (see `model_input`).
+    pub fn input(&self, provider: &str, model: &str) -> Vec<crate::vocabulary::AttachmentKind> {
+        let Some(facts) = self.providers.get(provider) else {
+            return super::model_input::ALL.to_vec();
+        };
+        if let Some(input) = facts.models.get(model).and_then(|m| m.input.clone()) {
+            return input;
+        }
+        facts.kind.map_or_else(
+            || super::model_input::ALL.to_vec(),
+            |kind| super::model_input::default_input(kind, model).to_vec(),
+        )
     }
 
     pub fn facts(&self, provider: &str, model: &str) -> ModelFacts {

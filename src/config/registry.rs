@@ -126,6 +126,8 @@ pub struct AgentSpec {
     pub on_budget: crate::agent::budget::OnBudget,
     /// What a message to one of its conversations that is still answering does (SPEC §13).
     pub busy: super::BusyPolicy,
+    /// What a file one of its models cannot read does (`attachments:`; SPEC §11).
+    pub attachments: super::attachments::AttachmentMode,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -492,6 +494,7 @@ pub fn resolve_agent(
         budget,
         on_budget: fm.on_budget.unwrap_or_default(),
         busy: fm.busy.unwrap_or_default(),
+        attachments: fm.attachments.unwrap_or_default(),
     })
 }
 

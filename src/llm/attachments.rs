@@ -2,11 +2,28 @@
 //! Anthropic `image` / `document` blocks, Gemini `inline_data` parts, Ollama `images`. Text files
 //! go as text everywhere (wrapped with their name), and so does what a vendor cannot take (a PDF
 //! to Ollama) or an attachment whose content is no longer stored: a note naming it, never a
-//! silent drop. Pure functions of a message's attachments; the providers place them.
+//! silent drop. A file the model cannot read goes in its text form when it has one (a PDF's
+//! text under `attachments: text`). Pure functions of a message's attachments; the providers
+//! place them.
+
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::ChatMessage;
 use crate::vocabulary::{Attachment, AttachmentKind};
+
+/// Gives every attachment of `messages` a model reading only `input` cannot take, and that
+/// has a text form, as that text (a text file named like it), for one request to that model.
+pub fn fit_to_input(messages: &mut [ChatMessage], input: &[AttachmentKind]) {
+    let attachments = messages.iter_mut().flat_map(|m| m.attachments.iter_mut());
+    for attachment in attachments.filter(|a| !input.contains(&a.kind())) {
+        if let Some(text) = attachment.text_form.take() {
+            attachment.media_type = "text/plain".to_string();
+            attachment.content = Some(Arc::from(text.as_bytes()));
+        }
+    }
+}
 
 /// A text file's content as the model reads it: fenced by its name.
 pub fn as_text(attachment: &Attachment) -> String {
@@ -116,8 +133,6 @@ pub fn ollama_parts(attachments: &[Attachment]) -> (Vec<Value>, Vec<String>) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
 
     fn attachment(name: &str, media_type: &str, content: Option<&[u8]>) -> Attachment {
@@ -128,6 +143,7 @@ mod tests {
             sha256: "00".repeat(32),
             file_id: "file-1".into(),
             content: content.map(Arc::from),
+            text_form: None,
         }
     }
 
@@ -154,6 +170,25 @@ mod tests {
         let (images, texts) = ollama_parts(&all);
         assert_eq!(images, vec![json!("UE5H")]);
         assert_eq!(texts.len(), 2);
+    }
+
+    #[test]
+    fn a_pdf_with_a_text_form_goes_as_text_only_to_models_that_cannot_read_it() {
+        let mut pdf = attachment("r.pdf", "application/pdf", Some(b"%PDF"));
+        pdf.text_form = Some(Arc::from("[text extracted from the PDF r.pdf]\nhello"));
+        let mut message = ChatMessage::user("read");
+        message.attachments = vec![pdf];
+        let mut reader = vec![message.clone()];
+        fit_to_input(&mut reader, &[AttachmentKind::Text, AttachmentKind::Pdf]);
+        assert_eq!(
+            openai_parts(None, &reader[0].attachments)[0]["type"],
+            "file"
+        );
+        let mut text_only = vec![message];
+        fit_to_input(&mut text_only, &[AttachmentKind::Text]);
+        let parts = openai_parts(None, &text_only[0].attachments);
+        let text = parts[0]["text"].as_str().expect("text");
+        assert!(text.contains("name=\"r.pdf\"") && text.ends_with("hello\n</file>"));
     }
 
     #[test]

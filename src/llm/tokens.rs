@@ -233,6 +233,7 @@ mod tests {
             sha256: String::new(),
             file_id: String::new(),
             content: Some(std::sync::Arc::from(content)),
+            text_form: None,
         };
         let tokenizer = Tokenizer::Approximate;
         let mut message = ChatMessage::user("abcd");

@@ -9,10 +9,11 @@ use chrono::Utc;
 use super::Runtime;
 use super::pipeline::StartError;
 use crate::agent::{AgentResult, ExitReason};
+use crate::config::model_input::wants_text_form;
 use crate::config::{AgentSpec, BusyPolicy};
 use crate::llm::ChatMessage;
 use crate::store::{NewConversation, NewMessage, StoreError, StoredMessage};
-use crate::vocabulary::AgentEvent;
+use crate::vocabulary::{AgentEvent, AttachmentKind};
 
 /// Messages of history loaded for a run (the newest ones).
 const HISTORY_LIMIT: u32 = 1000;
@@ -49,8 +50,10 @@ pub enum ConversationTurn {
 impl Runtime {
     /// Loads the content of the history's attachments from the store, so a conversation
     /// continued later, on any replica, still carries its files (SPEC §11).
+    /// Under `attachments: text`, their PDFs' text forms too, for models that cannot read them.
     pub(super) async fn load_attachments(
         &self,
+        agent: &AgentSpec,
         history: &mut [ChatMessage],
         prompt: &mut [crate::vocabulary::Attachment],
     ) {
@@ -61,6 +64,11 @@ impl Runtime {
         };
         if let Err(error) = loaded {
             tracing::warn!(%error, "attachments could not be loaded");
+        }
+        let config = self.config();
+        if wants_text_form(config, agent, AttachmentKind::Pdf) {
+            let max = config.limits.attachments.max_text_bytes();
+            crate::attachments::fill_text_forms(history, prompt, max).await;
         }
     }
 
@@ -101,13 +109,14 @@ impl Runtime {
     /// with it) and stores the user's message, with the files sent with it, after it.
     pub(super) async fn take_the_floor(
         &self,
+        agent: &AgentSpec,
         user_id: &str,
         conversation_id: &str,
         message: &str,
         attachments: &[crate::vocabulary::Attachment],
     ) -> Result<Vec<ChatMessage>, StoreError> {
         let mut history = self.conversation_history(user_id, conversation_id).await?;
-        self.load_attachments(&mut history, &mut []).await;
+        self.load_attachments(agent, &mut history, &mut []).await;
         let mut user_message = ChatMessage::user(message);
         user_message.attachments = attachments.to_vec();
         let user_message = NewMessage::from_chat(&user_message, Utc::now());

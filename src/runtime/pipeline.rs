@@ -454,7 +454,8 @@ impl Runtime {
         // its turn; a request's own history and the prompt's files are loaded here.
         let mut history = submission.history;
         let mut attachments = submission.attachments;
-        self.load_attachments(&mut history, &mut attachments).await;
+        self.load_attachments(&submission.agent, &mut history, &mut attachments)
+            .await;
         let request = SessionRequest {
             run_id,
             agent: submission.agent,
@@ -659,6 +660,7 @@ impl Runtime {
             {
                 Ok(()) => self
                     .take_the_floor(
+                        &request.agent,
                         &seat.user_id,
                         &seat.conversation_id,
                         &request.prompt,

@@ -47,12 +47,36 @@ impl ToolOutcome {
     }
 }
 
+/// A file a tool's result carried (an MCP `image` block, an embedded `resource` with a blob):
+/// the session keeps it once, like any attachment, and the model gets it as that content.
+#[derive(Clone)]
+pub struct ToolFile {
+    /// A name for it (the resource's URI's last segment, or one made from the tool).
+    pub name: String,
+    /// The media type the tool declared (the bytes decide once kept).
+    pub media_type: String,
+    pub content: bytes::Bytes,
+}
+
+impl std::fmt::Debug for ToolFile {
+    /// Metadata only: content stays out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolFile")
+            .field("name", &self.name)
+            .field("media_type", &self.media_type)
+            .field("bytes", &self.content.len())
+            .finish()
+    }
+}
+
 /// What a call may tell besides its outcome: progress lines while it runs (the session turns
-/// them into `progress` events) and details for its accounting entry (a remote agent's cost).
+/// them into `progress` events), details for its accounting entry (a remote agent's cost) and
+/// the files its result carried.
 #[derive(Debug, Default)]
 pub struct ToolReport {
     progress: Option<mpsc::Sender<String>>,
     details: Mutex<Option<Map<String, Value>>>,
+    files: Mutex<Vec<ToolFile>>,
 }
 
 impl ToolReport {
@@ -61,6 +85,7 @@ impl ToolReport {
         Self {
             progress: Some(progress),
             details: Mutex::default(),
+            files: Mutex::default(),
         }
     }
 
@@ -80,6 +105,20 @@ impl ToolReport {
 
     pub fn take_details(&self) -> Option<Map<String, Value>> {
         self.details.lock().ok().and_then(|mut slot| slot.take())
+    }
+
+    /// A file the result carried (of the last try: a retry starts with none).
+    pub fn add_files(&self, files: Vec<ToolFile>) {
+        if let Ok(mut slot) = self.files.lock() {
+            *slot = files;
+        }
+    }
+
+    pub fn take_files(&self) -> Vec<ToolFile> {
+        self.files
+            .lock()
+            .map(|mut slot| std::mem::take(&mut *slot))
+            .unwrap_or_default()
     }
 }
 

@@ -22,6 +22,10 @@ pub struct Attachment {
     /// The content, present once loaded for a request; never written anywhere.
     #[serde(skip)]
     pub content: Option<Arc<[u8]>>,
+    /// What a model that cannot read the file gets instead (a PDF's extracted text under
+    /// `attachments: text`), once known for a request; never written anywhere.
+    #[serde(skip)]
+    pub text_form: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Attachment {
@@ -34,6 +38,7 @@ impl std::fmt::Debug for Attachment {
             .field("sha256", &self.sha256)
             .field("file_id", &self.file_id)
             .field("loaded", &self.content.is_some())
+            .field("text_form", &self.text_form.is_some())
             .finish()
     }
 }

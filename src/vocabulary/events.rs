@@ -114,6 +114,10 @@ pub struct ToolFinished {
     /// How many tries the call took, when more than one (`retries`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
+    /// The files the result carried (an MCP `image` or `resource`), as kept: their metadata,
+    /// never their bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<super::Attachment>,
 }
 
 /// How much of a tool's result `tool.finished` carries: events are stored and replayed, the

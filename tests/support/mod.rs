@@ -7,6 +7,7 @@ pub mod binary;
 pub mod mcp;
 pub mod mcp_server;
 pub mod mock_llm;
+pub mod pdf;
 pub mod python_tool;
 pub mod scripted;
 pub mod services;

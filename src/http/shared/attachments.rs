@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use crate::attachments::{self, AttachmentError, INLINE_PURPOSE, RequestBudget};
 use crate::config::AgentSpec;
-use crate::config::model_input::model_input;
+use crate::config::model_input::{model_input, wants_text_form};
 use crate::http::auth::Caller;
 use crate::http::error::ApiError;
 use crate::runtime::Runtime;
@@ -27,6 +27,9 @@ impl From<AttachmentError> for ApiError {
             }
             AttachmentError::NoSuchFile { .. } => (StatusCode::NOT_FOUND, "not_found"),
             AttachmentError::ContentGone { .. } => (StatusCode::GONE, "attachment_gone"),
+            AttachmentError::Unreadable { .. } => {
+                (StatusCode::BAD_REQUEST, "unreadable_attachment")
+            }
             AttachmentError::Invalid { .. }
             | AttachmentError::Fetch { .. }
             | AttachmentError::Read { .. } => (StatusCode::BAD_REQUEST, "invalid_request"),
@@ -93,13 +96,20 @@ impl<'a> AttachmentIntake<'a> {
     }
 
     /// 400 `unsupported_attachment` naming the model and the part when one of the agent's
-    /// models does not read this kind of file (text files go as text to every model).
-    fn readable(&self, attachment: Attachment, part: &str) -> Result<Attachment, ApiError> {
+    /// models does not read this kind of file (text files go as text to every model; PDFs,
+    /// under `attachments: text`, as their text: 400 `unreadable_attachment` when they have
+    /// none).
+    async fn readable(&self, attachment: Attachment, part: &str) -> Result<Attachment, ApiError> {
         let kind = attachment.kind();
         if kind == AttachmentKind::Text {
             return Ok(attachment);
         }
         let config = self.runtime.config();
+        if wants_text_form(config, self.agent, kind) {
+            let store = self.runtime.store().as_ref();
+            let max = config.limits.attachments.max_text_bytes();
+            return Ok(attachments::with_text_form(store, attachment, part, max).await?);
+        }
         for target in &self.agent.targets {
             let input = model_input(config, &target.provider, &target.model);
             if !input.contains(&kind) {
@@ -107,7 +117,7 @@ impl<'a> AttachmentIntake<'a> {
                     status: StatusCode::BAD_REQUEST,
                     code: "unsupported_attachment",
                     message: format!(
-                        "`{part}` is {} ({}), which the model {target} of agent `{}` does not read;                          it reads: {}",
+                        "`{part}` is {} ({}), which the model {target} of agent `{}` does not read; it reads: {}",
                         attachment.media_type,
                         kind.as_str(),
                         self.agent.name,
@@ -149,7 +159,7 @@ impl<'a> AttachmentIntake<'a> {
         let file = attachments::save(store, &owner, name, INLINE_PURPOSE, received).await?;
         let mut attachment = Attachment::from(&file);
         attachment.content = Some(std::sync::Arc::from(content.as_ref()));
-        self.readable(attachment, part)
+        self.readable(attachment, part).await
     }
 
     /// Base64 content (without a `data:` prefix).
@@ -189,7 +199,7 @@ impl<'a> AttachmentIntake<'a> {
         let caller = self.caller;
         let attachment =
             attachments::from_file_id(store, file_id, part, |file| may_read(caller, file)).await?;
-        self.readable(attachment, part)
+        self.readable(attachment, part).await
     }
 }
 

@@ -170,8 +170,18 @@ fn tool_result_block(message: &ChatMessage) -> Value {
         "type": "tool_result",
         "tool_use_id": message.tool_call_id.clone().unwrap_or_default(),
     });
-    if let Some(content) = message.content.as_deref().filter(|c| !c.is_empty()) {
-        block["content"] = json!(content);
+    let text = message.content.as_deref().filter(|c| !c.is_empty());
+    if message.attachments.is_empty() {
+        if let Some(content) = text {
+            block["content"] = json!(content);
+        }
+    } else {
+        // The files a tool's result carried go inside its result, as image / document blocks.
+        let mut content = text_block(text);
+        content.extend(crate::llm::attachments::anthropic_blocks(
+            &message.attachments,
+        ));
+        block["content"] = Value::Array(content);
     }
     block
 }

@@ -93,7 +93,12 @@ fn contents(conversation: &[ChatMessage]) -> Vec<Value> {
         let (role, parts) = match message.role {
             Role::System => continue,
             Role::User => ("user", user_parts(message)),
-            Role::Tool => ("user", vec![function_response(message, &names)]),
+            Role::Tool => {
+                // The files a tool's result carried follow its response, inline.
+                let mut parts = vec![function_response(message, &names)];
+                parts.extend(crate::llm::attachments::gemini_parts(&message.attachments));
+                ("user", parts)
+            }
             Role::Assistant => ("model", model_parts(message)),
         };
         if parts.is_empty() {

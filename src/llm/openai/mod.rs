@@ -105,11 +105,7 @@ impl OpenAiProvider {
     fn request_body(&self, request: &LlmRequest) -> WireBody {
         let params = self.policy.resolve(&request.model, &request.sampling);
         let replay_field = self.policy.interleaved_field(&request.model);
-        let messages = request
-            .messages
-            .iter()
-            .map(|m| wire_message(m, replay_field.as_deref()))
-            .collect();
+        let messages = wire_messages(&request.messages, replay_field.as_deref());
         let mut body = Map::new();
         body.insert("model".into(), json!(request.model));
         body.insert("messages".into(), Value::Array(messages));
@@ -204,6 +200,38 @@ pub(crate) fn function_tools(tools: &[ToolDefinition]) -> Value {
         .iter()
         .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
         .collect()
+}
+
+/// The conversation in Chat Completions form. Tool messages are text only there: the files
+/// tools' results carried follow the run of tool messages as one user message naming them.
+fn wire_messages(messages: &[ChatMessage], replay_field: Option<&str>) -> Vec<Value> {
+    let mut wire = Vec::with_capacity(messages.len());
+    let mut tool_files: Vec<Value> = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        if message.role == Role::Tool && !message.attachments.is_empty() {
+            let call = message.tool_call_id.as_deref().unwrap_or_default();
+            let names: Vec<&str> = message
+                .attachments
+                .iter()
+                .map(|a| a.name.as_str())
+                .collect();
+            let intro = format!("The files of tool call {call}: {}", names.join(", "));
+            let parts = attachments::openai_parts(Some(&intro), &message.attachments);
+            tool_files.extend(parts.as_array().into_iter().flatten().cloned());
+            let mut text_only = message.clone();
+            text_only.attachments.clear();
+            wire.push(wire_message(&text_only, replay_field));
+        } else {
+            wire.push(wire_message(message, replay_field));
+        }
+        let run_ends = messages
+            .get(index + 1)
+            .is_none_or(|next| next.role != Role::Tool);
+        if run_ends && !tool_files.is_empty() {
+            wire.push(json!({"role": "user", "content": std::mem::take(&mut tool_files)}));
+        }
+    }
+    wire
 }
 
 /// One conversation message in Chat Completions form. `replay_field` names the field that
@@ -356,5 +384,38 @@ mod tests {
         .request_body(&request(SamplingParams::default()))
         .body;
         assert_eq!(replaying["messages"][1]["reasoning"], "because");
+    }
+
+    #[test]
+    fn tool_files_follow_the_run_of_tool_replies_as_one_user_message() {
+        let image = crate::vocabulary::Attachment {
+            name: "shot-1.png".into(),
+            media_type: "image/png".into(),
+            bytes: 3,
+            sha256: "00".repeat(32),
+            file_id: "file-1".into(),
+            content: Some(std::sync::Arc::from(b"PNG".as_slice())),
+            text_form: None,
+        };
+        let mut first = ChatMessage::new(Role::Tool, "[image image/png]");
+        first.tool_call_id = Some("call-1".into());
+        first.attachments = vec![image];
+        let mut second = ChatMessage::new(Role::Tool, "done");
+        second.tool_call_id = Some("call-2".into());
+        let wire = wire_messages(&[first, second, ChatMessage::user("next")], None);
+        let roles: Vec<&str> = wire.iter().filter_map(|m| m["role"].as_str()).collect();
+        assert_eq!(roles, ["tool", "tool", "user", "user"]);
+        assert_eq!(
+            wire[0]["content"], "[image image/png]",
+            "tool messages stay text"
+        );
+        assert_eq!(
+            wire[2]["content"][0]["text"],
+            "The files of tool call call-1: shot-1.png"
+        );
+        assert_eq!(
+            wire[2]["content"][1]["image_url"]["url"],
+            "data:image/png;base64,UE5H"
+        );
     }
 }

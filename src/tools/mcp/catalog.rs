@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use base64::Engine;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents, Tool};
+
+use crate::tools::ToolFile;
 use serde_json::Value;
 use tracing::warn;
 
@@ -170,6 +173,61 @@ pub(crate) fn outcome_of(result: CallToolResult) -> ToolOutcome {
     ToolOutcome::Ok(text)
 }
 
+/// The files of a result's `image` blocks and embedded `resource`s with a blob (base64 that
+/// does not decode is left out: its placeholder still names it).
+pub(crate) fn files_of(result: &CallToolResult, tool: &str) -> Vec<ToolFile> {
+    let decode = |data: &str| {
+        base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .ok()
+            .map(bytes::Bytes::from)
+    };
+    let mut files = Vec::new();
+    for block in &result.content {
+        let file = match block {
+            ContentBlock::Image(image) => decode(&image.data).map(|content| ToolFile {
+                name: image_name(tool, files.len(), &image.mime_type),
+                media_type: image.mime_type.clone(),
+                content,
+            }),
+            ContentBlock::Resource(embedded) => match &embedded.resource {
+                ResourceContents::BlobResourceContents {
+                    uri,
+                    mime_type,
+                    blob,
+                    ..
+                } => decode(blob).map(|content| ToolFile {
+                    name: uri_name(uri),
+                    media_type: mime_type
+                        .clone()
+                        .unwrap_or_else(|| "application/octet-stream".into()),
+                    content,
+                }),
+                _ => None,
+            },
+            _ => None,
+        };
+        files.extend(file);
+    }
+    files
+}
+
+/// `{tool}-{n}.{extension}` for the n-th image of a result.
+fn image_name(tool: &str, index: usize, media_type: &str) -> String {
+    let extension = media_type.rsplit('/').next().unwrap_or("bin");
+    format!("{tool}-{}.{extension}", index + 1)
+}
+
+/// The last path segment of a resource's URI.
+fn uri_name(uri: &str) -> String {
+    uri.split(['?', '#'])
+        .next()
+        .and_then(|path| path.rsplit('/').next())
+        .filter(|name| !name.is_empty())
+        .unwrap_or("resource")
+        .to_string()
+}
+
 fn block_text(block: &ContentBlock) -> String {
     match block {
         ContentBlock::Text(text) => text.text.clone(),
@@ -291,6 +349,31 @@ mod tests {
         let empty_error = CallToolResult::error(vec![]);
         assert!(
             matches!(outcome_of(empty_error), ToolOutcome::Failed(m) if m.contains("without details"))
+        );
+    }
+
+    #[test]
+    fn images_and_blob_resources_are_files_with_names() {
+        let result = CallToolResult::success(vec![
+            ContentBlock::text("one"),
+            ContentBlock::image("aGk=", "image/png"),
+            ContentBlock::image("not base64!", "image/png"),
+            ContentBlock::resource(
+                ResourceContents::blob("aGk=", "file:///out/report.pdf?v=2")
+                    .with_mime_type("application/pdf"),
+            ),
+        ]);
+        let files = files_of(&result, "shot");
+        let named: Vec<(&str, &str, &[u8])> = files
+            .iter()
+            .map(|f| (f.name.as_str(), f.media_type.as_str(), f.content.as_ref()))
+            .collect();
+        assert_eq!(
+            named,
+            vec![
+                ("shot-1.png", "image/png", b"hi".as_slice()),
+                ("report.pdf", "application/pdf", b"hi".as_slice()),
+            ]
         );
     }
 }

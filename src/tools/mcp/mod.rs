@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 pub use catalog::ListedTool;
-use catalog::{ToolCatalog, outcome_of};
+use catalog::{ToolCatalog, files_of, outcome_of};
 use connect::{ServerSettings, connect};
 use supervisor::{Connection, ServerState, supervise};
 
@@ -200,8 +200,10 @@ impl McpServer {
         connection: &Connection,
         mcp_name: String,
         arguments: serde_json::Map<String, Value>,
+        report: &ToolReport,
     ) -> ToolOutcome {
         let _slot = self.queue.acquire().await;
+        let tool = mcp_name.clone();
         let mut request = CallToolRequestParams::new(mcp_name).with_arguments(arguments);
         // The run's trace continues in the server (`_meta.traceparent`, SEP-414).
         let trace = crate::telemetry::genai::current_meta();
@@ -211,7 +213,10 @@ impl McpServer {
             )));
         }
         match connection.peer.call_tool_once(request).await {
-            Ok(CallToolResponse::Complete(result)) => outcome_of(result),
+            Ok(CallToolResponse::Complete(result)) => {
+                report.add_files(files_of(&result, &tool));
+                outcome_of(result)
+            }
             Ok(_) => ToolOutcome::Failed(
                 "the server asked for input or started a task, which agentd does not support"
                     .into(),
@@ -266,7 +271,7 @@ impl ToolProvider for McpServer {
         name: &str,
         arguments: Value,
         timeout: Duration,
-        _report: Arc<ToolReport>,
+        report: Arc<ToolReport>,
         caller: &ToolCaller,
     ) -> ToolOutcome {
         let connection = match &self.users {
@@ -286,8 +291,11 @@ impl ToolProvider for McpServer {
             .request_timeout
             .map_or(timeout, |cap| cap.min(timeout));
         // Dropping the call on timeout makes rmcp send notifications/cancelled to the server.
-        match tokio::time::timeout(limit, self.call_connected(&connection, mcp_name, arguments))
-            .await
+        match tokio::time::timeout(
+            limit,
+            self.call_connected(&connection, mcp_name, arguments, &report),
+        )
+        .await
         {
             Ok(outcome) => outcome,
             Err(_) => {

@@ -1,0 +1,231 @@
+//! Files in MCP tool results (SPEC §11): a real MCP server (the Python SDK's `MCPServer`,
+//! tests/sdk/mcp_image_server.py) answers with an `image` block and with an embedded
+//! `resource` holding a blob. The image is kept once in the store like any attachment, the
+//! run's `tool.finished` event names it (metadata, never bytes), and each vendor gets it as
+//! that content: Anthropic inside the `tool_result`, OpenAI Chat Completions (whose tool
+//! messages are text only) as a user message with the image right after the tool replies.
+
+use base64::Engine;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::attachments::PNG;
+use crate::support::mock_llm::{Reply, ToolCall};
+use crate::support::{TestApp, spawn_app_with};
+
+const SNAP_AGENT: &str = "---\ndescription: Looks at pages\nmodels: llm/upstream-model\ntools: [pictures]\nfinalization: text\n---\nYou look.\n";
+
+/// The app with the `pictures` MCP server, `snap` on the OpenAI-compatible upstream and
+/// `snapc` on an Anthropic one (both served by the mock).
+async fn app_with_pictures() -> (TestApp, tempfile::TempDir) {
+    app_with_pictures_limited(None).await
+}
+
+/// [`app_with_pictures`] with `limits.attachments.maxFileBytes` set.
+async fn app_with_pictures_limited(max_file_bytes: Option<usize>) -> (TestApp, tempfile::TempDir) {
+    let python =
+        tokio::task::spawn_blocking(|| crate::mcp_headend::venv_python("mcp", "mcp==2.3.0"))
+            .await
+            .expect("venv");
+    let dir = tempfile::tempdir().expect("dir");
+    let png = dir.path().join("pixel.png");
+    std::fs::write(&png, PNG).expect("png");
+    std::fs::write(dir.path().join("snap.ai"), SNAP_AGENT).expect("agent");
+    let claude = SNAP_AGENT.replace("llm/upstream-model", "claude/claude-x");
+    std::fs::write(dir.path().join("snapc.ai"), claude).expect("agent");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/mcp_image_server.py");
+    let agents = dir.path().display().to_string();
+    let app = spawn_app_with(|config| {
+        let origin = config["providers"]["llm"]["baseUrl"]
+            .as_str()
+            .expect("base url")
+            .trim_end_matches("/v1")
+            .to_string();
+        config["providers"]["claude"] =
+            json!({"type": "anthropic", "baseUrl": origin, "apiKey": "k"});
+        config["mcpServers"] = json!({"pictures": {
+            "command": python.display().to_string(),
+            "args": [script, png.display().to_string()],
+        }});
+        config["agents"]
+            .as_array_mut()
+            .expect("agents")
+            .push(json!(agents));
+        if let Some(max) = max_file_bytes {
+            config["limits"] = json!({"attachments": {"maxFileBytes": max}});
+        }
+    })
+    .await;
+    (app, dir)
+}
+
+fn png_base64() -> String {
+    base64::engine::general_purpose::STANDARD.encode(PNG)
+}
+
+/// The `tool.finished` events of a run.
+async fn tool_finished(app: &TestApp, run_id: &str) -> Vec<Value> {
+    let events = app
+        .get(&format!("/v1/runs/{run_id}/events"))
+        .await
+        .text()
+        .await
+        .expect("events");
+    assert!(
+        !events.contains(&png_base64()),
+        "events carry no bytes: {events}"
+    );
+    events
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .filter(|event| event["call_id"].is_string() && event["status"].is_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_mcp_image_reaches_openai_as_a_user_image_after_the_tool_reply() {
+    let (app, _dir) = app_with_pictures().await;
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "call-1",
+        "pictures__screenshot",
+        r#"{"page": "home"}"#,
+    )]));
+    app.llm.push(Reply::text("A single pixel."));
+    let (run_id, response) = app
+        .start_run(
+            "/v1/chat/completions",
+            &json!({"model": "snap", "messages": [{"role": "user", "content": "Look at home"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let requests = app.llm.requests();
+    assert_eq!(requests.len(), 2);
+    let messages = requests[1]["messages"].as_array().expect("messages");
+    let at = messages
+        .iter()
+        .position(|m| m["role"] == "tool")
+        .expect("the tool's reply");
+    let reply = messages[at]["content"]
+        .as_str()
+        .expect("tool messages are text");
+    assert!(
+        reply.contains("screenshot of home") && reply.contains("[image image/png]"),
+        "{reply}"
+    );
+    let follow = &messages[at + 1];
+    assert_eq!(follow["role"], "user", "{follow}");
+    assert_eq!(
+        follow["content"][0]["text"],
+        "The files of tool call call-1: screenshot-1.png"
+    );
+    assert_eq!(
+        follow["content"][1]["image_url"]["url"],
+        format!("data:image/png;base64,{}", png_base64())
+    );
+
+    let finished = tool_finished(&app, &run_id).await;
+    let attachment = &finished[0]["attachments"][0];
+    assert_eq!(attachment["name"], "screenshot-1.png", "{finished:?}");
+    assert_eq!(attachment["media_type"], "image/png");
+    assert_eq!(attachment["bytes"], PNG.len());
+    let sha256: String = Sha256::digest(PNG)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(attachment["sha256"], sha256);
+    let file_id = attachment["file_id"].as_str().expect("file id");
+    let content = app
+        .get(&format!("/v1/files/{file_id}/content"))
+        .await
+        .bytes()
+        .await
+        .expect("content");
+    assert_eq!(content.as_ref(), PNG, "the image is stored");
+    app.runtime.close().await;
+}
+
+#[tokio::test]
+async fn an_mcp_resource_reaches_anthropic_inside_the_tool_result() {
+    let (app, _dir) = app_with_pictures().await;
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "toolu_1",
+        "pictures__export",
+        r#"{"page": "home"}"#,
+    )]));
+    app.llm.push(Reply::text("Exported."));
+    let (run_id, response) = app
+        .start_run(
+            "/v1/chat/completions",
+            &json!({"model": "snapc", "messages": [{"role": "user", "content": "Export home"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let requests = app.llm.requests();
+    assert_eq!(requests.len(), 2);
+    let turns = requests[1]["messages"].as_array().expect("messages");
+    let result = turns
+        .iter()
+        .flat_map(|turn| turn["content"].as_array().into_iter().flatten())
+        .find(|block| block["type"] == "tool_result")
+        .expect("the tool result");
+    assert_eq!(result["tool_use_id"], "toolu_1");
+    let content = result["content"].as_array().expect("blocks");
+    assert_eq!(content[0]["type"], "text");
+    assert!(
+        content[0]["text"]
+            .as_str()
+            .expect("text")
+            .contains("[resource file:///exports/home.png]"),
+        "{result}"
+    );
+    assert_eq!(content[1]["type"], "image", "{result}");
+    assert_eq!(content[1]["source"]["media_type"], "image/png");
+    assert_eq!(content[1]["source"]["data"], png_base64());
+    let finished = tool_finished(&app, &run_id).await;
+    assert_eq!(
+        finished[0]["attachments"][0]["name"], "home.png",
+        "{finished:?}"
+    );
+    app.runtime.close().await;
+}
+
+/// A tool's file past `limits.attachments.maxFileBytes` is not kept: the tool's reply names it
+/// and why, and no image reaches the model (a file at the limit is kept: the tests above, and
+/// the intake's own tests of the limit).
+#[tokio::test]
+async fn a_tool_file_past_the_file_limit_is_a_note_naming_it() {
+    let (app, _dir) = app_with_pictures_limited(Some(PNG.len() - 1)).await;
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "call-1",
+        "pictures__screenshot",
+        r#"{"page": "home"}"#,
+    )]));
+    app.llm.push(Reply::text("No picture."));
+    let (run_id, response) = app
+        .start_run(
+            "/v1/chat/completions",
+            &json!({"model": "snap", "messages": [{"role": "user", "content": "Look at home"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let requests = app.llm.requests();
+    let messages = requests[1]["messages"].as_array().expect("messages");
+    let reply = messages
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .expect("the tool's reply");
+    assert!(
+        reply.contains("[the tool's file screenshot-1.png (image/png) is not attached:")
+            && reply.contains("larger than the limit"),
+        "{reply}"
+    );
+    assert!(
+        !requests[1]["messages"].to_string().contains("image_url"),
+        "no image reaches the model"
+    );
+    let finished = tool_finished(&app, &run_id).await;
+    assert!(finished[0].get("attachments").is_none(), "{finished:?}");
+    app.runtime.close().await;
+}
