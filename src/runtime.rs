@@ -16,6 +16,7 @@ mod notifications;
 mod orchestration;
 mod ownership;
 mod pipeline;
+pub mod push;
 mod reload;
 pub mod retention;
 mod run_events;
@@ -141,6 +142,8 @@ pub struct Runtime {
     limits: KeyLimiter,
     /// Users' tool secrets; `None` without `secrets.key`.
     secrets: Option<Arc<UserSecrets>>,
+    /// How tasks are spelled in A2A push notifications, once the A2A headend registers it.
+    task_renderer: std::sync::OnceLock<push::TaskRenderer>,
 }
 
 impl Runtime {
@@ -194,6 +197,7 @@ impl Runtime {
             admission,
             limits,
             secrets,
+            task_renderer: std::sync::OnceLock::new(),
         });
         // A restarted process ends its previous life's runs before it takes requests.
         runtime.sweep_all().await;

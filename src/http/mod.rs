@@ -53,6 +53,7 @@ use error::ApiError;
 
 /// The whole application; tests serve it on port 0.
 pub fn app(runtime: Arc<Runtime>) -> Router {
+    runtime.set_task_renderer(a2a::push::notification_body);
     let router = Router::from(routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);

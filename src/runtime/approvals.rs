@@ -332,6 +332,7 @@ impl Runtime {
         }
         drop(slot);
         drop(key_reservation);
+        self.push_task_state(&run_id).await;
         self.live.finished(&run_id);
         self.live.retired(&run_id);
         tokio::spawn(Arc::clone(self).relay_after_wait(run_id, last_seq, client, result));

@@ -631,6 +631,8 @@ impl Runtime {
         if tokio::time::timeout(END_WRITE_WAIT, stored).await.is_err() {
             tracing::warn!(%run_id, "the run's end is not stored yet; its followers now read the store");
         }
+        // Once the end is stored: A2A push notifications read the task as it ended.
+        self.push_task_state(&run_id).await;
         self.live.retired(&run_id);
     }
 }

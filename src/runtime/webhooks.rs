@@ -155,6 +155,7 @@ impl Runtime {
                 payload: body.to_string(),
                 user_id: user_id.cloned(),
                 run_id: run_id.cloned(),
+                headers: None,
                 created_at: now,
             })
             .collect();
@@ -253,27 +254,45 @@ async fn attempt(client: &GuardedClient, delivery: &Delivery) -> AttemptOutcome 
     }
 }
 
-/// POSTs the signed message; the receiver's HTTP status, or why none came.
+/// POSTs the message, signed unless it has no secret, with its own extra headers; the
+/// receiver's HTTP status, or why none came.
 async fn send(
     client: &GuardedClient,
     delivery: &Delivery,
     now: DateTime<Utc>,
 ) -> Result<u16, String> {
-    let key = secret_key(&delivery.secret)?;
     let timestamp = now.timestamp();
-    let request = client
+    let mut request = client
         .request(reqwest::Method::POST, &delivery.url)
         .map_err(|e| e.to_string())?
         .header("content-type", "application/json")
         .header("webhook-id", &delivery.id)
-        .header("webhook-timestamp", timestamp.to_string())
-        .header(
+        .header("webhook-timestamp", timestamp.to_string());
+    if !delivery.secret.is_empty() {
+        let key = secret_key(&delivery.secret)?;
+        request = request.header(
             "webhook-signature",
             signature(&key, &delivery.id, timestamp, &delivery.payload),
-        )
-        .body(delivery.payload.clone());
-    let response = client.send(request).await.map_err(|e| e.to_string())?;
+        );
+    }
+    for (name, value) in extra_headers(delivery.headers.as_deref())? {
+        request = request.header(name, value);
+    }
+    let response = client
+        .send(request.body(delivery.payload.clone()))
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(response.status().as_u16())
+}
+
+/// A message's stored extra headers (a JSON object of strings).
+fn extra_headers(stored: Option<&str>) -> Result<Vec<(String, String)>, String> {
+    let Some(stored) = stored else {
+        return Ok(Vec::new());
+    };
+    let headers: std::collections::BTreeMap<String, String> = serde_json::from_str(stored)
+        .map_err(|error| format!("the message's stored headers are unreadable: {error}"))?;
+    Ok(headers.into_iter().collect())
 }
 
 /// Delivers due messages until `stop`.

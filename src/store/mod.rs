@@ -41,6 +41,7 @@ mod turns;
 mod usage;
 mod user_data;
 mod webhooks;
+mod push_configs;
 
 use std::sync::Arc;
 
@@ -81,6 +82,7 @@ pub use sqlite::SqliteStore;
 pub use turns::{NewTurn, Turn, TurnState, TurnStore};
 pub use usage::{MAX_USAGE_GROUPS, UsageGroup, UsageQuery, UsageRow, UsageStore};
 pub use user_data::{Erased, UserDataStore};
+pub use push_configs::{PushConfig, PushConfigStore};
 pub use webhooks::{AttemptOutcome, Delivery, DeliveryStatus, NewDelivery, WebhookStore};
 
 /// The most rows one page of a listing may ask for.
@@ -224,6 +226,7 @@ pub trait Store:
     + UserDataStore
     + TurnStore
     + WebhookStore
+    + PushConfigStore
     + ScheduleStore
     + FileStore
     + Send

@@ -26,6 +26,7 @@ pub mod turns;
 pub mod usage;
 pub mod user_data;
 pub mod webhooks;
+pub mod push_configs;
 
 use chrono::{DateTime, SubsecRound, Utc};
 
@@ -118,6 +119,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::retention::impl_retention_store!($store, $db);
         $crate::store::sql::turns::impl_turn_store!($store, $db);
         $crate::store::sql::webhooks::impl_webhook_store!($store, $db);
+        $crate::store::sql::push_configs::impl_push_config_store!($store, $db);
         $crate::store::sql::schedules::impl_schedule_store!($store, $db);
         $crate::store::sql::files::impl_file_store!($store, $db);
 
