@@ -27,6 +27,7 @@ mod conversations;
 mod files;
 mod key_limits;
 mod postgres;
+mod push_configs;
 mod recorder;
 mod replicas;
 mod responses;
@@ -41,7 +42,6 @@ mod turns;
 mod usage;
 mod user_data;
 mod webhooks;
-mod push_configs;
 
 use std::sync::Arc;
 
@@ -64,6 +64,7 @@ pub use files::{BLOB_CHUNK_BYTES, FileRecord, FileStore, read_blob};
 pub use key_limits::{DailyUsage, KeyLimitStore, RunSlotClaim};
 pub use postgres::PostgresStore;
 pub(crate) use postgres::redact_password;
+pub use push_configs::{PushConfig, PushConfigStore};
 pub use recorder::{RecorderMetrics, RecorderSettings, RunRecorder};
 pub use replicas::{
     OrphanEnd, OrphanedRun, PendingCancel, RUN_CONTROL_CHANNEL, RUN_EVENTS_CHANNEL, Replica,
@@ -82,7 +83,6 @@ pub use sqlite::SqliteStore;
 pub use turns::{NewTurn, Turn, TurnState, TurnStore};
 pub use usage::{MAX_USAGE_GROUPS, UsageGroup, UsageQuery, UsageRow, UsageStore};
 pub use user_data::{Erased, UserDataStore};
-pub use push_configs::{PushConfig, PushConfigStore};
 pub use webhooks::{AttemptOutcome, Delivery, DeliveryStatus, NewDelivery, WebhookStore};
 
 /// The most rows one page of a listing may ask for.

@@ -459,7 +459,11 @@ async fn set_push_config(
         }
         Dialect::V03 => {
             let p: push::SetParams = params(p)?;
-            (p.task_id, p.push_notification_config, "params.pushNotificationConfig")
+            (
+                p.task_id,
+                p.push_notification_config,
+                "params.pushNotificationConfig",
+            )
         }
     };
     let run = task_run(runtime, caller, agent, &task).await?;

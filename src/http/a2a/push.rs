@@ -92,7 +92,9 @@ impl ConfigRef {
         let task = task
             .filter(|t| !t.is_empty())
             .ok_or_else(|| RpcError::new(code::INVALID_PARAMS, format!("{field}: missing")))?;
-        let config = config.filter(|c| !c.is_empty()).unwrap_or_else(|| task.clone());
+        let config = config
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| task.clone());
         Ok((task, config))
     }
 }
@@ -162,9 +164,9 @@ pub(super) fn checked(
     };
     let guard = GuardedClient::new(policy)
         .map_err(|_| RpcError::new(code::INTERNAL, "no client to check the URL with"))?;
-    guard.check_url(&config.url).map_err(|error| {
-        RpcError::new(code::INVALID_PARAMS, format!("{field}.url: {error}"))
-    })?;
+    guard
+        .check_url(&config.url)
+        .map_err(|error| RpcError::new(code::INVALID_PARAMS, format!("{field}.url: {error}")))?;
     let id = config
         .id
         .filter(|id| !id.is_empty())
@@ -193,7 +195,12 @@ pub struct PendingConfig {
 /// Stores the config (at most [`MAX_CONFIGS_PER_TASK`] per caller and task), then lets the
 /// runtime announce the task at once if it has already ended or waits.
 pub(super) async fn store(runtime: &Runtime, config: &PushConfig) -> Result<(), RpcError> {
-    let unreadable = |_| RpcError::new(code::INTERNAL, "the push-notification configs could not be read");
+    let unreadable = |_| {
+        RpcError::new(
+            code::INTERNAL,
+            "the push-notification configs could not be read",
+        )
+    };
     let existing = runtime
         .store()
         .list_push_configs(&config.task_id, Some(&config.owner))
@@ -208,11 +215,12 @@ pub(super) async fn store(runtime: &Runtime, config: &PushConfig) -> Result<(), 
             ),
         ));
     }
-    runtime
-        .store()
-        .put_push_config(config)
-        .await
-        .map_err(|_| RpcError::new(code::INTERNAL, "the push-notification config could not be stored"))?;
+    runtime.store().put_push_config(config).await.map_err(|_| {
+        RpcError::new(
+            code::INTERNAL,
+            "the push-notification config could not be stored",
+        )
+    })?;
     runtime.push_task_state(&config.task_id).await;
     Ok(())
 }
@@ -250,7 +258,12 @@ pub(super) async fn find(
         .store()
         .push_config(task_id, &owner(caller), id)
         .await
-        .map_err(|_| RpcError::new(code::INTERNAL, "the push-notification config could not be read"))?
+        .map_err(|_| {
+            RpcError::new(
+                code::INTERNAL,
+                "the push-notification config could not be read",
+            )
+        })?
         .ok_or_else(|| not_found(task_id, id))
 }
 
@@ -275,7 +288,11 @@ impl ListParams {
 /// The body of a notification: the task as it is now, as a v1.0 `StreamResponse`
 /// (`{"task": …}`) or a 0.3 `Task`, per the config's revision.
 pub fn notification_body(run: &RunRecord, dialect: &str) -> String {
-    let dialect = if dialect == "0.3" { Dialect::V03 } else { Dialect::V1 };
+    let dialect = if dialect == "0.3" {
+        Dialect::V03
+    } else {
+        Dialect::V1
+    };
     let task = tasks::task_of_run(run, Some(0), dialect).to_json(dialect);
     match dialect {
         Dialect::V1 => json!({"task": task}),

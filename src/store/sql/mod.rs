@@ -14,6 +14,7 @@ pub mod cache;
 pub mod conversations;
 pub mod files;
 pub mod key_limits;
+pub mod push_configs;
 pub mod replicas;
 pub mod responses;
 pub mod retention;
@@ -26,7 +27,6 @@ pub mod turns;
 pub mod usage;
 pub mod user_data;
 pub mod webhooks;
-pub mod push_configs;
 
 use chrono::{DateTime, SubsecRound, Utc};
 
