@@ -269,6 +269,7 @@ impl Runtime {
             new_run,
             conversation: _,
             webhook,
+            announced_response: _,
             result,
         } = ending;
         let run_id = new_run.id.clone();
@@ -532,6 +533,7 @@ impl Runtime {
             awaits_turn: false,
             // A run's own webhook is not kept past its wait (the configured receivers are).
             webhook: None,
+            announced_response: false,
             on_disconnect: OnDisconnect::Continue,
             control,
             start: SessionStart::Resumed {

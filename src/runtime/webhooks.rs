@@ -63,6 +63,11 @@ impl RunWebhookEvent {
     }
 }
 
+/// The id of the Responses API response run `run_id` answers.
+pub fn response_id(run_id: &str) -> String {
+    format!("resp_{run_id}")
+}
+
 /// The `webhook-signature` of a message: `v1,` and base64 of HMAC-SHA256 over
 /// `{id}.{timestamp}.{body}` with the secret's key.
 pub fn signature(key: &[u8], id: &str, timestamp: i64, body: &str) -> String {
@@ -162,6 +167,26 @@ impl Runtime {
         if let Err(error) = self.store.enqueue_deliveries(&deliveries).await {
             tracing::error!(%error, %event, "could not put webhook messages in the outbox");
         }
+    }
+
+    /// OpenAI's `response.completed` / `response.failed` / `response.cancelled` about a
+    /// background response that ended: `{object: "event", id, type, created_at, data: {id}}`.
+    pub(super) async fn notify_response(&self, run: &NewRun, result: &AgentResult) {
+        let event = match result.status() {
+            RunStatus::Failed => "response.failed",
+            RunStatus::Cancelled => "response.cancelled",
+            _ => "response.completed",
+        };
+        let body = json!({
+            "object": "event",
+            "id": format!("evt_{}", uuid::Uuid::now_v7().simple()),
+            "type": event,
+            "created_at": Utc::now().timestamp(),
+            "data": {"id": response_id(&run.id)},
+        })
+        .to_string();
+        self.enqueue(event, &body, run.user_id.as_ref(), Some(&run.id), None)
+            .await;
     }
 
     /// `schedule.failed` about schedule `schedule_id` (its run could not start).

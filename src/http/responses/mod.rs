@@ -169,7 +169,7 @@ fn text_options(text: Option<&TextOptions>) -> TextOptions {
 }
 
 fn response_id_of(run_id: &str) -> String {
-    format!("resp_{run_id}")
+    crate::runtime::webhooks::response_id(run_id)
 }
 
 fn user_key(caller: &Caller) -> String {
@@ -370,6 +370,7 @@ pub async fn create_response(
     submission.client_tools = input::client_tools_of(&body)?;
     if echo.background {
         submission.on_disconnect = OnDisconnect::Continue;
+        submission.announced_response = true;
     }
     let handle = runtime.start_run(submission).await.map_err(|error| {
         if matches!(error, crate::runtime::StartError::InvalidOutput(_)) {
