@@ -368,6 +368,7 @@ pub async fn create_response(
         ..SamplingParams::default()
     };
     submission.client_tools = input::client_tools_of(&body)?;
+    submission.busy = body.busy;
     if echo.background {
         submission.on_disconnect = OnDisconnect::Continue;
         submission.announced_response = true;
@@ -375,6 +376,9 @@ pub async fn create_response(
     let handle = runtime.start_run(submission).await.map_err(|error| {
         if matches!(error, crate::runtime::StartError::InvalidOutput(_)) {
             return ApiError::from(error).with_param("text.format.schema");
+        }
+        if matches!(error, crate::runtime::StartError::ConversationBusy) {
+            return ApiError::from(error).with_param("busy");
         }
         client_tools::start_error(error, &input::RESPONSE_TOOL_FIELDS, |call_id| {
             output_item_param(body.input.as_ref(), call_id)
