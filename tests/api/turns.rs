@@ -585,3 +585,94 @@ async fn an_unknown_busy_policy_on_a_response_is_refused_naming_the_field() {
     let body: Value = response.json().await.expect("json");
     assert!(body.to_string().contains("busy"), "{body}");
 }
+
+/// Starts a background response whose answer is slow; its id.
+async fn slow_background_response(app: &TestApp, reply: Reply) -> String {
+    app.llm.push(reply);
+    let started: Value = app
+        .post_json(
+            "/v1/responses",
+            &json!({"model": "chat", "input": "Q1", "background": true}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    started["id"].as_str().expect("response id").to_string()
+}
+
+async fn respond(app: &TestApp, body: Value) -> (u16, Value) {
+    let response = app.post_json("/v1/responses", &body).await;
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// A response continuing one still answering (`previous_response_id`) follows `busy`:
+/// `reject` is 409 `conversation_busy` naming `busy`, `steer` a 400 naming `busy`, and by
+/// default (`enqueue`) it waits for the answer and continues after it.
+#[tokio::test]
+async fn a_response_continuing_one_still_answering_follows_busy() {
+    let app = spawn_app().await;
+    let previous =
+        slow_background_response(&app, Reply::text("A1").with_first_byte_delay(SLOW_ANSWER)).await;
+    let (status, refused) = respond(
+        &app,
+        json!({"model": "chat", "input": "Q2", "previous_response_id": previous, "busy": "reject"}),
+    )
+    .await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["error"]["code"], "conversation_busy", "{refused}");
+    assert_eq!(refused["error"]["param"], "busy", "{refused}");
+    let (status, steer) = respond(
+        &app,
+        json!({"model": "chat", "input": "Q2", "previous_response_id": previous, "busy": "steer"}),
+    )
+    .await;
+    assert_eq!(
+        (status, steer["error"]["param"].as_str()),
+        (400, Some("busy")),
+        "{steer}"
+    );
+
+    app.llm.push(Reply::text("A2"));
+    let (status, answer) = respond(
+        &app,
+        json!({"model": "chat", "input": "Q2", "previous_response_id": previous}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["status"], "completed", "{answer}");
+    let requests = app.llm.requests();
+    let last = requests
+        .last()
+        .expect("the second run's request")
+        .to_string();
+    let (q1, a1, q2) = (
+        last.find("Q1").expect("Q1"),
+        last.find("A1").expect("the first answer, waited for"),
+        last.find("Q2").expect("Q2"),
+    );
+    assert!(q1 < a1 && a1 < q2, "in answered order: {last}");
+}
+
+/// `busy: interrupt` ends the response still answering (`cancelled`) and continues after it.
+#[tokio::test]
+async fn interrupt_ends_the_previous_response_and_continues_after_it() {
+    let app = spawn_app().await;
+    let previous = slow_background_response(&app, Reply::hang()).await;
+    app.llm.push(Reply::text("A2"));
+    let (status, answer) = respond(
+        &app,
+        json!({"model": "chat", "input": "Q2", "previous_response_id": previous, "busy": "interrupt"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["status"], "completed", "{answer}");
+    let ended: Value = app
+        .get(&format!("/v1/responses/{previous}"))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(ended["status"], "cancelled", "{ended}");
+}
