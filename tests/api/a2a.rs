@@ -273,6 +273,7 @@ async fn the_a2a_sdk_push_notification_flow_delivers_final_states_to_the_owners_
         "admin-key".to_string(),
     ];
     let stdout = run_python("a2a", A2A_SDK, "a2a_push.py", &args).await;
+    eprintln!("{stdout}");
     for check in [
         "card ok",
         "pushed final state ok",

@@ -129,12 +129,24 @@ async fn a_finished_run_is_announced_signed_and_retried_with_the_same_id() {
     }
     eprintln!("all four attempts within {waited:?}");
 
-    let deliveries: Value = app
-        .get("/v1/webhooks/deliveries")
-        .await
-        .json()
-        .await
-        .expect("json");
+    // The receiver reports an attempt before it answers: the outbox records the answer a
+    // moment later.
+    let mut deliveries = Value::Null;
+    for _ in 0..100 {
+        deliveries = app
+            .get("/v1/webhooks/deliveries")
+            .await
+            .json()
+            .await
+            .expect("json");
+        let recorded = deliveries["data"]
+            .as_array()
+            .is_some_and(|d| d.iter().all(|d| d["status"] == "delivered"));
+        if recorded {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let data = deliveries["data"].as_array().expect("data");
     assert_eq!(data.len(), 2, "{deliveries}");
     for delivery in data {

@@ -15,6 +15,7 @@ import json
 import queue
 import sys
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -36,14 +37,15 @@ from a2a.types.a2a_pb2 import (
 )
 from google.protobuf import json_format
 
-RECEIVED: "queue.Queue[tuple[str, dict, dict]]" = queue.Queue()
+RECEIVED: "queue.Queue[tuple[str, dict, dict, float]]" = queue.Queue()
 
 
 class Receiver(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         length = int(self.headers.get("content-length", "0"))
         body = json.loads(self.rfile.read(length))
-        RECEIVED.put((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        RECEIVED.put((self.path, headers, body, time.time()))
         self.send_response(200)
         self.end_headers()
 
@@ -57,11 +59,13 @@ def start_receiver() -> str:
     return f"http://127.0.0.1:{server.server_address[1]}"
 
 
-async def notification(path: str) -> tuple[dict, StreamResponse]:
-    """The next notification to `path` (its headers and the body as the SDK reads it)."""
+async def notification(path: str, since: float) -> tuple[dict, StreamResponse]:
+    """The next notification to `path` (its headers and the body as the SDK reads it); prints
+    how long after `since` it arrived."""
     while True:
-        got_path, headers, body = await anyio.to_thread.run_sync(lambda: RECEIVED.get(timeout=30))
+        got_path, headers, body, arrived = await anyio.to_thread.run_sync(lambda: RECEIVED.get(timeout=30))
         if got_path == path:
+            print(f"delay {path} {arrived - since:.3f} s")
             return headers, json_format.ParseDict(body, StreamResponse())
 
 
@@ -87,8 +91,9 @@ async def main(base_url: str, user_key: str, admin_key: str) -> None:
 
         answers = [event async for event in pushing.send_message(request("Say hello"))]
         task = answers[-1].task
+        answered = time.time()
         assert task.status.state == TaskState.TASK_STATE_COMPLETED, task
-        headers, pushed = await notification("/first")
+        headers, pushed = await notification("/first", answered)
         assert headers.get("x-a2a-notification-token") == "tok-first", headers
         assert pushed.WhichOneof("payload") == "task", pushed
         assert pushed.task.id == task.id, (pushed, task.id)
@@ -137,8 +142,9 @@ async def main(base_url: str, user_key: str, admin_key: str) -> None:
         print("owner scoped ok")
 
         cancelled = await polling.cancel_task(CancelTaskRequest(id=started.id))
+        answered = time.time()
         assert cancelled.status.state == TaskState.TASK_STATE_CANCELED, cancelled
-        headers, pushed = await notification("/second")
+        headers, pushed = await notification("/second", answered)
         assert headers.get("x-a2a-notification-token") == "tok-second", headers
         assert pushed.task.id == started.id, pushed
         assert pushed.task.status.state == TaskState.TASK_STATE_CANCELED, pushed
