@@ -17,6 +17,7 @@ mod notifications;
 mod orchestration;
 mod ownership;
 mod pipeline;
+pub mod push;
 mod reload;
 pub mod retention;
 mod run_events;
@@ -66,7 +67,7 @@ pub use follow::{CancelMode, CancelOutcome, FollowError};
 pub use ownership::ReplicaIdentity;
 pub use pipeline::{RunHandle, RunSubmission, StartError};
 pub use reload::{ReloadError, ReloadReport};
-pub use turns::QUEUED_PROGRESS_KIND;
+pub use turns::{ContinueError, QUEUED_PROGRESS_KIND};
 pub use waits::{WaitAnswerError, WaitPoint, WaitingCallRef};
 
 /// The longest a clean stop waits for each store step (writing what is queued, leaving the
@@ -144,6 +145,8 @@ pub struct Runtime {
     limits: KeyLimiter,
     /// Users' tool secrets; `None` without `secrets.key`.
     secrets: Option<Arc<UserSecrets>>,
+    /// How tasks are spelled in A2A push notifications, once the A2A headend registers it.
+    task_renderer: std::sync::OnceLock<push::TaskRenderer>,
 }
 
 impl Runtime {
@@ -197,6 +200,7 @@ impl Runtime {
             admission,
             limits,
             secrets,
+            task_renderer: std::sync::OnceLock::new(),
         });
         // A restarted process ends its previous life's runs before it takes requests.
         runtime.sweep_all().await;

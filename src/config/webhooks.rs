@@ -6,12 +6,16 @@ use base64::Engine;
 use serde::Deserialize;
 
 /// The events a receiver may subscribe to.
-pub const WEBHOOK_EVENTS: [&str; 5] = [
+pub const WEBHOOK_EVENTS: [&str; 8] = [
     "run.finished",
     "run.failed",
     "run.waiting_approval",
     "run.budget_exceeded",
     "schedule.failed",
+    // A background response's end, named as OpenAI's webhooks name it.
+    "response.completed",
+    "response.failed",
+    "response.cancelled",
 ];
 
 /// The prefix of a Standard Webhooks secret.

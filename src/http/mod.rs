@@ -53,6 +53,7 @@ use error::ApiError;
 
 /// The whole application; tests serve it on port 0.
 pub fn app(runtime: Arc<Runtime>) -> Router {
+    runtime.set_task_renderer(a2a::push::notification_body);
     let router = Router::from(routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
@@ -209,6 +210,14 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(a2a::rest::list_tasks))
         .routes(routes!(a2a::rest::read_task, a2a::rest::act_on_task))
         .routes(routes!(a2a::rest::extended_card))
+        .routes(routes!(
+            a2a::rest::create_push_config,
+            a2a::rest::list_push_configs
+        ))
+        .routes(routes!(
+            a2a::rest::get_push_config,
+            a2a::rest::delete_push_config
+        ))
         .routes(routes!(audit::list_audit))
         .routes(routes!(audit::verify_audit))
         .routes(routes!(usage::usage))

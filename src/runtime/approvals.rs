@@ -269,6 +269,7 @@ impl Runtime {
             new_run,
             conversation: _,
             webhook,
+            announced_response: _,
             result,
         } = ending;
         let run_id = new_run.id.clone();
@@ -332,6 +333,7 @@ impl Runtime {
         }
         drop(slot);
         drop(key_reservation);
+        self.push_task_state(&run_id).await;
         self.live.finished(&run_id);
         self.live.retired(&run_id);
         tokio::spawn(Arc::clone(self).relay_after_wait(run_id, last_seq, client, result));
@@ -531,6 +533,7 @@ impl Runtime {
             awaits_turn: false,
             // A run's own webhook is not kept past its wait (the configured receivers are).
             webhook: None,
+            announced_response: false,
             on_disconnect: OnDisconnect::Continue,
             control,
             start: SessionStart::Resumed {

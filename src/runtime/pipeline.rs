@@ -99,6 +99,9 @@ pub struct RunSubmission {
     pub busy: Option<BusyPolicy>,
     /// The run's own webhook receiver (`webhook: {url}`), told when it ends or waits (SPEC §13).
     pub webhook: Option<String>,
+    /// The run answers a background response (`resp_{run id}`): its end is announced as
+    /// `response.completed` / `response.failed` / `response.cancelled` (SPEC §13).
+    pub announced_response: bool,
     /// Files sent with the prompt (SPEC §11), stored already; kept with the user's message.
     pub attachments: Vec<crate::vocabulary::Attachment>,
 }
@@ -125,6 +128,7 @@ impl RunSubmission {
             budget: Default::default(),
             busy: None,
             webhook: None,
+            announced_response: false,
             attachments: Vec::new(),
         }
     }
@@ -266,6 +270,8 @@ pub(super) struct SessionTask {
     pub awaits_turn: bool,
     /// The run's own webhook URL.
     pub webhook: Option<String>,
+    /// Whether the run answers a background response whose end is announced.
+    pub announced_response: bool,
     pub on_disconnect: OnDisconnect,
     pub control: RunControl,
     pub start: SessionStart,
@@ -294,6 +300,8 @@ pub(super) struct RunEnding {
     pub conversation: Option<(String, String)>,
     /// The run's own webhook URL.
     pub webhook: Option<String>,
+    /// Whether the run answers a background response whose end is announced.
+    pub announced_response: bool,
     pub result: oneshot::Sender<AgentResult>,
 }
 
@@ -478,7 +486,11 @@ impl Runtime {
             key_reservation,
             request,
             conversation,
-            (submission.on_disconnect, submission.webhook),
+            (
+                submission.on_disconnect,
+                submission.webhook,
+                submission.announced_response,
+            ),
             (submission.acted_by, submission.key_id),
         ))
     }
@@ -490,7 +502,7 @@ impl Runtime {
         key_reservation: Option<KeyReservation>,
         request: SessionRequest,
         conversation: Option<(String, String)>,
-        (on_disconnect, webhook): (OnDisconnect, Option<String>),
+        (on_disconnect, webhook, announced_response): (OnDisconnect, Option<String>, bool),
         (acted_by, key_id): (Option<String>, Option<String>),
     ) -> RunHandle {
         let new_run = NewRun {
@@ -509,6 +521,7 @@ impl Runtime {
             key_reservation,
             awaits_turn: conversation.is_some(),
             webhook,
+            announced_response,
             new_run,
             conversation,
             on_disconnect,
@@ -530,6 +543,7 @@ impl Runtime {
             conversation,
             awaits_turn,
             webhook,
+            announced_response,
             on_disconnect,
             control,
             start,
@@ -551,6 +565,7 @@ impl Runtime {
             new_run,
             conversation,
             webhook,
+            announced_response,
             result: result_tx,
         });
         let client = run_events::Client {
@@ -611,12 +626,16 @@ impl Runtime {
             new_run,
             conversation,
             webhook,
+            announced_response,
             result: result_tx,
         } = ending;
         let run_id = result.run_id.clone();
         let event = super::webhooks::RunWebhookEvent::of_end(&result);
         self.notify_run(event, &new_run, Some(&result), webhook.as_deref())
             .await;
+        if announced_response {
+            self.notify_response(&new_run, &result).await;
+        }
         let stored = self.recorder.run_finished(new_run, (&result).into()).await;
         if let Some(seat) = conversation_seat(conversation.as_ref()) {
             self.save_answer(&seat, &result).await;
@@ -632,6 +651,8 @@ impl Runtime {
         if tokio::time::timeout(END_WRITE_WAIT, stored).await.is_err() {
             tracing::warn!(%run_id, "the run's end is not stored yet; its followers now read the store");
         }
+        // Once the end is stored: A2A push notifications read the task as it ended.
+        self.push_task_state(&run_id).await;
         self.live.retired(&run_id);
     }
 }

@@ -249,3 +249,67 @@ fn queued_event(agent: &str, ahead: usize) -> AgentEvent {
         now: None,
     }))
 }
+
+/// Why a run's conversation could not be continued (a Responses `previous_response_id`).
+#[derive(Debug)]
+pub enum ContinueError {
+    /// The run is still answering and `busy` is `reject`.
+    Busy,
+    /// `steer` joins a conversation's running session; a run continued by id has none to join.
+    SteerUnsupported,
+    Store(StoreError),
+    /// The run's end could not be followed.
+    Follow(String),
+}
+
+impl From<StoreError> for ContinueError {
+    fn from(error: StoreError) -> Self {
+        Self::Store(error)
+    }
+}
+
+impl Runtime {
+    /// The conversation run `run_id` ended with, to continue it (SPEC §13 for a Responses
+    /// `previous_response_id`). While the run is still answering, `busy` decides: `enqueue`
+    /// waits for its end, `reject` is [`ContinueError::Busy`], `interrupt` ends it now (its
+    /// partial answer kept) and continues after it. `None`: no such run, or one that waits for
+    /// a person and has no answer yet.
+    pub async fn conversation_after(
+        self: &Arc<Self>,
+        run_id: &str,
+        busy: BusyPolicy,
+    ) -> Result<Option<Vec<crate::llm::ChatMessage>>, ContinueError> {
+        let Some(run) = self.find_run(run_id).await? else {
+            return Ok(None);
+        };
+        if matches!(
+            run.status,
+            crate::vocabulary::RunStatus::Queued | crate::vocabulary::RunStatus::Running
+        ) {
+            match busy {
+                BusyPolicy::Reject => return Err(ContinueError::Busy),
+                BusyPolicy::Steer => return Err(ContinueError::SteerUnsupported),
+                BusyPolicy::Interrupt => {
+                    self.cancel_run(run_id, CancelMode::Abort).await?;
+                }
+                BusyPolicy::Enqueue => {}
+            }
+            self.until_ended(run_id).await?;
+        }
+        Ok(self.finished_conversation(run_id).await?)
+    }
+
+    /// Follows the run's events until it ends.
+    async fn until_ended(self: &Arc<Self>, run_id: &str) -> Result<(), ContinueError> {
+        use futures_util::StreamExt;
+        let events = self.follow_run_events(run_id.to_string(), 0);
+        futures_util::pin_mut!(events);
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|error| ContinueError::Follow(error.to_string()))?;
+            if event.is_run_finished() {
+                break;
+            }
+        }
+        Ok(())
+    }
+}

@@ -63,6 +63,11 @@ impl RunWebhookEvent {
     }
 }
 
+/// The id of the Responses API response run `run_id` answers.
+pub fn response_id(run_id: &str) -> String {
+    format!("resp_{run_id}")
+}
+
 /// The `webhook-signature` of a message: `v1,` and base64 of HMAC-SHA256 over
 /// `{id}.{timestamp}.{body}` with the secret's key.
 pub fn signature(key: &[u8], id: &str, timestamp: i64, body: &str) -> String {
@@ -155,12 +160,33 @@ impl Runtime {
                 payload: body.to_string(),
                 user_id: user_id.cloned(),
                 run_id: run_id.cloned(),
+                headers: None,
                 created_at: now,
             })
             .collect();
         if let Err(error) = self.store.enqueue_deliveries(&deliveries).await {
             tracing::error!(%error, %event, "could not put webhook messages in the outbox");
         }
+    }
+
+    /// OpenAI's `response.completed` / `response.failed` / `response.cancelled` about a
+    /// background response that ended: `{object: "event", id, type, created_at, data: {id}}`.
+    pub(super) async fn notify_response(&self, run: &NewRun, result: &AgentResult) {
+        let event = match result.status() {
+            RunStatus::Failed => "response.failed",
+            RunStatus::Cancelled => "response.cancelled",
+            _ => "response.completed",
+        };
+        let body = json!({
+            "object": "event",
+            "id": format!("evt_{}", uuid::Uuid::now_v7().simple()),
+            "type": event,
+            "created_at": Utc::now().timestamp(),
+            "data": {"id": response_id(&run.id)},
+        })
+        .to_string();
+        self.enqueue(event, &body, run.user_id.as_ref(), Some(&run.id), None)
+            .await;
     }
 
     /// `schedule.failed` about schedule `schedule_id` (its run could not start).
@@ -253,27 +279,45 @@ async fn attempt(client: &GuardedClient, delivery: &Delivery) -> AttemptOutcome 
     }
 }
 
-/// POSTs the signed message; the receiver's HTTP status, or why none came.
+/// POSTs the message, signed unless it has no secret, with its own extra headers; the
+/// receiver's HTTP status, or why none came.
 async fn send(
     client: &GuardedClient,
     delivery: &Delivery,
     now: DateTime<Utc>,
 ) -> Result<u16, String> {
-    let key = secret_key(&delivery.secret)?;
     let timestamp = now.timestamp();
-    let request = client
+    let mut request = client
         .request(reqwest::Method::POST, &delivery.url)
         .map_err(|e| e.to_string())?
         .header("content-type", "application/json")
         .header("webhook-id", &delivery.id)
-        .header("webhook-timestamp", timestamp.to_string())
-        .header(
+        .header("webhook-timestamp", timestamp.to_string());
+    if !delivery.secret.is_empty() {
+        let key = secret_key(&delivery.secret)?;
+        request = request.header(
             "webhook-signature",
             signature(&key, &delivery.id, timestamp, &delivery.payload),
-        )
-        .body(delivery.payload.clone());
-    let response = client.send(request).await.map_err(|e| e.to_string())?;
+        );
+    }
+    for (name, value) in extra_headers(delivery.headers.as_deref())? {
+        request = request.header(name, value);
+    }
+    let response = client
+        .send(request.body(delivery.payload.clone()))
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(response.status().as_u16())
+}
+
+/// A message's stored extra headers (a JSON object of strings).
+fn extra_headers(stored: Option<&str>) -> Result<Vec<(String, String)>, String> {
+    let Some(stored) = stored else {
+        return Ok(Vec::new());
+    };
+    let headers: std::collections::BTreeMap<String, String> = serde_json::from_str(stored)
+        .map_err(|error| format!("the message's stored headers are unreadable: {error}"))?;
+    Ok(headers.into_iter().collect())
 }
 
 /// Delivers due messages until `stop`.

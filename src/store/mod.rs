@@ -27,6 +27,7 @@ mod conversations;
 mod files;
 mod key_limits;
 mod postgres;
+mod push_configs;
 mod recorder;
 mod replicas;
 mod responses;
@@ -63,6 +64,7 @@ pub use files::{BLOB_CHUNK_BYTES, FileRecord, FileStore, read_blob};
 pub use key_limits::{DailyUsage, KeyLimitStore, RunSlotClaim};
 pub use postgres::PostgresStore;
 pub(crate) use postgres::redact_password;
+pub use push_configs::{PushConfig, PushConfigStore};
 pub use recorder::{RecorderMetrics, RecorderSettings, RunRecorder};
 pub use replicas::{
     OrphanEnd, OrphanedRun, PendingCancel, RUN_CONTROL_CHANNEL, RUN_EVENTS_CHANNEL, Replica,
@@ -224,6 +226,7 @@ pub trait Store:
     + UserDataStore
     + TurnStore
     + WebhookStore
+    + PushConfigStore
     + ScheduleStore
     + FileStore
     + Send

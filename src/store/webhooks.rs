@@ -42,7 +42,8 @@ pub struct NewDelivery {
     /// The `webhook-id` (`msg_…`), the same on every attempt.
     pub id: String,
     pub url: String,
-    /// The `whsec_…` secret it is signed with.
+    /// The `whsec_…` secret it is signed with; empty: sent unsigned (an A2A push-notification
+    /// config on a server without `webhookDelivery.secret`, authenticated by its token).
     pub secret: String,
     /// `run.finished`, `run.failed`, …
     pub event: String,
@@ -50,6 +51,8 @@ pub struct NewDelivery {
     pub payload: String,
     pub user_id: Option<String>,
     pub run_id: Option<String>,
+    /// Extra headers sent with it (an A2A config's token), as a JSON object of strings.
+    pub headers: Option<String>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -63,6 +66,7 @@ pub struct Delivery {
     pub payload: String,
     pub user_id: Option<String>,
     pub run_id: Option<String>,
+    pub headers: Option<String>,
     pub status: DeliveryStatus,
     pub attempts: i64,
     pub next_attempt_at: DateTime<Utc>,

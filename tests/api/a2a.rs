@@ -362,3 +362,272 @@ async fn an_a2a_sdk_file_part_reaches_the_upstream_as_an_image() {
         "{parts}"
     );
 }
+
+/// An app whose push notifications may go to loopback receivers (the tests'), with an admin key
+/// and `alice`'s key limited to `chat`.
+async fn push_app() -> TestApp {
+    crate::support::spawn_app_with(|config| {
+        config["auth"] = json!({"keys": [
+            {"key": "admin-key", "admin": true},
+            {"key": "chat-key", "userId": "alice", "agents": ["chat"]}
+        ]});
+        config["webhookDelivery"] = json!({"allowPrivateAddresses": true});
+    })
+    .await
+}
+
+/// SPEC §13: the a2a-sdk's push-notification flow (tests/sdk/a2a_push.py): a message's config
+/// and a created one each get the task's final state with their token, and the configs are the
+/// caller's own.
+#[tokio::test]
+async fn the_a2a_sdk_push_notification_flow_delivers_final_states_to_the_owners_configs() {
+    push_flow_over("JSONRPC").await;
+}
+
+/// The same flow over A2A 1.0's HTTP+JSON binding (`…/tasks/{id}/pushNotificationConfigs`).
+#[tokio::test]
+async fn the_push_notification_flow_works_over_the_http_json_binding() {
+    let app = push_flow_over("HTTP+JSON").await;
+    let routes = routes_taken(&app).await;
+    assert!(
+        routes.contains(r#"route="/a2a/{agent}/tasks/{task}/pushNotificationConfigs""#),
+        "{routes}"
+    );
+}
+
+async fn push_flow_over(binding: &str) -> TestApp {
+    let app = push_app().await;
+    app.llm.push(Reply::text("Pushed hello"));
+    app.llm.push(Reply::hang());
+    let args = [
+        app.address.clone(),
+        "chat-key".to_string(),
+        "admin-key".to_string(),
+        binding.to_string(),
+    ];
+    let stdout = run_python("a2a", A2A_SDK, "a2a_push.py", &args).await;
+    eprintln!("{stdout}");
+    for check in [
+        "card ok",
+        "pushed final state ok",
+        "config crud ok",
+        "owner scoped ok",
+        "pushed cancel ok",
+        "deleted ok",
+    ] {
+        assert!(stdout.lines().any(|l| l == check), "{check}: {stdout}");
+    }
+    let deliveries: Value = app
+        .client
+        .get(app.url("/v1/webhooks/deliveries"))
+        .bearer_auth("chat-key")
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let pushes: Vec<&Value> = deliveries["data"]
+        .as_array()
+        .expect("deliveries")
+        .iter()
+        .filter(|d| d["event"] == "a2a.task")
+        .collect();
+    assert_eq!(
+        pushes.len(),
+        2,
+        "one message per config and state: {deliveries}"
+    );
+    assert!(
+        pushes.iter().all(|d| d["status"] == "delivered"),
+        "{deliveries}"
+    );
+    app
+}
+
+async fn rpc_as(app: &TestApp, key: &str, method: &str, params: Value) -> Value {
+    app.client
+        .post(app.url("/a2a/chat"))
+        .bearer_auth(key)
+        .json(&json!({"jsonrpc": "2.0", "id": "1", "method": method, "params": params}))
+        .send()
+        .await
+        .expect("request sent")
+        .json()
+        .await
+        .expect("JSON-RPC answer")
+}
+
+fn error_message(answer: &Value) -> &str {
+    answer["error"]["message"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn push_configs_are_guarded_limited_per_caller_and_spoken_in_0_3() {
+    let app = push_app().await;
+    app.llm.push(Reply::text("done"));
+    let sent = rpc_as(
+        &app,
+        "chat-key",
+        "SendMessage",
+        json!({"message": {"messageId": "m-push", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}),
+    )
+    .await;
+    let task = sent["result"]["task"]["id"]
+        .as_str()
+        .expect("task")
+        .to_string();
+
+    // The limit: 10 configs per caller and task; the 11th is refused, replacing one is not.
+    for n in 0..10 {
+        let set = rpc_as(
+            &app,
+            "chat-key",
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": task, "id": format!("c{n}"), "url": "http://127.0.0.1:9/hook"}),
+        )
+        .await;
+        assert_eq!(set["result"]["id"], format!("c{n}"), "{set}");
+    }
+    let past = rpc_as(
+        &app,
+        "chat-key",
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": task, "id": "c10", "url": "http://127.0.0.1:9/hook"}),
+    )
+    .await;
+    assert_eq!(past["error"]["code"], -32602, "{past}");
+    assert!(error_message(&past).contains("at most 10"), "{past}");
+    let replaced = rpc_as(
+        &app,
+        "chat-key",
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": task, "id": "c9", "url": "http://127.0.0.1:9/other", "token": "t"}),
+    )
+    .await;
+    assert_eq!(
+        replaced["result"]["url"], "http://127.0.0.1:9/other",
+        "{replaced}"
+    );
+    // Another caller's configs are counted apart: the admin may still set one.
+    let admins = rpc_as(
+        &app,
+        "admin-key",
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": task, "url": "http://127.0.0.1:9/admin"}),
+    )
+    .await;
+    assert_eq!(
+        admins["result"]["id"],
+        task.as_str(),
+        "defaults to the task's id: {admins}"
+    );
+
+    // The 0.3 names and shapes.
+    let set = rpc_as(
+        &app,
+        "chat-key",
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": task, "pushNotificationConfig": {"id": "c0", "url": "http://127.0.0.1:9/old",
+            "authentication": {"schemes": ["Bearer"], "credentials": "secret"}}}),
+    )
+    .await;
+    assert_eq!(set["result"]["taskId"], task.as_str(), "{set}");
+    assert_eq!(
+        set["result"]["pushNotificationConfig"]["url"],
+        "http://127.0.0.1:9/old"
+    );
+    assert_eq!(
+        set["result"]["pushNotificationConfig"]["authentication"],
+        json!({"schemes": ["Bearer"]}),
+        "credentials are never echoed: {set}"
+    );
+    let got = rpc_as(
+        &app,
+        "chat-key",
+        "tasks/pushNotificationConfig/get",
+        json!({"id": task, "pushNotificationConfigId": "c0"}),
+    )
+    .await;
+    assert_eq!(got["result"]["pushNotificationConfig"]["id"], "c0", "{got}");
+    let listed = rpc_as(
+        &app,
+        "chat-key",
+        "tasks/pushNotificationConfig/list",
+        json!({"id": task}),
+    )
+    .await;
+    assert_eq!(
+        listed["result"].as_array().map(Vec::len),
+        Some(10),
+        "{listed}"
+    );
+    let deleted = rpc_as(
+        &app,
+        "chat-key",
+        "tasks/pushNotificationConfig/delete",
+        json!({"id": task, "pushNotificationConfigId": "c0"}),
+    )
+    .await;
+    assert_eq!(deleted["result"], Value::Null, "{deleted}");
+    let again = rpc_as(
+        &app,
+        "chat-key",
+        "tasks/pushNotificationConfig/delete",
+        json!({"id": task, "pushNotificationConfigId": "c0"}),
+    )
+    .await;
+    assert!(error_message(&again).contains("c0"), "{again}");
+
+    // Unknown tasks, missing fields, a URL that is not http(s).
+    let unknown = rpc_as(
+        &app,
+        "chat-key",
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": "no-such-task", "id": "c1"}),
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
+    let missing = rpc_as(
+        &app,
+        "chat-key",
+        "ListTaskPushNotificationConfigs",
+        json!({}),
+    )
+    .await;
+    assert!(error_message(&missing).contains("taskId"), "{missing}");
+    let scheme = rpc_as(
+        &app,
+        "chat-key",
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": task, "id": "x", "url": "ftp://127.0.0.1/hook"}),
+    )
+    .await;
+    assert!(error_message(&scheme).contains("params.url"), "{scheme}");
+}
+
+/// Without `webhookDelivery.allowPrivateAddresses` the address guard refuses a loopback
+/// receiver, in a message's config before any task starts.
+#[tokio::test]
+async fn the_address_guard_refuses_a_loopback_push_receiver() {
+    let (app, _agents) = app_with_agents().await;
+    let answer = rpc(
+        &app,
+        "chat",
+        "SendMessage",
+        json!({"message": {"messageId": "m-guard", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+               "configuration": {"taskPushNotificationConfig": {"url": "http://127.0.0.1:9/hook"}}}),
+    )
+    .await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(
+        error_message(&answer).contains("params.configuration.taskPushNotificationConfig.url"),
+        "{answer}"
+    );
+    let listed = rpc(&app, "chat", "ListTasks", json!({})).await;
+    assert_eq!(
+        listed["result"]["tasks"],
+        json!([]),
+        "no task started: {listed}"
+    );
+}

@@ -22,6 +22,10 @@ const ALICE: &str = "matrix-alice";
 const UNBOUND: &str = "matrix-unbound";
 const LIMITED: &str = "matrix-limited";
 const SECRETS_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+/// The id of the push-notification config the owner sets on its A2A task.
+const OWNERS_PUSH_CONFIG: &str = "owners-config";
+/// Its URL (a public address the guard takes; nothing is delivered while the task has ended).
+const OWNERS_PUSH_URL: &str = "https://hooks.example.com/the-owner's-hook";
 const APPROVER: &str = "---\ndescription: Echoes, with a person approving\nmodels: llm/upstream-model\nfinalization: text\ntools: [test]\napprove: [test__echo]\napprovalTimeout: 10m\n---\nYou echo.\n";
 
 /// Who calls.
@@ -539,6 +543,34 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
                 access: OthersObject,
             },
         ],
+        // The HTTP+JSON binding's push configs, as their JSON-RPC methods below.
+        ("get" | "delete", "/a2a/{agent}/tasks/{task}/pushNotificationConfigs/{config}") => one(
+            if method == "get" {
+                get.clone()
+            } else {
+                delete.clone()
+            },
+            format!(
+                "/a2a/chat/tasks/{}/pushNotificationConfigs/{OWNERS_PUSH_CONFIG}",
+                o.task
+            ),
+            None,
+            OwnerOnly,
+        ),
+        ("post", "/a2a/{agent}/tasks/{task}/pushNotificationConfigs") => one(
+            post.clone(),
+            format!("/a2a/chat/tasks/{}/pushNotificationConfigs", o.task),
+            Some(
+                json!({"id": OWNERS_PUSH_CONFIG, "url": "https://hooks.example.com/someone-elses"}),
+            ),
+            OthersObject,
+        ),
+        ("get", "/a2a/{agent}/tasks/{task}/pushNotificationConfigs") => one(
+            get.clone(),
+            format!("/a2a/chat/tasks/{}/pushNotificationConfigs", o.task),
+            None,
+            OthersObject,
+        ),
         ("post", "/a2a/{agent}/tasks/{task}") => one(
             post,
             format!("/a2a/chat/tasks/{}:cancel", o.task),
@@ -559,10 +591,46 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
                 access: OthersObject,
             },
             Probe {
-                method: post,
+                method: post.clone(),
                 path: "/a2a/chat".into(),
                 body: rpc("ListTasks", json!({})),
                 access: Listing,
+            },
+            // A push-notification config is its setter's alone: admins included, no one
+            // else reads or deletes the owner's; an admin may set its own on a task it sees.
+            Probe {
+                method: post.clone(),
+                path: "/a2a/chat".into(),
+                body: rpc(
+                    "GetTaskPushNotificationConfig",
+                    json!({"taskId": o.task, "id": OWNERS_PUSH_CONFIG}),
+                ),
+                access: OwnerOnly,
+            },
+            Probe {
+                method: post.clone(),
+                path: "/a2a/chat".into(),
+                body: rpc(
+                    "DeleteTaskPushNotificationConfig",
+                    json!({"taskId": o.task, "id": OWNERS_PUSH_CONFIG}),
+                ),
+                access: OwnerOnly,
+            },
+            Probe {
+                method: post.clone(),
+                path: "/a2a/chat".into(),
+                body: rpc(
+                    "CreateTaskPushNotificationConfig",
+                    json!({"taskId": o.task, "id": OWNERS_PUSH_CONFIG,
+                           "url": "https://hooks.example.com/someone-elses"}),
+                ),
+                access: OthersObject,
+            },
+            Probe {
+                method: post,
+                path: "/a2a/chat".into(),
+                body: rpc("ListTaskPushNotificationConfigs", json!({"taskId": o.task})),
+                access: OthersObject,
             },
         ],
         ("get", "/api/{user_id}/export") => one(
@@ -742,6 +810,18 @@ async fn owners_objects(app: &TestApp, owner: Owner) -> Objects {
         .expect("body"),
     )
     .await;
+    let config = owner_post(
+        app,
+        owner,
+        "/a2a/chat",
+        rpc(
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": task["result"]["id"], "id": OWNERS_PUSH_CONFIG, "url": OWNERS_PUSH_URL}),
+        )
+        .expect("body"),
+    )
+    .await;
+    assert_eq!(config["result"]["url"], OWNERS_PUSH_URL, "{config}");
     let schedule = owner_post(
         app,
         owner,
@@ -875,7 +955,7 @@ fn check(
         (_, Access::Public) => Ok(()),
         (Who::Nobody, _) if status != 401 => Err(format!("no key, not 401: {what}")),
         (Who::Nobody, _) => Ok(()),
-        (_, Access::OwnerOnly) if status == 404 || status == 403 => Ok(()),
+        (_, Access::OwnerOnly) if status == 404 || status == 403 || json_rpc_error => Ok(()),
         (_, Access::OwnerOnly) => Err(format!("reached an object only its owner may: {what}")),
         (Who::Admin, Access::AdminMayBeBusy) if status == 409 => Ok(()),
         (Who::Admin, _) if !(200..300).contains(&status) || json_rpc_error => {
@@ -983,6 +1063,43 @@ async fn authorization_matrix(owner: Owner) {
         .await
         .expect("sent");
     assert_eq!(kept.status(), 200, "the response is still the owner's");
+    let push_config = |key: &'static str, method: &'static str, params: Value| {
+        let request = app
+            .client
+            .post(app.url("/a2a/chat"))
+            .bearer_auth(key)
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+        async move {
+            let answer: Value = request
+                .send()
+                .await
+                .expect("sent")
+                .json()
+                .await
+                .expect("json");
+            answer
+        }
+    };
+    let kept = push_config(
+        owner.key,
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": objects.task, "id": OWNERS_PUSH_CONFIG}),
+    )
+    .await;
+    assert_eq!(
+        kept["result"]["url"], OWNERS_PUSH_URL,
+        "the push config is still the owner's: {kept}"
+    );
+    let admins = push_config(
+        ADMIN,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": objects.task}),
+    )
+    .await;
+    assert!(
+        !admins.to_string().contains("the-owner's-hook"),
+        "an admin lists its own configs only: {admins}"
+    );
     let reader = if owner.is_user { owner.key } else { ADMIN };
     let kept = app
         .client

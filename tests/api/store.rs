@@ -13,6 +13,7 @@ mod governance_conformance;
 mod key_limit_conformance;
 mod nul_checks;
 pub(crate) mod outage;
+mod push_config_conformance;
 mod response_checks;
 mod run_listing;
 mod secret_conformance;
@@ -87,6 +88,11 @@ on_both_backends!(
     appends_from_two_replicas_at_once_never_fork_the_chain,
     usage_is_summed_per_group_and_scoped_to_a_user,
     retention_sweeps_expired_rows_in_batches_under_one_lease,
+);
+
+on_both_backends!(
+    push_config_conformance => push_configs_sqlite, push_configs_postgres:
+    push_configs_are_kept_per_owner_replaced_and_deleted_once,
 );
 
 on_both_backends!(

@@ -445,3 +445,247 @@ async fn ag_ui_threads_take_turns() {
         ])
     );
 }
+
+/// A Responses conversation (OpenAI's Conversations API) takes turns like the per-user chat.
+async fn responses_conversation(app: &TestApp) -> String {
+    let created: Value = app
+        .post_json("/v1/conversations", &json!({}))
+        .await
+        .json()
+        .await
+        .expect("json");
+    created["id"].as_str().expect("conversation id").to_string()
+}
+
+/// `(role, text)` of a Responses conversation's items, oldest first.
+async fn responses_items(app: &TestApp, id: &str) -> Vec<(String, String)> {
+    let items: Value = app
+        .get(&format!("/v1/conversations/{id}/items?order=asc"))
+        .await
+        .json()
+        .await
+        .expect("json");
+    items["data"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|item| item["type"] == "message")
+        .map(|item| {
+            let text = item["content"][0]["text"].as_str().unwrap_or_default();
+            (
+                item["role"].as_str().unwrap_or_default().to_string(),
+                text.to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The conversation's items once they are `expected` (an answer is stored a moment after its
+/// response is returned), or as they are after a few seconds.
+async fn settled_items(
+    app: &TestApp,
+    id: &str,
+    expected: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut items = Vec::new();
+    for _ in 0..200 {
+        items = responses_items(app, id).await;
+        if items == expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    items
+}
+
+fn respond_in_background(app: &TestApp, body: Value) -> tokio::task::JoinHandle<(u16, Value)> {
+    let client = app.client.clone();
+    let url = app.url("/v1/responses");
+    tokio::spawn(async move {
+        let response = client.post(url).json(&body).send().await.expect("sent");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    })
+}
+
+/// Starts the slow first response of conversation `id`; returns once it holds the turn (its
+/// input is stored).
+async fn first_response_in_progress(
+    app: &TestApp,
+    id: &str,
+) -> tokio::task::JoinHandle<(u16, Value)> {
+    app.llm
+        .push(Reply::text("A1").with_first_byte_delay(SLOW_ANSWER));
+    let first = respond_in_background(
+        app,
+        json!({"model": "chat", "input": "Q1", "conversation": id}),
+    );
+    for _ in 0..200 {
+        if !responses_items(app, id).await.is_empty() {
+            return first;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the first response never started");
+}
+
+/// `busy: reject` on `POST /v1/responses` refuses a request to a conversation that is still
+/// answering: 409 `conversation_busy` naming `busy`, nothing of it stored.
+#[tokio::test]
+async fn a_response_to_a_busy_conversation_is_rejected_naming_busy() {
+    let app = spawn_app().await;
+    let id = responses_conversation(&app).await;
+    let first = first_response_in_progress(&app, &id).await;
+    let refused = app
+        .post_json(
+            "/v1/responses",
+            &json!({"model": "chat", "input": "Q2", "conversation": id, "busy": "reject"}),
+        )
+        .await;
+    assert_eq!(refused.status(), 409);
+    let refused: Value = refused.json().await.expect("json");
+    assert_eq!(refused["error"]["code"], "conversation_busy", "{refused}");
+    assert_eq!(refused["error"]["param"], "busy", "{refused}");
+    let (status, _) = first.await.expect("first");
+    assert_eq!(status, 200);
+    let expected = pairs(&[("user", "Q1"), ("assistant", "A1")]);
+    assert_eq!(settled_items(&app, &id, &expected).await, expected);
+}
+
+/// By default a second response to a busy conversation waits its turn (`enqueue`): it is
+/// answered after the first and the items alternate as answered.
+#[tokio::test]
+async fn a_second_response_to_a_busy_conversation_is_answered_after_the_first() {
+    let app = spawn_app().await;
+    let id = responses_conversation(&app).await;
+    let first = first_response_in_progress(&app, &id).await;
+    app.llm.push(Reply::text("A2"));
+    let second = respond_in_background(
+        &app,
+        json!({"model": "chat", "input": "Q2", "conversation": id}),
+    );
+    let (status, first) = first.await.expect("first");
+    assert_eq!(status, 200, "{first}");
+    let (status, second) = second.await.expect("second");
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(
+        second["output_text"]
+            .as_str()
+            .or(second["output"][0]["content"][0]["text"].as_str()),
+        Some("A2"),
+        "{second}"
+    );
+    let expected = pairs(&[
+        ("user", "Q1"),
+        ("assistant", "A1"),
+        ("user", "Q2"),
+        ("assistant", "A2"),
+    ]);
+    assert_eq!(settled_items(&app, &id, &expected).await, expected);
+}
+
+/// An unknown `busy` on `POST /v1/responses` is a 400 naming the field.
+#[tokio::test]
+async fn an_unknown_busy_policy_on_a_response_is_refused_naming_the_field() {
+    let app = spawn_app().await;
+    let response = app
+        .post_json(
+            "/v1/responses",
+            &json!({"model": "chat", "input": "hi", "busy": "later"}),
+        )
+        .await;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("json");
+    assert!(body.to_string().contains("busy"), "{body}");
+}
+
+/// Starts a background response whose answer is slow; its id.
+async fn slow_background_response(app: &TestApp, reply: Reply) -> String {
+    app.llm.push(reply);
+    let started: Value = app
+        .post_json(
+            "/v1/responses",
+            &json!({"model": "chat", "input": "Q1", "background": true}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    started["id"].as_str().expect("response id").to_string()
+}
+
+async fn respond(app: &TestApp, body: Value) -> (u16, Value) {
+    let response = app.post_json("/v1/responses", &body).await;
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// A response continuing one still answering (`previous_response_id`) follows `busy`:
+/// `reject` is 409 `conversation_busy` naming `busy`, `steer` a 400 naming `busy`, and by
+/// default (`enqueue`) it waits for the answer and continues after it.
+#[tokio::test]
+async fn a_response_continuing_one_still_answering_follows_busy() {
+    let app = spawn_app().await;
+    let previous =
+        slow_background_response(&app, Reply::text("A1").with_first_byte_delay(SLOW_ANSWER)).await;
+    let (status, refused) = respond(
+        &app,
+        json!({"model": "chat", "input": "Q2", "previous_response_id": previous, "busy": "reject"}),
+    )
+    .await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["error"]["code"], "conversation_busy", "{refused}");
+    assert_eq!(refused["error"]["param"], "busy", "{refused}");
+    let (status, steer) = respond(
+        &app,
+        json!({"model": "chat", "input": "Q2", "previous_response_id": previous, "busy": "steer"}),
+    )
+    .await;
+    assert_eq!(
+        (status, steer["error"]["param"].as_str()),
+        (400, Some("busy")),
+        "{steer}"
+    );
+
+    app.llm.push(Reply::text("A2"));
+    let (status, answer) = respond(
+        &app,
+        json!({"model": "chat", "input": "Q2", "previous_response_id": previous}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["status"], "completed", "{answer}");
+    let requests = app.llm.requests();
+    let last = requests
+        .last()
+        .expect("the second run's request")
+        .to_string();
+    let (q1, a1, q2) = (
+        last.find("Q1").expect("Q1"),
+        last.find("A1").expect("the first answer, waited for"),
+        last.find("Q2").expect("Q2"),
+    );
+    assert!(q1 < a1 && a1 < q2, "in answered order: {last}");
+}
+
+/// `busy: interrupt` ends the response still answering (`cancelled`) and continues after it.
+#[tokio::test]
+async fn interrupt_ends_the_previous_response_and_continues_after_it() {
+    let app = spawn_app().await;
+    let previous = slow_background_response(&app, Reply::hang()).await;
+    app.llm.push(Reply::text("A2"));
+    let (status, answer) = respond(
+        &app,
+        json!({"model": "chat", "input": "Q2", "previous_response_id": previous, "busy": "interrupt"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["status"], "completed", "{answer}");
+    let ended: Value = app
+        .get(&format!("/v1/responses/{previous}"))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(ended["status"], "cancelled", "{ended}");
+}

@@ -191,3 +191,52 @@ async fn a_runs_webhook_is_checked_before_the_run_starts() {
         assert_eq!(body["error"]["param"], "webhook.url", "{body}");
     }
 }
+
+/// SPEC §13: a background response's end is announced as OpenAI announces it
+/// (`response.completed`, `response.cancelled`), checked by the OpenAI SDK's own
+/// `webhooks.unwrap` in tests/sdk/responses_webhook.py.
+#[tokio::test]
+async fn a_background_response_is_announced_as_openai_announces_it() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("http://127.0.0.1:{port}/openai");
+    let app = spawn_app_with(|config| {
+        config["webhooks"] = json!([{"url": url, "secret": SECRET,
+            "events": ["response.completed", "response.failed", "response.cancelled"]}]);
+        config["webhookDelivery"] = json!({"allowPrivateAddresses": true});
+    })
+    .await;
+    app.llm.push(Reply::text("hello"));
+    app.llm.push(Reply::hang());
+    let args = [
+        app.address.clone(),
+        "unused".to_string(),
+        SECRET.to_string(),
+        port.to_string(),
+    ];
+    let stdout =
+        crate::mcp_headend::run_python("openai", "openai==3.52.0", "responses_webhook.py", &args)
+            .await;
+    for check in ["completed announced ok", "cancelled announced ok"] {
+        assert!(stdout.lines().any(|l| l == check), "{check}: {stdout}");
+    }
+    let deliveries: Value = app
+        .get("/v1/webhooks/deliveries")
+        .await
+        .json()
+        .await
+        .expect("json");
+    let events: Vec<&str> = deliveries["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|d| d["event"].as_str())
+        .collect();
+    assert_eq!(
+        events,
+        ["response.cancelled", "response.completed"],
+        "only the subscribed events, newest first: {deliveries}"
+    );
+}

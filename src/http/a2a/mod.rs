@@ -1,14 +1,16 @@
 //! The A2A headend (SPEC §9.5): every agent is an A2A v1.0 agent with its card at
 //! `/a2a/{agent}/.well-known/agent-card.json` and JSON-RPC at `/a2a/{agent}`; the server's card
 //! at `/.well-known/agent-card.json` lists every agent as a skill. `SendMessage`,
-//! `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask`, and the 0.3
-//! names (`message/send`, `message/stream`, `tasks/get`, `tasks/cancel`, `tasks/resubscribe`),
-//! answered in the revision the method name belongs to.
+//! `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask`, the
+//! push-notification config methods (SPEC §13, [`push`]), and the 0.3 names (`message/send`,
+//! `message/stream`, `tasks/get`, `tasks/cancel`, `tasks/resubscribe`,
+//! `tasks/pushNotificationConfig/*`), answered in the revision the method name belongs to.
 //!
 //! Only translation lives here: runs start through [`Runtime::start_run`], streams are the run's
 //! stored events followed with [`Runtime::follow_run_events`] (so a stream resumed on another
 //! replica reads the same), tasks are read from the run store. Same auth as every route.
 
+pub mod push;
 pub mod rest;
 mod tasks;
 pub mod wire;
@@ -153,6 +155,10 @@ enum Method {
     List,
     Cancel,
     Subscribe,
+    SetPushConfig,
+    GetPushConfig,
+    ListPushConfigs,
+    DeletePushConfig,
 }
 
 fn method(name: &str) -> Option<(Method, Dialect)> {
@@ -163,6 +169,14 @@ fn method(name: &str) -> Option<(Method, Dialect)> {
         "ListTasks" => (Method::List, Dialect::V1),
         "CancelTask" => (Method::Cancel, Dialect::V1),
         "SubscribeToTask" => (Method::Subscribe, Dialect::V1),
+        "CreateTaskPushNotificationConfig" => (Method::SetPushConfig, Dialect::V1),
+        "GetTaskPushNotificationConfig" => (Method::GetPushConfig, Dialect::V1),
+        "ListTaskPushNotificationConfigs" => (Method::ListPushConfigs, Dialect::V1),
+        "DeleteTaskPushNotificationConfig" => (Method::DeletePushConfig, Dialect::V1),
+        "tasks/pushNotificationConfig/set" => (Method::SetPushConfig, Dialect::V03),
+        "tasks/pushNotificationConfig/get" => (Method::GetPushConfig, Dialect::V03),
+        "tasks/pushNotificationConfig/list" => (Method::ListPushConfigs, Dialect::V03),
+        "tasks/pushNotificationConfig/delete" => (Method::DeletePushConfig, Dialect::V03),
         "message/send" => (Method::Send, Dialect::V03),
         "message/stream" => (Method::Stream, Dialect::V03),
         "tasks/get" => (Method::Get, Dialect::V03),
@@ -226,7 +240,7 @@ fn card(name: &str, description: &str, url: &str, skills: Vec<Value>) -> Value {
         "url": url,
         "protocolVersion": "0.3.0",
         "preferredTransport": "JSONRPC",
-        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": true},
+        "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": true},
         "securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain", "application/json"],
@@ -314,7 +328,7 @@ fn agent_card_of(agent: &AgentSpec, headers: &HeaderMap) -> Value {
     post,
     path = "/a2a/{agent}",
     tag = "a2a",
-    summary = "A2A JSON-RPC: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask (and the 0.3 names)",
+    summary = "A2A JSON-RPC: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, the push-notification config methods (and the 0.3 names)",
     params(A2aAgentPath),
     request_body(content = Object, description = "One JSON-RPC request", content_type = "application/json"),
     responses(
@@ -389,7 +403,7 @@ async fn dispatch(
     let (method, dialect) = method(&name).ok_or_else(|| {
         RpcError::new(
             code::METHOD_NOT_FOUND,
-            format!("no method `{name}`: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask (or their 0.3 names)"),
+            format!("no method `{name}`: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, Create/Get/List/DeleteTaskPushNotificationConfig (or their 0.3 names)"),
         )
     })?;
     let p = request.params;
@@ -406,7 +420,129 @@ async fn dispatch(
         Method::List => list(runtime, caller, &agent, params(p)?, dialect).await,
         Method::Cancel => cancel(runtime, caller, &agent, params(p)?, dialect).await,
         Method::Subscribe => subscribe(runtime, caller, &agent, params(p)?, dialect).await,
+        Method::SetPushConfig => set_push_config(runtime, caller, &agent, p, dialect).await,
+        Method::GetPushConfig => {
+            let (task, id) = params::<push::ConfigRef>(p)?.names(dialect)?;
+            task_run(runtime, caller, &agent, &task).await?;
+            let config = push::find(runtime, caller, &task, &id).await?;
+            Ok(Answer::Json(push::to_json(&config, dialect)))
+        }
+        Method::ListPushConfigs => {
+            let task = params::<push::ListParams>(p)?.task(dialect)?;
+            task_run(runtime, caller, &agent, &task).await?;
+            let configs = runtime
+                .store()
+                .list_push_configs(&task, Some(&push::owner(caller)))
+                .await
+                .map_err(|_| RpcError::new(code::INTERNAL, "the configs could not be listed"))?;
+            let configs: Vec<Value> = configs.iter().map(|c| push::to_json(c, dialect)).collect();
+            Ok(Answer::Json(match dialect {
+                Dialect::V1 => json!({"configs": configs, "nextPageToken": ""}),
+                Dialect::V03 => json!(configs),
+            }))
+        }
+        Method::DeletePushConfig => {
+            let (task, id) = params::<push::ConfigRef>(p)?.names(dialect)?;
+            task_run(runtime, caller, &agent, &task).await?;
+            let deleted = runtime
+                .store()
+                .delete_push_config(&task, &push::owner(caller), &id)
+                .await
+                .map_err(|_| RpcError::new(code::INTERNAL, "the config could not be deleted"))?;
+            if !deleted {
+                return Err(push::not_found(&task, &id));
+            }
+            Ok(Answer::Json(match dialect {
+                Dialect::V1 => json!({}),
+                Dialect::V03 => Value::Null,
+            }))
+        }
     }
+}
+
+/// `CreateTaskPushNotificationConfig` / `tasks/pushNotificationConfig/set`.
+async fn set_push_config(
+    runtime: &Arc<Runtime>,
+    caller: &Caller,
+    agent: &AgentSpec,
+    p: Value,
+    dialect: Dialect,
+) -> Result<Answer, RpcError> {
+    let (task, incoming, field) = match dialect {
+        Dialect::V1 => {
+            let p: push::CreateParams = params(p)?;
+            (p.task_id, p.config, "params")
+        }
+        Dialect::V03 => {
+            let p: push::SetParams = params(p)?;
+            (
+                p.task_id,
+                p.push_notification_config,
+                "params.pushNotificationConfig",
+            )
+        }
+    };
+    let run = task_run(runtime, caller, agent, &task).await?;
+    let config = push::checked(runtime, caller, &run.id, incoming, dialect, field)?;
+    push::store(runtime, &config).await?;
+    Ok(Answer::Json(push::to_json(&config, dialect)))
+}
+
+/// The push-notification config a message's `configuration` carries, checked before the task
+/// starts (stored once it has an id).
+fn message_push_config(
+    configuration: &wire::SendConfiguration,
+) -> Option<(push::IncomingConfig, &'static str)> {
+    match (
+        &configuration.task_push_notification_config,
+        &configuration.push_notification_config,
+    ) {
+        (Some(config), _) => Some((
+            config.clone(),
+            "params.configuration.taskPushNotificationConfig",
+        )),
+        (None, Some(config)) => Some((
+            config.clone(),
+            "params.configuration.pushNotificationConfig",
+        )),
+        (None, None) => None,
+    }
+}
+
+/// Checks the message's push-notification config (its URL through the address guard) before
+/// anything starts; the id is the task's once it has one.
+fn checked_message_push(
+    runtime: &Runtime,
+    caller: &Caller,
+    configuration: &wire::SendConfiguration,
+    dialect: Dialect,
+) -> Result<Option<push::PendingConfig>, RpcError> {
+    let Some((incoming, field)) = message_push_config(configuration) else {
+        return Ok(None);
+    };
+    // Checked under a placeholder task id; the real one is set once the task starts.
+    let config = push::checked(runtime, caller, "", incoming.clone(), dialect, field)?;
+    Ok(Some(push::PendingConfig {
+        config,
+        explicit_id: incoming.id.filter(|id| !id.is_empty()).is_some(),
+    }))
+}
+
+/// Stores a message's checked config for the task it started.
+async fn store_message_push(
+    runtime: &Runtime,
+    pending: Option<push::PendingConfig>,
+    task_id: &str,
+) -> Result<(), RpcError> {
+    let Some(pending) = pending else {
+        return Ok(());
+    };
+    let mut config = pending.config;
+    config.task_id = task_id.to_string();
+    if !pending.explicit_id {
+        config.id = task_id.to_string();
+    }
+    push::store(runtime, &config).await
 }
 
 /// The run a task id names, if it is this agent's and the caller may see it.
@@ -526,9 +662,11 @@ async fn send(
     let configuration = params.configuration.unwrap_or_default();
     let immediately =
         configuration.return_immediately == Some(true) || configuration.blocking == Some(false);
+    let pending_push = checked_message_push(runtime, caller, &configuration, dialect)?;
     let mut submission = submission(caller, Arc::clone(&agent), &params.message)?;
     submission.attachments = files(runtime, caller, &agent, &params.message).await?;
     let run_id = start(runtime, submission).await?;
+    store_message_push(runtime, pending_push, &run_id).await?;
     if !immediately {
         // Wait for the run's end: follow its events until `run.finished`.
         drive::until_finished(Events::followed(runtime, run_id.clone(), 0))
@@ -554,9 +692,12 @@ async fn stream(
     params: wire::SendParams,
     dialect: Dialect,
 ) -> Result<Answer, RpcError> {
+    let configuration = params.configuration.clone().unwrap_or_default();
+    let pending_push = checked_message_push(runtime, caller, &configuration, dialect)?;
     let mut submission = submission(caller, Arc::clone(&agent), &params.message)?;
     submission.attachments = files(runtime, caller, &agent, &params.message).await?;
     let run_id = start(runtime, submission).await?;
+    store_message_push(runtime, pending_push, &run_id).await?;
     let run = task_run(runtime, caller, &agent, &run_id).await?;
     Ok(Answer::Stream {
         run: Box::new(run),

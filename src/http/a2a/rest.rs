@@ -1,7 +1,8 @@
 //! A2A 1.0's HTTP+JSON binding (SPEC §15) beside JSON-RPC, under the same agent URL:
 //! `POST /a2a/{agent}/message:send`, `POST …/message:stream`, `GET …/tasks`,
 //! `GET …/tasks/{id}`, `POST …/tasks/{id}:cancel`, `GET|POST …/tasks/{id}:subscribe` and
-//! `GET …/extendedAgentCard`. Each request is the JSON-RPC method's `params` (query parameters
+//! `GET …/extendedAgentCard`, and a task's push-notification configs at
+//! `…/tasks/{id}/pushNotificationConfigs[/{config_id}]`. Each request is the JSON-RPC method's `params` (query parameters
 //! for the reads) and is answered by the same dispatch: results as `application/a2a+json`
 //! without an envelope, streams as SSE frames each holding one `StreamResponse`, errors as
 //! `google.rpc.Status` with an `ErrorInfo` naming the A2A reason, at the binding's HTTP status.
@@ -374,6 +375,152 @@ pub async fn act_on_task(
         _ => "SubscribeToTask",
     };
     answer(&runtime, &caller, &agent, method, json!({"id": id})).await
+}
+
+/// `{agent}/tasks/{task}/pushNotificationConfigs/{config}`.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct A2aPushConfigPath {
+    /// The agent's name.
+    agent: String,
+    /// The task id.
+    task: String,
+    /// The config's id.
+    config: String,
+}
+
+#[utoipa::path(
+    post,
+    path = "/a2a/{agent}/tasks/{task}/pushNotificationConfigs",
+    tag = "a2a",
+    summary = "A2A HTTP+JSON: give a task a push-notification receiver (CreateTaskPushNotificationConfig)",
+    params(A2aTaskPath),
+    request_body(content = Object, description = "A TaskPushNotificationConfig: url, token?, authentication?, id?", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The config, its credentials left out", content_type = "application/a2a+json", body = Object),
+        (status = "default", description = "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error", content(
+            (Object = "application/a2a+json"),
+            (ErrorBody = "application/json"),
+        )),
+    ),
+)]
+pub async fn create_push_config(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(A2aTaskPath { agent, task }): ApiPath<A2aTaskPath>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let mut params = match body_params(&body) {
+        Ok(params) => params,
+        Err(error) => return Ok(error_response(&error)),
+    };
+    params["taskId"] = json!(task);
+    answer(
+        &runtime,
+        &caller,
+        &agent,
+        "CreateTaskPushNotificationConfig",
+        params,
+    )
+    .await
+}
+
+#[utoipa::path(
+    get,
+    path = "/a2a/{agent}/tasks/{task}/pushNotificationConfigs",
+    tag = "a2a",
+    summary = "A2A HTTP+JSON: the caller's push-notification configs of a task (ListTaskPushNotificationConfigs)",
+    params(A2aTaskPath),
+    responses(
+        (status = 200, description = "A ListTaskPushNotificationConfigsResponse", content_type = "application/a2a+json", body = Object),
+        (status = "default", description = "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error", content(
+            (Object = "application/a2a+json"),
+            (ErrorBody = "application/json"),
+        )),
+    ),
+)]
+pub async fn list_push_configs(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(A2aTaskPath { agent, task }): ApiPath<A2aTaskPath>,
+) -> Result<Response, ApiError> {
+    let params = json!({"taskId": task});
+    answer(
+        &runtime,
+        &caller,
+        &agent,
+        "ListTaskPushNotificationConfigs",
+        params,
+    )
+    .await
+}
+
+#[utoipa::path(
+    get,
+    path = "/a2a/{agent}/tasks/{task}/pushNotificationConfigs/{config}",
+    tag = "a2a",
+    summary = "A2A HTTP+JSON: one of the caller's push-notification configs (GetTaskPushNotificationConfig)",
+    params(A2aPushConfigPath),
+    responses(
+        (status = 200, description = "The config", content_type = "application/a2a+json", body = Object),
+        (status = "default", description = "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error", content(
+            (Object = "application/a2a+json"),
+            (ErrorBody = "application/json"),
+        )),
+    ),
+)]
+pub async fn get_push_config(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(A2aPushConfigPath {
+        agent,
+        task,
+        config,
+    }): ApiPath<A2aPushConfigPath>,
+) -> Result<Response, ApiError> {
+    let params = json!({"taskId": task, "id": config});
+    answer(
+        &runtime,
+        &caller,
+        &agent,
+        "GetTaskPushNotificationConfig",
+        params,
+    )
+    .await
+}
+
+#[utoipa::path(
+    delete,
+    path = "/a2a/{agent}/tasks/{task}/pushNotificationConfigs/{config}",
+    tag = "a2a",
+    summary = "A2A HTTP+JSON: delete one of the caller's push-notification configs (DeleteTaskPushNotificationConfig)",
+    params(A2aPushConfigPath),
+    responses(
+        (status = 200, description = "Deleted", content_type = "application/a2a+json", body = Object),
+        (status = "default", description = "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error", content(
+            (Object = "application/a2a+json"),
+            (ErrorBody = "application/json"),
+        )),
+    ),
+)]
+pub async fn delete_push_config(
+    State(runtime): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(A2aPushConfigPath {
+        agent,
+        task,
+        config,
+    }): ApiPath<A2aPushConfigPath>,
+) -> Result<Response, ApiError> {
+    let params = json!({"taskId": task, "id": config});
+    answer(
+        &runtime,
+        &caller,
+        &agent,
+        "DeleteTaskPushNotificationConfig",
+        params,
+    )
+    .await
 }
 
 fn unknown_task_method(segment: &str) -> RpcError {

@@ -193,6 +193,12 @@ pub struct SendConfiguration {
     pub blocking: Option<bool>,
     #[serde(default)]
     pub history_length: Option<u32>,
+    /// v1.0: a push-notification config for the task this message starts.
+    #[serde(default)]
+    pub task_push_notification_config: Option<super::push::IncomingConfig>,
+    /// 0.3: the same.
+    #[serde(default)]
+    pub push_notification_config: Option<super::push::IncomingConfig>,
 }
 
 /// `GetTask`, `CancelTask`, `SubscribeToTask` parameters (0.3: `tasks/get`, …).

@@ -74,7 +74,7 @@ pub struct CompactedResponse {
 /// The conversation a request describes: instructions, then the previous response's or the
 /// conversation's messages, then `input`.
 async fn conversation_of(
-    runtime: &Runtime,
+    runtime: &Arc<Runtime>,
     caller: &Caller,
     body: &ConversationRequest,
 ) -> Result<Vec<ChatMessage>, ApiError> {
@@ -90,6 +90,8 @@ async fn conversation_of(
         caller,
         body.instructions.as_deref(),
         body.previous_response_id.as_deref(),
+        // Compacting never waits for or ends a response still answering.
+        crate::config::BusyPolicy::Reject,
     )
     .await?;
     if let Some(id) = named {

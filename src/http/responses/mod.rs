@@ -38,9 +38,11 @@ use super::sse::with_run_headers;
 use super::wire::ListObject;
 use crate::agent::SamplingParams;
 use crate::agent::approval::Decision;
+use crate::config::BusyPolicy;
 use crate::config::OnDisconnect;
 use crate::http::shared::approvals::{WaitAnswerParams, wait_answer_error};
 use crate::llm::ChatMessage;
+use crate::runtime::ContinueError;
 use crate::runtime::{CancelMode, ConversationTurn, Runtime, WaitingCallRef};
 use crate::store::StoredResponse;
 use input::{ApprovalAnswer, ReadInput};
@@ -169,7 +171,7 @@ fn text_options(text: Option<&TextOptions>) -> TextOptions {
 }
 
 fn response_id_of(run_id: &str) -> String {
-    format!("resp_{run_id}")
+    crate::runtime::webhooks::response_id(run_id)
 }
 
 fn user_key(caller: &Caller) -> String {
@@ -247,17 +249,30 @@ async fn stored_response(
         .ok_or_else(|| ApiError::not_found(format!("No response with id `{id}`")).with_param(param))
 }
 
-/// The conversation a `previous_response_id` continues.
+/// The conversation a `previous_response_id` continues; while that response is still
+/// answering, `busy` (the request's, else the agent's) decides (SPEC §13).
 async fn previous_conversation(
-    runtime: &Runtime,
+    runtime: &Arc<Runtime>,
     caller: &Caller,
     previous: &str,
+    busy: BusyPolicy,
 ) -> Result<Vec<ChatMessage>, ApiError> {
     let stored = stored_response(runtime, caller, previous, "previous_response_id").await?;
     runtime
-        .finished_conversation(&stored.run_id)
+        .conversation_after(&stored.run_id, busy)
         .await
-        .map_err(ApiError::store)?
+        .map_err(|error| match error {
+            ContinueError::Busy => ApiError::conversation_busy(format!(
+                "Response `{previous}` is still answering: wait, or send with `busy` set to enqueue or interrupt"
+            ))
+            .with_param("busy"),
+            ContinueError::SteerUnsupported => ApiError::invalid_request(
+                "`busy: steer` joins a `conversation` in progress; a `previous_response_id` still answering takes enqueue, reject or interrupt",
+            )
+            .with_param("busy"),
+            ContinueError::Store(error) => ApiError::store(error),
+            ContinueError::Follow(_) => ApiError::internal(),
+        })?
         .ok_or_else(|| {
             ApiError::conflict(format!(
                 "Response `{previous}` has not finished; continue it once it has"
@@ -269,17 +284,18 @@ async fn previous_conversation(
 /// The request's `instructions` as a system message, then the conversation its
 /// `previous_response_id` continues.
 async fn instructions_and_previous(
-    runtime: &Runtime,
+    runtime: &Arc<Runtime>,
     caller: &Caller,
     instructions: Option<&str>,
     previous: Option<&str>,
+    busy: BusyPolicy,
 ) -> Result<Vec<ChatMessage>, ApiError> {
     let mut history = Vec::new();
     if let Some(instructions) = instructions.filter(|t| !t.trim().is_empty()) {
         history.push(ChatMessage::system(instructions));
     }
     if let Some(previous) = previous {
-        history.extend(previous_conversation(runtime, caller, previous).await?);
+        history.extend(previous_conversation(runtime, caller, previous, busy).await?);
     }
     Ok(history)
 }
@@ -344,6 +360,7 @@ pub async fn create_response(
         &caller,
         body.instructions.as_deref(),
         body.previous_response_id.as_deref(),
+        body.busy.unwrap_or(agent.busy),
     )
     .await?;
     history.extend(read.history);
@@ -368,12 +385,17 @@ pub async fn create_response(
         ..SamplingParams::default()
     };
     submission.client_tools = input::client_tools_of(&body)?;
+    submission.busy = body.busy;
     if echo.background {
         submission.on_disconnect = OnDisconnect::Continue;
+        submission.announced_response = true;
     }
     let handle = runtime.start_run(submission).await.map_err(|error| {
         if matches!(error, crate::runtime::StartError::InvalidOutput(_)) {
             return ApiError::from(error).with_param("text.format.schema");
+        }
+        if matches!(error, crate::runtime::StartError::ConversationBusy) {
+            return ApiError::from(error).with_param("busy");
         }
         client_tools::start_error(error, &input::RESPONSE_TOOL_FIELDS, |call_id| {
             output_item_param(body.input.as_ref(), call_id)

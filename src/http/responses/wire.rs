@@ -50,6 +50,13 @@ pub struct CreateResponse {
     /// Answer at once (`queued`) and run on without the client.
     #[serde(default)]
     pub background: Option<bool>,
+    /// What this request does when its `conversation` or `previous_response_id` is still
+    /// answering (SPEC §13): `enqueue` (answered after it), `reject` (409 `conversation_busy`
+    /// naming `busy`), `interrupt` (the answer in progress ends with its partial answer stored)
+    /// or `steer` (a `conversation` only: the answer in progress stops and one answer covers
+    /// both; 400 with `previous_response_id`); the agent's `busy` by default.
+    #[serde(default)]
+    pub busy: Option<crate::config::BusyPolicy>,
     /// Keep the response for `GET`, `previous_response_id` and `input_items` (default true).
     #[serde(default)]
     pub store: Option<bool>,

@@ -14,6 +14,7 @@ pub mod cache;
 pub mod conversations;
 pub mod files;
 pub mod key_limits;
+pub mod push_configs;
 pub mod replicas;
 pub mod responses;
 pub mod retention;
@@ -118,6 +119,7 @@ macro_rules! shared_store_impl {
         $crate::store::sql::retention::impl_retention_store!($store, $db);
         $crate::store::sql::turns::impl_turn_store!($store, $db);
         $crate::store::sql::webhooks::impl_webhook_store!($store, $db);
+        $crate::store::sql::push_configs::impl_push_config_store!($store, $db);
         $crate::store::sql::schedules::impl_schedule_store!($store, $db);
         $crate::store::sql::files::impl_file_store!($store, $db);
 

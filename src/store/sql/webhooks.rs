@@ -5,14 +5,14 @@
 /// The columns every delivery row is read with.
 macro_rules! delivery_columns {
     () => {
-        "id, url, secret, event, payload, user_id, run_id, status, attempts, \
+        "id, url, secret, event, payload, user_id, run_id, headers, status, attempts, \
          next_attempt_at, last_status, last_error, created_at, delivered_at"
     };
 }
 
 pub const INSERT_DELIVERY: &str = "INSERT INTO webhook_deliveries \
-     (id, url, secret, event, payload, user_id, run_id, status, attempts, next_attempt_at, created_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $8, $8) ON CONFLICT (id) DO NOTHING";
+     (id, url, secret, event, payload, user_id, run_id, headers, status, attempts, next_attempt_at, \
+     created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $9, 'pending', 0, $8, $8) ON CONFLICT (id) DO NOTHING";
 
 pub const LEASE_DUE: &str = concat!(
     "UPDATE webhook_deliveries SET lease_holder = $1, lease_until = $2 \
@@ -49,6 +49,7 @@ pub struct DeliveryRow {
     payload: String,
     user_id: Option<String>,
     run_id: Option<String>,
+    headers: Option<String>,
     status: String,
     attempts: i64,
     next_attempt_at: chrono::DateTime<chrono::Utc>,
@@ -68,6 +69,7 @@ impl From<DeliveryRow> for crate::store::Delivery {
             payload: row.payload,
             user_id: row.user_id,
             run_id: row.run_id,
+            headers: row.headers,
             status: crate::store::DeliveryStatus::parse(&row.status),
             attempts: row.attempts,
             next_attempt_at: row.next_attempt_at,
@@ -100,6 +102,7 @@ macro_rules! impl_webhook_store {
                         .bind(&delivery.user_id)
                         .bind(&delivery.run_id)
                         .bind(at(delivery.created_at))
+                        .bind(&delivery.headers)
                         .execute(&mut *tx)
                         .await?;
                 }

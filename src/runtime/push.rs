@@ -1,0 +1,114 @@
+//! A2A push notifications (SPEC §13): when a task (a run) that has push-notification configs
+//! ends or starts waiting for a person, one message per config goes into the webhook outbox,
+//! with the config's token as `X-A2A-Notification-Token` (and its `Authorization`), so any
+//! replica delivers it through the address guard and retries it like every webhook. The body
+//! is the task as the A2A headend spells it: the headend registers that translation
+//! ([`TaskRenderer`]) and the runtime only decides when and to whom.
+//!
+//! A message's id is derived from the task, the config and the state, so the run's end and a
+//! config set a moment later (each looks at the other) put in one message, never two.
+
+use std::collections::BTreeMap;
+
+use chrono::Utc;
+use sha2::{Digest, Sha256};
+
+use super::Runtime;
+use crate::store::{NewDelivery, PushConfig, RunRecord};
+use crate::vocabulary::RunStatus;
+
+/// The event name push notifications are listed under in `GET /v1/webhooks/deliveries`.
+pub const PUSH_EVENT: &str = "a2a.task";
+
+/// Renders a task's notification body in a config's revision (`1.0`, `0.3`).
+pub type TaskRenderer = fn(&RunRecord, &str) -> String;
+
+/// Whether a task in `status` is announced: ended, or waiting for a person.
+fn announced(status: RunStatus) -> bool {
+    !matches!(status, RunStatus::Queued | RunStatus::Running)
+}
+
+/// The message id of `config`'s notice of the run as it is now.
+fn message_id(config: &PushConfig, run: &RunRecord) -> String {
+    let mut hash = Sha256::new();
+    for part in [
+        run.id.as_str(),
+        config.owner.as_str(),
+        config.id.as_str(),
+        run.status.as_str(),
+        &run.turns.to_string(),
+    ] {
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    let digest = hash.finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("msg_{hex}")
+}
+
+/// The extra headers of `config`'s notices, as stored with each message.
+fn headers(config: &PushConfig) -> Option<String> {
+    let mut headers = BTreeMap::new();
+    if let Some(token) = config.token.as_deref().filter(|t| !t.is_empty()) {
+        headers.insert("X-A2A-Notification-Token", token.to_string());
+    }
+    if let (Some(scheme), Some(credentials)) = (&config.auth_scheme, &config.auth_credentials) {
+        headers.insert("Authorization", format!("{scheme} {credentials}"));
+    }
+    (!headers.is_empty()).then(|| serde_json::to_string(&headers).unwrap_or_default())
+}
+
+impl Runtime {
+    /// Registers how tasks are spelled in push notifications (the A2A headend does, once).
+    pub fn set_task_renderer(&self, renderer: TaskRenderer) {
+        let _ = self.task_renderer.set(renderer);
+    }
+
+    /// Puts a notice of the task's state in the outbox for each of its push-notification
+    /// configs, if the task has ended or waits for a person; at most once per config and state.
+    pub async fn push_task_state(&self, run_id: &str) {
+        let Some(render) = self.task_renderer.get().copied() else {
+            return;
+        };
+        let configs = match self.store.list_push_configs(run_id, None).await {
+            Ok(configs) if !configs.is_empty() => configs,
+            Ok(_) => return,
+            Err(error) => {
+                tracing::error!(%error, %run_id, "could not read the task's push-notification configs");
+                return;
+            }
+        };
+        let run = match self.store.get_run(run_id).await {
+            Ok(Some(run)) if announced(run.status) => run,
+            Ok(_) => return,
+            Err(error) => {
+                tracing::error!(%error, %run_id, "could not read the task to announce it");
+                return;
+            }
+        };
+        let secret = self
+            .config
+            .webhook_delivery
+            .secret
+            .clone()
+            .unwrap_or_default();
+        let now = Utc::now();
+        let deliveries: Vec<NewDelivery> = configs
+            .iter()
+            .map(|config| NewDelivery {
+                id: message_id(config, &run),
+                url: config.url.clone(),
+                secret: secret.clone(),
+                event: PUSH_EVENT.to_string(),
+                payload: render(&run, &config.dialect),
+                user_id: Some(config.owner.clone()),
+                run_id: Some(run.id.clone()),
+                headers: headers(config),
+                created_at: now,
+            })
+            .collect();
+        if let Err(error) = self.store.enqueue_deliveries(&deliveries).await {
+            tracing::error!(%error, %run_id, "could not put push notifications in the outbox");
+        }
+    }
+}
