@@ -47,21 +47,30 @@ pub struct ChatForm {
     #[schema(pattern = "\\S")]
     pub message: String,
     /// As in the JSON body.
-    #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._:-]+$")]
+    #[schema(
+        nullable = false,
+        min_length = 1,
+        max_length = 128,
+        pattern = "^[A-Za-z0-9._:-]+$"
+    )]
     pub conversation_id: Option<String>,
     /// As in the JSON body: the agent that answers; `chat` by default.
+    #[schema(nullable = false)]
     pub agent: Option<String>,
     /// `true` for the run's events as SSE.
+    #[schema(nullable = false)]
     pub stream: Option<bool>,
     /// As in the JSON body.
+    #[schema(nullable = false)]
     pub on_disconnect: Option<crate::config::OnDisconnect>,
     /// As in the JSON body.
-    #[schema(minimum = 1)]
+    #[schema(nullable = false, minimum = 1)]
     pub replace_from: Option<i64>,
     /// As in the JSON body.
+    #[schema(nullable = false)]
     pub busy: Option<crate::config::BusyPolicy>,
     /// The files, each with its file name and declared content type (the bytes decide the type).
-    #[schema(value_type = Option<Vec<String>>, format = Binary)]
+    #[schema(value_type = Option<Vec<String>>, format = Binary, nullable = false)]
     pub file: Option<Vec<Vec<u8>>>,
 }
 
