@@ -10,7 +10,7 @@ use axum::response::Response;
 
 use super::anthropic::wire::{AnthropicModel, AnthropicModelList};
 use super::auth::Caller;
-use super::chat::wire::{ChatRequest, ChatResponse, UserPath};
+use super::chat::wire::{ChatForm, ChatRequest, ChatResponse, UserPath};
 use super::error::{ApiError, ApiPath, ErrorBody, read_body};
 use super::openai::wire::{Model, ModelList};
 use super::wire::ListObject;
@@ -117,7 +117,10 @@ pub async fn get_model(
     tag = "chat",
     summary = "Send a message in one of the user's conversations",
     params(UserPath),
-    request_body = ChatRequest,
+    request_body(description = "The message as JSON, or as `multipart/form-data` with files (`file` parts)", content(
+        (ChatRequest = "application/json"),
+        (ChatForm = "multipart/form-data"),
+    )),
     responses(
         (status = 200, description = "The answer; with `stream: true` the run's events (`id: 1, 2, 3…`, `event: run.started` … `run.finished`); with `Accept: text/x-ai-sdk-ui` or `?protocol=ai-sdk` the AI SDK UI message stream (which also takes `useChat`'s body `{id, messages, trigger}`)",
             content(
@@ -134,6 +137,14 @@ pub async fn chat(
     request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
     let by_header = ai_sdk::requested(request.headers(), request.uri().query());
+    if chat::multipart::is_multipart(request.headers()) {
+        if by_header {
+            return Err(ApiError::invalid_request(
+                "The AI SDK stream takes useChat's JSON body; send files as its `file` parts",
+            ));
+        }
+        return chat::answer_form(runtime, caller, user_id, request).await;
+    }
     let bytes = read_body(request, &()).await?;
     if by_header || ai_sdk::is_use_chat_body(&bytes) {
         return ai_sdk::chat(runtime, caller, user_id, &bytes).await;

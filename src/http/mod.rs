@@ -266,13 +266,29 @@ async fn limit_body(request: Request, next: Next, limit: usize) -> Response {
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    // Uploads stream into the store under `limits.attachments` instead.
-    let upload =
-        request.method() == axum::http::Method::POST && request.uri().path() == files::UPLOAD_PATH;
-    if declared.is_some_and(|length| length > limit) && !upload {
+    // Uploads (and chat messages sent as a form with files) stream into the store under
+    // `limits.attachments` instead.
+    if declared.is_some_and(|length| length > limit) && !streams_into_the_store(&request) {
         return ApiError::payload_too_large(Some(limit)).into_response();
     }
     next.run(request).await
+}
+
+/// A request whose body is read as a stream under the attachment limits: `POST /v1/files`, and
+/// `POST /api/{user_id}/chat` as `multipart/form-data`.
+fn streams_into_the_store(request: &Request) -> bool {
+    if request.method() != axum::http::Method::POST {
+        return false;
+    }
+    let path = request.uri().path();
+    if path == files::UPLOAD_PATH {
+        return true;
+    }
+    let user_chat = path
+        .strip_prefix("/api/")
+        .and_then(|rest| rest.strip_suffix("/chat"))
+        .is_some_and(|user| !user.is_empty() && !user.contains('/'));
+    user_chat && chat::multipart::is_multipart(request.headers())
 }
 
 /// Counts and times every request by route template (never the raw path), and writes the

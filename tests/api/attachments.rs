@@ -738,3 +738,224 @@ async fn ag_ui_binary_input_content_reaches_the_upstream() {
     let parts = last_user_content(&app.llm.requests()[0]);
     assert_eq!(parts[1]["image_url"]["url"], png_data_url(), "{parts}");
 }
+
+/// `POST /api/{user}/chat` as `multipart/form-data` with `key`'s authorization.
+async fn chat_form(app: &TestApp, key: &str, user: &str, form: Form) -> (u16, Value) {
+    let response = app
+        .client
+        .post(app.url(&format!("/api/{user}/chat")))
+        .bearer_auth(key)
+        .multipart(form)
+        .send()
+        .await
+        .expect("sent");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn file_part(name: &str, mime: &str, content: Vec<u8>) -> Part {
+    Part::bytes(content)
+        .file_name(name.to_string())
+        .mime_str(mime)
+        .expect("mime")
+}
+
+async fn files_of(app: &TestApp, key: &str) -> Vec<Value> {
+    let listed: Value = call(app, reqwest::Method::GET, key, "/v1/files")
+        .await
+        .json()
+        .await
+        .expect("list");
+    listed["data"].as_array().cloned().unwrap_or_default()
+}
+
+/// Per-user chat as `multipart/form-data` (a `message` part and a `file` part): the PNG reaches
+/// the upstream as the vendor's image, is recorded once as the caller's file exactly as the
+/// JSON `attachments` record it, and is kept with the message in the conversation. The body
+/// streams past the server's request body limit (the attachment limits apply instead).
+#[tokio::test]
+async fn a_chat_message_sent_as_a_form_carries_its_files_to_the_upstream() {
+    use base64::Engine;
+    use sha2::Digest;
+    let app = spawn_app_with(|config| {
+        keyed(config);
+        config["server"] = json!({"requestBodyLimitBytes": 4096});
+    })
+    .await;
+    app.llm
+        .push(crate::support::mock_llm::Reply::text("a pixel and notes"));
+    let notes = "note ".repeat(1200).into_bytes();
+    let form = Form::new()
+        .text("message", "what is this?")
+        .text("agent", "chat")
+        .part("file", file_part("pixel.png", "image/jpeg", PNG.to_vec()))
+        .part("file", file_part("notes.txt", "text/plain", notes.clone()));
+    let (status, answer) = chat_form(&app, ALICE, "alice", form).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["response"], "a pixel and notes");
+
+    let parts = last_user_content(&app.llm.requests()[0]);
+    assert_eq!(parts[0]["text"], "what is this?", "{parts}");
+    assert_eq!(parts[1]["image_url"]["url"], png_data_url(), "{parts}");
+    assert!(
+        parts[2]["text"]
+            .as_str()
+            .expect("text")
+            .contains("note note"),
+        "{parts}"
+    );
+
+    let files = files_of(&app, ALICE).await;
+    assert_eq!(files.len(), 2, "one record per file part: {files:?}");
+    let png_sha: String = sha2::Sha256::digest(PNG)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let pixel = files
+        .iter()
+        .find(|f| f["filename"] == "pixel.png")
+        .expect("the PNG is alice's file");
+    assert_eq!(pixel["media_type"], "image/png", "sniffed, not declared");
+    assert_eq!(pixel["bytes"], PNG.len());
+    let conversation = answer["conversation_id"].as_str().expect("conversation");
+    let stored: Value = call(
+        &app,
+        reqwest::Method::GET,
+        ALICE,
+        &format!("/api/alice/conversations/{conversation}"),
+    )
+    .await
+    .json()
+    .await
+    .expect("conversation");
+    let kept = &stored["messages"][0]["attachments"];
+    assert_eq!(kept[0]["file_id"], pixel["id"], "{stored}");
+    assert_eq!(kept[0]["sha256"], png_sha.as_str());
+    assert_eq!(kept[1]["name"], "notes.txt");
+    assert_eq!(kept[1]["bytes"], notes.len());
+    let content = call(
+        &app,
+        reqwest::Method::GET,
+        ALICE,
+        &format!("/v1/files/{}/content", pixel["id"].as_str().expect("id")),
+    )
+    .await;
+    assert_eq!(content.bytes().await.expect("bytes").as_ref(), PNG);
+
+    // The JSON path records the same file the same way.
+    app.llm.push(crate::support::mock_llm::Reply::text("again"));
+    let png64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+    let sent = app
+        .client
+        .post(app.url("/api/alice/chat"))
+        .bearer_auth(ALICE)
+        .json(
+            &json!({"message": "and this?", "conversation_id": conversation,
+            "attachments": [{"name": "pixel.png", "media_type": "image/jpeg", "data": png64}]}),
+        )
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(sent.status(), 200);
+    let files = files_of(&app, ALICE).await;
+    let same: Vec<&Value> = files
+        .iter()
+        .filter(|f| f["filename"] == "pixel.png")
+        .collect();
+    assert_eq!(same.len(), 2, "{files:?}");
+    for field in ["purpose", "media_type", "bytes"] {
+        assert_eq!(same[0][field], same[1][field], "{field}: {files:?}");
+    }
+}
+
+/// The form's limits: a file at the per-file limit passes and one byte more is 413 naming its
+/// part, the request's files past the per-request limit are 413 at the part that passes it, a
+/// media type not allowed is 415; a missing message, an unknown part or a bad field are 400
+/// naming it, and another user's chat is 403 before anything is stored.
+#[tokio::test]
+async fn a_chat_form_is_held_to_the_attachment_limits_naming_the_part() {
+    let app = spawn_app_with(|config| {
+        keyed(config);
+        config["limits"] = json!({"attachments": {"maxFileBytes": 1000, "maxRequestBytes": 1500}});
+    })
+    .await;
+    let text = |bytes: usize| file_part("a.txt", "text/plain", vec![b'a'; bytes]);
+    app.llm
+        .push(crate::support::mock_llm::Reply::text("read it"));
+    let (status, answer) = chat_form(
+        &app,
+        ALICE,
+        "alice",
+        Form::new().text("message", "read").part("file", text(1000)),
+    )
+    .await;
+    assert_eq!(status, 200, "at the per-file limit: {answer}");
+
+    let (status, error) = chat_form(
+        &app,
+        ALICE,
+        "alice",
+        Form::new().text("message", "read").part("file", text(1001)),
+    )
+    .await;
+    assert_eq!(status, 413, "{error}");
+    assert_eq!(error["error"]["code"], "attachment_too_large");
+    assert_eq!(error["error"]["param"], "file[0]");
+
+    let (status, error) = chat_form(
+        &app,
+        ALICE,
+        "alice",
+        Form::new()
+            .text("message", "read")
+            .part("file", text(800))
+            .part("file", text(800)),
+    )
+    .await;
+    assert_eq!(status, 413, "past the per-request limit: {error}");
+    assert_eq!(error["error"]["param"], "file[1]");
+
+    let (status, error) = chat_form(
+        &app,
+        ALICE,
+        "alice",
+        Form::new().text("message", "read").part(
+            "file",
+            file_part("x.png", "image/png", vec![0, 0xff, 0, 0xfe]),
+        ),
+    )
+    .await;
+    assert_eq!(status, 415, "{error}");
+    assert_eq!(error["error"]["param"], "file[0]");
+
+    for (form, param) in [
+        (Form::new().part("file", text(10)), "message"),
+        (
+            Form::new().text("message", "x").text("colour", "blue"),
+            "colour",
+        ),
+        (
+            Form::new().text("message", "x").text("stream", "maybe"),
+            "stream",
+        ),
+        (
+            Form::new().text("message", "x").text("message", "y"),
+            "message",
+        ),
+    ] {
+        let (status, error) = chat_form(&app, ALICE, "alice", form).await;
+        assert_eq!(status, 400, "{param}: {error}");
+        assert_eq!(error["error"]["param"], param, "{error}");
+    }
+
+    let before = files_of(&app, BOB).await.len();
+    let (status, _) = chat_form(
+        &app,
+        BOB,
+        "alice",
+        Form::new().text("message", "x").part("file", text(10)),
+    )
+    .await;
+    assert_eq!(status, 403);
+    assert_eq!(files_of(&app, BOB).await.len(), before, "nothing stored");
+}

@@ -907,3 +907,61 @@ async fn the_page_shows_a_message_sent_while_answering_as_queued_then_answers_it
     .await;
     assert!(out.lines().any(|l| l == "queue ok"), "{out}");
 }
+
+/// SPEC §11 on the page (tests/web/attachments.py): a PNG attached with the Attach button, an
+/// image pasted and removed, a text file dropped, a refused file named with its reason; the
+/// upstream receives the PNG's bytes as OpenAI's `image_url` data URL and the text file as
+/// text, and the sent message, reloaded and reopened, shows its thumbnail and chip.
+#[tokio::test]
+async fn the_page_attaches_a_png_that_reaches_the_upstream_and_shows_again_when_reopened() {
+    let (app, _dir) = spawn_web_app().await;
+    app.llm.push(Reply::text("A red square."));
+    let shots = repo().join("target/web-screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let out = run_python(
+        "tests/web/attachments.py",
+        &[
+            app.address.clone(),
+            ADA_KEY.into(),
+            shots.display().to_string(),
+        ],
+    )
+    .await;
+    for step in [
+        "attach ok",
+        "paste ok",
+        "drop ok",
+        "refused ok",
+        "axe pending files ok",
+        "sent ok",
+        "axe sent files ok",
+        "reload ok",
+        "reopen ok",
+    ] {
+        assert!(out.lines().any(|l| l == step), "{step} missing:\n{out}");
+    }
+    let png64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("png "))
+        .expect("the script names its PNG");
+    let requests = app.llm.requests();
+    assert_eq!(requests.len(), 1, "one answer asked for");
+    let parts = crate::attachments::last_user_content(&requests[0]);
+    assert_eq!(parts[0]["text"], "What is in the picture?", "{parts}");
+    assert_eq!(
+        parts[1]["image_url"]["url"],
+        format!("data:image/png;base64,{png64}"),
+        "the PNG's bytes, in OpenAI's image form: {parts}"
+    );
+    assert!(
+        parts[2]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("the square is red")),
+        "{parts}"
+    );
+    assert_eq!(
+        parts.as_array().map(Vec::len),
+        Some(3),
+        "the removed image is not sent"
+    );
+}

@@ -77,7 +77,10 @@ export function describe(error) {
     case 403: return "This API key may not do that (403): " + error.message;
     case 404: return "Not found (404): " + error.message;
     case 409: return "Not now (409): " + error.message;
-    case 413: return "That message is too large (413): shorten it.";
+    case 413: return error.code === "attachment_too_large"
+      ? "An attached file is too large (413): " + error.message
+      : "That message is too large (413): shorten it.";
+    case 415: return "An attached file's type is not accepted (415): " + error.message;
     case 429: return "Too many requests (429): " + error.message + "." + wait;
     case 503: return "agentd is busy or restarting (503): " + error.message + "." + wait;
     default: return `The request failed (${error.status}): ${error.message}`;

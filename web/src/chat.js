@@ -6,10 +6,11 @@ import { api, ApiError, describe, readFrames, state, userId, userPath } from "./
 import { AnswerView, followBottom } from "./answer.js";
 import { answerActions, loadConversations, numberMessages, openConversation, setThreadHead, userBubble } from "./conversations.js";
 import { $, button, el } from "./dom.js";
-import { attachmentFields, clearAttachments, hooks } from "./hooks.js";
+import { attachmentFields, clearAttachments, hooks, pendingAttachments } from "./hooks.js";
 import { notify } from "./ui.js";
 
 const ACTIVE_STORE = "agentd.activeRun";
+let collecting = false;
 
 export async function send(event) {
   if (event) event.preventDefault();
@@ -22,17 +23,25 @@ export async function send(event) {
     else if (!queue) notify("An answer is still coming: wait for it, or press Stop (Escape).", "info");
     return;
   }
+  if (collecting) return;
   notify("");
-  const bubble = userBubble(text);
+  // Uploads still in progress end first; a second Enter meanwhile sends nothing twice.
+  collecting = true;
+  $("send").disabled = true;
+  const files = await pendingAttachments();
+  $("send").disabled = false;
+  collecting = false;
+  const bubble = userBubble(text, undefined, files);
   $("messages").append(bubble);
   if (!state.conversationId) $("thread-title").textContent = text.trim().slice(0, 60);
   $("prompt").value = "";
   await startAnswer({ message: text }, bubble);
 }
 
-// Starts a run for `fields` (message, replace_from) and follows it; the answer goes after `bubble`.
+// Starts a run for `fields` (message, replace_from) with the files of `bubble` and follows it;
+// the answer goes after `bubble`.
 async function startAnswer(fields, bubble) {
-  const body = Object.assign({ stream: true, on_disconnect: "continue" }, fields, attachmentFields());
+  const body = Object.assign({ stream: true, on_disconnect: "continue" }, fields, attachmentFields(bubble.files));
   if (state.conversationId) body.conversation_id = state.conversationId;
   else body.agent = $("agent").value || undefined;
   const view = new AnswerView(bubble);
@@ -219,7 +228,7 @@ function editMessage(bubble) {
     const text = area.value;
     if (!text.trim() || state.active) return;
     const seq = Number(bubble.dataset.seq);
-    const fresh = userBubble(text);
+    const fresh = userBubble(text, undefined, bubble.files);
     bubble.replaceWith(fresh);
     dropAfter(fresh);
     startAnswer({ message: text, replace_from: seq }, fresh);

@@ -3,6 +3,7 @@
 // conversation's messages with Edit (user messages) and Regenerate / Copy (answers).
 import { api, apiJson, describe, state, userId, userPath } from "./api.js";
 import { $, button, el, formatCost, formatDuration, formatTime } from "./dom.js";
+import { showAttachments } from "./hooks.js";
 import { MarkdownView } from "./markdown.js";
 import { closeSidebarOnPhone, notify } from "./ui.js";
 
@@ -144,12 +145,16 @@ export function setThreadHead(conversation) {
   }
 }
 
-// A user's message bubble; `seq` (the stored number) enables Edit.
-export function userBubble(text, seq) {
+// A user's message bubble with its files (SPEC §11); `seq` (the stored number) enables Edit.
+// The files stay on the bubble (`files`), so an edit or a regenerated answer sends them again.
+export function userBubble(text, seq, files) {
   const box = el("article", "message user");
   box.setAttribute("aria-label", "Your message");
   box.dataset.raw = text;
   if (seq) box.dataset.seq = String(seq);
+  box.files = files || [];
+  const shown = showAttachments(box.files);
+  if (shown) box.append(shown);
   box.append(el("div", "text", text));
   const actions = el("div", "message-actions");
   const edit = button("edit", "Edit", "Edit this message");
@@ -183,7 +188,7 @@ export async function openConversation(id) {
   if (state.agents.includes(detail.agent)) $("agent").value = detail.agent;
   setThreadHead(detail);
   for (const m of detail.messages) {
-    if (m.role === "user" && m.content) messages.append(userBubble(m.content, m.seq));
+    if (m.role === "user" && m.content) messages.append(userBubble(m.content, m.seq, m.attachments));
     if (m.role === "assistant" && m.content) {
       const box = el("article", "message assistant");
       box.setAttribute("aria-label", "Answer");

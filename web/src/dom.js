@@ -22,6 +22,13 @@ export function formatDuration(ms) {
   return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
 }
 
+export function formatBytes(bytes) {
+  if (typeof bytes !== "number") return "";
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
+}
+
 export function formatCost(usd) {
   return typeof usd === "number" ? `$${usd.toFixed(usd < 0.01 && usd > 0 ? 5 : 4)}` : "";
 }

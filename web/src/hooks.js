@@ -4,8 +4,9 @@
 //
 //   signin       (§12) mount(slot) in the header's #signin-slot; authorize() → request headers
 //                (e.g. a Bearer token) replacing the API key; user() → the signed-in user id.
-//   attachments  (§11) mount(slot) in the composer's #attachments-slot; collect() → the
-//                `attachments` array added to the chat request (empty: none); clear() after sending.
+//   attachments  (§11) mount(slot) in the composer's #attachments-slot; collect() → a promise of
+//                the files to send ({file_id, name, media_type, bytes} each; empty: none);
+//                clear() after sending; show(files) → the node showing a message's files.
 //   queue        (§13) sendWhileBusy(text) → true when the message was sent and is shown as
 //                queued (render it with showQueued(text) / clearQueued()); answerFinished()
 //                when the answer in progress ended (the queued one's answer follows).
@@ -38,11 +39,22 @@ export function mountHooks() {
   }
 }
 
-// The request fields the attachments hook adds to a chat message.
-export function attachmentFields() {
+// The files the attachments hook has ready for the next message (none without the hook).
+export async function pendingAttachments() {
   const attachments = hooks.get("attachments");
-  const list = attachments && attachments.collect ? attachments.collect() : [];
-  return list && list.length ? { attachments: list } : {};
+  const list = attachments && attachments.collect ? await attachments.collect() : [];
+  return list || [];
+}
+
+// The chat request's `attachments` for a message's files: each named by its `file_id`.
+export function attachmentFields(files) {
+  return files && files.length ? { attachments: files.map((f) => ({ file_id: f.file_id })) } : {};
+}
+
+// The node showing a message's files, or null (no files, or no hook).
+export function showAttachments(files) {
+  const attachments = hooks.get("attachments");
+  return attachments && attachments.show && files && files.length ? attachments.show(files) : null;
 }
 
 export function clearAttachments() {

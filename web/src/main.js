@@ -13,6 +13,7 @@ import { notify, showTab, wireSidebar } from "./ui.js";
 import "./signin.js";
 import "./usage.js";
 import "./queue.js";
+import "./attachments.js";
 
 const DEFAULT_USER = "local";
 

@@ -4,9 +4,11 @@
 //! messages, never internals. `GET`/`DELETE /api/{user_id}/conversations[/{id}]` read and remove them
 //! ([`manage`] renames them and rewinds one for an edited message);
 //! `GET /api/{user_id}/approvals` lists the user's tool calls waiting for approval (SPEC §8).
+//! The chat takes a JSON body or a `multipart/form-data` one with files ([`multipart`]).
 //! This module holds the handlers; [`wire`] holds the bodies.
 
 pub mod manage;
+pub mod multipart;
 pub mod wire;
 
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use super::auth::Caller;
 pub(crate) use super::shared::callers::check_user;
 use super::shared::callers::{chat_agent, conversation_agent};
 use super::shared::cursor::PageCursor;
+use crate::attachments::RequestBudget;
 use crate::http::shared::attachments::AttachmentIntake;
 // Where the identity code (auth, secrets) reads them; they live in the shared callers.
 use super::error::{ApiError, ApiPath, ApiQuery, ErrorBody, parse_json_body};
@@ -48,7 +51,7 @@ fn chat_status(result: &AgentResult) -> ChatStatus {
     }
 }
 
-/// `POST /api/{user_id}/chat` in the native mode (the router dispatches here).
+/// `POST /api/{user_id}/chat` in the native mode with a JSON body (the router dispatches here).
 pub async fn answer(
     runtime: Arc<Runtime>,
     caller: Caller,
@@ -57,6 +60,41 @@ pub async fn answer(
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
     let body: ChatRequest = parse_json_body(bytes)?;
+    let budget = RequestBudget::new(&runtime.config().limits.attachments);
+    respond(runtime, caller, user_id, body, Vec::new(), budget).await
+}
+
+/// `POST /api/{user_id}/chat` with a `multipart/form-data` body: the files are stored as they
+/// stream in, then the message is answered as a JSON one is.
+pub async fn answer_form(
+    runtime: Arc<Runtime>,
+    caller: Caller,
+    user_id: String,
+    request: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    check_user(&caller, &user_id)?;
+    let form = multipart::read(&runtime, &caller, request).await?;
+    respond(
+        runtime,
+        caller,
+        user_id,
+        form.request,
+        form.files,
+        form.budget,
+    )
+    .await
+}
+
+/// Answers the chat body `body`, with `files` already stored (a form's), whose size counts in
+/// `budget` against the request's attachment limit.
+async fn respond(
+    runtime: Arc<Runtime>,
+    caller: Caller,
+    user_id: String,
+    body: ChatRequest,
+    files: Vec<multipart::FormFile>,
+    budget: RequestBudget,
+) -> Result<Response, ApiError> {
     if body.message.trim().is_empty() {
         return Err(ApiError::invalid_request(
             "I couldn't understand that request. Please try rephrasing.",
@@ -80,9 +118,16 @@ pub async fn answer(
         (None, None) => None,
     };
     let agent = chat_agent(&runtime, &caller, requested.as_deref())?;
-    let attachments = AttachmentIntake::new(&runtime, &caller, &agent)
-        .chat_attachments(&body.attachments, "attachments")
-        .await?;
+    let mut intake = AttachmentIntake::new(&runtime, &caller, &agent).with_budget(budget);
+    let mut attachments = Vec::with_capacity(files.len());
+    for file in files {
+        attachments.push(intake.readable(file.attachment, &file.part).await?);
+    }
+    attachments.extend(
+        intake
+            .chat_attachments(&body.attachments, "attachments")
+            .await?,
+    );
     let mut submission = caller.submission(agent, body.message);
     submission.attachments = attachments;
     submission.user_id = Some(user_id);

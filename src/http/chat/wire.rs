@@ -33,6 +33,47 @@ pub struct ConversationPath {
     pub id: String,
 }
 
+/// `POST /api/{user_id}/chat` as `multipart/form-data`: the JSON body's fields as text parts,
+/// and the files as `file` parts (repeat the part for several). Each file is stored as an
+/// inline attachment is, under the same limits: 413 past `limits.attachments.maxFileBytes` or
+/// `maxRequestBytes`, 415 for a media type not allowed, naming the part (`file[0]`, `file[1]`…).
+#[derive(ToSchema)]
+#[expect(
+    dead_code,
+    reason = "a schema only: the body is read as a multipart stream"
+)]
+pub struct ChatForm {
+    /// The user's message; not empty or only white space.
+    #[schema(pattern = "\\S")]
+    pub message: String,
+    /// As in the JSON body.
+    #[schema(
+        nullable = false,
+        min_length = 1,
+        max_length = 128,
+        pattern = "^[A-Za-z0-9._:-]+$"
+    )]
+    pub conversation_id: Option<String>,
+    /// As in the JSON body: the agent that answers; `chat` by default.
+    #[schema(nullable = false)]
+    pub agent: Option<String>,
+    /// `true` for the run's events as SSE.
+    #[schema(nullable = false)]
+    pub stream: Option<bool>,
+    /// As in the JSON body.
+    #[schema(nullable = false)]
+    pub on_disconnect: Option<crate::config::OnDisconnect>,
+    /// As in the JSON body.
+    #[schema(nullable = false, minimum = 1)]
+    pub replace_from: Option<i64>,
+    /// As in the JSON body.
+    #[schema(nullable = false)]
+    pub busy: Option<crate::config::BusyPolicy>,
+    /// The files, each with its file name and declared content type (the bytes decide the type).
+    #[schema(value_type = Option<Vec<String>>, format = Binary, nullable = false)]
+    pub file: Option<Vec<Vec<u8>>>,
+}
+
 /// How the chat run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

@@ -95,11 +95,22 @@ impl<'a> AttachmentIntake<'a> {
         }
     }
 
+    /// The request's attachments so far used `budget` (a form's files, read before the agent
+    /// was known).
+    pub fn with_budget(mut self, budget: RequestBudget) -> Self {
+        self.budget = budget;
+        self
+    }
+
     /// 400 `unsupported_attachment` naming the model and the part when one of the agent's
     /// models does not read this kind of file (text files go as text to every model; PDFs,
     /// under `attachments: text`, as their text: 400 `unreadable_attachment` when they have
     /// none).
-    async fn readable(&self, attachment: Attachment, part: &str) -> Result<Attachment, ApiError> {
+    pub async fn readable(
+        &self,
+        attachment: Attachment,
+        part: &str,
+    ) -> Result<Attachment, ApiError> {
         let kind = attachment.kind();
         if kind == AttachmentKind::Text {
             return Ok(attachment);

@@ -20,9 +20,10 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 
-/// Only this page's own files and calls to this server; no inline script or style.
+/// Only this page's own files and calls to this server; no inline script or style. Images may
+/// also be `blob:` URLs: the thumbnails the page makes of files it fetched through the Files API.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
-     style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; \
+     style-src 'self'; connect-src 'self'; img-src 'self' data: blob:; base-uri 'none'; \
      form-action 'none'; frame-ancestors 'none'";
 
 /// The largest Markdown text `POST /v1/markdown` renders, in bytes.
