@@ -267,9 +267,11 @@ pub(super) async fn find(
         .ok_or_else(|| not_found(task_id, id))
 }
 
+/// A config the caller does not have: A2A names no error of its own for it, and the a2a-sdk's
+/// server answers `TaskNotFoundError`, so agentd does too (404 on the HTTP+JSON binding).
 pub(super) fn not_found(task_id: &str, id: &str) -> RpcError {
     RpcError::new(
-        code::INVALID_PARAMS,
+        code::TASK_NOT_FOUND,
         format!("no push-notification config `{id}` of yours on task `{task_id}`"),
     )
 }
