@@ -136,7 +136,10 @@ async fn a_second_message_waits_for_the_first_answer_and_the_history_alternates(
     assert_eq!(waiting[0]["content"], "Q2");
     assert_eq!(waiting[0]["position"], 1);
     // Queued messages are not history yet.
-    assert_eq!(history(&app, "c-enqueue").await, pairs(&[("user", "Q1")]));
+    assert_eq!(
+        history_of_length(&app, "c-enqueue", 1).await,
+        pairs(&[("user", "Q1")])
+    );
 
     let (status, first) = first.await.expect("first");
     assert_eq!((status, first["response"].as_str()), (200, Some("A1")));
@@ -144,7 +147,7 @@ async fn a_second_message_waits_for_the_first_answer_and_the_history_alternates(
     assert_eq!((status, second["response"].as_str()), (200, Some("A2")));
 
     assert_eq!(
-        history(&app, "c-enqueue").await,
+        history_of_length(&app, "c-enqueue", 4).await,
         pairs(&[
             ("user", "Q1"),
             ("assistant", "A1"),
@@ -193,7 +196,10 @@ async fn queued_messages_are_answered_in_arrival_order() {
             ]
         })
         .collect();
-    assert_eq!(history(&app, "c-order").await, expected);
+    assert_eq!(
+        history_of_length(&app, "c-order", expected.len()).await,
+        expected
+    );
 }
 
 /// `busy: reject` refuses a message to a busy conversation with 409 `conversation_busy` and
@@ -218,7 +224,7 @@ async fn reject_refuses_a_message_to_a_busy_conversation() {
     .await;
     assert_eq!(status, 200);
     assert_eq!(
-        history(&app, "c-reject").await,
+        history_of_length(&app, "c-reject", 4).await,
         pairs(&[
             ("user", "Q1"),
             ("assistant", "A1"),
@@ -251,7 +257,7 @@ async fn interrupt_cancels_the_answer_in_progress_and_answers_next() {
     assert_eq!((status, second["response"].as_str()), (200, Some("A2")));
     let (_, first) = first.await.expect("first");
     assert_eq!(first["finish_reason"], "cancelled", "{first}");
-    let stored = history(&app, "c-interrupt").await;
+    let stored = history_of_length(&app, "c-interrupt", 3).await;
     // The interrupted answer had no text yet: nothing of it is kept, and the new message is
     // answered after it.
     assert_eq!(
@@ -274,7 +280,7 @@ async fn steer_has_one_answer_cover_both_messages() {
     assert_eq!(status, 200, "{second}");
     first.await.expect("first");
     assert_eq!(
-        history(&app, "c-steer").await,
+        history_of_length(&app, "c-steer", 3).await,
         pairs(&[("user", "Q1"), ("user", "Q2"), ("assistant", "A for both")])
     );
     let seen = app.llm.requests().last().cloned().expect("a request");
@@ -306,7 +312,7 @@ async fn a_queued_message_can_be_withdrawn() {
     assert_eq!(second["finish_reason"], "cancelled", "{second}");
     first.await.expect("first");
     assert_eq!(
-        history(&app, "c-withdraw").await,
+        history_of_length(&app, "c-withdraw", 2).await,
         pairs(&[("user", "Q1"), ("assistant", "A1")])
     );
     let again = app
@@ -366,7 +372,7 @@ async fn the_ai_sdk_stream_of_a_queued_message_shows_it_queued() {
     assert!(body.contains("A2"), "{body}");
     first.await.expect("first");
     assert_eq!(
-        history(&app, "c-sdk").await,
+        history_of_length(&app, "c-sdk", 4).await,
         pairs(&[
             ("user", "Q1"),
             ("assistant", "A1"),
@@ -397,7 +403,7 @@ async fn interrupt_keeps_the_partial_answer() {
     .await;
     assert_eq!((status, second["response"].as_str()), (200, Some("A2")));
     first.await.expect("first");
-    let stored = history(&app, "c-partial").await;
+    let stored = history_of_length(&app, "c-partial", 4).await;
     assert_eq!(stored.len(), 4, "{stored:?}");
     assert_eq!(stored[1].0, "assistant");
     assert!(stored[1].1.starts_with("Partial"), "{stored:?}");
