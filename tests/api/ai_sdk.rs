@@ -6,28 +6,11 @@ use serde_json::{Value, json};
 
 use crate::support::TestApp;
 use crate::support::mock_llm::{Reply, ToolCall};
-use crate::web::{ADA_KEY, spawn_web_app};
+use crate::web::{ADA_KEY, run_node_with, spawn_web_app};
 
-/// Runs `tests/node/SCRIPT` with `AGENTD_KEY` and `envs`, returning the JSON it printed last.
+/// Runs `tests/node/SCRIPT` as ada with `envs`, returning the JSON it printed last.
 async fn node(script: &str, args: &[String], envs: &[(&str, &str)]) -> Value {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node");
-    let output = tokio::process::Command::new("node")
-        .arg(dir.join(script))
-        .args(args)
-        .env("AGENTD_KEY", ADA_KEY)
-        .envs(envs.iter().copied())
-        .current_dir(&dir)
-        .output()
-        .await
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{script}:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let last = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("{script} printed {stdout:?}: {e}"))
+    run_node_with(script, args, ADA_KEY, envs).await
 }
 
 /// The model calls `test__echo` (which waits for approval), then answers.

@@ -137,6 +137,16 @@ pub(crate) async fn run_node(script: &str, args: &[String]) -> Value {
 /// Runs `tests/node/SCRIPT` with node, `AGENTD_KEY` set to `key`, and returns the JSON it
 /// printed last.
 pub(crate) async fn run_node_as(script: &str, args: &[String], key: &str) -> Value {
+    run_node_with(script, args, key, &[]).await
+}
+
+/// [`run_node_as`] with `envs` set too (`AI_PACKAGE=ai6` picks the previous AI SDK major).
+pub(crate) async fn run_node_with(
+    script: &str,
+    args: &[String],
+    key: &str,
+    envs: &[(&str, &str)],
+) -> Value {
     let node_dir = repo().join("tests/node");
     assert!(
         node_dir.join("node_modules/@ag-ui/client").exists()
@@ -147,6 +157,7 @@ pub(crate) async fn run_node_as(script: &str, args: &[String], key: &str) -> Val
         .arg(node_dir.join(script))
         .args(args)
         .env("AGENTD_KEY", key)
+        .envs(envs.iter().copied())
         .current_dir(&node_dir)
         .output()
         .await
