@@ -226,7 +226,7 @@ impl Agent {
     ) -> Result<Self, LibraryError> {
         refuse_server_features(&spec)?;
         let mut providers = ProviderSet::default();
-        let built = crate::llm::catalog::build_providers(config).map_err(|error| {
+        let built = crate::llm::catalog::build_providers(&config.providers).map_err(|error| {
             LibraryError::Provider {
                 provider: error.provider,
                 detail: error.detail,
