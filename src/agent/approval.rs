@@ -193,6 +193,14 @@ pub struct Checkpoint {
     /// run slots and adds the run's usage to the key's budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limited_key: Option<String>,
+    /// The run's own webhook URL (`webhook: {url}`), set by the runtime as it parks the run:
+    /// told of the run's end wherever it resumes (SPEC §13).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<String>,
+    /// Set by the runtime as it parks a background response's run: its end is announced as
+    /// `response.completed` etc. wherever it resumes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub announced_response: bool,
     /// The key's and request's budget (SPEC §14), kept across the wait.
     #[serde(default)]
     pub budget: crate::vocabulary::budget::RunBudget,

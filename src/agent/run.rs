@@ -346,6 +346,8 @@ impl Run {
             waiting,
             elapsed_ms,
             limited_key: None,
+            webhook: None,
+            announced_response: false,
             budget: self.facts.request.budget,
             budget_raise: self.facts.request.budget_raise,
             budget_wait: self.budget_wait.take(),

@@ -150,6 +150,7 @@ impl Runtime {
                 approvals: Vec::new(),
                 status: RunStatus::WaitingBudget,
                 at: Utc::now(),
+                notices: Vec::new(),
             })
             .await
     }
