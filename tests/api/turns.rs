@@ -106,6 +106,36 @@ fn send_in_background(app: &TestApp, body: Value) -> tokio::task::JoinHandle<(u1
     })
 }
 
+/// Sends `body` (a streamed chat) in the background: the first future resolves once the stream
+/// has carried `text`, the task with the whole body once it ends.
+fn stream_until(
+    app: &TestApp,
+    body: Value,
+    text: &'static str,
+) -> (
+    tokio::sync::oneshot::Receiver<()>,
+    tokio::task::JoinHandle<String>,
+) {
+    let (said, heard) = tokio::sync::oneshot::channel();
+    let client = app.client.clone();
+    let url = app.url("/api/ada/chat");
+    let task = tokio::spawn(async move {
+        let mut response = client.post(url).json(&body).send().await.expect("sent");
+        let mut seen = String::new();
+        let mut said = Some(said);
+        while let Ok(Some(chunk)) = response.chunk().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains(text) {
+                if let Some(said) = said.take() {
+                    let _ = said.send(());
+                }
+            }
+        }
+        seen
+    });
+    (heard, task)
+}
+
 /// Waits until the conversation lists `count` queued messages; returns them.
 async fn queued(app: &TestApp, id: &str, count: usize) -> Vec<Value> {
     for _ in 0..200 {
@@ -390,11 +420,14 @@ async fn interrupt_keeps_the_partial_answer() {
         Reply::text_in_pieces(&["Partial ", "answer ", "never ", "finished"])
             .with_chunk_gap(Duration::from_millis(400)),
     );
-    let first = send_in_background(
+    let (said, first) = stream_until(
         &app,
         json!({"message": "Q1", "conversation_id": "c-partial", "stream": true}),
+        "Partial",
     );
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Interrupted once the first answer has said something, however slow the box is.
+    said.await
+        .expect("the first answer streamed its first words");
     app.llm.push(Reply::text("A2"));
     let (status, second) = chat(
         &app,
