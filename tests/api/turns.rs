@@ -125,10 +125,10 @@ fn stream_until(
         let mut said = Some(said);
         while let Ok(Some(chunk)) = response.chunk().await {
             seen.push_str(&String::from_utf8_lossy(&chunk));
-            if seen.contains(text) {
-                if let Some(said) = said.take() {
-                    let _ = said.send(());
-                }
+            if seen.contains(text)
+                && let Some(said) = said.take()
+            {
+                let _ = said.send(());
             }
         }
         seen
