@@ -1,7 +1,8 @@
 //! Files of earlier messages (SPEC §11) on the Responses API and the MCP headend: a
 //! `store: false` client replaying its conversation sends the earlier `input_image` again and
 //! the model sees it on that earlier message; `previous_response_id` and a `conversation` carry
-//! an earlier image from the store; an agent called over MCP takes files in `attachments`.
+//! an earlier image from the store; an agent called over MCP (the official Python SDK) takes
+//! files in `attachments`.
 
 use serde_json::{Value, json};
 
@@ -95,4 +96,32 @@ async fn a_conversation_carries_the_earlier_image() {
     )
     .await;
     assert_earlier_image(&app.llm.requests()[1], "what is this?");
+}
+
+/// The official MCP Python SDK (tests/sdk/mcp_attachments.py) sends a PNG in an agent tool's
+/// `attachments`: it reaches the upstream with the prompt, as the vendor's image.
+#[tokio::test]
+async fn an_agent_called_over_mcp_takes_files_in_its_attachments() {
+    use base64::Engine;
+    let (app, _agents) = crate::mcp_headend::app_with_agents().await;
+    app.llm.push(Reply::text("a pixel"));
+    let png64 = base64::engine::general_purpose::STANDARD.encode(crate::attachments::PNG);
+    let args = [app.address.clone(), "admin-key".to_string(), png64];
+    let stdout = crate::mcp_headend::run_python(
+        "mcp",
+        crate::mcp_headend::MCP_SDK,
+        "mcp_attachments.py",
+        &args,
+    )
+    .await;
+    for check in ["schema ok", "call with a file ok", "refused file ok"] {
+        assert!(stdout.lines().any(|l| l == check), "{check}: {stdout}");
+    }
+    let requests = app.llm.requests();
+    assert_eq!(requests.len(), 1, "the refused call reached no upstream");
+    assert_eq!(
+        last_user_content(&requests[0]),
+        json!([{"type": "text", "text": "What is this?"},
+               {"type": "image_url", "image_url": {"url": png_data_url()}}])
+    );
 }
