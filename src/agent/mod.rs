@@ -150,7 +150,17 @@ impl SessionRequest {
     /// Whether this run answers client tool calls (its history ends with their results) rather
     /// than a new prompt.
     pub fn continues_tool_calls(&self) -> bool {
-        self.prompt.trim().is_empty() && client_tools::continues_tool_calls(&self.history)
+        self.prompt.trim().is_empty()
+            && self.attachments.is_empty()
+            && client_tools::continues_tool_calls(&self.history)
+    }
+
+    /// Whether the run has something to answer: a prompt with text or files (an image sent
+    /// alone is a question too), or client tool results to continue from.
+    pub fn has_input(&self) -> bool {
+        !self.prompt.trim().is_empty()
+            || !self.attachments.is_empty()
+            || self.continues_tool_calls()
     }
 }
 

@@ -404,7 +404,7 @@ impl Session {
 
     /// Checks the input and compiles the final report's schema.
     fn set_up(&self, run: &mut Run) -> Result<(), Box<Ending>> {
-        if run.facts.request.prompt.trim().is_empty() && !run.facts.request.continues_tool_calls() {
+        if !run.facts.request.has_input() {
             return Err(Box::new(Ending::failure(
                 ExitReason::EmptyInput,
                 "the prompt is empty",

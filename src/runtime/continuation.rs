@@ -75,6 +75,7 @@ impl Runtime {
         submission: &mut RunSubmission,
     ) -> Result<(), ClientToolError> {
         let continues = submission.prompt.trim().is_empty()
+            && submission.attachments.is_empty()
             && crate::agent::client_tools::continues_tool_calls(&submission.history);
         if !continues && submission.client_tools.definitions.is_empty() {
             // No client tool loop: the history is the caller's business, as it always was.

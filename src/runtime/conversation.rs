@@ -35,6 +35,11 @@ pub fn is_client_conversation_id(id: &str) -> bool {
     (1..=MAX_CLIENT_CONVERSATION_ID_CHARS).contains(&id.chars().count()) && id.chars().all(allowed)
 }
 
+/// A new conversation's title: its first message's start; none for a message of files alone.
+fn title_of(message: &str) -> Option<String> {
+    Some(message.trim().chars().take(TITLE_CHARS).collect()).filter(|t: &String| !t.is_empty())
+}
+
 /// Which of the user's conversations a run belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConversationTurn {
@@ -97,7 +102,7 @@ impl Runtime {
                     id: uuid::Uuid::now_v7().to_string(),
                     user_id: user_id.to_string(),
                     agent: agent.name.clone(),
-                    title: Some(message.trim().chars().take(TITLE_CHARS).collect()),
+                    title: title_of(message),
                     created_at: Utc::now(),
                 };
                 self.store.create_conversation(&new).await?.id
@@ -143,7 +148,7 @@ impl Runtime {
             id: id.to_string(),
             user_id: user_id.to_string(),
             agent: agent.name.clone(),
-            title: Some(message.trim().chars().take(TITLE_CHARS).collect()),
+            title: title_of(message),
             created_at: Utc::now(),
         };
         match self.store.create_conversation(&new).await {

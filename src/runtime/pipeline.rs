@@ -440,7 +440,7 @@ impl Runtime {
                     .ok_or(StartError::ConversationWithoutUser)?;
                 let agent = &submission.agent;
                 let id = self
-                    .resolve_conversation(user, agent, turn, &submission.prompt)
+                    .resolve_conversation(user, agent, turn, &title_text(&submission))
                     .await?;
                 let seat = ConversationSeat {
                     user_id: user.to_string(),
@@ -733,4 +733,17 @@ fn conversation_seat(conversation: Option<&(String, String)>) -> Option<Conversa
         user_id: user_id.clone(),
         conversation_id: conversation_id.clone(),
     })
+}
+
+/// What a new conversation is titled after: the prompt, or the names of the files sent alone.
+fn title_text(submission: &RunSubmission) -> String {
+    if !submission.prompt.trim().is_empty() {
+        return submission.prompt.clone();
+    }
+    let names: Vec<&str> = submission
+        .attachments
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    names.join(", ")
 }

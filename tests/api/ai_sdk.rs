@@ -1,6 +1,7 @@
 //! The AI SDK clients as they are now (SPEC §15): `ai` 7's own chat (`AbstractChat`, what
 //! `useChat` wraps) through a tool approval answered with `addToolApprovalResponse`, and the
-//! previous major (`ai` 6, installed as `ai6`) still reading agentd's stream.
+//! previous major (`ai` 6, installed as `ai6`) still reading agentd's stream, and `ai` 7's chat
+//! sending a file part.
 
 use serde_json::{Value, json};
 
@@ -105,4 +106,49 @@ async fn the_previous_ai_major_still_reads_the_stream() {
         .filter_map(|p| p["text"].as_str())
         .collect();
     assert_eq!(text, "Hi there", "{seen}");
+}
+
+/// `ai` 7's chat sends a file part (tests/node/ai_sdk_files.mjs): the PNG reaches the upstream
+/// as the vendor's image with the text, and the chat's next message, without files, still
+/// carries it in the stored conversation's history.
+#[tokio::test]
+async fn the_ai_7_chat_sends_a_file_part_that_reaches_the_upstream_as_an_image() {
+    use base64::Engine;
+    let (app, _dir) = spawn_web_app().await;
+    app.llm.push(Reply::text("A single pixel."));
+    app.llm.push(Reply::text("Transparent."));
+    let png64 = base64::engine::general_purpose::STANDARD.encode(crate::attachments::PNG);
+    let args = [
+        app.address.clone(),
+        "ada".into(),
+        "files-chat".into(),
+        png64.clone(),
+    ];
+    let seen = node("ai_sdk_files.mjs", &args, &[]).await;
+    assert_eq!(seen["errors"], json!([]), "{seen}");
+    assert_eq!(seen["status"], "ready", "{seen}");
+    let file = seen["sentParts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .find(|p| p["type"] == "file")
+        .cloned()
+        .expect("the chat sent a file part");
+    assert_eq!(file["mediaType"], "image/png", "{seen}");
+    assert_eq!(seen["first"], "A single pixel.", "{seen}");
+    assert_eq!(seen["second"], "Transparent.", "{seen}");
+    let data_url = format!("data:image/png;base64,{png64}");
+    let requests = app.llm.requests();
+    let asked = crate::attachments::last_user_content(&requests[0]);
+    assert_eq!(
+        asked,
+        json!([{"type": "text", "text": "What is in this picture?"},
+               {"type": "image_url", "image_url": {"url": data_url}}]),
+        "what reached the upstream"
+    );
+    let history = requests[1]["messages"].to_string();
+    assert!(
+        history.contains(&data_url),
+        "the next message's history still has the image: {history}"
+    );
 }

@@ -17,6 +17,8 @@ mod ai_sdk;
 mod anthropic;
 mod approvals;
 mod attachments;
+mod attachments_image_only;
+mod attachments_replays;
 mod attachments_text;
 mod auth;
 mod authorization_matrix;

@@ -11,7 +11,7 @@ use crate::support::mock_llm::Reply;
 use crate::support::{TestApp, spawn_app_with};
 
 /// The MCP SDK the tests use, pinned (installed by `.ci/run`).
-const MCP_SDK: &str = "mcp==2.3.0";
+pub(crate) const MCP_SDK: &str = "mcp==2.3.0";
 
 /// An agent whose model never answers, for cancellation.
 pub(crate) const SLOW_AGENT: &str = "---\ndescription: Never finishes\nmodels: llm/upstream-model\nfinalization: text\n---\nYou wait.\n";

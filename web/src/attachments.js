@@ -201,4 +201,8 @@ function mount(into) {
   });
 }
 
-hooks.register("attachments", { mount, collect, clear, show });
+function count() {
+  return pending.length;
+}
+
+hooks.register("attachments", { mount, collect, clear, show, count });

@@ -6,7 +6,7 @@ import { api, ApiError, describe, readFrames, state, userId, userPath } from "./
 import { AnswerView, followBottom } from "./answer.js";
 import { answerActions, loadConversations, numberMessages, openConversation, setThreadHead, userBubble } from "./conversations.js";
 import { $, button, el } from "./dom.js";
-import { attachmentFields, clearAttachments, hooks, pendingAttachments } from "./hooks.js";
+import { attachmentFields, clearAttachments, hasPendingAttachments, hooks, pendingAttachments } from "./hooks.js";
 import { notify } from "./ui.js";
 
 const ACTIVE_STORE = "agentd.activeRun";
@@ -15,7 +15,8 @@ let collecting = false;
 export async function send(event) {
   if (event) event.preventDefault();
   const text = $("prompt").value;
-  if (!text.trim()) return;
+  // Files alone make a message (an image to describe); nothing at all sends nothing.
+  if (!text.trim() && !hasPendingAttachments()) return;
   if (!userId()) return notify("Enter a user name under Key first.", "info");
   if (state.active) {
     const queue = hooks.get("queue");
@@ -31,9 +32,11 @@ export async function send(event) {
   const files = await pendingAttachments();
   $("send").disabled = false;
   collecting = false;
+  // Every file was refused while it uploaded: with no text either, there is nothing to send.
+  if (!text.trim() && !files.length) return;
   const bubble = userBubble(text, undefined, files);
   $("messages").append(bubble);
-  if (!state.conversationId) $("thread-title").textContent = text.trim().slice(0, 60);
+  if (!state.conversationId) $("thread-title").textContent = text.trim().slice(0, 60) || files.map((f) => f.name).join(", ");
   $("prompt").value = "";
   await startAnswer({ message: text }, bubble);
 }
@@ -226,7 +229,7 @@ function editMessage(bubble) {
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const text = area.value;
-    if (!text.trim() || state.active) return;
+    if ((!text.trim() && !bubble.files.length) || state.active) return;
     const seq = Number(bubble.dataset.seq);
     const fresh = userBubble(text, undefined, bubble.files);
     bubble.replaceWith(fresh);

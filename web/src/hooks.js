@@ -6,7 +6,8 @@
 //                (e.g. a Bearer token) replacing the API key; user() → the signed-in user id.
 //   attachments  (§11) mount(slot) in the composer's #attachments-slot; collect() → a promise of
 //                the files to send ({file_id, name, media_type, bytes} each; empty: none);
-//                clear() after sending; show(files) → the node showing a message's files.
+//                clear() after sending; show(files) → the node showing a message's files;
+//                count() → how many files are pending (a message of files alone is sent).
 //   queue        (§13) sendWhileBusy(text) → true when the message was sent and is shown as
 //                queued (render it with showQueued(text) / clearQueued()); answerFinished()
 //                when the answer in progress ended (the queued one's answer follows).
@@ -44,6 +45,12 @@ export async function pendingAttachments() {
   const attachments = hooks.get("attachments");
   const list = attachments && attachments.collect ? await attachments.collect() : [];
   return list || [];
+}
+
+// Whether the attachments hook holds files for the next message (uploaded or uploading).
+export function hasPendingAttachments() {
+  const attachments = hooks.get("attachments");
+  return Boolean(attachments && attachments.count && attachments.count() > 0);
 }
 
 // The chat request's `attachments` for a message's files: each named by its `file_id`.

@@ -83,7 +83,12 @@ pub async fn run(
     let Some(turn) = read_messages(&input.messages)? else {
         return Ok(nothing_to_answer(&runtime, input.thread_id, input.run_id));
     };
-    let attachments = prompt_files(&runtime, &caller, &agent, &input.messages).await?;
+    // A run going on from tool results has no prompt: the files were sent with an earlier one.
+    let attachments = if turn.continues_tool_calls {
+        Vec::new()
+    } else {
+        prompt_files(&runtime, &caller, &agent, &input.messages).await?
+    };
     let mut submission = caller.submission(agent, turn.prompt);
     submission.attachments = attachments;
     submission.on_disconnect = runtime.config().server.on_disconnect;
@@ -342,13 +347,14 @@ struct ThreadTurn {
 }
 
 /// Reads the thread: the last user message is the prompt, unless tool results follow it (the
-/// run then goes on from them); `None` when no user message has text.
+/// run then goes on from them); `None` when the last user message has neither text nor files.
 fn read_messages(messages: &[AgUiMessage]) -> Result<Option<ThreadTurn>, ApiError> {
     let Some(last_user) = messages.iter().rposition(|m| m.role == "user") else {
         return Ok(None);
     };
     let prompt = messages[last_user].text();
-    if prompt.trim().is_empty() {
+    let carries_files = !messages[last_user].files("content").is_empty();
+    if prompt.trim().is_empty() && !carries_files {
         return Ok(None);
     }
     let continues_tool_calls = messages[last_user..].iter().any(|m| m.role == "tool");

@@ -258,8 +258,11 @@ fn parse_ask(body: &[u8]) -> Result<ChatAsk, ApiError> {
         return use_chat_ask(parse_json_body(body)?);
     }
     let request: ChatRequest = parse_json_body(body)?;
-    if request.message.trim().is_empty() {
-        return Err(ApiError::invalid_request("`message` must not be empty").with_param("message"));
+    if request.message.trim().is_empty() && request.attachments.is_empty() {
+        return Err(
+            ApiError::invalid_request("`message` must not be empty without `attachments`")
+                .with_param("message"),
+        );
     }
     let files = request
         .attachments
@@ -297,15 +300,11 @@ fn use_chat_ask(request: UseChatRequest) -> Result<ChatAsk, ApiError> {
     let files = last_user
         .map(|index| request.messages[index].files(&format!("messages[{index}].parts")))
         .unwrap_or_default();
-    let prompt = request
-        .messages
-        .iter()
-        .rev()
-        .find(|m| m.role == "user")
-        .map(wire::UiMessage::text)
-        .filter(|text| !text.trim().is_empty())
+    let prompt = last_user
+        .map(|index| request.messages[index].text())
+        .filter(|text| !text.trim().is_empty() || !files.is_empty())
         .ok_or_else(|| {
-            ApiError::invalid_request("`messages` needs a user message with a text part")
+            ApiError::invalid_request("`messages` needs a user message with a text or file part")
                 .with_param("messages")
         })?;
     Ok(ChatAsk {

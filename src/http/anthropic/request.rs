@@ -95,7 +95,7 @@ pub(super) fn split_messages(
     }
     let trailing = system_messages(body, last + 1..body.messages.len())?;
     let (mut history, prompt) = final_message(body, speakers[last], last, history)?;
-    let at = if prompt.is_empty() {
+    let at = if prompt.is_empty() && !carries_files(&body.messages[last].content) {
         history
             .iter()
             .rposition(|m| m.role == Role::Assistant)
@@ -172,11 +172,11 @@ fn final_message(
         return Ok((history, String::new()));
     }
     let prompt = text_of(content, &param)?;
-    if speaker != Speaker::User || prompt.trim().is_empty() {
-        return Err(
-            ApiError::invalid_request("The last message must be a user message with text")
-                .with_param(format!("messages[{index}]")),
-        );
+    if speaker != Speaker::User || (prompt.trim().is_empty() && !carries_files(content)) {
+        return Err(ApiError::invalid_request(
+            "The last message must be a user message with text or files",
+        )
+        .with_param(format!("messages[{index}]")));
     }
     Ok((history, prompt))
 }
@@ -272,6 +272,12 @@ fn result_part_text(part: &Value) -> Option<String> {
         kind @ ("image" | "document") => Some(format!("[{kind} not shown: agentd passes text]")),
         _ => None,
     }
+}
+
+/// Whether a message carries `image` or `document` blocks: files alone make a prompt.
+fn carries_files(content: &TextOrBlocks) -> bool {
+    matches!(content, TextOrBlocks::Blocks(blocks)
+        if blocks.iter().any(|b| matches!(b.kind.as_str(), "image" | "document")))
 }
 
 /// Whether a message carries `tool_result` blocks (a client answering tool calls).

@@ -95,7 +95,7 @@ async fn respond(
     files: Vec<multipart::FormFile>,
     budget: RequestBudget,
 ) -> Result<Response, ApiError> {
-    if body.message.trim().is_empty() {
+    if body.message.trim().is_empty() && files.is_empty() && body.attachments.is_empty() {
         return Err(ApiError::invalid_request(
             "I couldn't understand that request. Please try rephrasing.",
         )

@@ -122,7 +122,7 @@ pub async fn read(
             }
         }
     }
-    let request = chat_request(body)?;
+    let request = chat_request(body, !files.is_empty())?;
     Ok(FormChat {
         request,
         files,
@@ -187,9 +187,9 @@ fn field_value(name: &str, kind: FieldKind, text: String) -> Result<Value, ApiEr
     }
 }
 
-/// The chat body the form's text parts make.
-fn chat_request(body: Map<String, Value>) -> Result<ChatRequest, ApiError> {
-    if !body.contains_key(MESSAGE_PART) {
+/// The chat body the form's text parts make; a form of files alone may leave out `message`.
+fn chat_request(body: Map<String, Value>, has_files: bool) -> Result<ChatRequest, ApiError> {
+    if !body.contains_key(MESSAGE_PART) && !has_files {
         return Err(ApiError::invalid_request(
             "The form has no `message` part (the user's message)",
         )
@@ -272,7 +272,7 @@ mod tests {
             let value = field_value(name, kind, text.into()).expect("value");
             body.insert(name.into(), value);
         }
-        let request = chat_request(body).expect("body");
+        let request = chat_request(body, false).expect("body");
         assert_eq!(request.message, "hello");
         assert_eq!(request.agent.as_deref(), Some("chat"));
         assert_eq!(request.stream, Some(true));
@@ -284,12 +284,14 @@ mod tests {
             bad.err().and_then(|e| e.param).as_deref(),
             Some("replace_from")
         );
-        let none = chat_request(Map::new());
+        let none = chat_request(Map::new(), false);
         assert_eq!(none.err().and_then(|e| e.param).as_deref(), Some("message"));
+        let files_alone = chat_request(Map::new(), true).expect("files make the message");
+        assert_eq!(files_alone.message, "");
         let mut wrong = Map::new();
         wrong.insert("message".into(), Value::String("x".into()));
         wrong.insert("on_disconnect".into(), Value::String("never".into()));
-        let wrong = chat_request(wrong);
+        let wrong = chat_request(wrong, false);
         assert_eq!(
             wrong.err().and_then(|e| e.param).as_deref(),
             Some("on_disconnect")

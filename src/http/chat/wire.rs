@@ -43,9 +43,9 @@ pub struct ConversationPath {
     reason = "a schema only: the body is read as a multipart stream"
 )]
 pub struct ChatForm {
-    /// The user's message; not empty or only white space.
-    #[schema(pattern = "\\S")]
-    pub message: String,
+    /// The user's message; it may be empty (or left out) when the form carries files.
+    #[schema(nullable = false)]
+    pub message: Option<String>,
     /// As in the JSON body.
     #[schema(
         nullable = false,

@@ -400,9 +400,11 @@ async fn call_tool(
         }
     };
     let input = call_input(&agent, arguments)?;
+    let attachments = input.stored_attachments(runtime, caller, &agent).await?;
     let as_task = wants_tasks(params);
     let mut submission = caller.submission(agent, input.prompt);
     submission.format = input.format;
+    submission.attachments = attachments;
     // A task outlives the request; a plain call ends with its client.
     submission.on_disconnect = if as_task {
         OnDisconnect::Continue

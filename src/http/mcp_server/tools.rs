@@ -1,5 +1,7 @@
 //! The MCP server handler: one tool per agent the caller may use, and `tools/call` as a run of
-//! that agent through the run pipeline, its events turned into progress notifications.
+//! that agent through the run pipeline, its events turned into progress notifications. An agent
+//! without an input schema of its own takes files in `attachments` (SPEC §11), stored as the
+//! per-user chat stores them.
 
 use std::sync::Arc;
 use tracing::Instrument;
@@ -19,8 +21,10 @@ use crate::agent::{AgentEvent, AgentResult};
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::http::auth::Caller;
 use crate::http::json_rpc::RetryLater;
+use crate::http::shared::attachments::{AttachmentIntake, ChatAttachment};
 use crate::runtime::{Runtime, StartError};
 use crate::tools::schema::ArgumentSchema;
+use crate::vocabulary::Attachment;
 
 /// The MCP view of the agents; one per request (the server is stateless).
 #[derive(Clone)]
@@ -51,7 +55,22 @@ pub fn default_input_schema() -> Value {
         "type": "object",
         "properties": {
             "prompt": {"type": "string", "minLength": 1, "description": "The task for the agent, self-contained."},
-            "format": {"type": "string", "description": "Output format for this call (markdown, text, json, …); the agent's own when absent."}
+            "format": {"type": "string", "description": "Output format for this call (markdown, text, json, …); the agent's own when absent."},
+            "attachments": {
+                "type": "array",
+                "description": "Files for the agent (images, PDFs, text): each with exactly one of `data` (base64), `url` (https or data:) or `file_id` (the Files API).",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "media_type": {"type": "string"},
+                        "data": {"type": "string"},
+                        "url": {"type": "string"},
+                        "file_id": {"type": "string"}
+                    },
+                    "additionalProperties": false
+                }
+            }
         },
         "required": ["prompt"],
         "additionalProperties": false
@@ -96,10 +115,41 @@ pub fn agent_tool(agent: &AgentSpec) -> Tool {
     }
 }
 
-/// What a call asks the agent: its prompt and output format.
+/// What a call asks the agent: its prompt, output format and files.
 pub(super) struct CallInput {
     pub(super) prompt: String,
     pub(super) format: Option<String>,
+    /// `arguments.attachments` of an agent without an input schema of its own (SPEC §11).
+    pub(super) attachments: Vec<ChatAttachment>,
+}
+
+/// Where a call's files are: the error of a refused one names `arguments.attachments[i]`.
+const ATTACHMENTS_FIELD: &str = "arguments.attachments";
+
+impl CallInput {
+    /// Stores the call's files for `agent`; a refused one is invalid params naming it, with
+    /// the HTTP status and code the other headends answer it with.
+    pub(super) async fn stored_attachments(
+        &self,
+        runtime: &Runtime,
+        caller: &Caller,
+        agent: &AgentSpec,
+    ) -> Result<Vec<Attachment>, ErrorData> {
+        if self.attachments.is_empty() {
+            return Ok(Vec::new());
+        }
+        AttachmentIntake::new(runtime, caller, agent)
+            .chat_attachments(&self.attachments, ATTACHMENTS_FIELD)
+            .await
+            .map_err(|error| {
+                let data = json!({
+                    "param": error.param,
+                    "status": error.status.as_u16(),
+                    "code": error.code,
+                });
+                ErrorData::invalid_params(error.message, Some(data))
+            })
+    }
 }
 
 /// Checks `arguments` against the agent's input schema; the error names what is wrong.
@@ -132,6 +182,7 @@ pub(super) fn call_input(
         return Ok(CallInput {
             prompt: arguments.to_string(),
             format: None,
+            attachments: Vec::new(),
         });
     }
     let prompt = arguments
@@ -149,7 +200,17 @@ pub(super) fn call_input(
         .get("format")
         .and_then(Value::as_str)
         .map(str::to_string);
-    Ok(CallInput { prompt, format })
+    let attachments = match arguments.get("attachments") {
+        Some(files) => serde_json::from_value(files.clone()).map_err(|error| {
+            ErrorData::invalid_params(format!("`{ATTACHMENTS_FIELD}`: {error}"), None)
+        })?,
+        None => Vec::new(),
+    };
+    Ok(CallInput {
+        prompt,
+        format,
+        attachments,
+    })
 }
 
 /// Why `tools/call` started no run: a refusal to retry later (a key limit, an overloaded or
@@ -280,8 +341,12 @@ impl ServerHandler for AgentTools {
                 )
             })?;
         let input = call_input(&agent, request.arguments)?;
+        let attachments = input
+            .stored_attachments(&self.runtime, &caller, &agent)
+            .await?;
         let mut submission = caller.submission(agent, input.prompt);
         submission.format = input.format;
+        submission.attachments = attachments;
         submission.on_disconnect = OnDisconnect::Cancel;
         // The client's trace (`_meta.traceparent`) is the parent of the run's spans.
         let span = crate::telemetry::genai::mcp_server_span(

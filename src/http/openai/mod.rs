@@ -282,10 +282,10 @@ fn split_messages(messages: &[RequestMessage]) -> Result<(Vec<ChatMessage>, Stri
     }
     let last_index = earlier.len();
     let prompt = match (last.role.as_str(), text_of(last, last_index)?) {
-        ("user", Some(text)) if !text.trim().is_empty() => text,
+        ("user", Some(text)) if !text.trim().is_empty() || carries_files(last) => text,
         _ => {
             return Err(ApiError::invalid_request(
-                "The last message must be a user message with text content (or a tool message answering a tool call)",
+                "The last message must be a user message with text or files (or a tool message answering a tool call)",
             )
             .with_param(format!("messages[{last_index}]")));
         }
@@ -337,6 +337,12 @@ fn to_chat_message(message: &RequestMessage, index: usize) -> Result<ChatMessage
         redacted_reasoning: Vec::new(),
         attachments: Vec::new(),
     })
+}
+
+/// Whether a message has `image_url` or `file` parts: files alone make a prompt.
+fn carries_files(message: &RequestMessage) -> bool {
+    matches!(&message.content, Some(MessageContent::Parts(parts))
+        if parts.iter().any(|part| matches!(part.kind.as_str(), "image_url" | "file")))
 }
 
 fn text_of(message: &RequestMessage, index: usize) -> Result<Option<String>, ApiError> {

@@ -1,11 +1,13 @@
 //! The attachments of a Responses request (SPEC §11): `input_image` (`image_url`, a URL or a
 //! `data:` URL, or `file_id`) and `input_file` (`file_data` with `filename`, `file_url` or
-//! `file_id`) parts of the input's last user message, stored and sent with the prompt; the
-//! error of a refused one names `input[i].content[j]`. Files of earlier items are refused by
-//! name: continue a conversation with `previous_response_id` instead of replaying them.
+//! `file_id`) parts, stored; the prompt's are sent with it, and those of earlier items (a
+//! `store: false` client replaying its conversation) go on the history message read from
+//! their item, so the model sees them where they were. The error of a refused one names
+//! `input[i].content[j]`.
 
 use serde_json::Value;
 
+use super::input::{FILE_PARTS, ReadInput};
 use crate::config::AgentSpec;
 use crate::http::auth::Caller;
 use crate::http::error::ApiError;
@@ -13,42 +15,38 @@ use crate::http::shared::attachments::AttachmentIntake;
 use crate::runtime::Runtime;
 use crate::vocabulary::Attachment;
 
-const FILE_PARTS: [&str; 2] = ["input_image", "input_file"];
-
-/// The stored attachments of the prompt.
-pub async fn of_prompt(
+/// Stores the files of every item of `read`, puts those of earlier items on their history
+/// messages and returns the prompt's.
+pub async fn of_input(
     runtime: &Runtime,
     caller: &Caller,
     agent: &AgentSpec,
-    input: Option<&Value>,
+    read: &mut ReadInput,
 ) -> Result<Vec<Attachment>, ApiError> {
-    let Some(Value::Array(items)) = input else {
-        return Ok(Vec::new());
-    };
-    let last = items.len().saturating_sub(1);
     let mut intake = AttachmentIntake::new(runtime, caller, agent);
-    let mut stored = Vec::new();
-    for (index, item) in items.iter().enumerate() {
+    let mut prompt = Vec::new();
+    for (index, item) in read.items.iter().enumerate() {
         let Some(Value::Array(parts)) = item.get("content") else {
             continue;
         };
+        let mut stored = Vec::new();
         for (position, part) in parts.iter().enumerate() {
             let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
-            if !FILE_PARTS.contains(&kind) {
-                continue;
+            if FILE_PARTS.contains(&kind) {
+                let at = format!("input[{index}].content[{position}]");
+                stored.push(attachment_of(&mut intake, kind, part, &at).await?);
             }
-            let at = format!("input[{index}].content[{position}]");
-            if index != last {
-                return Err(ApiError::invalid_request(format!(
-                    "`{at}`: files are read on the last message only; continue a conversation \
-                     with `previous_response_id`"
-                ))
-                .with_param(at));
-            }
-            stored.push(attachment_of(&mut intake, kind, part, &at).await?);
+        }
+        if stored.is_empty() {
+            continue;
+        }
+        if read.prompt_item == Some(index) {
+            prompt = stored;
+        } else if let Some(message) = read.origins.iter().rposition(|&origin| origin == index) {
+            read.history[message].attachments = stored;
         }
     }
-    Ok(stored)
+    Ok(prompt)
 }
 
 async fn attachment_of(

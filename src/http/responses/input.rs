@@ -37,6 +37,10 @@ pub struct ReadInput {
     pub items: Vec<Value>,
     /// The `mcp_approval_response` items, in order.
     pub approvals: Vec<ApprovalAnswer>,
+    /// The index of the input item each message of `history` was read from.
+    pub origins: Vec<usize>,
+    /// The index of the item the prompt was read from, when the input ends with one.
+    pub prompt_item: Option<usize>,
 }
 
 /// One `mcp_approval_response` item.
@@ -94,6 +98,7 @@ pub fn read_input(input: Option<&Value>) -> Result<ReadInput, ApiError> {
             .with_param(format!("input[{index}]")));
         }
         read_item(item, index, &mut read.history)?;
+        read.origins.resize(read.history.len(), index);
     }
     read.items = items;
     if !read.approvals.is_empty() {
@@ -109,11 +114,15 @@ pub fn read_input(input: Option<&Value>) -> Result<ReadInput, ApiError> {
             .pop()
             .and_then(|m| m.content)
             .unwrap_or_default();
-        if last.trim().is_empty() {
-            return Err(ApiError::invalid_request("the last user message is empty")
-                .with_param(format!("input[{}]", read.items.len() - 1)));
+        let origin = read.origins.pop().unwrap_or(read.items.len() - 1);
+        if last.trim().is_empty() && !carries_files(&read.items[origin]) {
+            return Err(ApiError::invalid_request(
+                "the last user message is empty: send text or files",
+            )
+            .with_param(format!("input[{origin}]")));
         }
         read.prompt = last;
+        read.prompt_item = Some(origin);
     } else if !ends_with_results {
         return Err(ApiError::invalid_request(
             "`input` must end with a user message or a function_call_output",
@@ -121,6 +130,22 @@ pub fn read_input(input: Option<&Value>) -> Result<ReadInput, ApiError> {
         .with_param(format!("input[{}]", read.items.len() - 1)));
     }
     Ok(read)
+}
+
+/// The content part types that carry files.
+pub const FILE_PARTS: [&str; 2] = ["input_image", "input_file"];
+
+/// Whether an item's content has `input_image` or `input_file` parts: files alone make a prompt.
+fn carries_files(item: &Value) -> bool {
+    item.get("content")
+        .and_then(Value::as_array)
+        .is_some_and(|parts| {
+            parts.iter().any(|part| {
+                part.get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|kind| FILE_PARTS.contains(&kind))
+            })
+        })
 }
 
 /// Items read as messages in order, whatever they end with (a conversation's new items, the
@@ -325,7 +350,7 @@ fn text_parts(parts: &[Value], param: &str) -> Result<String, ApiError> {
             ("input_text" | "output_text" | "text" | "summary_text", Some(text)) => {
                 texts.push(text)
             }
-            // Files: read by `attachments::of_prompt`.
+            // Files: read by `attachments::of_input`.
             ("refusal" | "input_image" | "input_file", _) => {}
             _ => {
                 return Err(ApiError::invalid_request(format!(

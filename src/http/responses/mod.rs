@@ -343,7 +343,7 @@ pub async fn create_response(
         crate::http::shared::callers::caller_for_user(caller, body.user.as_ref())?;
     let agent = caller.model_agent(&runtime, &body.model)?;
     check_body(&body)?;
-    let read = input::read_input(body.input.as_ref())?;
+    let mut read = input::read_input(body.input.as_ref())?;
     if !read.approvals.is_empty() {
         return continue_after_approvals(runtime, caller, body, read, &agent.name).await;
     }
@@ -354,7 +354,7 @@ pub async fn create_response(
         body.previous_response_id.as_deref(),
     )
     .await?;
-    if conversation.is_some() && read.prompt.is_empty() {
+    if conversation.is_some() && read.prompt_item.is_none() {
         return Err(ApiError::invalid_request(
             "a response in a `conversation` goes on from a user message; send function_call_output items after `previous_response_id` instead",
         )
@@ -369,12 +369,11 @@ pub async fn create_response(
         body.busy.unwrap_or(agent.busy),
     )
     .await?;
+    let attachments = attachments::of_input(&runtime, &caller, &agent, &mut read).await?;
     history.extend(read.history);
     let (format, schema) = input::output_of(body.text.as_ref().and_then(|t| t.format.as_ref()))?;
     let mut echo = ResponseEcho::of(&body);
     echo.conversation = conversation.clone();
-    let attachments =
-        attachments::of_prompt(&runtime, &caller, &agent, body.input.as_ref()).await?;
     let mut submission = caller.submission(agent, read.prompt);
     if let Some(id) = conversation {
         submission.user_id = Some(user_key(&caller));

@@ -8,8 +8,9 @@ use utoipa::ToSchema;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChatRequest {
-    /// The user's message; not empty or only white space.
-    #[schema(pattern = "\\S")]
+    /// The user's message; it may be empty (or left out) when the message carries files
+    /// (`attachments`, or a form's `file` parts), and must have text otherwise.
+    #[serde(default)]
     pub message: String,
     /// Continue this conversation of the user's, or start one under this id when the user
     /// has none; a new one with a server-chosen id starts without it.
