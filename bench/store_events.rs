@@ -94,6 +94,7 @@ fn outcome() -> RunOutcome {
             entry: entry.into(),
             usage: Default::default(),
         }],
+        notices: Vec::new(),
     }
 }
 

@@ -372,7 +372,7 @@ impl Runtime {
         start: pipeline::SessionStart,
         sink: EventSink,
         control: RunControl,
-        meter: Option<Arc<dyn crate::agent::budget::SpendMeter>>,
+        meter: Option<Arc<dyn crate::vocabulary::budget::SpendMeter>>,
     ) -> SessionEnd {
         let request = start.request();
         let agent = request.agent.name.clone();
@@ -590,10 +590,11 @@ impl SessionObserver for GuardMetrics {
 
 /// One provider object per configured provider (built by [`crate::llm::catalog`]).
 pub fn build_providers(config: &Config) -> Result<ProviderSet, RuntimeError> {
-    let built = catalog::build_providers(config).map_err(|e| RuntimeError::Provider {
-        provider: e.provider,
-        detail: e.detail,
-    })?;
+    let built =
+        catalog::build_providers(&config.providers).map_err(|e| RuntimeError::Provider {
+            provider: e.provider,
+            detail: e.detail,
+        })?;
     let mut providers = ProviderSet::default();
     for (name, provider) in built {
         providers.insert(name, provider);

@@ -18,13 +18,10 @@ pub mod identity;
 pub mod key_limits;
 pub mod layers;
 pub mod model_input;
-pub mod model_settings;
 pub mod models;
 pub mod owner;
-pub mod reasoning;
 pub mod registry;
 pub mod retention;
-pub mod sampling;
 pub mod schedules;
 pub mod secrets;
 mod sub_agents;
@@ -39,12 +36,15 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use crate::llm::settings::model_settings::{self, ModelConfig, ModelOverrides, ParamOverride};
+pub use crate::llm::settings::provider::{ProviderConfig, ProviderKind};
+pub use crate::llm::settings::reasoning::{
+    self, ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue,
+};
+pub use crate::llm::settings::sampling::{self, SamplingParams};
 pub use busy::BusyPolicy;
 use duration::HumanDuration;
-pub use model_settings::{ModelConfig, ModelOverrides, ParamOverride};
-pub use reasoning::{ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue};
 pub use registry::{AgentRegistry, AgentSpec, RegistryError, Target};
-pub use sampling::SamplingParams;
 pub use tools::{A2aAgentConfig, McpServerConfig, McpTransport, QueueConfig, RestToolConfig};
 
 /// The whole configuration after merging every layer.
@@ -104,49 +104,6 @@ pub struct Config {
     /// Server-wide limits on what requests carry (`limits.attachments`, SPEC §11).
     #[serde(default)]
     pub limits: attachments::LimitsConfig,
-}
-
-/// The LLM dialect a provider speaks.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProviderKind {
-    Openai,
-    OpenaiCompatible,
-    Anthropic,
-    Google,
-    Ollama,
-    Openrouter,
-    /// agentd's built-in scripted model (`llm::scripted`): no network, no key.
-    Scripted,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProviderConfig {
-    #[serde(rename = "type")]
-    pub kind: ProviderKind,
-    pub api_key: Option<SecretString>,
-    pub base_url: Option<String>,
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// Stream responses over SSE (default) or request one JSON body.
-    pub stream: Option<bool>,
-    /// Request `stream_options.include_usage` (default true; some servers reject it).
-    pub include_usage: Option<bool>,
-    pub context_window: Option<u64>,
-    pub context_window_buffer_tokens: Option<u64>,
-    pub tokenizer: Option<String>,
-    /// How reasoning levels map onto this provider's values (a budget, an effort name, a list
-    /// of 4 for `[minimal, low, medium, high]`, or `null` to never send reasoning).
-    #[serde(default, deserialize_with = "reasoning::explicit_mapping")]
-    pub reasoning: Option<ReasoningMapping>,
-    pub tool_choice: Option<String>,
-    /// `none` turns prompt caching off (Anthropic `cache_control`); anything else leaves it on.
-    pub cache_strategy: Option<String>,
-    pub custom: Option<Value>,
-    /// Per-model settings, keyed by the upstream model id.
-    #[serde(default)]
-    pub models: BTreeMap<String, ModelConfig>,
 }
 
 /// Settings agents inherit when their frontmatter is silent.

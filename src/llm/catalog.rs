@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, ProviderConfig, ProviderKind};
+use super::settings::{ProviderConfig, ProviderKind};
 
 use super::Provider;
 use super::anthropic::{AnthropicProvider, AnthropicSettings, request::DEFAULT_MAX_TOKENS};
@@ -34,9 +34,10 @@ const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 16_384;
 /// for the idle timeout.
 const IDLE_CONNECTIONS_PER_HOST: usize = 256;
 
-/// Every configured provider by name, sharing one HTTP client (and its connection pool).
+/// Every configured provider (`providers` of the config) by name, sharing one HTTP client (and
+/// its connection pool).
 pub fn build_providers(
-    config: &Config,
+    providers: &BTreeMap<String, ProviderConfig>,
 ) -> Result<BTreeMap<String, Arc<dyn Provider>>, CatalogError> {
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
@@ -48,8 +49,7 @@ pub fn build_providers(
             provider: "*".into(),
             detail: format!("HTTP client: {e}"),
         })?;
-    config
-        .providers
+    providers
         .iter()
         .map(|(name, provider)| Ok((name.clone(), build(&client, name, provider)?)))
         .collect()
@@ -178,7 +178,7 @@ mod tests {
 
     fn build_all(providers: serde_json::Value) -> Result<Vec<String>, String> {
         let config = parse_config(json!({"providers": providers}), "t").expect("config");
-        build_providers(&config)
+        build_providers(&config.providers)
             .map(|p| p.keys().cloned().collect())
             .map_err(|e| e.to_string())
     }

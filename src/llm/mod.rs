@@ -16,15 +16,16 @@ pub mod ollama;
 pub mod openai;
 pub mod parameters;
 pub mod scripted;
+pub mod settings;
 pub mod sse;
 pub mod stream;
 pub mod tokens;
 pub mod upstream;
 mod wire_body;
 
-pub use crate::config::{ReasoningLevel, ReasoningTokens, SamplingParams};
 pub use crate::vocabulary::{Attachment, AttachmentKind};
 pub use assembler::{LlmResponse, ResponseAssembler};
+pub use settings::{ReasoningLevel, ReasoningTokens, SamplingParams};
 
 use std::pin::Pin;
 use std::time::Duration;

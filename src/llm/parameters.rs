@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::{
+use super::settings::{
     ModelConfig, ProviderConfig, ProviderKind, ReasoningLevel, ReasoningMapping, ReasoningTokens,
     ReasoningValue,
 };

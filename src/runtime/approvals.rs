@@ -269,17 +269,19 @@ impl Runtime {
             new_run,
             conversation: _,
             webhook,
-            announced_response: _,
+            announced_response,
             result,
         } = ending;
         let run_id = new_run.id.clone();
-        self.notify_run(
+        let notices = self.run_notices(
             super::webhooks::RunWebhookEvent::WaitingApproval,
             &new_run,
             None,
             webhook.as_deref(),
-        )
-        .await;
+        );
+        // Kept with the run: whichever replica resumes it announces its end to them too.
+        checkpoint.webhook = webhook;
+        checkpoint.announced_response = announced_response;
         // The key's slot is given back below; the replica that resumes the run takes one again.
         checkpoint.limited_key = key_reservation
             .as_ref()
@@ -314,6 +316,7 @@ impl Runtime {
             approvals,
             status,
             at: Utc::now(),
+            notices,
         };
         match self.store.park_run(&parked).await {
             Ok(()) if waits_for_budget => {
@@ -493,7 +496,7 @@ impl Runtime {
         {
             Some(key) => {
                 // The session that ran before the wait charged the key with what it spent.
-                let before = crate::agent::budget::Spent::of(
+                let before = crate::vocabulary::budget::Spent::of(
                     &checkpoint.accounting,
                     std::time::Duration::ZERO,
                 );
@@ -512,6 +515,8 @@ impl Runtime {
         let slot = self.admission.admit().await.ok();
         let decisions = approvals.iter().filter_map(decided_call).collect();
         let request = checkpoint.request(agent);
+        let webhook = checkpoint.webhook.clone();
+        let announced_response = checkpoint.announced_response;
         let conversation = run.user_id.clone().zip(run.conversation_id.clone());
         let new_run = NewRun {
             id: run.id.clone(),
@@ -531,9 +536,8 @@ impl Runtime {
             new_run,
             conversation,
             awaits_turn: false,
-            // A run's own webhook is not kept past its wait (the configured receivers are).
-            webhook: None,
-            announced_response: false,
+            webhook,
+            announced_response,
             on_disconnect: OnDisconnect::Continue,
             control,
             start: SessionStart::Resumed {

@@ -14,9 +14,9 @@ use tracing::{error, info};
 
 use super::Runtime;
 use crate::agent::approval::Checkpoint;
-use crate::agent::budget::{BudgetExceeded, RunBudget, Spent};
 use crate::store::{JsonText, ParkedRun, StoreError, TakenCheckpoint};
 use crate::vocabulary::RunStatus;
+use crate::vocabulary::budget::{BudgetExceeded, RunBudget, Spent};
 
 /// Why a raise was refused.
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +150,7 @@ impl Runtime {
                 approvals: Vec::new(),
                 status: RunStatus::WaitingBudget,
                 at: Utc::now(),
+                notices: Vec::new(),
             })
             .await
     }

@@ -1,9 +1,9 @@
-//! Erasing a user (SPEC §14, data rights): refused while one of the user's runs is in progress;
-//! otherwise every row the store keeps of the user goes in one transaction, then the response
+//! Erasing a user (SPEC §14, data rights): refused while one of the user's runs is in progress
+//! (checked before, and again inside the erasing transaction); otherwise every row the store keeps of the user goes in one transaction, then the response
 //! cache entries of the user's runs kept outside the store (Redis).
 
 use super::Runtime;
-use crate::store::{Erased, StoreError};
+use crate::store::{Erased, Erasure, StoreError};
 
 /// Why a user was not erased.
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +27,12 @@ impl Runtime {
             return Err(EraseError::RunsInProgress(unfinished));
         }
         let run_ids = store.run_ids(user_id).await?;
-        let mut erased = store.erase_user(user_id).await?;
+        // Checked again inside the erasing transaction: a run started meanwhile (on another
+        // replica) is never erased under it.
+        let mut erased = match store.erase_user(user_id).await? {
+            Erasure::Erased(erased) => erased,
+            Erasure::RunsInProgress(runs) => return Err(EraseError::RunsInProgress(runs)),
+        };
         // The store's rows are gone; a cache the erasure could not reach is logged, and its
         // entries expire with their TTL (none is ever served to anyone else: keys hold the user).
         match self.cache.erase_runs(&run_ids).await {

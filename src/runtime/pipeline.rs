@@ -93,7 +93,7 @@ pub struct RunSubmission {
     /// The key that submitted it (usage by key).
     pub key_id: Option<String>,
     /// The key's and the request's budget, the lower of each limit (SPEC §14).
-    pub budget: crate::agent::budget::RunBudget,
+    pub budget: crate::vocabulary::budget::RunBudget,
     /// What the message does when its conversation is still answering another (SPEC §13);
     /// the agent's `busy` when `None`.
     pub busy: Option<BusyPolicy>,
@@ -589,13 +589,18 @@ impl Runtime {
             // itself that large, copied three times on every spawn (callgrind: ~15 % of
             // agentd's instructions per request went to those copies).
             let run = Box::pin(runtime.run_in_turn(turn, start, sink, session_control, meter));
-            let (end, (last_seq, client)) = tokio::join!(run, tee);
+            let (end, tail) = tokio::join!(run, tee);
             match end {
                 // Boxed too: saving a conversation's answer would otherwise grow every task.
                 SessionEnd::Finished(result) => {
-                    Box::pin(runtime.finish_run(*ending, *result)).await
+                    Box::pin(runtime.finish_run(*ending, *result, tail, &live)).await
                 }
                 SessionEnd::Waiting(checkpoint) => {
+                    let last_seq = tail.last_seq;
+                    let mut tail = tail;
+                    let records = std::mem::take(&mut tail.held_records);
+                    runtime.recorder.last_events(records).await;
+                    let client = tail.release(&live).await;
                     Box::pin(runtime.park(*ending, checkpoint, last_seq, client)).await
                 }
             }
@@ -616,10 +621,18 @@ impl Runtime {
         }
     }
 
-    /// Records the run's end, saves a conversation's answer, frees the slot, adds the run's
-    /// usage to its key's budget, hands the result to whoever waits for it, and once the end is
-    /// in the store, leaves followers to the store.
-    async fn finish_run(&self, ending: RunEnding, result: AgentResult) {
+    /// Records the run's end with the webhook messages announcing it (one transaction), saves
+    /// a conversation's answer, frees the slot, adds the run's usage to its key's budget, and
+    /// once the end is in the store (or [`END_WRITE_WAIT`] passed) hands the result and the
+    /// run's closing events over and leaves followers to the store: whoever saw a run end
+    /// reads it ended, on any replica.
+    async fn finish_run(
+        &self,
+        ending: RunEnding,
+        result: AgentResult,
+        mut tail: run_events::Tail,
+        live: &super::live::LiveRun,
+    ) {
         let RunEnding {
             slot,
             key_reservation,
@@ -631,12 +644,20 @@ impl Runtime {
         } = ending;
         let run_id = result.run_id.clone();
         let event = super::webhooks::RunWebhookEvent::of_end(&result);
-        self.notify_run(event, &new_run, Some(&result), webhook.as_deref())
-            .await;
+        let mut outcome: crate::store::RunOutcome = (&result).into();
         if announced_response {
-            self.notify_response(&new_run, &result).await;
+            // A background response's own webhook hears of it as a response.
+            outcome.notices = self.run_notices(event, &new_run, Some(&result), None);
+            let response = self.response_notices(&new_run, &result, webhook.as_deref());
+            outcome.notices.extend(response);
+        } else {
+            outcome.notices = self.run_notices(event, &new_run, Some(&result), webhook.as_deref());
         }
-        let stored = self.recorder.run_finished(new_run, (&result).into()).await;
+        let closing = std::mem::take(&mut tail.held_records);
+        let stored = self
+            .recorder
+            .run_finished_with(new_run, outcome, closing)
+            .await;
         if let Some(seat) = conversation_seat(conversation.as_ref()) {
             self.save_answer(&seat, &result).await;
             // After the answer: the next message is stored after it.
@@ -646,11 +667,12 @@ impl Runtime {
         if let Some(reservation) = key_reservation {
             reservation.finish(&result).await;
         }
-        self.live.finished(&run_id);
-        let _ = result_tx.send(result);
         if tokio::time::timeout(END_WRITE_WAIT, stored).await.is_err() {
             tracing::warn!(%run_id, "the run's end is not stored yet; its followers now read the store");
         }
+        self.live.finished(&run_id);
+        let _ = result_tx.send(result);
+        drop(tail.release(live).await);
         // Once the end is stored: A2A push notifications read the task as it ended.
         self.push_task_state(&run_id).await;
         self.live.retired(&run_id);
@@ -666,7 +688,7 @@ impl Runtime {
         mut start: Box<SessionStart>,
         sink: EventSink,
         control: RunControl,
-        meter: Option<Arc<dyn crate::agent::budget::SpendMeter>>,
+        meter: Option<Arc<dyn crate::vocabulary::budget::SpendMeter>>,
     ) -> SessionEnd {
         if let Some(seat) = turn {
             let request = match &mut *start {

@@ -14,7 +14,7 @@ use chrono::Utc;
 use sha2::{Digest, Sha256};
 
 use super::Runtime;
-use crate::store::{NewDelivery, PushConfig, RunRecord};
+use crate::store::{NewDelivery, PushConfig, RunRecord, Signer};
 use crate::vocabulary::RunStatus;
 
 /// The event name push notifications are listed under in `GET /v1/webhooks/deliveries`.
@@ -86,19 +86,18 @@ impl Runtime {
                 return;
             }
         };
-        let secret = self
-            .config
-            .webhook_delivery
-            .secret
-            .clone()
-            .unwrap_or_default();
+        let signer = if self.config.webhook_delivery.secret.is_some() {
+            Signer::Server
+        } else {
+            Signer::Unsigned
+        };
         let now = Utc::now();
         let deliveries: Vec<NewDelivery> = configs
             .iter()
             .map(|config| NewDelivery {
                 id: message_id(config, &run),
                 url: config.url.clone(),
-                secret: secret.clone(),
+                signer,
                 event: PUSH_EVENT.to_string(),
                 payload: render(&run, &config.dialect),
                 user_id: Some(config.owner.clone()),

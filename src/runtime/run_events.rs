@@ -1,7 +1,8 @@
 //! The tee between a session and its headend: numbers each event 1, 2, 3… (SPEC §4.2 ids),
-//! queues it for the store without waiting (but for the burst with a run's closing events,
-//! `final_report` and `run.finished`, which waits for room as its run row does: the end of a
-//! run's log is never dropped), adds it to the run's in-memory log for followers in this
+//! queues it for the store without waiting (but for the bursts from a run's closing events,
+//! `final_report` and `run.finished`, on: they are held and written with the run's end, and
+//! shown only once it is recorded — the end of a run's log is never dropped, and whoever saw a
+//! run end reads it ended), adds it to the run's in-memory log for followers in this
 //! process, and passes it on in the same order to the client, unless that client has stopped
 //! taking events: then the run follows the headend's `onDisconnect` (cancelled, or run on
 //! without it). It must never let a client that does not read hold the session.
@@ -64,9 +65,42 @@ impl Client {
 /// Most events taken from the session at once; they are queued for the store as one item.
 const BURST: usize = 64;
 
+/// What the tee hands back when the session is done: the last seq, the client if it still takes
+/// events, and the run's closing events, not yet passed to it: the run's end is recorded first
+/// ([`Tail::release`]), so a client that reads the run once its stream ended finds it ended.
+pub(super) struct Tail {
+    pub last_seq: i64,
+    pub client: Option<Client>,
+    /// The closing events as the client gets them, …
+    held: Vec<RunEvent>,
+    /// … as followers in this process read them, …
+    held_live: Vec<LiveEvent>,
+    /// … and as the store keeps them: written with the run's end, in its transaction.
+    pub held_records: Vec<NewRunEvent>,
+}
+
+impl Tail {
+    /// Once the run's end is recorded: followers here and the client get the closing events;
+    /// the client, if it still takes events.
+    pub(super) async fn release(self, live: &LiveRun) -> Option<Client> {
+        if !self.held_live.is_empty() {
+            live.append(self.held_live);
+        }
+        let mut client = self.client;
+        for event in self.held {
+            if let Some(open) = &client
+                && !open.pass(event).await
+            {
+                client = None;
+            }
+        }
+        client
+    }
+}
+
 /// Runs until the session drops its sink, numbering after `first_seq` (0 for a new run, the
-/// last stored seq for a run resumed after a wait); returns the last seq and the client, if it
-/// still takes events (a run that stops to wait hands it on to the store's events). A headend that stops listening (or stalls past the
+/// last stored seq for a run resumed after a wait); hands back its [`Tail`] (a run that stops
+/// to wait hands the client on to the store's events). A headend that stops listening (or stalls past the
 /// write timeout) only stops getting events; they are still numbered and recorded. What the session emitted between two of its
 /// waits (a run's start and first turn, or its answer, accounting and end) is taken at once and
 /// queued for the store as one item.
@@ -99,13 +133,17 @@ pub(super) async fn tee(
     recorder: &RunRecorder,
     live: &LiveRun,
     first_seq: i64,
-) -> (i64, Option<Client>) {
+) -> Tail {
     let run_id = live.run.id.clone();
     let mut listener = Some(client);
     let mut seq = first_seq;
     let mut burst = Vec::with_capacity(8);
     // The burst numbered: what the client gets, typed, with the text the store keeps.
     let mut numbered: Vec<RunEvent> = Vec::with_capacity(8);
+    // From the first closing event on, events wait for the run's end to be recorded.
+    let mut held: Vec<RunEvent> = Vec::new();
+    let mut held_live: Vec<LiveEvent> = Vec::new();
+    let mut held_records: Vec<NewRunEvent> = Vec::new();
     while from_session.recv_many(&mut burst, BURST).await > 0 {
         merge_queued_deltas(&mut burst);
         let ts = chrono::Utc::now();
@@ -131,16 +169,16 @@ pub(super) async fn tee(
                 ts,
             })
             .collect();
-        // The burst that ends the run's log waits for room, as its run row will.
-        let last = records
-            .iter()
-            .any(NewRunEvent::is_closing)
-            .then(|| std::mem::take(&mut records));
+        // The burst that ends the run's log is written with the run's end, and only then
+        // shown: a client (or a follower) that saw it end reads it ended.
+        if !held.is_empty() || records.iter().any(NewRunEvent::is_closing) {
+            held_records.append(&mut records);
+            held_live.extend(followed);
+            held.append(&mut numbered);
+            continue;
+        }
         recorder.events(records);
         live.append(followed);
-        if let Some(last) = last {
-            recorder.last_events(last).await;
-        }
         for event in numbered.drain(..) {
             if let Some(client) = &listener
                 && !client.pass(event).await
@@ -149,7 +187,13 @@ pub(super) async fn tee(
             }
         }
     }
-    (seq, listener)
+    Tail {
+        last_seq: seq,
+        client: listener,
+        held,
+        held_live,
+        held_records,
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,10 @@
 //! into the store's outbox in the Standard Webhooks format; every replica's delivery loop takes
 //! due messages under a lease and sends them signed (`webhook-id`, `webhook-timestamp`,
 //! `webhook-signature: v1,…`, HMAC-SHA256) through the address guard, retrying with backoff
-//! for 24 hours under the same `webhook-id`.
+//! for 24 hours under the same `webhook-id`. A run's messages go into the outbox in the same
+//! transaction as its end (or its wait), so a replica that dies in between loses none. The
+//! outbox keeps no secret: each message names its [`Signer`], looked up in the config when it
+//! is sent.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,9 +19,11 @@ use tracing::warn;
 
 use super::Runtime;
 use crate::agent::AgentResult;
-use crate::config::webhooks::secret_key;
+use crate::config::webhooks::{WebhookConfig, WebhookDelivery, secret_key};
 use crate::outbound::{GuardedClient, OutboundPolicy};
-use crate::store::{AttemptOutcome, Delivery, DeliveryStatus, NewDelivery, NewRun, StoreError};
+use crate::store::{
+    AttemptOutcome, Delivery, DeliveryStatus, NewDelivery, NewRun, Signer, StoreError,
+};
 use crate::vocabulary::{ExitReason, RunStatus};
 
 /// How often a replica looks for due messages.
@@ -93,15 +98,15 @@ fn next_attempt(
 }
 
 impl Runtime {
-    /// Puts a message about the run in the outbox for every receiver that takes `event`, and
-    /// for the run's own `webhook` URL.
-    pub(super) async fn notify_run(
+    /// The messages about the run for every receiver that takes `event`, and for the run's own
+    /// `webhook` URL: stored with the run's end (or its wait), in the same transaction.
+    pub(super) fn run_notices(
         &self,
         event: RunWebhookEvent,
         run: &NewRun,
         result: Option<&AgentResult>,
         run_webhook: Option<&str>,
-    ) {
+    ) -> Vec<NewDelivery> {
         let now = Utc::now();
         let body = json!({
             "type": event.as_str(),
@@ -117,61 +122,69 @@ impl Runtime {
             },
         })
         .to_string();
-        self.enqueue(
-            event.as_str(),
-            &body,
-            run.user_id.as_ref(),
-            Some(&run.id),
-            run_webhook,
-        )
-        .await;
+        let about = Subject {
+            user_id: run.user_id.as_ref(),
+            run_id: Some(&run.id),
+        };
+        self.deliveries(event.as_str(), &body, about, run_webhook)
     }
 
-    /// Puts `body` in the outbox for every configured receiver of `event` and for `own_url`.
-    async fn enqueue(
+    /// `body` addressed to every configured receiver of `event` and to `own_url` (signed with
+    /// `webhookDelivery.secret`, which a request's own URL needs); no secret is kept with
+    /// them ([`Signer`]).
+    fn deliveries(
         &self,
         event: &str,
         body: &str,
-        user_id: Option<&String>,
-        run_id: Option<&String>,
+        about: Subject<'_>,
         own_url: Option<&str>,
-    ) {
-        let mut receivers: Vec<(String, String)> = self
+    ) -> Vec<NewDelivery> {
+        let mut receivers: Vec<(String, Signer)> = self
             .config
             .webhooks
             .iter()
             .filter(|w| w.subscribes_to(event))
-            .map(|w| (w.url.clone(), w.secret.clone()))
+            .map(|w| (w.url.clone(), Signer::Receiver))
             .collect();
-        if let (Some(url), Some(secret)) = (own_url, &self.config.webhook_delivery.secret) {
-            receivers.push((url.to_string(), secret.clone()));
-        }
-        if receivers.is_empty() {
-            return;
+        if let (Some(url), Some(_)) = (own_url, &self.config.webhook_delivery.secret) {
+            receivers.push((url.to_string(), Signer::Server));
         }
         let now = Utc::now();
-        let deliveries: Vec<NewDelivery> = receivers
+        receivers
             .into_iter()
-            .map(|(url, secret)| NewDelivery {
+            .map(|(url, signer)| NewDelivery {
                 id: format!("msg_{}", uuid::Uuid::now_v7().simple()),
                 url,
-                secret,
+                signer,
                 event: event.to_string(),
                 payload: body.to_string(),
-                user_id: user_id.cloned(),
-                run_id: run_id.cloned(),
+                user_id: about.user_id.cloned(),
+                run_id: about.run_id.cloned(),
                 headers: None,
                 created_at: now,
             })
-            .collect();
-        if let Err(error) = self.store.enqueue_deliveries(&deliveries).await {
+            .collect()
+    }
+
+    /// Puts messages in the outbox now (those not stored with a run's end or wait).
+    async fn enqueue(&self, event: &str, deliveries: &[NewDelivery]) {
+        if deliveries.is_empty() {
+            return;
+        }
+        if let Err(error) = self.store.enqueue_deliveries(deliveries).await {
             tracing::error!(%error, %event, "could not put webhook messages in the outbox");
         }
     }
 
     /// OpenAI's `response.completed` / `response.failed` / `response.cancelled` about a
-    /// background response that ended: `{object: "event", id, type, created_at, data: {id}}`.
-    pub(super) async fn notify_response(&self, run: &NewRun, result: &AgentResult) {
+    /// background response that ended: `{object: "event", id, type, created_at, data: {id}}`,
+    /// for the receivers that take it and the response's own `webhook`.
+    pub(super) fn response_notices(
+        &self,
+        run: &NewRun,
+        result: &AgentResult,
+        own_url: Option<&str>,
+    ) -> Vec<NewDelivery> {
         let event = match result.status() {
             RunStatus::Failed => "response.failed",
             RunStatus::Cancelled => "response.cancelled",
@@ -185,8 +198,11 @@ impl Runtime {
             "data": {"id": response_id(&run.id)},
         })
         .to_string();
-        self.enqueue(event, &body, run.user_id.as_ref(), Some(&run.id), None)
-            .await;
+        let about = Subject {
+            user_id: run.user_id.as_ref(),
+            run_id: Some(&run.id),
+        };
+        self.deliveries(event, &body, about, own_url)
     }
 
     /// `schedule.failed` about schedule `schedule_id` (its run could not start).
@@ -205,8 +221,19 @@ impl Runtime {
             "data": {"schedule_id": schedule_id, "agent": run.agent, "user_id": run.user_id, "error": error},
         })
         .to_string();
-        self.enqueue(event, &body, run.user_id.as_ref(), None, schedule_webhook)
-            .await;
+        let about = Subject {
+            user_id: run.user_id.as_ref(),
+            run_id: None,
+        };
+        let deliveries = self.deliveries(event, &body, about, schedule_webhook);
+        self.enqueue(event, &deliveries).await;
+    }
+
+    /// The signing key of a message, looked up in the config as it is sent.
+    fn signing_key(&self, delivery: &Delivery) -> Result<Option<Vec<u8>>, String> {
+        let config = &self.config;
+        let secret = signing_secret(&config.webhooks, &config.webhook_delivery, delivery)?;
+        secret.map(|secret| secret_key(&secret)).transpose()
     }
 
     /// The client webhooks are sent with: the address guard with `webhookDelivery`'s settings.
@@ -235,7 +262,7 @@ impl Runtime {
             .lease_due_deliveries(&self.replica.id, now, until, DELIVERY_BATCH)
             .await?;
         for delivery in &due {
-            let outcome = attempt(client, delivery).await;
+            let outcome = attempt(client, delivery, self.signing_key(delivery)).await;
             self.store
                 .record_attempt(&delivery.id, &self.replica.id, &outcome)
                 .await?;
@@ -244,10 +271,48 @@ impl Runtime {
     }
 }
 
-/// One attempt at a message, and what comes of it.
-async fn attempt(client: &GuardedClient, delivery: &Delivery) -> AttemptOutcome {
+/// The secret a message is signed with as it is sent: its [`Signer`]'s, as configured now (a row
+/// from before signers were kept carries its own); `None`: sent unsigned.
+fn signing_secret(
+    webhooks: &[WebhookConfig],
+    delivery_config: &WebhookDelivery,
+    delivery: &Delivery,
+) -> Result<Option<String>, String> {
+    Ok(Some(match delivery.signer {
+        None if delivery.legacy_secret.is_empty() => return Ok(None),
+        None => delivery.legacy_secret.clone(),
+        Some(Signer::Unsigned) => return Ok(None),
+        Some(Signer::Server) => delivery_config
+            .secret
+            .clone()
+            .ok_or("this server no longer has a `webhookDelivery.secret` to sign with")?,
+        Some(Signer::Receiver) => webhooks
+            .iter()
+            .filter(|w| w.url == delivery.url)
+            .max_by_key(|w| w.subscribes_to(&delivery.event))
+            .map(|w| w.secret.clone())
+            .ok_or("no `webhooks` entry has this URL any more: nothing to sign with")?,
+    }))
+}
+
+/// Whom a message is about (it is listed to that user, erased with that run).
+#[derive(Clone, Copy)]
+struct Subject<'a> {
+    user_id: Option<&'a String>,
+    run_id: Option<&'a String>,
+}
+
+/// One attempt at a message signed with `key`, and what comes of it.
+async fn attempt(
+    client: &GuardedClient,
+    delivery: &Delivery,
+    key: Result<Option<Vec<u8>>, String>,
+) -> AttemptOutcome {
     let now = Utc::now();
-    let sent = send(client, delivery, now).await;
+    let sent = match key {
+        Ok(key) => send(client, delivery, key.as_deref(), now).await,
+        Err(error) => Err(error),
+    };
     let attempts = delivery.attempts + 1;
     let (http_status, error) = match sent {
         Ok(status) if (200..300).contains(&status) => {
@@ -279,11 +344,12 @@ async fn attempt(client: &GuardedClient, delivery: &Delivery) -> AttemptOutcome 
     }
 }
 
-/// POSTs the message, signed unless it has no secret, with its own extra headers; the
+/// POSTs the message, signed with `key` when there is one, with its own extra headers; the
 /// receiver's HTTP status, or why none came.
 async fn send(
     client: &GuardedClient,
     delivery: &Delivery,
+    key: Option<&[u8]>,
     now: DateTime<Utc>,
 ) -> Result<u16, String> {
     let timestamp = now.timestamp();
@@ -293,11 +359,10 @@ async fn send(
         .header("content-type", "application/json")
         .header("webhook-id", &delivery.id)
         .header("webhook-timestamp", timestamp.to_string());
-    if !delivery.secret.is_empty() {
-        let key = secret_key(&delivery.secret)?;
+    if let Some(key) = key {
         request = request.header(
             "webhook-signature",
-            signature(&key, &delivery.id, timestamp, &delivery.payload),
+            signature(key, &delivery.id, timestamp, &delivery.payload),
         );
     }
     for (name, value) in extra_headers(delivery.headers.as_deref())? {
@@ -353,6 +418,71 @@ mod tests {
             r#"{"test": 2432232314}"#,
         );
         assert_eq!(signed, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    }
+
+    fn row(signer: Option<Signer>, legacy_secret: &str) -> Delivery {
+        let now = Utc::now();
+        Delivery {
+            id: "msg_1".into(),
+            url: "https://example.com/b".into(),
+            signer,
+            legacy_secret: legacy_secret.into(),
+            event: "run.failed".into(),
+            payload: "{}".into(),
+            user_id: None,
+            run_id: None,
+            headers: None,
+            status: DeliveryStatus::Pending,
+            attempts: 0,
+            next_attempt_at: now,
+            last_status: None,
+            last_error: None,
+            created_at: now,
+            delivered_at: None,
+        }
+    }
+
+    /// The outbox keeps no secret: a message is signed with the one configured when it is sent
+    /// (a rotated secret signs the retries), and a row from before keeps its own.
+    #[test]
+    fn messages_are_signed_with_the_secret_configured_when_they_are_sent() {
+        let receiver = |url: &str, events: &[&str], secret: &str| WebhookConfig {
+            url: url.into(),
+            events: events.iter().map(|e| e.to_string()).collect(),
+            secret: secret.into(),
+        };
+        let webhooks = [
+            receiver("https://example.com/a", &[], "whsec_a"),
+            receiver("https://example.com/b", &["run.finished"], "whsec_b1"),
+            receiver("https://example.com/b", &["run.failed"], "whsec_b2"),
+        ];
+        let delivery = WebhookDelivery {
+            secret: Some("whsec_server".into()),
+            ..WebhookDelivery::default()
+        };
+        let secret = |row: &Delivery| signing_secret(&webhooks, &delivery, row);
+        assert_eq!(
+            secret(&row(Some(Signer::Receiver), "")),
+            Ok(Some("whsec_b2".into())),
+            "the entry of its URL that takes its event"
+        );
+        assert_eq!(
+            secret(&row(Some(Signer::Server), "")),
+            Ok(Some("whsec_server".into()))
+        );
+        assert_eq!(secret(&row(Some(Signer::Unsigned), "")), Ok(None));
+        assert_eq!(
+            secret(&row(None, "whsec_legacy")),
+            Ok(Some("whsec_legacy".into())),
+            "a row from before signers keeps its secret"
+        );
+        assert_eq!(secret(&row(None, "")), Ok(None));
+        let gone = signing_secret(
+            &[],
+            &WebhookDelivery::default(),
+            &row(Some(Signer::Server), ""),
+        );
+        assert!(gone.is_err(), "{gone:?}");
     }
 
     #[test]

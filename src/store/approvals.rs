@@ -34,6 +34,8 @@ pub struct ParkedRun {
     /// What it waits for: `waiting_approval` (its calls) or `waiting_budget` (a raise).
     pub status: crate::vocabulary::RunStatus,
     pub at: DateTime<Utc>,
+    /// Webhook messages announcing the wait, put in the outbox in the same transaction.
+    pub notices: Vec<super::NewDelivery>,
 }
 
 /// One waiting (or decided) call.

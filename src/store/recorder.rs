@@ -3,7 +3,8 @@
 //! neither a session nor the response to its client waits on the database.
 //!
 //! The writer flushes when a batch reaches `batch_size` writes or `flush_interval` after the
-//! first write of a batch, whichever comes first. A run started and finished within one batch is
+//! first write of a batch, whichever comes first, and at once when a run's end is waited for
+//! ([`RunRecorder::run_finished`]) together with whatever was queued with it. A run started and finished within one batch is
 //! written as one finished row. Run rows are never dropped for a full queue: [`RunRecorder::run_started`]
 //! and [`RunRecorder::run_finished`] wait for room (the store sets the pace), and after
 //! [`RunRecorder::close`] they are written directly. So do a run's last events
@@ -100,9 +101,13 @@ pub struct RecorderMetrics {
 enum Command {
     /// Events in seq order, usually all a session emitted between two waits.
     Events(Vec<NewRunEvent>),
-    /// Boxed: a finished run is several times the size of an event. The sender, when given,
-    /// is answered once the write is in the store (or given up).
-    Run(Box<RunWrite>, Option<oneshot::Sender<()>>),
+    /// A run row with the events written with it (a run's closing ones, with its end). Boxed:
+    /// a finished run is several times the size of an event. The sender, when given, is
+    /// answered once the write is in the store (or given up).
+    Run(
+        Box<(RunWrite, Vec<NewRunEvent>)>,
+        Option<oneshot::Sender<()>>,
+    ),
     /// Answered once every write queued before it has been made (or dropped).
     Flush(oneshot::Sender<()>),
 }
@@ -157,19 +162,31 @@ impl RunRecorder {
 
     /// Queues a run's start (status `running`).
     pub async fn run_started(&self, run: NewRun) {
-        self.write_run(RunWrite { run, outcome: None }, None).await;
+        self.write_run(RunWrite { run, outcome: None }, Vec::new(), None)
+            .await;
     }
 
-    /// Queues a run's end with its accounting; `run` is the same as at its start. The returned
+    /// Queues a run's end with its accounting (and its notices); see [`Self::run_finished_with`].
+    pub async fn run_finished(&self, run: NewRun, outcome: RunOutcome) -> oneshot::Receiver<()> {
+        self.run_finished_with(run, outcome, Vec::new()).await
+    }
+
+    /// Queues a run's end with its accounting (and its notices) and its `closing` events,
+    /// written in one transaction at once; `run` is the same as at its start. The returned
     /// receiver resolves once the end (with every event queued before it) is in the store, or
     /// the recorder gave up on it.
-    pub async fn run_finished(&self, run: NewRun, outcome: RunOutcome) -> oneshot::Receiver<()> {
+    pub async fn run_finished_with(
+        &self,
+        run: NewRun,
+        outcome: RunOutcome,
+        closing: Vec<NewRunEvent>,
+    ) -> oneshot::Receiver<()> {
         let (written, stored) = oneshot::channel();
         let write = RunWrite {
             run,
             outcome: Some(outcome),
         };
-        self.write_run(write, Some(written)).await;
+        self.write_run(write, closing, Some(written)).await;
         stored
     }
 
@@ -195,17 +212,22 @@ impl RunRecorder {
     }
 
     /// Waits for room in the queue; once the recorder is closed, writes to the store directly.
-    async fn write_run(&self, write: RunWrite, written: Option<oneshot::Sender<()>>) {
-        let Err(mpsc::error::SendError(Command::Run(write, written))) = self
-            .queue
-            .send(Command::Run(Box::new(write), written))
-            .await
+    async fn write_run(
+        &self,
+        write: RunWrite,
+        events: Vec<NewRunEvent>,
+        written: Option<oneshot::Sender<()>>,
+    ) {
+        let command = Command::Run(Box::new((write, events)), written);
+        let Err(mpsc::error::SendError(Command::Run(write, written))) =
+            self.queue.send(command).await
         else {
             return;
         };
+        let (write, events) = *write;
         let batch = RunBatch {
-            runs: vec![*write],
-            events: Vec::new(),
+            runs: vec![write],
+            events,
         };
         if let Err(error) = self.store.write_run_batch(&batch).await {
             warn!(%error, run_id = %batch.runs[0].run.id, "could not record the run");
@@ -358,6 +380,11 @@ impl Writer {
                     for command in commands.drain(..) {
                         self.apply(command, &mut deadline).await;
                     }
+                    // A run's end someone waits for is written now, with whatever came with it.
+                    if !self.batch.written.is_empty() && !self.outage {
+                        self.write_batch().await;
+                        deadline = self.retry_deadline();
+                    }
                 }
                 () = sleep_until(deadline), if deadline.is_some() => {
                     self.write_batch().await;
@@ -386,7 +413,9 @@ impl Writer {
                 self.after_push(deadline).await;
             }
             Command::Run(write, written) => {
-                self.batch.push_run(*write);
+                let (write, mut events) = *write;
+                self.batch.writes.events.append(&mut events);
+                self.batch.push_run(write);
                 self.batch.written.extend(written);
                 self.after_push(deadline).await;
             }

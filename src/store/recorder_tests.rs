@@ -329,6 +329,7 @@ fn ended() -> RunOutcome {
         duration_ms: 1,
         result: None,
         accounting: Vec::new(),
+        notices: Vec::new(),
     }
 }
 

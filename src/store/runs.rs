@@ -7,9 +7,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{JsonText, NewRunEvent, RecorderSettings, StoreError};
-use crate::agent::AgentResult;
-use crate::agent::result::{AccountingEntry, EntryStatus, UsageTotals};
 use crate::llm::ChatMessage;
+use crate::vocabulary::result::AgentResult;
+use crate::vocabulary::result::{AccountingEntry, EntryStatus, UsageTotals};
 use crate::vocabulary::{ExitReason, RunStatus};
 
 /// A run as it starts.
@@ -76,6 +76,9 @@ pub struct RunOutcome {
     pub result: Option<JsonText>,
     /// Written in the same transaction as the run's end, numbered 0, 1, 2… in this order.
     pub accounting: Vec<AccountingRecord>,
+    /// Webhook messages announcing the end, put in the outbox in the same transaction: a
+    /// replica that dies after storing the end has announced it too (SPEC §13).
+    pub notices: Vec<super::NewDelivery>,
 }
 
 /// One accounting entry (contract §4) with the columns reports filter on. `provider` is the LLM
@@ -287,6 +290,7 @@ impl From<&AgentResult> for RunOutcome {
             duration_ms: clamp(result.duration_ms),
             result: Some(JsonText::of(&StoredResult::of(result))),
             accounting: result.accounting.iter().map(Into::into).collect(),
+            notices: Vec::new(),
         }
     }
 }

@@ -33,12 +33,23 @@ pub struct Erased {
     pub redis_cache_entries: u64,
 }
 
+/// What came of an erasure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Erasure {
+    /// Everything of the user is gone.
+    Erased(Erased),
+    /// Nothing was erased: these runs of the user had not ended (checked inside the erasing
+    /// transaction, so a run started meanwhile on another replica is never erased under it).
+    RunsInProgress(Vec<String>),
+}
+
 #[async_trait]
 pub trait UserDataStore: Send + Sync {
     /// The ids of the user's runs not yet ended (running, queued or waiting).
     async fn unfinished_runs(&self, user_id: &str) -> Result<Vec<String>, StoreError>;
     /// The ids of all the user's runs, ended or not.
     async fn run_ids(&self, user_id: &str) -> Result<Vec<String>, StoreError>;
-    /// Deletes everything of `user_id` (see the module) in one transaction.
-    async fn erase_user(&self, user_id: &str) -> Result<Erased, StoreError>;
+    /// Deletes everything of `user_id` (see the module) in one transaction, unless one of the
+    /// user's runs has not ended: then nothing.
+    async fn erase_user(&self, user_id: &str) -> Result<Erasure, StoreError>;
 }

@@ -36,15 +36,47 @@ impl DeliveryStatus {
     }
 }
 
+/// Which configured secret signs a message, looked up each time it is sent: the outbox keeps
+/// no secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signer {
+    /// Sent unsigned (an A2A push-notification config on a server without
+    /// `webhookDelivery.secret`, authenticated by its token).
+    Unsigned,
+    /// `webhookDelivery.secret`: per-run, response and schedule webhooks, A2A push.
+    Server,
+    /// The secret of the `webhooks[]` entry for the message's URL.
+    Receiver,
+}
+
+impl Signer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unsigned => "none",
+            Self::Server => "server",
+            Self::Receiver => "receiver",
+        }
+    }
+
+    /// `None` for a row written before signers (it carries its own secret) or an unknown name.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "none" => Some(Self::Unsigned),
+            "server" => Some(Self::Server),
+            "receiver" => Some(Self::Receiver),
+            _ => None,
+        }
+    }
+}
+
 /// A message to put in the outbox.
 #[derive(Debug, Clone)]
 pub struct NewDelivery {
     /// The `webhook-id` (`msg_…`), the same on every attempt.
     pub id: String,
     pub url: String,
-    /// The `whsec_…` secret it is signed with; empty: sent unsigned (an A2A push-notification
-    /// config on a server without `webhookDelivery.secret`, authenticated by its token).
-    pub secret: String,
+    /// Which secret signs it when it is sent.
+    pub signer: Signer,
     /// `run.finished`, `run.failed`, …
     pub event: String,
     /// The JSON body, exactly as signed and sent.
@@ -61,7 +93,11 @@ pub struct NewDelivery {
 pub struct Delivery {
     pub id: String,
     pub url: String,
-    pub secret: String,
+    /// Which configured secret signs it; `None` for a row written before signers were kept,
+    /// signed with its own `secret`.
+    pub signer: Option<Signer>,
+    /// The `whsec_…` secret of a row written before signers were kept; empty otherwise.
+    pub legacy_secret: String,
     pub event: String,
     pub payload: String,
     pub user_id: Option<String>,

@@ -309,7 +309,7 @@ fn expanded(vars: &[(&str, &str)]) -> (Value, Value) {
     };
     expand_layer(&mut value, "config/agentd.json", &lookup).expect("expands");
     let config = parse_config(value.clone(), "config/agentd.json").expect("parses");
-    build_providers(&config).expect("every provider builds");
+    build_providers(&config.providers).expect("every provider builds");
     (
         value["defaults"]["models"].clone(),
         value["providers"]["llm"]["baseUrl"].clone(),

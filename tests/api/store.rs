@@ -13,6 +13,7 @@ mod governance_conformance;
 mod key_limit_conformance;
 mod nul_checks;
 pub(crate) mod outage;
+mod outbox_conformance;
 mod push_config_conformance;
 mod response_checks;
 mod run_listing;
@@ -51,6 +52,12 @@ on_both_backends!(
     nul_from_a_client_is_refused_naming_the_field,
     nul_from_a_model_is_streamed_and_stored_as_the_replacement_character,
     a_row_the_store_refuses_never_holds_back_other_runs,
+);
+
+on_both_backends!(
+    outbox_conformance => outbox_sqlite, outbox_postgres:
+    a_runs_end_is_stored_with_its_notices_and_no_secret,
+    erasing_a_user_leaves_everything_while_a_run_has_not_ended,
 );
 
 on_both_backends!(

@@ -240,3 +240,123 @@ async fn a_background_response_is_announced_as_openai_announces_it() {
         "only the subscribed events, newest first: {deliveries}"
     );
 }
+
+/// An agent whose `test__echo` calls wait for a person.
+const APPROVER: &str = "---\ndescription: Echoes, with a person approving\nmodels: llm/upstream-model\nfinalization: text\ntools: [test]\napprove: [test__echo]\napprovalTimeout: 10m\n---\nYou echo.\n";
+
+/// The attempts the receiver reports until one of each `(path, type)` in `wanted` came.
+async fn attempts_until(receiver: &mut Receiver, wanted: &[(&str, &str)]) -> Vec<Value> {
+    let mut attempts: Vec<Value> = Vec::new();
+    while !wanted.iter().all(|(path, kind)| {
+        attempts
+            .iter()
+            .any(|a| a["path"] == *path && a["type"] == *kind)
+    }) {
+        attempts.push(receiver.attempt(Duration::from_secs(20)).await);
+    }
+    attempts
+}
+
+/// SPEC §13: `webhook: {url}` on a per-user chat message and on a background response; the
+/// response's own webhook hears `response.completed` although its run waited for an approval
+/// and was resumed (its webhook kept with the run while it waited).
+#[tokio::test]
+async fn a_chat_message_and_a_resumed_background_response_are_announced_to_their_own_webhooks() {
+    let mut receiver = Receiver::start().await;
+    let agents = tempfile::tempdir().expect("dir");
+    std::fs::write(agents.path().join("approver.ai"), APPROVER).expect("agent");
+    let agents_path = agents.path().display().to_string();
+    let app = spawn_app_with(|config| {
+        config["mcpServers"] = json!({"test": crate::support::mcp::test_server_config(json!({}))});
+        config["agents"]
+            .as_array_mut()
+            .expect("agents")
+            .push(json!(agents_path));
+        config["webhookDelivery"] = json!({"allowPrivateAddresses": true, "secret": SECRET});
+    })
+    .await;
+
+    app.llm.push(Reply::text("hello"));
+    let chat = app
+        .post_json(
+            "/api/alice/chat",
+            &json!({"message": "hi", "webhook": {"url": receiver.url("/chat")}}),
+        )
+        .await;
+    assert_eq!(chat.status(), 200);
+
+    app.llm.push(Reply::tool_calls(vec![
+        crate::support::mock_llm::ToolCall::new(
+            "call-1",
+            "test__echo",
+            json!({"text": "hi"}).to_string(),
+        ),
+    ]));
+    app.llm.push(Reply::text("It said hi."));
+    let response = app
+        .post_json(
+            "/v1/responses",
+            &json!({"model": "approver", "input": "echo hi", "background": true,
+                "webhook": {"url": receiver.url("/response")}}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("json");
+    let run_id = body["id"]
+        .as_str()
+        .and_then(|id| id.strip_prefix("resp_"))
+        .expect("a response id")
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let run: Value = app
+            .get(&format!("/v1/runs/{run_id}"))
+            .await
+            .json()
+            .await
+            .expect("json");
+        if run["status"] == "waiting_approval" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the run waits: {run}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let decided = app
+        .post_json(
+            &format!("/v1/runs/{run_id}/approvals/call-1"),
+            &json!({"decision": "approve"}),
+        )
+        .await;
+    assert!(decided.status().is_success(), "{:?}", decided.text().await);
+
+    let attempts = attempts_until(
+        &mut receiver,
+        &[
+            ("/chat", "run.finished"),
+            ("/response", "run.waiting_approval"),
+            ("/response", "response.completed"),
+        ],
+    )
+    .await;
+    for attempt in &attempts {
+        assert_eq!(attempt["verified"], true, "{attempt}");
+    }
+}
+
+/// A response's own webhook goes with `background: true` only.
+#[tokio::test]
+async fn a_foreground_response_with_a_webhook_is_refused_naming_it() {
+    let app = spawn_app_with(|config| {
+        config["webhookDelivery"] = json!({"allowPrivateAddresses": true, "secret": SECRET});
+    })
+    .await;
+    let response = app
+        .post_json(
+            "/v1/responses",
+            &json!({"model": "chat", "input": "hi", "webhook": {"url": "http://127.0.0.1:9/x"}}),
+        )
+        .await;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["param"], "webhook", "{body}");
+}

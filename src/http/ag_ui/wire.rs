@@ -9,6 +9,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::http::shared::ui::{RunEnd, UiPart};
 use crate::runtime::WaitingCallRef;
+use crate::vocabulary::RunStatus;
 
 /// The prefix of an interrupt's id: `approval_<run id without dashes>_<call id>`.
 pub const INTERRUPT_PREFIX: &str = "approval";
@@ -296,8 +297,8 @@ fn finished_frame(end: RunEnd, ids: &FrameIds<'_>) -> Value {
     if end.is_failure() {
         return json!({
             "type": "RUN_ERROR",
+            "code": end.reason_name(),
             "message": end.error.unwrap_or_else(|| "The run failed".into()),
-            "code": end.exit_reason,
             "usage": usage,
         });
     }
@@ -325,7 +326,7 @@ fn finished_frame(end: RunEnd, ids: &FrameIds<'_>) -> Value {
             })
             .collect();
         frame["outcome"] = json!({"type": "interrupt", "interrupts": interrupts});
-    } else if end.status == "cancelled" {
+    } else if end.status == RunStatus::Cancelled {
         frame["outcome"] = json!({"type": "cancelled"});
     } else {
         frame["outcome"] = json!({"type": "success"});
@@ -370,12 +371,13 @@ mod tests {
         run_id: "r",
     };
 
+    use crate::vocabulary::ExitReason;
+
     fn end(status: &str) -> RunEnd {
-        RunEnd {
-            status: status.into(),
-            exit_reason: "final_answer".into(),
-            ..RunEnd::default()
-        }
+        RunEnd::new(
+            RunStatus::parse(status).expect("a status"),
+            Some(ExitReason::FinalAnswer),
+        )
     }
 
     #[test]

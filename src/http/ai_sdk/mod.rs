@@ -377,7 +377,7 @@ fn stream_response(runtime: &Runtime, run_id: String, events: Events) -> Respons
 fn for_end_users(part: UiPart) -> UiPart {
     match part {
         UiPart::Finished(mut end) if end.error.is_some() => {
-            let reason = ExitReason::parse(&end.exit_reason).unwrap_or(ExitReason::InternalError);
+            let reason = end.exit_reason.unwrap_or(ExitReason::InternalError);
             end.error = Some(friendly_failure(reason).to_string());
             UiPart::Finished(end)
         }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::http::shared::ui::{RunEnd, UiPart};
+use crate::vocabulary::{ExitReason, RunStatus};
 
 /// The header that tells the AI SDK the response is a UI message stream.
 pub const STREAM_HEADER: &str = "x-vercel-ai-ui-message-stream";
@@ -173,15 +174,15 @@ pub fn chunks(part: UiPart) -> Vec<Value> {
 
 /// `error` (for a failed run) then `finish` with the run's usage and cost as metadata.
 fn finish_chunks(end: RunEnd) -> Vec<Value> {
-    let finish_reason = match (end.status.as_str(), end.exit_reason.as_str()) {
-        ("failed", _) => "error",
-        (_, "max_turns" | "context_limit") => "length",
-        ("waiting_approval", _) => "tool-calls",
-        ("cancelled", _) => "other",
+    let finish_reason = match (end.status, end.exit_reason) {
+        (RunStatus::Failed, _) => "error",
+        (_, Some(ExitReason::MaxTurns | ExitReason::ContextLimit)) => "length",
+        (RunStatus::WaitingApproval, _) => "tool-calls",
+        (RunStatus::Cancelled, _) => "other",
         _ => "stop",
     };
     let metadata = json!({
-        "status": end.status, "exitReason": end.exit_reason,
+        "status": end.status, "exitReason": end.reason_name(),
         "usage": {"inputTokens": end.input_tokens, "outputTokens": end.output_tokens, "totalTokens": end.total_tokens},
         "costUsd": end.cost_usd,
     });
@@ -200,11 +201,10 @@ mod tests {
     use super::*;
 
     fn finish_reason(status: &str, exit_reason: &str) -> Value {
+        let status = RunStatus::parse(status).expect("a status");
         let end = RunEnd {
-            status: status.into(),
-            exit_reason: exit_reason.into(),
-            error: (status == "failed").then(|| "broke".to_string()),
-            ..RunEnd::default()
+            error: (status == RunStatus::Failed).then(|| "broke".to_string()),
+            ..RunEnd::new(status, ExitReason::parse(exit_reason))
         };
         let chunks = chunks(UiPart::Finished(end));
         chunks

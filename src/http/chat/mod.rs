@@ -142,6 +142,7 @@ async fn respond(
         .unwrap_or(runtime.config().server.on_disconnect);
     submission.on_disconnect = on_disconnect;
     submission.busy = body.busy;
+    submission.webhook = crate::http::webhooks::checked_webhook(&runtime, body.webhook)?;
     let handle = runtime.start_run(submission).await?;
     let run_id = handle.run_id.clone();
     let conversation_id = handle.conversation_id.clone().unwrap_or_default();

@@ -211,6 +211,12 @@ fn check_body(body: &CreateResponse) -> Result<(), ApiError> {
         )
         .with_param("background"));
     }
+    if body.webhook.is_some() && body.background != Some(true) {
+        return Err(ApiError::invalid_request(
+            "`webhook` announces a background response's end: send it with `background: true`",
+        )
+        .with_param("webhook"));
+    }
     match &body.metadata {
         None | Some(Value::Null) => Ok(()),
         Some(Value::Object(pairs)) if pairs.len() > MAX_METADATA_PAIRS => {
@@ -389,6 +395,7 @@ pub async fn create_response(
     if echo.background {
         submission.on_disconnect = OnDisconnect::Continue;
         submission.announced_response = true;
+        submission.webhook = crate::http::webhooks::checked_webhook(&runtime, body.webhook)?;
     }
     let handle = runtime.start_run(submission).await.map_err(|error| {
         if matches!(error, crate::runtime::StartError::InvalidOutput(_)) {

@@ -57,6 +57,12 @@ pub struct CreateResponse {
     /// both; 400 with `previous_response_id`); the agent's `busy` by default.
     #[serde(default)]
     pub busy: Option<crate::config::BusyPolicy>,
+    /// A background response's own webhook receiver (`background: true` only, 400 naming
+    /// `webhook` otherwise): told `response.completed`, `response.failed` or
+    /// `response.cancelled` when it ends, also after a wait for approval (SPEC §13), signed
+    /// with the server's `webhookDelivery.secret`.
+    #[serde(default)]
+    pub webhook: Option<crate::http::webhooks::RunWebhook>,
     /// Keep the response for `GET`, `previous_response_id` and `input_items` (default true).
     #[serde(default)]
     pub store: Option<bool>,

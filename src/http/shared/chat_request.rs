@@ -41,6 +41,11 @@ pub struct ChatRequest {
     /// progress stops and one answer covers both); the agent's `busy` by default.
     #[serde(default)]
     pub busy: Option<crate::config::BusyPolicy>,
+    /// This message's own webhook receiver, told when its run ends, fails or waits for
+    /// approval (SPEC §13), signed with the server's `webhookDelivery.secret` (400 naming
+    /// `webhook` on a server without one, `webhook.url` for an address the guard refuses).
+    #[serde(default)]
+    pub webhook: Option<crate::http::webhooks::RunWebhook>,
     /// Files sent with the message (SPEC §11), kept with it in the conversation.
     #[serde(default)]
     pub attachments: Vec<crate::http::shared::attachments::ChatAttachment>,

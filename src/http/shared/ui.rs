@@ -13,9 +13,9 @@ use crate::agent::events::{
     ApprovalDecided, ApprovalRequested, RunStarted, TextDelta, ToolFinished, ToolStarted,
     TurnStarted,
 };
-use crate::agent::result::RunSummary;
 use crate::http::shared::drive::{Frame, StreamEnd, Translator};
-use crate::vocabulary::{RunEvent, RunStatus};
+use crate::vocabulary::result::{EntryStatus, RunSummary};
+use crate::vocabulary::{ExitReason, RunEvent, RunStatus};
 
 /// One thing a UI protocol shows, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,12 +88,13 @@ pub enum UiPart {
 }
 
 /// How a run ended, or paused for approvals.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunEnd {
     /// `completed`, `failed`, `cancelled`, or `waiting_approval` for a stream that ended with
     /// approvals pending.
-    pub status: String,
-    pub exit_reason: String,
+    pub status: RunStatus,
+    /// Why the run ended; `None` while it waits for approvals.
+    pub exit_reason: Option<ExitReason>,
     /// What went wrong, in words, for a failed run.
     pub error: Option<String>,
     /// The final answer's text, when there is one.
@@ -107,8 +108,29 @@ pub struct RunEnd {
 }
 
 impl RunEnd {
+    /// An end with `status` and `exit_reason` and nothing else to say yet.
+    pub fn new(status: RunStatus, exit_reason: Option<ExitReason>) -> Self {
+        Self {
+            status,
+            exit_reason,
+            error: None,
+            answer: None,
+            input_tokens: 0,
+            output_tokens: 0,
+            total_tokens: 0,
+            cost_usd: 0.0,
+            pending_approvals: Vec::new(),
+        }
+    }
+
     pub fn is_failure(&self) -> bool {
-        self.status == "failed"
+        self.status == RunStatus::Failed
+    }
+
+    /// The name of why it ended, or of its status while it waits (`waiting_approval`).
+    pub fn reason_name(&self) -> &'static str {
+        self.exit_reason
+            .map_or(self.status.as_str(), |reason| reason.as_str())
     }
 }
 
@@ -192,21 +214,17 @@ impl UiTranslator {
         self.close_step(&mut parts);
         let end = if self.pending.is_empty() {
             RunEnd {
-                status: "failed".into(),
-                exit_reason: "internal_error".into(),
                 error: Some(
                     self.last_error
                         .clone()
                         .unwrap_or_else(|| "The run's events stopped before it finished".into()),
                 ),
-                ..RunEnd::default()
+                ..RunEnd::new(RunStatus::Failed, Some(ExitReason::InternalError))
             }
         } else {
             RunEnd {
-                status: "waiting_approval".into(),
-                exit_reason: "waiting_approval".into(),
                 pending_approvals: self.pending.clone(),
-                ..RunEnd::default()
+                ..RunEnd::new(RunStatus::WaitingApproval, None)
             }
         };
         self.finished = true;
@@ -306,7 +324,7 @@ impl UiTranslator {
     }
 
     fn tool_finished(&mut self, tool: &ToolFinished, parts: &mut Vec<UiPart>) {
-        let failed = tool.status == "failed";
+        let failed = tool.status == EntryStatus::Failed;
         let error = failed.then(|| {
             tool.error
                 .clone()
@@ -375,8 +393,8 @@ impl UiTranslator {
         });
         self.finished = true;
         parts.push(UiPart::Finished(RunEnd {
-            status: summary.status.as_str().to_string(),
-            exit_reason: summary.exit_reason.as_str().to_string(),
+            status: summary.status,
+            exit_reason: Some(summary.exit_reason),
             error,
             answer: self.answer.take(),
             input_tokens: summary.usage.input_tokens,
@@ -596,7 +614,7 @@ mod tests {
         let Some(UiPart::Finished(end)) = parts.last() else {
             panic!("no end: {parts:?}");
         };
-        assert_eq!(end.status, "waiting_approval");
+        assert_eq!(end.status, RunStatus::WaitingApproval);
         assert_eq!(end.pending_approvals[0].call_id, "c1");
     }
 

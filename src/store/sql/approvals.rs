@@ -139,6 +139,7 @@ macro_rules! impl_approval_store {
                     .bind(parked.status.as_str())
                     .execute(&mut *tx)
                     .await?;
+                Self::insert_delivery_rows(&mut tx, &parked.notices).await?;
                 Self::notify_runs(&mut tx, &[parked.run_id.as_str()]).await?;
                 tx.commit().await?;
                 Ok(())

@@ -217,6 +217,9 @@ macro_rules! impl_run_batch_store {
                 let accounting = $crate::store::sql::run_batch::accounting_rows(&batch.runs);
                 Self::insert_accounting_rows(&mut tx, &accounting).await?;
                 Self::insert_event_rows(&mut tx, &batch.events).await?;
+                for end in batch.runs.iter().filter_map(|write| write.outcome.as_ref()) {
+                    Self::insert_delivery_rows(&mut tx, &end.notices).await?;
+                }
                 Self::notify_runs(&mut tx, &batch.run_ids()).await?;
                 tx.commit().await?;
                 Ok(())

@@ -6,6 +6,10 @@ pub const UNFINISHED: &str = "SELECT id FROM runs WHERE user_id = $1 \
 
 const OF_RUNS: &str = "(SELECT id FROM runs WHERE user_id = $1)";
 
+/// The user's runs left once their ended runs are deleted: one is a run that had not ended (or
+/// started while the erasure ran), and the erasure is rolled back.
+pub const LEFT: &str = "SELECT id FROM runs WHERE user_id = $1 ORDER BY created_at";
+
 /// The ids of all the user's runs (for the caches outside the store).
 pub const RUN_IDS: &str = "SELECT id FROM runs WHERE user_id = $1";
 
@@ -61,7 +65,13 @@ pub fn statements(cache_run_id: &str) -> Vec<(&'static str, String)> {
                 .into(),
         ),
         ("schedules", "DELETE FROM schedules WHERE owner = $1".into()),
-        ("runs", "DELETE FROM runs WHERE user_id = $1".into()),
+        // Ended runs only: a run that has not ended is left, found and the erasure undone.
+        (
+            "runs",
+            "DELETE FROM runs WHERE user_id = $1 \
+             AND status IN ('completed', 'failed', 'cancelled')"
+                .into(),
+        ),
         ("messages", "DELETE FROM messages WHERE user_id = $1".into()),
         (
             "conversations",
@@ -94,6 +104,21 @@ pub fn statements(cache_run_id: &str) -> Vec<(&'static str, String)> {
 /// a cache entry's run id is `$cache_run_id`.
 macro_rules! impl_user_data_store {
     ($store:ty, $db:ty, $cache_run_id:literal) => {
+        impl $store {
+            /// The ids `statement` finds for `user_id`, read in `tx`.
+            async fn user_runs(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                statement: &'static str,
+                user_id: &str,
+            ) -> Result<Vec<String>, sqlx::Error> {
+                let rows: Vec<(String,)> = sqlx::query_as(statement)
+                    .bind(user_id)
+                    .fetch_all(&mut **tx)
+                    .await?;
+                Ok(rows.into_iter().map(|(id,)| id).collect())
+            }
+        }
+
         #[async_trait::async_trait]
         impl $crate::store::UserDataStore for $store {
             async fn unfinished_runs(
@@ -123,10 +148,15 @@ macro_rules! impl_user_data_store {
             async fn erase_user(
                 &self,
                 user_id: &str,
-            ) -> Result<$crate::store::Erased, $crate::store::StoreError> {
+            ) -> Result<$crate::store::Erasure, $crate::store::StoreError> {
                 use $crate::store::sql::user_data as sql;
                 let mut erased = $crate::store::Erased::default();
                 let mut tx = self.begin_write().await?;
+                let unfinished = Self::user_runs(&mut tx, sql::UNFINISHED, user_id).await?;
+                if !unfinished.is_empty() {
+                    tx.rollback().await?;
+                    return Ok($crate::store::Erasure::RunsInProgress(unfinished));
+                }
                 for (what, statement) in sql::statements($cache_run_id) {
                     let done = sqlx::query(sqlx::AssertSqlSafe(statement))
                         .bind(user_id)
@@ -149,8 +179,15 @@ macro_rules! impl_user_data_store {
                         _ => {}
                     }
                 }
+                // A run that started after the check (on another replica) is not erased
+                // under it: the whole erasure is undone.
+                let left = Self::user_runs(&mut tx, sql::LEFT, user_id).await?;
+                if !left.is_empty() {
+                    tx.rollback().await?;
+                    return Ok($crate::store::Erasure::RunsInProgress(left));
+                }
                 tx.commit().await?;
-                Ok(erased)
+                Ok($crate::store::Erasure::Erased(erased))
             }
         }
     };

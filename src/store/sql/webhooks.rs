@@ -5,14 +5,17 @@
 /// The columns every delivery row is read with.
 macro_rules! delivery_columns {
     () => {
-        "id, url, secret, event, payload, user_id, run_id, headers, status, attempts, \
+        "id, url, secret, signer, event, payload, user_id, run_id, headers, status, attempts, \
          next_attempt_at, last_status, last_error, created_at, delivered_at"
     };
 }
 
+/// The outbox keeps no secret (`secret` is empty): `signer` names the one looked up when the
+/// message is sent.
 pub const INSERT_DELIVERY: &str = "INSERT INTO webhook_deliveries \
-     (id, url, secret, event, payload, user_id, run_id, headers, status, attempts, next_attempt_at, \
-     created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $9, 'pending', 0, $8, $8) ON CONFLICT (id) DO NOTHING";
+     (id, url, secret, signer, event, payload, user_id, run_id, headers, status, attempts, \
+     next_attempt_at, created_at) VALUES ($1, $2, '', $3, $4, $5, $6, $7, $9, 'pending', 0, $8, $8) \
+     ON CONFLICT (id) DO NOTHING";
 
 pub const LEASE_DUE: &str = concat!(
     "UPDATE webhook_deliveries SET lease_holder = $1, lease_until = $2 \
@@ -45,6 +48,7 @@ pub struct DeliveryRow {
     id: String,
     url: String,
     secret: String,
+    signer: Option<String>,
     event: String,
     payload: String,
     user_id: Option<String>,
@@ -64,7 +68,8 @@ impl From<DeliveryRow> for crate::store::Delivery {
         Self {
             id: row.id,
             url: row.url,
-            secret: row.secret,
+            signer: row.signer.as_deref().and_then(crate::store::Signer::parse),
+            legacy_secret: row.secret,
             event: row.event,
             payload: row.payload,
             user_id: row.user_id,
@@ -84,28 +89,39 @@ impl From<DeliveryRow> for crate::store::Delivery {
 /// Implements [`WebhookStore`](crate::store::WebhookStore) for a backend.
 macro_rules! impl_webhook_store {
     ($store:ty, $db:ty) => {
-        #[async_trait::async_trait]
-        impl $crate::store::WebhookStore for $store {
-            async fn enqueue_deliveries(
-                &self,
+        impl $store {
+            /// Inserts messages in `tx` (one already there, by id, is left as it is).
+            async fn insert_delivery_rows(
+                tx: &mut sqlx::Transaction<'static, $db>,
                 deliveries: &[$crate::store::NewDelivery],
-            ) -> Result<(), $crate::store::StoreError> {
+            ) -> Result<(), sqlx::Error> {
                 use $crate::store::sql::{at, webhooks as sql};
-                let mut tx = self.begin_write().await?;
                 for delivery in deliveries {
                     sqlx::query(sql::INSERT_DELIVERY)
                         .bind(&delivery.id)
                         .bind(&delivery.url)
-                        .bind(&delivery.secret)
+                        .bind(delivery.signer.as_str())
                         .bind(&delivery.event)
                         .bind(&delivery.payload)
                         .bind(&delivery.user_id)
                         .bind(&delivery.run_id)
                         .bind(at(delivery.created_at))
                         .bind(&delivery.headers)
-                        .execute(&mut *tx)
+                        .execute(&mut **tx)
                         .await?;
                 }
+                Ok(())
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::store::WebhookStore for $store {
+            async fn enqueue_deliveries(
+                &self,
+                deliveries: &[$crate::store::NewDelivery],
+            ) -> Result<(), $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                Self::insert_delivery_rows(&mut tx, deliveries).await?;
                 tx.commit().await?;
                 Ok(())
             }

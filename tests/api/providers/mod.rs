@@ -36,7 +36,7 @@ pub fn merged(mut base: Value, extra: Value) -> Value {
 pub fn provider(config: Value) -> Arc<dyn Provider> {
     let config = parse_config(json!({"providers": {"p": config}}), "provider test")
         .expect("provider config is valid");
-    build_providers(&config)
+    build_providers(&config.providers)
         .expect("provider builds")
         .remove("p")
         .expect("provider p")

@@ -54,6 +54,7 @@ fn parked(run_id: &str, calls: &[(&str, i64)]) -> ParkedRun {
             .collect(),
         status: RunStatus::WaitingApproval,
         at: now,
+        notices: Vec::new(),
     }
 }
 

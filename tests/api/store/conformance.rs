@@ -112,6 +112,7 @@ pub(super) fn outcome() -> RunOutcome {
                 usage: Default::default(),
             },
         ],
+        notices: Vec::new(),
     }
 }
 

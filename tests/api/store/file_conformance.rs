@@ -171,7 +171,10 @@ pub async fn erasing_a_user_takes_their_files_and_content_no_one_else_has(backen
     ] {
         store.create_file(&file).await.expect("recorded");
     }
-    let erased = store.erase_user("erin").await.expect("erased");
+    let agentd::store::Erasure::Erased(erased) = store.erase_user("erin").await.expect("erased")
+    else {
+        panic!("erin has no runs in progress");
+    };
     assert_eq!(erased.files, 2);
     assert_eq!(
         store.list_files("erin", 10, None).await.expect("listed"),

@@ -88,7 +88,7 @@ pub async fn push_configs_are_kept_per_owner_replaced_and_deleted_once(backend: 
     let message = NewDelivery {
         id: "msg_push".into(),
         url: "https://example.com/a".into(),
-        secret: String::new(),
+        signer: agentd::store::Signer::Unsigned,
         event: "a2a.task".into(),
         payload: "{}".into(),
         user_id: Some("alice".into()),
@@ -112,5 +112,5 @@ pub async fn push_configs_are_kept_per_owner_replaced_and_deleted_once(backend: 
         .expect("leased");
     assert_eq!(leased.len(), 1);
     assert_eq!(leased[0].headers, message.headers);
-    assert_eq!(leased[0].secret, "");
+    assert_eq!(leased[0].signer, Some(agentd::store::Signer::Unsigned));
 }

@@ -3,8 +3,8 @@
 //! request carries. `None` always means "not set": the layer below, and finally the upstream
 //! default, applies.
 //!
-//! It lives in `config` beside the reasoning types it holds, so `config` keeps depending on no
-//! other module; `llm` re-exports it as `llm::SamplingParams`. Only the type and its merge live
+//! It lives in `llm::settings` beside the reasoning types it holds; `config` re-exports it for
+//! parsing and `llm` as `llm::SamplingParams`. Only the type and its merge live
 //! here: parsing of `reasoning` values stays in `reasoning`, wire naming in `llm::parameters`.
 //!
 //! Stop sequences, the OpenAI penalties, `seed` and `logit_bias` come only from a request (older
@@ -69,13 +69,13 @@ impl SamplingParams {
 macro_rules! numeric_sampling {
     ($settings:expr) => {{
         let settings = $settings;
-        $crate::config::SamplingParams {
+        $crate::llm::settings::SamplingParams {
             temperature: settings.temperature,
             top_p: settings.top_p,
             top_k: settings.top_k,
             repeat_penalty: settings.repeat_penalty,
             max_output_tokens: settings.max_output_tokens,
-            ..$crate::config::SamplingParams::default()
+            ..$crate::llm::settings::SamplingParams::default()
         }
     }};
 }

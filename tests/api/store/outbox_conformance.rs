@@ -1,0 +1,115 @@
+//! What the store does in one transaction for SPEC §13 and §14: a run's end is stored with the
+//! webhook messages announcing it (a replica that dies after the end has announced it too), the
+//! outbox keeps no secret (the message names which configured one signs it), and erasing a user
+//! leaves everything while one of the user's runs has not ended, however recently it started.
+
+use agentd::store::{
+    Erasure, NewConversation, NewDelivery, NewRun, RunBatch, RunOutcome, RunWrite, Signer,
+};
+use chrono::Utc;
+
+use super::Backend;
+use super::conformance::{new_run, outcome};
+
+fn notice(id: &str, run_id: &str, signer: Signer) -> NewDelivery {
+    NewDelivery {
+        id: id.into(),
+        url: "https://example.com/hook".into(),
+        signer,
+        event: "run.finished".into(),
+        payload: "{}".into(),
+        user_id: Some("erin".into()),
+        run_id: Some(run_id.into()),
+        headers: None,
+        created_at: Utc::now(),
+    }
+}
+
+fn write(run: NewRun, end: Option<RunOutcome>) -> RunBatch {
+    RunBatch {
+        runs: vec![RunWrite { run, outcome: end }],
+        events: Vec::new(),
+    }
+}
+
+pub async fn a_runs_end_is_stored_with_its_notices_and_no_secret(backend: &Backend) {
+    let store = backend.open().await;
+    let run = new_run("run-n", Some("erin"));
+    store
+        .write_run_batch(&write(run.clone(), None))
+        .await
+        .expect("started");
+    let end = RunOutcome {
+        notices: vec![
+            notice("msg_a", "run-n", Signer::Receiver),
+            notice("msg_b", "run-n", Signer::Server),
+        ],
+        ..outcome()
+    };
+    let batch = write(run, Some(end));
+    store.write_run_batch(&batch).await.expect("ended");
+    // Written again (a batch retried after an unclear failure): still one message each.
+    store.write_run_batch(&batch).await.expect("again");
+    let stored = store.get_run("run-n").await.expect("read").expect("stored");
+    assert_eq!(stored.status.as_str(), "completed");
+    let mut listed = store.list_deliveries(None, 10).await.expect("listed");
+    listed.sort_by(|a, b| a.id.cmp(&b.id));
+    let kept: Vec<(&str, Option<Signer>, &str)> = listed
+        .iter()
+        .map(|d| (d.id.as_str(), d.signer, d.legacy_secret.as_str()))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            ("msg_a", Some(Signer::Receiver), ""),
+            ("msg_b", Some(Signer::Server), "")
+        ],
+        "one message per notice, naming its signer, keeping no secret"
+    );
+}
+
+pub async fn erasing_a_user_leaves_everything_while_a_run_has_not_ended(backend: &Backend) {
+    let store = backend.open().await;
+    store
+        .create_conversation(&NewConversation {
+            id: "c1".into(),
+            user_id: "erin".into(),
+            agent: "chat".into(),
+            title: None,
+            created_at: Utc::now(),
+        })
+        .await
+        .expect("conversation");
+    // Started on another replica after the runtime looked for unfinished runs: the store's
+    // own erasure must find it.
+    let run = new_run("run-e", Some("erin"));
+    store
+        .write_run_batch(&write(run.clone(), None))
+        .await
+        .expect("started");
+    let erasure = store.erase_user("erin").await.expect("erase");
+    assert_eq!(erasure, Erasure::RunsInProgress(vec!["run-e".into()]));
+    assert!(
+        store.get_run("run-e").await.expect("read").is_some(),
+        "the running run is not erased under it"
+    );
+    assert!(
+        store
+            .get_conversation("erin", "c1")
+            .await
+            .expect("read")
+            .is_some(),
+        "nothing of the user is erased"
+    );
+    store
+        .write_run_batch(&write(run, Some(outcome())))
+        .await
+        .expect("ended");
+    match store.erase_user("erin").await.expect("erase") {
+        Erasure::Erased(erased) => {
+            assert_eq!((erased.runs, erased.conversations), (1, 1), "{erased:?}")
+        }
+        other => panic!("erased once the run ended: {other:?}"),
+    }
+    assert!(store.get_run("run-e").await.expect("read").is_none());
+}
