@@ -45,6 +45,7 @@ mod limits;
 mod mcp;
 mod mcp_2026;
 mod mcp_headend;
+mod mcp_tasks;
 mod metrics_scrape;
 mod openai_clients;
 mod openapi_tools;

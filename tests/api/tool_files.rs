@@ -229,3 +229,44 @@ async fn a_tool_file_past_the_file_limit_is_a_note_naming_it() {
     assert!(finished[0].get("attachments").is_none(), "{finished:?}");
     app.runtime.close().await;
 }
+
+#[tokio::test]
+async fn a_tool_file_is_a_source_document_part_for_the_ai_sdk() {
+    let (app, _dir) = app_with_pictures().await;
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "call-1",
+        "pictures__screenshot",
+        r#"{"page": "home"}"#,
+    )]));
+    app.llm.push(Reply::text("A single pixel."));
+    let args = [
+        app.address.clone(),
+        "ada".to_string(),
+        "pictures".to_string(),
+        "Look at home".to_string(),
+    ];
+    let seen = crate::web::run_node_with(
+        "ai_sdk_stream.mjs",
+        &args,
+        "unused",
+        &[("AI_AGENT", "snap")],
+    )
+    .await;
+    assert_eq!(seen["errors"], json!([]), "{seen}");
+    let parts = seen["message"]["parts"].as_array().expect("parts");
+    let source = parts
+        .iter()
+        .find(|p| p["type"] == "source-document")
+        .unwrap_or_else(|| panic!("a source-document part: {seen}"));
+    assert_eq!(source["mediaType"], "image/png", "{seen}");
+    assert_eq!(source["title"], "screenshot-1.png", "{seen}");
+    let file_id = source["sourceId"].as_str().expect("source id");
+    assert_eq!(
+        source["providerMetadata"]["agentd"]["url"],
+        format!("/v1/files/{file_id}/content"),
+        "{seen}"
+    );
+    let content = app.get(&format!("/v1/files/{file_id}/content")).await;
+    assert_eq!(content.status(), 200);
+    assert_eq!(content.bytes().await.expect("bytes").as_ref(), PNG);
+}

@@ -4,13 +4,15 @@
 //   without `resume`: DefaultChatTransport.sendMessages posts useChat's body and
 //   readUIMessageStream assembles the answer;
 //   with `resume`: DefaultChatTransport.reconnectToStream resumes the chat's answer.
-// AI_PACKAGE picks the package: `ai` (the current major) or `ai6` (the previous one).
+// AI_PACKAGE picks the package: `ai` (the current major) or `ai6` (the previous one); AI_AGENT,
+// when set, names the agent that answers (the transport's `body.agent`).
 const { DefaultChatTransport, readUIMessageStream } = await import(process.env.AI_PACKAGE ?? "ai");
 
 const [base, user, chatId, prompt, mode] = process.argv.slice(2);
 const transport = new DefaultChatTransport({
   api: `${base}/api/${user}/chat`,
   headers: { Authorization: `Bearer ${process.env.AGENTD_KEY}` },
+  body: process.env.AI_AGENT ? { agent: process.env.AI_AGENT } : undefined,
 });
 
 async function lastMessage(stream) {

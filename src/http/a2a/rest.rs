@@ -44,6 +44,33 @@ pub struct A2aTaskPath {
     task: String,
 }
 
+/// The binding's error answer, shared by every route of it: a `google.rpc.Status` naming the
+/// A2A reason (`application/a2a+json`), or agentd's error for an unknown agent or a refused key.
+pub struct A2aErrors;
+
+impl utoipa::IntoResponses for A2aErrors {
+    fn responses() -> std::collections::BTreeMap<
+        String,
+        utoipa::openapi::RefOr<utoipa::openapi::response::Response>,
+    > {
+        use utoipa::openapi::{Content, ObjectBuilder, Ref, ResponseBuilder, Type};
+        let status = ResponseBuilder::new()
+            .description(
+                "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error",
+            )
+            .content(
+                A2A_JSON,
+                Content::new(Some(ObjectBuilder::new().schema_type(Type::Object).build())),
+            )
+            .content(
+                "application/json",
+                Content::new(Some(Ref::from_schema_name("ErrorBody"))),
+            )
+            .build();
+        std::collections::BTreeMap::from([("default".to_string(), status.into())])
+    }
+}
+
 /// What a task route asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TaskVerb {
@@ -236,10 +263,7 @@ fn body_params(body: &[u8]) -> Result<Value, RpcError> {
     request_body(content = Object, description = "A SendMessageRequest", content_type = "application/json"),
     responses(
         (status = 200, description = "A SendMessageResponse", content_type = "application/a2a+json", body = Object),
-        (status = "default", description = "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error", content(
-            (Object = "application/a2a+json"),
-            (ErrorBody = "application/json"),
-        )),
+        A2aErrors,
     ),
 )]
 pub async fn message_send(
@@ -263,10 +287,7 @@ pub async fn message_send(
     request_body(content = Object, description = "A SendMessageRequest", content_type = "application/json"),
     responses(
         (status = 200, description = "SSE frames, each one StreamResponse", content_type = "text/event-stream", body = crate::http::wire::ServerSentEvent),
-        (status = "default", description = "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error", content(
-            (Object = "application/a2a+json"),
-            (ErrorBody = "application/json"),
-        )),
+        A2aErrors,
     ),
 )]
 pub async fn message_stream(
@@ -289,10 +310,7 @@ pub async fn message_stream(
     params(A2aAgentPath),
     responses(
         (status = 200, description = "A ListTasksResponse", content_type = "application/a2a+json", body = Object),
-        (status = "default", description = "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error", content(
-            (Object = "application/a2a+json"),
-            (ErrorBody = "application/json"),
-        )),
+        A2aErrors,
     ),
 )]
 pub async fn list_tasks(
@@ -318,10 +336,7 @@ pub async fn list_tasks(
             (Object = "application/a2a+json"),
             (crate::http::wire::ServerSentEvent = "text/event-stream"),
         )),
-        (status = "default", description = "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error", content(
-            (Object = "application/a2a+json"),
-            (ErrorBody = "application/json"),
-        )),
+        A2aErrors,
     ),
 )]
 pub async fn read_task(
@@ -356,10 +371,7 @@ pub async fn read_task(
             (Object = "application/a2a+json"),
             (crate::http::wire::ServerSentEvent = "text/event-stream"),
         )),
-        (status = "default", description = "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error", content(
-            (Object = "application/a2a+json"),
-            (ErrorBody = "application/json"),
-        )),
+        A2aErrors,
     ),
 )]
 pub async fn act_on_task(
@@ -398,10 +410,7 @@ pub struct A2aPushConfigPath {
     request_body(content = Object, description = "A TaskPushNotificationConfig: url, token?, authentication?, id?", content_type = "application/json"),
     responses(
         (status = 200, description = "The config, its credentials left out", content_type = "application/a2a+json", body = Object),
-        (status = "default", description = "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error", content(
-            (Object = "application/a2a+json"),
-            (ErrorBody = "application/json"),
-        )),
+        A2aErrors,
     ),
 )]
 pub async fn create_push_config(
@@ -433,10 +442,7 @@ pub async fn create_push_config(
     params(A2aTaskPath),
     responses(
         (status = 200, description = "A ListTaskPushNotificationConfigsResponse", content_type = "application/a2a+json", body = Object),
-        (status = "default", description = "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error", content(
-            (Object = "application/a2a+json"),
-            (ErrorBody = "application/json"),
-        )),
+        A2aErrors,
     ),
 )]
 pub async fn list_push_configs(
@@ -463,30 +469,15 @@ pub async fn list_push_configs(
     params(A2aPushConfigPath),
     responses(
         (status = 200, description = "The config", content_type = "application/a2a+json", body = Object),
-        (status = "default", description = "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error", content(
-            (Object = "application/a2a+json"),
-            (ErrorBody = "application/json"),
-        )),
+        A2aErrors,
     ),
 )]
 pub async fn get_push_config(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    ApiPath(A2aPushConfigPath {
-        agent,
-        task,
-        config,
-    }): ApiPath<A2aPushConfigPath>,
+    ApiPath(path): ApiPath<A2aPushConfigPath>,
 ) -> Result<Response, ApiError> {
-    let params = json!({"taskId": task, "id": config});
-    answer(
-        &runtime,
-        &caller,
-        &agent,
-        "GetTaskPushNotificationConfig",
-        params,
-    )
-    .await
+    on_push_config(&runtime, &caller, path, "GetTaskPushNotificationConfig").await
 }
 
 #[utoipa::path(
@@ -497,30 +488,26 @@ pub async fn get_push_config(
     params(A2aPushConfigPath),
     responses(
         (status = 200, description = "Deleted", content_type = "application/a2a+json", body = Object),
-        (status = "default", description = "A google.rpc.Status naming the A2A reason; an unknown agent or a refused key as agentd's error", content(
-            (Object = "application/a2a+json"),
-            (ErrorBody = "application/json"),
-        )),
+        A2aErrors,
     ),
 )]
 pub async fn delete_push_config(
     State(runtime): State<Arc<Runtime>>,
     Extension(caller): Extension<Caller>,
-    ApiPath(A2aPushConfigPath {
-        agent,
-        task,
-        config,
-    }): ApiPath<A2aPushConfigPath>,
+    ApiPath(path): ApiPath<A2aPushConfigPath>,
 ) -> Result<Response, ApiError> {
-    let params = json!({"taskId": task, "id": config});
-    answer(
-        &runtime,
-        &caller,
-        &agent,
-        "DeleteTaskPushNotificationConfig",
-        params,
-    )
-    .await
+    on_push_config(&runtime, &caller, path, "DeleteTaskPushNotificationConfig").await
+}
+
+/// `method` on the push-notification config `path` names.
+async fn on_push_config(
+    runtime: &Arc<Runtime>,
+    caller: &Caller,
+    path: A2aPushConfigPath,
+    method: &str,
+) -> Result<Response, ApiError> {
+    let params = json!({"taskId": path.task, "id": path.config});
+    answer(runtime, caller, &path.agent, method, params).await
 }
 
 fn unknown_task_method(segment: &str) -> RpcError {

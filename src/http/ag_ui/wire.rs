@@ -244,6 +244,15 @@ pub fn frames(part: UiPart, ids: &FrameIds<'_>) -> Vec<Value> {
         UiPart::Progress(progress) => {
             vec![json!({"type": "CUSTOM", "name": "agentd.progress", "value": progress})]
         }
+        UiPart::Source {
+            call_id,
+            file_id,
+            name,
+            media_type,
+        } => vec![json!({
+            "type": "CUSTOM", "name": "agentd.source",
+            "value": {"toolCallId": call_id, "fileId": file_id, "name": name, "mediaType": media_type},
+        })],
         UiPart::Finished(end) => vec![finished_frame(end, ids)],
     }
 }

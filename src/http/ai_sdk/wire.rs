@@ -137,6 +137,18 @@ pub fn chunks(part: UiPart) -> Vec<Value> {
             "type": "tool-output-error", "toolCallId": call_id, "errorText": error,
             "providerExecuted": true, "dynamic": true,
         })],
+        UiPart::Source {
+            call_id,
+            file_id,
+            name,
+            media_type,
+        } => vec![json!({
+            "type": "source-document", "sourceId": file_id, "mediaType": media_type,
+            "title": name, "filename": name,
+            "providerMetadata": {"agentd": {
+                "toolCallId": call_id, "url": format!("/v1/files/{file_id}/content"),
+            }},
+        })],
         UiPart::ApprovalRequested {
             call_id,
             tool,

@@ -11,6 +11,7 @@
 
 mod calls;
 mod modern;
+mod tasks_2025;
 mod tools;
 
 use std::sync::Arc;
@@ -99,7 +100,8 @@ impl McpEndpoint {
 }
 
 impl McpEndpoint {
-    /// Answers a 2026-07-28 message here ([`modern`]); hands any other on (rebuilt) to rmcp.
+    /// Answers a 2026-07-28 message ([`modern`]) or a 2025-11-25 task message ([`tasks_2025`])
+    /// here; hands any other on (rebuilt) to rmcp.
     async fn modern_or_rmcp(&self, request: Request) -> Result<Request, Response> {
         if request.method() != axum::http::Method::POST {
             return Ok(request);
@@ -108,8 +110,19 @@ impl McpEndpoint {
         let bytes = axum::body::to_bytes(body, self.body_limit)
             .await
             .map_err(|_| ApiError::payload_too_large(Some(self.body_limit)).into_response())?;
-        if let Ok(message) = serde_json::from_slice::<serde_json::Value>(&bytes)
-            && message.is_object()
+        let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .filter(serde_json::Value::is_object);
+        if let Some(message) = &message
+            && !modern::is_modern(&parts.headers, message)
+            && let Some(kind) = tasks_2025::TaskMessage::of(message)
+        {
+            let Some(caller) = parts.extensions.get::<Caller>() else {
+                return Err(ApiError::internal().into_response());
+            };
+            return Err(tasks_2025::answer(&self.runtime, caller, kind, message.clone()).await);
+        }
+        if let Some(message) = message
             && modern::is_modern(&parts.headers, &message)
         {
             let Some(caller) = parts.extensions.get::<Caller>() else {
@@ -182,7 +195,7 @@ async fn in_agentd_error_shape(response: Response) -> Response {
     path = "/mcp",
     tag = "mcp",
     summary = "MCP streamable HTTP: tools/list and tools/call over the agents this key may use",
-    request_body(content = Object, description = "One JSON-RPC message: initialize, tools/list, tools/call, notifications/cancelled (2025-06-18, 2025-11-25); server/discover, tools/list, tools/call, tasks/get, tasks/update, tasks/cancel with the version in _meta and Mcp-Method / Mcp-Name headers (2026-07-28)", content_type = "application/json"),
+    request_body(content = Object, description = "One JSON-RPC message: initialize, tools/list, tools/call, notifications/cancelled (2025-06-18, 2025-11-25), tools/call with params.task, tasks/get, tasks/result, tasks/cancel (2025-11-25 Tasks); server/discover, tools/list, tools/call, tasks/get, tasks/update, tasks/cancel with the version in _meta and Mcp-Method / Mcp-Name headers (2026-07-28)", content_type = "application/json"),
     responses(
         (status = 200, description = "The JSON-RPC answer, as JSON or as an SSE stream carrying progress notifications first", content(
             (Object = "application/json"),

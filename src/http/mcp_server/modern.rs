@@ -19,7 +19,7 @@ use super::tools::{agent_tool, call_input};
 use crate::agent::approval::Decision;
 use crate::config::OnDisconnect;
 use crate::http::auth::Caller;
-use crate::runtime::{CancelMode, CancelOutcome, Runtime, StartError};
+use crate::runtime::{CancelMode, CancelOutcome, RunHandle, Runtime, StartError};
 use crate::store::RunRecord;
 use crate::vocabulary::RunStatus;
 
@@ -58,7 +58,7 @@ pub struct McpError {
 }
 
 impl McpError {
-    fn new(code: i64, message: impl Into<String>) -> Self {
+    pub(super) fn new(code: i64, message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::OK,
             code,
@@ -74,11 +74,11 @@ impl McpError {
         }
     }
 
-    fn invalid_params(message: impl Into<String>) -> Self {
+    pub(super) fn invalid_params(message: impl Into<String>) -> Self {
         Self::new(code::INVALID_PARAMS, message)
     }
 
-    fn internal(message: impl Into<String>) -> Self {
+    pub(super) fn internal(message: impl Into<String>) -> Self {
         Self::new(code::INTERNAL, message)
     }
 
@@ -87,8 +87,18 @@ impl McpError {
         self
     }
 
-    fn task_not_found(id: &str) -> Self {
+    pub(super) fn task_not_found(id: &str) -> Self {
         Self::invalid_params(format!("params.taskId: no task `{id}` for this key"))
+    }
+
+    /// The JSON-RPC error answering request `id`, with its HTTP status.
+    pub(super) fn answer(self, id: Value) -> Response {
+        let mut body = json!({"code": self.code, "message": self.message});
+        if let Some(data) = self.data {
+            body["data"] = data;
+        }
+        let answer = json!({"jsonrpc": "2.0", "id": id, "error": body});
+        (self.status, axum::Json(answer)).into_response()
     }
 }
 
@@ -271,14 +281,7 @@ pub async fn answer(
         Ok(result) => {
             axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
         }
-        Err(error) => {
-            let mut body = json!({"code": error.code, "message": error.message});
-            if let Some(data) = error.data {
-                body["data"] = data;
-            }
-            let answer = json!({"jsonrpc": "2.0", "id": id, "error": body});
-            (error.status, axum::Json(answer)).into_response()
-        }
+        Err(error) => error.answer(id),
     }
 }
 
@@ -377,6 +380,28 @@ async fn call_tool(
     caller: &Caller,
     params: &Value,
 ) -> Result<Value, McpError> {
+    if wants_tasks(params) {
+        let mut task = task_base(&start_task(runtime, caller, params).await?);
+        task["resultType"] = json!("task");
+        return Ok(task);
+    }
+    let handle = start_call(runtime, caller, params, OnDisconnect::Cancel).await?;
+    let result = handle
+        .result
+        .await
+        .map_err(|_| McpError::internal("the run ended without a result"))?;
+    let value = serde_json::to_value(super::tools::call_result(&result))
+        .map_err(|e| McpError::internal(e.to_string()))?;
+    Ok(complete(value))
+}
+
+/// Starts the run a `tools/call` asks for (`params.name`, `params.arguments`).
+async fn start_call(
+    runtime: &Arc<Runtime>,
+    caller: &Caller,
+    params: &Value,
+    on_disconnect: OnDisconnect,
+) -> Result<RunHandle, McpError> {
     let name = params
         .get("name")
         .and_then(Value::as_str)
@@ -401,36 +426,28 @@ async fn call_tool(
     };
     let input = call_input(&agent, arguments)?;
     let attachments = input.stored_attachments(runtime, caller, &agent).await?;
-    let as_task = wants_tasks(params);
     let mut submission = caller.submission(agent, input.prompt);
     submission.format = input.format;
     submission.attachments = attachments;
-    // A task outlives the request; a plain call ends with its client.
-    submission.on_disconnect = if as_task {
-        OnDisconnect::Continue
-    } else {
-        OnDisconnect::Cancel
-    };
-    let handle = runtime.start_run(submission).await.map_err(start_error)?;
-    let run_id = handle.run_id.clone();
-    if as_task {
-        // The run is followed from the store; the task is durable before it is answered.
-        drop(handle.into_result());
-        let run = task_run(runtime, caller, &run_id).await?;
-        let mut task = task_base(&run);
-        task["resultType"] = json!("task");
-        return Ok(task);
-    }
-    let result = handle
-        .result
-        .await
-        .map_err(|_| McpError::internal("the run ended without a result"))?;
-    let value = serde_json::to_value(super::tools::call_result(&result))
-        .map_err(|e| McpError::internal(e.to_string()))?;
-    Ok(complete(value))
+    submission.on_disconnect = on_disconnect;
+    runtime.start_run(submission).await.map_err(start_error)
 }
 
-fn task_id(params: &Value) -> Result<String, McpError> {
+/// Starts a `tools/call` as a task: a run that outlives the request, durable (and so visible
+/// to `tasks/get` on any replica) before this returns it.
+pub(super) async fn start_task(
+    runtime: &Arc<Runtime>,
+    caller: &Caller,
+    params: &Value,
+) -> Result<RunRecord, McpError> {
+    let handle = start_call(runtime, caller, params, OnDisconnect::Continue).await?;
+    let run_id = handle.run_id.clone();
+    // The run is followed from the store.
+    drop(handle.into_result());
+    task_run(runtime, caller, &run_id).await
+}
+
+pub(super) fn task_id(params: &Value) -> Result<String, McpError> {
     params
         .get("taskId")
         .and_then(Value::as_str)
@@ -440,7 +457,11 @@ fn task_id(params: &Value) -> Result<String, McpError> {
 }
 
 /// The run a task id names, if the caller may see it.
-async fn task_run(runtime: &Runtime, caller: &Caller, id: &str) -> Result<RunRecord, McpError> {
+pub(super) async fn task_run(
+    runtime: &Runtime,
+    caller: &Caller,
+    id: &str,
+) -> Result<RunRecord, McpError> {
     let run = runtime
         .find_run(id)
         .await
@@ -453,7 +474,7 @@ async fn task_run(runtime: &Runtime, caller: &Caller, id: &str) -> Result<RunRec
 }
 
 /// A task's status as the run's status reads.
-fn task_status(status: RunStatus) -> &'static str {
+pub(super) fn task_status(status: RunStatus) -> &'static str {
     match status {
         // A run waiting for a raise of its budget waits for its user or an admin on the runs
         // API, not for an answer the MCP client can give: it is still working.
@@ -465,7 +486,7 @@ fn task_status(status: RunStatus) -> &'static str {
     }
 }
 
-fn rfc3339(at: chrono::DateTime<chrono::Utc>) -> String {
+pub(super) fn rfc3339(at: chrono::DateTime<chrono::Utc>) -> String {
     at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
@@ -486,7 +507,7 @@ fn task_base(run: &RunRecord) -> Value {
 }
 
 /// The tool result a finished run is, as `tools/call` would have answered it.
-fn call_result_of_run(run: &RunRecord) -> Value {
+pub(super) fn call_result_of_run(run: &RunRecord) -> Value {
     if run.success != Some(true) {
         let message = run
             .error
@@ -510,7 +531,7 @@ fn call_result_of_run(run: &RunRecord) -> Value {
 }
 
 /// The form a waiting tool call is put to the client as: approve or deny, with a reason.
-fn approval_request(tool: &str, server: &str, arguments: &Value) -> Value {
+pub(super) fn approval_request(tool: &str, server: &str, arguments: &Value) -> Value {
     json!({
         "method": "elicitation/create",
         "params": {
@@ -563,7 +584,7 @@ async fn task_view(runtime: &Runtime, run: &RunRecord) -> Result<Value, McpError
 
 /// An elicitation answer as an approval decision: `accept` with `decision: approve` runs the
 /// tool, anything else (deny, decline, cancel) refuses it.
-fn decision_of_response(response: &Value) -> Decision {
+pub(super) fn decision_of_response(response: &Value) -> Decision {
     let content = response.get("content");
     let reason = content
         .and_then(|c| c.get("reason"))

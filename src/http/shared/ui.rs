@@ -64,6 +64,14 @@ pub enum UiPart {
         /// Set when the tool failed.
         error: Option<String>,
     },
+    /// A file a tool's result carried (an MCP `image` or `resource`), as the run keeps it: a
+    /// source of the answer, readable at `GET /v1/files/{file_id}/content`.
+    Source {
+        call_id: String,
+        file_id: String,
+        name: String,
+        media_type: String,
+    },
     ApprovalRequested {
         call_id: String,
         tool: String,
@@ -327,6 +335,12 @@ impl UiTranslator {
             output: tool.output.clone(),
             error,
         });
+        parts.extend(tool.attachments.iter().map(|file| UiPart::Source {
+            call_id: tool.call_id.clone(),
+            file_id: file.file_id.clone(),
+            name: file.name.clone(),
+            media_type: file.media_type.clone(),
+        }));
     }
 
     fn approval_requested(&mut self, waiting: &ApprovalRequested, parts: &mut Vec<UiPart>) {
