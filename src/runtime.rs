@@ -372,7 +372,7 @@ impl Runtime {
         start: pipeline::SessionStart,
         sink: EventSink,
         control: RunControl,
-        meter: Option<Arc<dyn crate::agent::budget::SpendMeter>>,
+        meter: Option<Arc<dyn crate::vocabulary::budget::SpendMeter>>,
     ) -> SessionEnd {
         let request = start.request();
         let agent = request.agent.name.clone();

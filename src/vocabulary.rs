@@ -1,11 +1,15 @@
-//! The run's vocabulary (SPEC §4.2): its events ([`events`]), why a run ended and where it stands. A leaf module with no
-//! dependency on the rest of the crate, so the store, the cache, the limits, the agent and every
-//! headend speak the same typed words; the store keeps their names as text.
+//! The run's vocabulary (SPEC §4.2, §5, §14): its events ([`events`]), what a run returns and how
+//! it is accounted ([`result`]), its budgets ([`budget`]), its attachments, why it ended and where
+//! it stands. The store, the cache, the limits, the agent and every headend speak these typed words
+//! (the store keeps their names as text). It depends on nothing above it: only on the model's
+//! message type (`llm::ChatMessage`, which a result's conversation holds) and `json_text`.
 
 use serde::{Deserialize, Serialize};
 
 pub mod attachment;
+pub mod budget;
 pub mod events;
+pub mod result;
 
 pub use attachment::{Attachment, AttachmentKind};
 pub use events::{AgentEvent, RunEvent};

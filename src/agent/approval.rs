@@ -12,9 +12,9 @@ use serde_json::{Map, Value};
 
 use super::SessionRequest;
 use super::context_guard::ContextGuard;
-use super::result::{AccountingEntry, AgentResult};
 use crate::config::agent_file::Transport;
 use crate::llm::{ChatMessage, SamplingParams, ToolCall};
+use crate::vocabulary::result::{AccountingEntry, AgentResult};
 
 /// A tool call that was not executed because it waits for a decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -195,18 +195,18 @@ pub struct Checkpoint {
     pub limited_key: Option<String>,
     /// The key's and request's budget (SPEC §14), kept across the wait.
     #[serde(default)]
-    pub budget: super::budget::RunBudget,
+    pub budget: crate::vocabulary::budget::RunBudget,
     /// The limits raised while the run waited for its budget: they replace the agent's, the
     /// key's and the request's (SPEC §14, `POST /v1/runs/{id}/budget`).
     #[serde(
         default,
-        skip_serializing_if = "super::budget::RunBudget::is_unlimited"
+        skip_serializing_if = "crate::vocabulary::budget::RunBudget::is_unlimited"
     )]
-    pub budget_raise: super::budget::RunBudget,
+    pub budget_raise: crate::vocabulary::budget::RunBudget,
     /// Set when the run waits for a raise of its budget rather than for approvals: the limit it
     /// crossed (its waiting turn then has no calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget_wait: Option<super::budget::BudgetExceeded>,
+    pub budget_wait: Option<crate::vocabulary::budget::BudgetExceeded>,
 }
 
 impl Checkpoint {

@@ -13,7 +13,6 @@ use super::guard_phase::ContextAccount;
 use super::internal_phase::record_task_status;
 use super::internal_tools::{BATCH_TOOL, TASK_STATUS_TOOL};
 use super::output_handles::TOOL_OUTPUT_TOOL;
-use super::result::ExitReason;
 use super::router::ROUTER_TOOL;
 use super::run::Run;
 use super::tool_phase::{
@@ -22,6 +21,7 @@ use super::tool_phase::{
 use crate::agent::context_guard::BUDGET_EXCEEDED_STUB;
 use crate::config::AgentSpec;
 use crate::llm::ToolCall;
+use crate::vocabulary::result::ExitReason;
 
 /// A call with its index in the turn and its parsed arguments.
 pub(super) type ArgumentedCall<'c> = (usize, &'c ToolCall, Map<String, Value>);

@@ -6,7 +6,9 @@
 //! Owns only what a session needs to know about them; checking a client's tools against the
 //! agent's and rebuilding a continued conversation is the runtime's (`runtime::continuation`).
 
-use crate::llm::{ChatMessage, Role, ToolCall, ToolChoice, ToolDefinition};
+use crate::llm::{ChatMessage, Role, ToolChoice, ToolDefinition};
+
+pub use crate::vocabulary::result::unanswered_calls;
 
 /// The client's tools of one request, and how the model is asked to use them.
 #[derive(Debug, Clone, Default)]
@@ -82,28 +84,10 @@ pub fn continues_tool_calls(history: &[ChatMessage]) -> bool {
     history.last().is_some_and(|m| m.role == Role::Tool)
 }
 
-/// The calls of the conversation's last assistant message that no `tool` message answers yet:
-/// what a run that ended `client_tool_calls` leaves for its client.
-pub fn unanswered_calls(conversation: &[ChatMessage]) -> Vec<ToolCall> {
-    let Some(position) = conversation.iter().rposition(|m| m.role == Role::Assistant) else {
-        return Vec::new();
-    };
-    let answered: Vec<&str> = conversation[position + 1..]
-        .iter()
-        .filter(|m| m.role == Role::Tool)
-        .filter_map(|m| m.tool_call_id.as_deref())
-        .collect();
-    conversation[position]
-        .tool_calls
-        .iter()
-        .filter(|call| !answered.contains(&call.id.as_str()))
-        .cloned()
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::ToolCall;
     use serde_json::json;
 
     fn tool(name: &str) -> ToolDefinition {

@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use super::SessionRequest;
 use super::events::{AgentEvent, EventSink};
-use super::result::{
+use crate::llm::ChatMessage;
+use crate::vocabulary::result::{
     AccountingEntry, AgentResult, ExitReason, FinalReport, ReportStatus, UsageTotals,
 };
-use crate::llm::ChatMessage;
 
 /// The outcome of the turn loop, before the result is assembled.
 #[derive(Debug, Clone)]

@@ -17,13 +17,13 @@ use super::events::{AgentEvent, Progress};
 use super::internal_tools::{RejectedCall, TASK_STATUS_TOOL, TaskStatus, parse_batch};
 use super::output_handles::TOOL_OUTPUT_TOOL;
 use super::output_questions::ask_about;
-use super::result::{AccountingEntry, EntryStatus};
 use super::run::{ForcedFinal, RunFacts, TurnPlan};
 use super::tool_execution::Executed;
 use super::tool_phase::{
     ToolContext, ToolRunner, agent_tool_entry, call_arguments, failed, scope_to_user,
 };
 use crate::llm::ToolCall;
+use crate::vocabulary::result::{AccountingEntry, EntryStatus};
 
 /// `agent__tool_output`: reads part of an output the run kept as a handle.
 pub(super) async fn read_tool_output(

@@ -16,7 +16,6 @@ use super::ending::Transcript;
 use super::events::EventSink;
 use super::events::{AgentEvent, TextDelta};
 use super::guard_phase::ContextAccount;
-use super::result::{AccountingEntry, EntryStatus, LlmAccounting, TokenCounts};
 use super::run::RunFacts;
 use super::turn_output::{AttemptOutput, OutputPiece, TurnOutput};
 use super::xml::stream::FinalTagStream;
@@ -27,6 +26,7 @@ use crate::llm::{
     ToolDefinition,
 };
 use crate::telemetry::genai;
+use crate::vocabulary::result::{AccountingEntry, EntryStatus, LlmAccounting, TokenCounts};
 
 /// How one attempt ended.
 pub(super) enum AttemptOutcome {

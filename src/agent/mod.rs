@@ -5,7 +5,6 @@
 //! [`SessionRequest`], runs [`Session::run`] in a task, and translates the events.
 
 pub mod approval;
-pub mod budget;
 mod call_routes;
 pub mod client_tools;
 pub mod context_guard;
@@ -19,7 +18,6 @@ mod llm_call;
 pub mod observer;
 pub mod output_handles;
 mod output_questions;
-pub mod result;
 pub mod router;
 mod run;
 mod session;
@@ -35,8 +33,10 @@ mod xml_phase;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub use crate::vocabulary::result::{
+    AgentResult, ExitReason, FinalReport, ReportStatus, RunStatus,
+};
 pub use events::{AgentEvent, EventSink};
-pub use result::{AgentResult, ExitReason, FinalReport, ReportStatus, RunStatus};
 pub use run::{opening_conversation, tokenizer_of};
 pub use session::{EMPTY_RESPONSE_NOTICE, RunControl, Session};
 
@@ -71,10 +71,10 @@ pub struct SessionRequest {
     pub client_tools: client_tools::ClientTools,
     /// The budget of the key and the request (the lower of each limit); the agent's own is
     /// applied over it by the session.
-    pub budget: budget::RunBudget,
+    pub budget: crate::vocabulary::budget::RunBudget,
     /// Limits raised while the run waited for its budget; each replaces the lowest of the
     /// agent's, the key's and the request's.
-    pub budget_raise: budget::RunBudget,
+    pub budget_raise: crate::vocabulary::budget::RunBudget,
     /// Files sent with the prompt (SPEC §11), their content loaded for the model.
     pub attachments: Vec<crate::vocabulary::Attachment>,
 }
@@ -82,7 +82,7 @@ pub struct SessionRequest {
 impl SessionRequest {
     /// The budget the run is held to: the lowest of the agent's, the key's and the request's,
     /// with what was raised while it waited in place.
-    pub fn effective_budget(&self) -> budget::RunBudget {
+    pub fn effective_budget(&self) -> crate::vocabulary::budget::RunBudget {
         self.budget
             .lowest(self.agent.budget)
             .raised_by(self.budget_raise)

@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use super::result::AccountingEntry;
 use super::run::RunFacts;
 use super::session::RunControl;
 use super::sub_agents::ChildRunner;
@@ -13,6 +12,7 @@ use super::{AgentResult, SessionRequest};
 use crate::config::AgentSpec;
 use crate::config::agent_file::{Finalization, ToolOutputMode};
 use crate::config::registry::Orchestration;
+use crate::vocabulary::result::AccountingEntry;
 
 /// The most parts one question may be asked of (the reference's `maxChunks`).
 pub const MAX_ASK_PARTS: usize = 10;

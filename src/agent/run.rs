@@ -14,7 +14,6 @@ use super::ending::{Ending, Transcript};
 use super::final_report::{FinalReportSpec, JSON_FORMAT};
 use super::guard_phase::{ContextAccount, TargetLimits};
 use super::observer::SessionObserver;
-use super::result::{ExitReason, Lineage};
 use super::xml::{XmlMode, XmlState};
 use super::xml_phase::XmlTransport;
 use crate::config::agent_file::{Finalization, Transport};
@@ -22,6 +21,7 @@ use crate::config::models::ModelCatalog;
 use crate::config::{AgentSpec, Target};
 use crate::llm::tokens::Tokenizer;
 use crate::llm::{ChatMessage, SamplingParams, ToolDefinition};
+use crate::vocabulary::result::{ExitReason, Lineage};
 
 /// Why a turn before the last was made the final one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,7 +186,7 @@ pub(super) struct Run {
     /// Set by the tool phase when calls of the turn wait for a person: the run stops here.
     pub waiting: Option<WaitingTurn>,
     /// Set with `waiting` when the run stops for a raise of its budget: the limit it crossed.
-    pub budget_wait: Option<super::budget::BudgetExceeded>,
+    pub budget_wait: Option<crate::vocabulary::budget::BudgetExceeded>,
     /// How many accounting entries the spend meter has been charged with (a resumed run's
     /// earlier entries were charged before it waited).
     pub charged: usize,

@@ -18,7 +18,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, error, warn};
 
 use super::approval::{Checkpoint, DecidedCall, SessionEnd, WaitingTurn};
-use super::budget;
 use super::ending::{Ending, Transcript, assemble};
 use super::events::{AgentEvent, EventSink, RunStarted, TextDelta, TurnStarted};
 use super::final_report::{self, FinalReportSpec};
@@ -26,7 +25,6 @@ use super::guard_phase::{self, ContextAccount, PreparedTurn};
 use super::internal_tools::{batch_definition, task_status_definition};
 use super::llm_call::{AttemptOutcome, LlmAccess, LlmAttempt};
 use super::observer::SessionObserver;
-use super::result::{AgentResult, ExitReason, ReportStatus};
 use super::router::Router;
 use super::run::{ForcedFinal, ReportExpectation, Run, RunFacts, TurnPlan};
 use super::sub_agents::{ChildRunner, SubAgents, definition as sub_agent_tool};
@@ -39,6 +37,8 @@ use crate::config::models::ModelCatalog;
 use crate::llm::{ChatMessage, LlmError, ToolDefinition};
 use crate::tools::ToolRegistry;
 use crate::tools::result_cache::ToolResultCache;
+use crate::vocabulary::budget;
+use crate::vocabulary::result::{AgentResult, ExitReason, ReportStatus};
 
 /// The contract's ephemeral notice after an empty (or, in report mode, plain-text) response.
 pub const EMPTY_RESPONSE_NOTICE: &str = "System notice: plain text responses without tool calls are ignored. Use final_report to provide your answer.";

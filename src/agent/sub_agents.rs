@@ -12,13 +12,13 @@ use serde_json::{Map, Value, json};
 use super::ending::Transcript;
 use super::events::EventSink;
 use super::events::{AgentEvent, Progress};
-use super::result::AccountingEntry;
 use super::run::RunFacts;
 use super::session::RunControl;
 use super::tool_phase::{ToolRunner, agent_tool_entry, failed};
 use super::{AgentResult, SessionRequest};
 use crate::config::AgentSpec;
 use crate::llm::{ToolCall, ToolDefinition};
+use crate::vocabulary::result::AccountingEntry;
 
 /// Sessions nested deeper than this are refused.
 pub const MAX_SUB_AGENT_DEPTH: u32 = 4;

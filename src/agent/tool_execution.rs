@@ -14,7 +14,6 @@ use tracing::{Instrument, error, info, warn};
 
 use super::events::{AgentEvent, Progress, ToolFinished, ToolStarted};
 use super::output_handles;
-use super::result::{AccountingEntry, ToolAccounting};
 use super::tool_files::keep_all;
 use super::tool_phase::{ToolContext, ToolRunner, failed, server_of, truncate_output};
 use crate::llm::ToolCall;
@@ -22,6 +21,7 @@ use crate::tools::caller::ToolCaller;
 use crate::tools::policy::{self, ToolPolicy};
 use crate::tools::result_cache::ToolResultCache;
 use crate::tools::{ToolFile, ToolOutcome, ToolReport};
+use crate::vocabulary::result::{AccountingEntry, ToolAccounting};
 
 /// Progress lines of one tool call buffered before further ones are dropped.
 const PROGRESS_LINES: usize = 32;

@@ -19,7 +19,6 @@ use super::final_report::FINAL_REPORT_TOOL;
 use super::guard_phase::Refusal;
 use super::internal_phase::{read_tool_output, run_batch};
 use super::output_handles::{OutputHandles, TOOL_OUTPUT_TOOL};
-use super::result::{AccountingEntry, EntryStatus, ExitReason, Lineage, ToolAccounting};
 use super::router::Router;
 use super::run::{Run, RunFacts};
 use super::session::{EMPTY_RESPONSE_NOTICE, RunControl};
@@ -32,6 +31,9 @@ use crate::config::agent_file::{Finalization, ToolOutputMode};
 use crate::llm::{ChatMessage, LlmResponse, Role, ToolCall};
 use crate::tools::ToolRegistry;
 use crate::tools::result_cache::ToolResultCache;
+use crate::vocabulary::result::{
+    AccountingEntry, EntryStatus, ExitReason, Lineage, ToolAccounting,
+};
 
 /// What the turn loop does next.
 pub(super) enum Handled {
@@ -519,7 +521,8 @@ pub(super) fn server_of(tool: &str) -> String {
 /// for more runs only those.
 fn tool_calls_left(run: &Run) -> Option<usize> {
     let budget = run.facts.request.effective_budget();
-    let spent = super::budget::Spent::of(&run.transcript.accounting, run.started.elapsed());
+    let spent =
+        crate::vocabulary::budget::Spent::of(&run.transcript.accounting, run.started.elapsed());
     if budget.crossed(&spent).is_some() {
         return Some(0);
     }

@@ -12,13 +12,13 @@ use super::ending::Ending;
 use super::events::{AgentEvent, Progress};
 use super::final_report::{FINAL_REPORT_TOOL, arguments_from_xml_payload};
 use super::guard_phase::ContextAccount;
-use super::result::{AccountingEntry, ExitReason, ToolAccounting};
 use super::run::{Run, RunFacts, TurnPlan};
 use super::tool_phase::{Handled, ToolRunner, assistant_message};
 use super::xml::next::{NextNotice, render};
 use super::xml::scan::{FinalTag, ScanRules, scan, strip_leading_think};
 use super::xml::{XmlMode, XmlState};
 use crate::llm::{ChatMessage, LlmResponse, StopReason, ToolCall, ToolDefinition};
+use crate::vocabulary::result::{AccountingEntry, ExitReason, ToolAccounting};
 
 /// Where an attempt sits in the run.
 #[derive(Debug, Clone, Copy)]

@@ -20,12 +20,14 @@ use secrecy::ExposeSecret;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::agent::events::{RunStarted, TextDelta};
-use crate::agent::result::UsageTotals;
-use crate::agent::{AgentEvent, AgentResult, ReportStatus, SessionRequest};
+use crate::agent::SessionRequest;
 use crate::config::cache::{CacheBackend, CacheConfig};
 use crate::store::{CacheStore, StoreError};
+use crate::vocabulary::AgentEvent;
 use crate::vocabulary::ExitReason;
+use crate::vocabulary::events::{RunStarted, TextDelta};
+use crate::vocabulary::result::UsageTotals;
+use crate::vocabulary::result::{AgentResult, ReportStatus};
 
 pub use self::redis::RedisCache;
 pub use self::redis_link::{RedisCallError, RedisLink};

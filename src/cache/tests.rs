@@ -4,10 +4,10 @@ use serde_json::json;
 
 use super::*;
 use crate::agent::SessionRequest;
-use crate::agent::result::{FinalReport, RunStatus};
 use crate::config::registry::resolve_agent;
 use crate::config::{AgentSpec, parse_config};
 use crate::llm::ChatMessage;
+use crate::vocabulary::result::{FinalReport, RunStatus};
 
 fn agent(frontmatter: &str) -> Arc<AgentSpec> {
     let config = parse_config(

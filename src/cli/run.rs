@@ -17,9 +17,9 @@ use crate::agent::ExitReason;
 use crate::agent::approval::Decision;
 use crate::agent::events::ApprovalRequested;
 use crate::agent::final_report::FinalReportSpec;
-use crate::agent::result::AccountingEntry;
 use crate::config::{AgentRegistry, AgentSpec, Config, Target};
 use crate::runtime::{ApprovalError, RunSubmission, Runtime};
+use crate::vocabulary::result::AccountingEntry;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct RunArgs {

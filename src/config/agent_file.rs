@@ -53,9 +53,9 @@ pub struct AgentFrontmatter {
     /// How long such a call waits before it counts as denied (default 10m).
     pub approval_timeout: Option<HumanDuration>,
     /// What one run of the agent may spend (SPEC §14).
-    pub budget: Option<crate::agent::budget::RunBudget>,
+    pub budget: Option<crate::vocabulary::budget::RunBudget>,
     /// What a run that reaches its budget does: `fail`.
-    pub on_budget: Option<crate::agent::budget::OnBudget>,
+    pub on_budget: Option<crate::vocabulary::budget::OnBudget>,
     /// What a message to a conversation still answering another does (SPEC §13).
     pub busy: Option<super::BusyPolicy>,
     /// `text`: PDFs go as their extracted text to models that cannot read them (SPEC §11).

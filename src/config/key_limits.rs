@@ -44,7 +44,7 @@ pub struct KeyLimits {
         deserialize_with = "checked_run_budget",
         skip_serializing_if = "Option::is_none"
     )]
-    pub run_budget: Option<crate::agent::budget::RunBudget>,
+    pub run_budget: Option<crate::vocabulary::budget::RunBudget>,
 }
 
 impl KeyLimits {
@@ -66,8 +66,8 @@ impl KeyLimits {
 /// A run budget whose every limit is above 0 and at most 10^12 (null: none).
 fn checked_run_budget<'de, D: Deserializer<'de>>(
     deserializer: D,
-) -> Result<Option<crate::agent::budget::RunBudget>, D::Error> {
-    let budget = Option::<crate::agent::budget::RunBudget>::deserialize(deserializer)?;
+) -> Result<Option<crate::vocabulary::budget::RunBudget>, D::Error> {
+    let budget = Option::<crate::vocabulary::budget::RunBudget>::deserialize(deserializer)?;
     if let Some(budget) = &budget {
         budget
             .check()

@@ -122,8 +122,8 @@ pub struct AgentSpec {
     /// The calls that wait for a person's approval, and for how long (SPEC §8).
     pub approvals: ApprovalPolicy,
     /// What one run may spend (`budget:`; SPEC §14), and what happens when it has.
-    pub budget: crate::agent::budget::RunBudget,
-    pub on_budget: crate::agent::budget::OnBudget,
+    pub budget: crate::vocabulary::budget::RunBudget,
+    pub on_budget: crate::vocabulary::budget::OnBudget,
     /// What a message to one of its conversations that is still answering does (SPEC §13).
     pub busy: super::BusyPolicy,
     /// What a file one of its models cannot read does (`attachments:`; SPEC §11).

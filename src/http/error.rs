@@ -15,7 +15,7 @@ use utoipa::openapi::{self, ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{IntoResponses, ToSchema};
 
 use crate::agent::ExitReason;
-use crate::agent::result::RunSummary;
+use crate::vocabulary::result::RunSummary;
 
 /// The `Retry-After` of a 503 `store_unavailable`.
 const STORE_RETRY_AFTER_SECS: u64 = 2;

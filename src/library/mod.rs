@@ -39,10 +39,6 @@ pub use crate::agent::events::{
     ApprovalDecided, ApprovalRequested, ErrorEvent, Progress, RunStarted, TextDelta, ToolFinished,
     ToolStarted, TurnStarted,
 };
-pub use crate::agent::result::{
-    AccountingEntry, EntryStatus, FinalReport, LlmAccounting, ReportStatus, RunSummary,
-    TokenCounts, ToolAccounting, UsageTotals,
-};
 pub use crate::agent::{AgentEvent, AgentResult};
 use crate::agent::{EventSink, ProviderSet, RunControl, Session, SessionRequest};
 use crate::config::agent_file::{AgentFileError, parse_agent_file};
@@ -55,6 +51,10 @@ pub use crate::llm::{
 use crate::tools::ToolRegistry;
 use crate::tools::hub::{ToolHub, ToolSetupError};
 pub use crate::tools::{ToolOutcome, ToolProvider};
+pub use crate::vocabulary::result::{
+    AccountingEntry, EntryStatus, FinalReport, LlmAccounting, ReportStatus, RunSummary,
+    TokenCounts, ToolAccounting, UsageTotals,
+};
 pub use crate::vocabulary::{ExitReason, RunStatus};
 pub use builder::AgentBuilder;
 pub use stream::AgentStream;

@@ -25,12 +25,12 @@ use chrono::{DateTime, TimeDelta, Utc};
 use secrecy::ExposeSecret;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::AgentResult;
-use crate::agent::budget::{BudgetExceeded, BudgetLimit, RunBudget, SpendMeter, Spent};
 use crate::config::cache::CacheBackend;
 use crate::config::key_limits::KeyLimits;
 use crate::config::{AuthConfig, Config};
 use crate::store::{DailyUsage, RunSlotClaim, Store};
+use crate::vocabulary::budget::{BudgetExceeded, BudgetLimit, RunBudget, SpendMeter, Spent};
+use crate::vocabulary::result::AgentResult;
 pub use counter::{CountError, HeldSlot, LimitCounter, StoreCounter};
 pub use redis::RedisCounter;
 use window::Budget;

@@ -493,7 +493,7 @@ impl Runtime {
         {
             Some(key) => {
                 // The session that ran before the wait charged the key with what it spent.
-                let before = crate::agent::budget::Spent::of(
+                let before = crate::vocabulary::budget::Spent::of(
                     &checkpoint.accounting,
                     std::time::Duration::ZERO,
                 );

@@ -14,9 +14,9 @@ use tracing::{error, info};
 
 use super::Runtime;
 use crate::agent::approval::Checkpoint;
-use crate::agent::budget::{BudgetExceeded, RunBudget, Spent};
 use crate::store::{JsonText, ParkedRun, StoreError, TakenCheckpoint};
 use crate::vocabulary::RunStatus;
+use crate::vocabulary::budget::{BudgetExceeded, RunBudget, Spent};
 
 /// Why a raise was refused.
 #[derive(Debug, thiserror::Error)]

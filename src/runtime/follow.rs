@@ -22,9 +22,9 @@ use futures_util::Stream;
 use super::Runtime;
 use super::live::LiveRun;
 use crate::agent::events::ErrorEvent;
-use crate::agent::result::{RunStatus, RunSummary, UsageTotals};
 use crate::agent::{AgentResult, ExitReason};
 use crate::store::{JsonText, RunEventRecord, RunFilter, RunRecord, StoreError, whole_result};
+use crate::vocabulary::result::{RunStatus, RunSummary, UsageTotals};
 use crate::vocabulary::{AgentEvent, RunEvent};
 
 /// How long a follower of a run elsewhere waits for a wake before looking anyway.

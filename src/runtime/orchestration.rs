@@ -14,13 +14,13 @@ use tokio::task::JoinHandle;
 
 use super::Runtime;
 use crate::agent::approval::SessionEnd;
-use crate::agent::result::UsageTotals;
 use crate::agent::router::{Route, Router};
 use crate::agent::sub_agents::emit_agent_progress as emit_progress;
 use crate::agent::{AgentEvent, AgentResult, EventSink, ExitReason, RunControl, SessionRequest};
 use crate::config::AgentSpec;
 use crate::llm::ChatMessage;
 use crate::store::NewRun;
+use crate::vocabulary::result::UsageTotals;
 
 /// Events of a session whose answer is not the run's: its answer, report and end are left out.
 fn keeps_progress(event: &AgentEvent) -> bool {

@@ -93,7 +93,7 @@ pub struct RunSubmission {
     /// The key that submitted it (usage by key).
     pub key_id: Option<String>,
     /// The key's and the request's budget, the lower of each limit (SPEC §14).
-    pub budget: crate::agent::budget::RunBudget,
+    pub budget: crate::vocabulary::budget::RunBudget,
     /// What the message does when its conversation is still answering another (SPEC §13);
     /// the agent's `busy` when `None`.
     pub busy: Option<BusyPolicy>,
@@ -666,7 +666,7 @@ impl Runtime {
         mut start: Box<SessionStart>,
         sink: EventSink,
         control: RunControl,
-        meter: Option<Arc<dyn crate::agent::budget::SpendMeter>>,
+        meter: Option<Arc<dyn crate::vocabulary::budget::SpendMeter>>,
     ) -> SessionEnd {
         if let Some(seat) = turn {
             let request = match &mut *start {

@@ -3,8 +3,8 @@
 //! come from configuration, never from what a model made up.
 
 use super::Runtime;
-use crate::agent::result::{AccountingEntry, EntryStatus, LlmAccounting};
 use crate::agent::{AgentResult, ReportStatus};
+use crate::vocabulary::result::{AccountingEntry, EntryStatus, LlmAccounting};
 
 impl Runtime {
     pub(super) fn record_metrics(&self, agent: &str, result: &AgentResult) {
@@ -25,7 +25,7 @@ impl Runtime {
         let mut attempts = 0u64;
         let mut upstream_ms = 0u64;
         // Sub-agents' entries are rolled in, but their time is inside the parent's tool call.
-        let own = |lineage: &crate::agent::result::Lineage| {
+        let own = |lineage: &crate::vocabulary::result::Lineage| {
             lineage.txn_id.as_deref().is_none_or(|t| t == result.run_id)
         };
         for entry in &result.accounting {

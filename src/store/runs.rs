@@ -7,9 +7,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{JsonText, NewRunEvent, RecorderSettings, StoreError};
-use crate::agent::AgentResult;
-use crate::agent::result::{AccountingEntry, EntryStatus, UsageTotals};
 use crate::llm::ChatMessage;
+use crate::vocabulary::result::AgentResult;
+use crate::vocabulary::result::{AccountingEntry, EntryStatus, UsageTotals};
 use crate::vocabulary::{ExitReason, RunStatus};
 
 /// A run as it starts.

@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 // The run's results move into this vocabulary (issue 36); until then the events carry the agent's.
-use crate::agent::result::{AccountingEntry, FinalReport, RunSummary};
 use crate::json_text::JsonText;
+use crate::vocabulary::result::{AccountingEntry, FinalReport, RunSummary};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunStarted {
@@ -186,7 +186,7 @@ pub enum AgentEvent {
     ApprovalRequested(Box<ApprovalRequested>),
     ApprovalDecided(Box<ApprovalDecided>),
     /// The run reached its budget (SPEC §14).
-    BudgetExceeded(Box<crate::agent::budget::BudgetExceeded>),
+    BudgetExceeded(Box<crate::vocabulary::budget::BudgetExceeded>),
 }
 
 impl AgentEvent {

@@ -1122,7 +1122,7 @@ mod session_side {
         let llm_entries = result
             .accounting
             .iter()
-            .filter(|e| matches!(e, agentd::agent::result::AccountingEntry::Llm(_)))
+            .filter(|e| matches!(e, agentd::vocabulary::result::AccountingEntry::Llm(_)))
             .count();
         assert_eq!(llm_entries, 3, "accounting of both halves");
     }

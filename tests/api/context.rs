@@ -2,10 +2,10 @@
 //! test drives a session through the scripted LLM and checks what the provider was sent.
 
 use agentd::agent::context_guard::BUDGET_EXCEEDED_STUB;
-use agentd::agent::result::{AccountingEntry, EntryStatus};
 use agentd::agent::{AgentEvent, ExitReason};
 use agentd::llm::LlmRequest;
 use agentd::llm::tokens::Tokenizer;
+use agentd::vocabulary::result::{AccountingEntry, EntryStatus};
 use serde_json::json;
 
 use crate::support::mock_llm::openai::{Dialect, Route};

@@ -3,8 +3,8 @@
 //! call limit) and `userScoped` agents (the caller's user_id overrides the model's).
 
 use agentd::agent::AgentEvent;
-use agentd::agent::result::AccountingEntry;
 use agentd::llm::Role;
+use agentd::vocabulary::result::AccountingEntry;
 use serde_json::{Value, json};
 
 use crate::support::scripted::{Harness, agent, calls, final_report};

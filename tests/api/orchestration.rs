@@ -5,8 +5,8 @@
 //! the answering agent's output, one final report and one `run.finished`.
 
 use agentd::agent::AgentEvent;
-use agentd::agent::result::AccountingEntry;
 use agentd::runtime::RunSubmission;
+use agentd::vocabulary::result::AccountingEntry;
 use serde_json::{Value, json};
 
 use crate::support::TestApp;

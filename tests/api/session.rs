@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use agentd::agent::result::{AccountingEntry, EntryStatus};
 use agentd::agent::{AgentEvent, EMPTY_RESPONSE_NOTICE, ExitReason, ReportStatus};
 use agentd::llm::Role;
+use agentd::vocabulary::result::{AccountingEntry, EntryStatus};
 use serde_json::json;
 
 use crate::support::mock_llm::{Reply, openai};

@@ -3,9 +3,9 @@
 //! rolled into the parent's with the lineage continued, and nesting stops at the depth limit.
 
 use agentd::agent::AgentEvent;
-use agentd::agent::result::AccountingEntry;
 use agentd::agent::sub_agents::MAX_SUB_AGENT_DEPTH;
 use agentd::runtime::RunSubmission;
+use agentd::vocabulary::result::AccountingEntry;
 use serde_json::json;
 
 use crate::support::TestApp;

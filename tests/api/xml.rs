@@ -3,9 +3,9 @@
 //! across chunks, unclosed tags under each stop reason, a json final that fails then succeeds,
 //! and XML-NEXT never reaching the stored conversation.
 
-use agentd::agent::result::{AccountingEntry, EntryStatus};
 use agentd::agent::{AgentEvent, ExitReason};
 use agentd::llm::{LlmRequest, Role, StopReason};
+use agentd::vocabulary::result::{AccountingEntry, EntryStatus};
 use serde_json::json;
 
 use crate::support::mock_llm::Reply;

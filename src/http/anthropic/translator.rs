@@ -10,12 +10,12 @@ use super::wire::{
     BlockDelta, ContentBlock, Message, MessageDelta, MessageType, MessageUsage, StopReason,
     StreamEvent,
 };
-use crate::agent::result::RunSummary;
 use crate::agent::{AgentEvent, ExitReason, ReportStatus};
 use crate::http::error::ApiError;
 use crate::http::shared::drive::{Frame, StreamEnd, Translator};
 use crate::http::wire::AssistantRole;
 use crate::vocabulary::RunEvent;
+use crate::vocabulary::result::RunSummary;
 
 /// What names the message: its id and the model the client asked for.
 pub struct Reply {

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use utoipa::openapi::{self, RefOr};
 use utoipa::{IntoResponses, ToSchema};
 
-use crate::agent::result::UsageTotals;
 use crate::http::wire::{AssistantRole, string_constant};
+use crate::vocabulary::result::UsageTotals;
 
 /// `POST /v1/messages`; `model` names an agent (or, when it names none, `server.defaultAgent`
 /// answers). The other fields of Anthropic's API (`thinking`, `context_management`,

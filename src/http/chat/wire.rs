@@ -5,9 +5,9 @@
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::agent::result::UsageTotals;
 use crate::http::wire::ListObject;
 use crate::store::{Conversation, StoredMessage, Turn};
+use crate::vocabulary::result::UsageTotals;
 
 /// The chat body, which the AI SDK mode takes too.
 pub use crate::http::shared::chat_request::ChatRequest;

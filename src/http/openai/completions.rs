@@ -15,13 +15,13 @@ use super::wire::{
     TextCompletionRequest,
 };
 use super::{Frames, TextField, finished_runs, first_alone, first_id, run_ids_of};
-use crate::agent::result::UsageTotals;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiJson, ErrorBody};
 use crate::http::shared::drive::Frame;
 use crate::http::sse::with_run_headers;
 use crate::llm::ToolCall;
 use crate::runtime::{RunHandle, Runtime};
+use crate::vocabulary::result::UsageTotals;
 
 /// OpenAI's cap on the legacy `logprobs`.
 const MAX_LOGPROBS: u32 = 5;

@@ -25,13 +25,13 @@ use super::sse::with_run_headers;
 use super::wire::AssistantRole;
 use crate::agent::client_tools::ClientTools;
 use crate::agent::events::AgentEvent;
-use crate::agent::result::{RunSummary, UsageTotals};
 use crate::agent::{AgentResult, ExitReason, ReportStatus};
 use crate::config::AgentSpec;
 use crate::llm::ToolDefinition;
 use crate::llm::{ChatMessage, Role, ToolCall};
 use crate::runtime::{RunHandle, RunSubmission, Runtime, StartError};
 use crate::vocabulary::RunEvent;
+use crate::vocabulary::result::{RunSummary, UsageTotals};
 use params::Ignored;
 use wire::{
     AssistantMessage, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChunkChoice,

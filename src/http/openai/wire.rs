@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::agent::result::UsageTotals;
 use crate::http::wire::{AssistantRole, ListObject, string_constant};
+use crate::vocabulary::result::UsageTotals;
 
 /// `POST /v1/chat/completions`; `model` names an agent.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -23,12 +23,12 @@ use super::wire::{
 };
 use crate::agent::AgentEvent;
 use crate::agent::events::{ApprovalRequested, ToolFinished, ToolStarted};
-use crate::agent::result::{ExitReason, ReportStatus, RunSummary};
 use crate::http::error::ApiError;
 use crate::http::shared::drive::{Frame, StreamEnd, Translator};
 use crate::http::wire::AssistantRole;
 use crate::runtime::WaitingCallRef;
 use crate::vocabulary::RunEvent;
+use crate::vocabulary::result::{ExitReason, ReportStatus, RunSummary};
 
 /// The prefix of an `mcp_approval_request` item's id (OpenAI's).
 pub const APPROVAL_REQUEST_PREFIX: &str = "mcpr";

@@ -67,7 +67,7 @@ pub struct RunRequest {
     /// What this run may spend (SPEC §14): each limit applies when it is lower than the
     /// agent's; a run that reaches one ends with `exit_reason: budget_exceeded`.
     #[serde(default)]
-    pub budget: Option<crate::agent::budget::RunBudget>,
+    pub budget: Option<crate::vocabulary::budget::RunBudget>,
     /// This run's own webhook receiver, told when it ends, fails or waits for approval (SPEC
     /// §13), signed with the server's `webhookDelivery.secret`.
     #[serde(default)]
@@ -283,7 +283,7 @@ pub struct BudgetRaiseRequest {
     /// Each limit given replaces the lowest of the agent's, the key's and the request's; at
     /// least one.
     #[schema(schema_with = nonempty_run_budget)]
-    pub raise: crate::agent::budget::RunBudget,
+    pub raise: crate::vocabulary::budget::RunBudget,
 }
 
 /// `RunBudget`'s schema with at least one limit, as a raise needs.
@@ -291,7 +291,7 @@ fn nonempty_run_budget() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Sche
     use utoipa::PartialSchema;
     use utoipa::openapi::RefOr;
     use utoipa::openapi::schema::Schema;
-    match crate::agent::budget::RunBudget::schema() {
+    match crate::vocabulary::budget::RunBudget::schema() {
         RefOr::T(Schema::Object(mut object)) => {
             object.min_properties = Some(1);
             RefOr::T(Schema::Object(object))
@@ -306,5 +306,5 @@ pub struct BudgetRaiseAnswer<'a> {
     pub run_id: &'a str,
     pub status: RunningStatus,
     /// The limits the run now runs under.
-    pub budget: crate::agent::budget::RunBudget,
+    pub budget: crate::vocabulary::budget::RunBudget,
 }

@@ -13,8 +13,8 @@ use crate::agent::events::{
     ApprovalDecided, ApprovalRequested, RunStarted, TextDelta, ToolFinished, ToolStarted,
     TurnStarted,
 };
-use crate::agent::result::RunSummary;
 use crate::http::shared::drive::{Frame, StreamEnd, Translator};
+use crate::vocabulary::result::RunSummary;
 use crate::vocabulary::{RunEvent, RunStatus};
 
 /// One thing a UI protocol shows, in order.

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use agentd::agent::result::{FinalReport, UsageTotals};
 use agentd::agent::{AgentResult, ExitReason, ReportStatus};
 use agentd::cache::{CacheKey, RedisCache, ResponseCache};
 use agentd::llm::ChatMessage;
+use agentd::vocabulary::result::{FinalReport, UsageTotals};
 use chrono::{DateTime, Utc};
 
 use super::conformance::at;

@@ -300,7 +300,7 @@ impl AgentResult {
         if self.exit_reason != ExitReason::ClientToolCalls {
             return Vec::new();
         }
-        super::client_tools::unanswered_calls(&self.conversation)
+        unanswered_calls(&self.conversation)
     }
 
     /// The answer text: `content_json` as JSON text for json reports, else `content`.
@@ -317,6 +317,28 @@ impl AgentResult {
             _ => String::new(),
         }
     }
+}
+
+/// The calls of the conversation's last assistant message that no `tool` message answers yet:
+/// what a run that ended `client_tool_calls` leaves for its client.
+pub fn unanswered_calls(conversation: &[ChatMessage]) -> Vec<crate::llm::ToolCall> {
+    let Some(position) = conversation
+        .iter()
+        .rposition(|m| m.role == crate::llm::Role::Assistant)
+    else {
+        return Vec::new();
+    };
+    let answered: Vec<&str> = conversation[position + 1..]
+        .iter()
+        .filter(|m| m.role == crate::llm::Role::Tool)
+        .filter_map(|m| m.tool_call_id.as_deref())
+        .collect();
+    conversation[position]
+        .tool_calls
+        .iter()
+        .filter(|call| !answered.contains(&call.id.as_str()))
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]

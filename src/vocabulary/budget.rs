@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::result::AccountingEntry;
+use crate::vocabulary::result::AccountingEntry;
 
 /// The limits of one run; a `None` limit is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
