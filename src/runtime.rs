@@ -524,14 +524,19 @@ fn session_span(request: &SessionRequest) -> tracing::Span {
     let exported = crate::telemetry::traces_exported();
     let span = info_span!(
         "session",
-        otel.name = %format_args!("invoke_agent {}", request.agent.name),
-        ai.agent.id = %request.agent.name,
-        ai.session.txn_id = %request.run_id,
+        otel.name = tracing::field::Empty,
+        ai.agent.id = request.agent.name.as_str(),
+        ai.session.txn_id = request.run_id.as_str(),
         ai.session.parent_txn_id = parent.map(|p| p.txn_id.as_str()),
-        ai.session.origin_txn_id = %parent.map_or(request.run_id.as_str(), |p| p.origin_txn_id.as_str()),
+        ai.session.origin_txn_id =
+            parent.map_or(request.run_id.as_str(), |p| p.origin_txn_id.as_str()),
         trace_id = (!exported).then_some(request.run_id.as_str()),
     );
     if exported {
+        span.record(
+            "otel.name",
+            tracing::field::display(format_args!("invoke_agent {}", request.agent.name)),
+        );
         let trace_id = span
             .in_scope(crate::telemetry::trace_id_of_current_span)
             .unwrap_or_else(|| request.run_id.clone());

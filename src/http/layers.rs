@@ -1,7 +1,7 @@
-//! The tower-http layers around every route: CORS from `server.corsOrigins`, the request id
+//! The layers around every route: CORS from `server.corsOrigins`, the request id
 //! (`x-request-id` taken from the client when usable, else made; always returned), and the
-//! request's span, which carries the request id, method, route template and key id onto every
-//! log line and span the request causes (its sessions' too). The one log line per request is
+//! request's span ([`in_request_span`]), which carries the request id, method, route template
+//! and key id onto every log line and span the request causes (its sessions' too). The one log line per request is
 //! written by [`super::observe_request`], which also feeds the metrics (their `method` label
 //! folds methods outside HTTP's standard ones into `other`: [`method_label`]).
 
@@ -13,7 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::RequestId;
-use tracing::{Span, field, info_span};
+use tracing::{Instrument, Span, field, info_span};
 
 use crate::config::cors::CorsOrigin;
 use crate::http::error::ApiError;
@@ -116,6 +116,14 @@ pub async fn drop_unusable_request_id(mut request: Request, next: Next) -> Respo
     next.run(request).await
 }
 
+/// Runs the request's handler in its span ([`request_span`]), so every log line and span it
+/// causes carries the request's fields. The response body is written outside it: a streamed
+/// frame costs no span entry and exit (nothing is logged while a body is written).
+pub async fn in_request_span(request: Request, next: Next) -> Response {
+    let span = request_span(&request);
+    next.run(request).instrument(span).await
+}
+
 /// The request's span: request id, method and route template now, the key id once the key is
 /// checked ([`record_key_id`]).
 pub fn request_span(request: &Request) -> Span {
@@ -130,12 +138,17 @@ pub fn request_span(request: &Request) -> Span {
         .map_or("unmatched", MatchedPath::as_str);
     let span = info_span!(
         "request",
-        otel.name = %format_args!("{} {route}", request.method()),
-        otel.kind = "server",
+        otel.name = field::Empty,
+        otel.kind = field::Empty,
         request_id,
-        method = %request.method(),
+        method = request.method().as_str(),
         route,
         key_id = field::Empty,
+    );
+    crate::telemetry::genai::name_for_export(
+        &span,
+        format_args!("{} {route}", request.method()),
+        "server",
     );
     // A caller's W3C trace context makes this request part of its trace.
     crate::telemetry::genai::adopt_http_parent(&span, request.headers());

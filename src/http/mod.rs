@@ -43,7 +43,6 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use tokio::net::TcpListener;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -93,15 +92,7 @@ fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
             limit_body(request, next, body_limit)
         }))
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(layers::request_span)
-                .on_request(())
-                .on_response(())
-                .on_body_chunk(())
-                .on_eos(())
-                .on_failure(()),
-        )
+        .layer(middleware::from_fn(layers::in_request_span))
         .layer(PropagateRequestIdLayer::new(layers::REQUEST_ID_HEADER))
         .layer(SetRequestIdLayer::new(
             layers::REQUEST_ID_HEADER,

@@ -4,8 +4,9 @@
 //! (`traceparent`) read from HTTP headers and MCP `_meta` and written into MCP `_meta`.
 //!
 //! Spans are `tracing` spans (their log names stay `session`, `llm`, `tool`); `otel.name`
-//! gives the exported name and the attributes are set on the exported span only, so log lines
-//! do not grow. Nothing here costs anything when no exporter is configured.
+//! gives the exported name and, like the attributes, is set only when exporting
+//! ([`name_for_export`]), so log lines do not grow and nothing is formatted for them. Nothing
+//! here costs anything when no exporter is configured.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,6 +86,16 @@ fn exporting() -> bool {
     EXPORTING.load(Ordering::Relaxed)
 }
 
+/// Gives `span` its exported name and kind (`otel.name`, `otel.kind`, declared
+/// `field::Empty`) when traces are exported; otherwise nothing is formatted and log lines do
+/// not carry them.
+pub fn name_for_export(span: &Span, name: std::fmt::Arguments<'_>, kind: &'static str) {
+    if exporting() {
+        span.record("otel.name", tracing::field::display(name));
+        span.record("otel.kind", kind);
+    }
+}
+
 /// Whether `chat` spans carry message content (`telemetry.otlp.captureContent`).
 pub fn capture_content() -> bool {
     exporting() && CAPTURE_CONTENT.load(Ordering::Relaxed)
@@ -117,12 +128,13 @@ pub fn record_agent_usage(span: &Span, input: u64, output: u64, cached: u64) {
 pub fn chat_span(provider: &str, model: &str) -> Span {
     let span = tracing::info_span!(
         "llm",
-        otel.name = %format_args!("chat {model}"),
-        otel.kind = "client",
-        ai.llm.provider = %provider,
-        ai.llm.model = %model,
+        otel.name = tracing::field::Empty,
+        otel.kind = tracing::field::Empty,
+        ai.llm.provider = provider,
+        ai.llm.model = model,
     );
     if exporting() {
+        name_for_export(&span, format_args!("chat {model}"), "client");
         span.set_attribute("gen_ai.operation.name", Operation::Chat.as_str());
         span.set_attribute("gen_ai.provider.name", provider.to_string());
         span.set_attribute("gen_ai.request.model", model.to_string());
@@ -224,12 +236,13 @@ pub fn record_chat_output(span: &Span, output: &str) {
 pub fn tool_span(tool: &str, server: &str, call_id: &str) -> Span {
     let span = tracing::info_span!(
         "tool",
-        otel.name = %format_args!("execute_tool {tool}"),
-        otel.kind = "internal",
-        ai.tool.name = %tool,
-        ai.tool.server = %server,
+        otel.name = tracing::field::Empty,
+        otel.kind = tracing::field::Empty,
+        ai.tool.name = tool,
+        ai.tool.server = server,
     );
     if exporting() {
+        name_for_export(&span, format_args!("execute_tool {tool}"), "internal");
         span.set_attribute("gen_ai.operation.name", Operation::ExecuteTool.as_str());
         span.set_attribute("gen_ai.tool.name", tool.to_string());
         span.set_attribute("gen_ai.tool.call.id", call_id.to_string());

@@ -287,6 +287,21 @@ impl RunEvent {
         self.event.kind()
     }
 
+    /// An `output` or `thinking` delta's text as the JSON string (quoted and escaped) its data
+    /// holds, when the data is `{"text":…}` alone (not a `replace`, and as serialised here, not
+    /// re-spaced by a store): a frame carrying the text copies these bytes instead of escaping
+    /// the text a second time.
+    pub fn text_json(&self) -> Option<&str> {
+        match &self.event {
+            AgentEvent::Output(delta) | AgentEvent::Thinking(delta) if !delta.replace => self
+                .data
+                .as_str()
+                .strip_prefix(r#"{"text":"#)?
+                .strip_suffix('}'),
+            _ => None,
+        }
+    }
+
     /// Whether this is the run's last event (`run.finished`).
     pub fn is_run_finished(&self) -> bool {
         matches!(self.event, AgentEvent::RunFinished(_))

@@ -8,7 +8,8 @@
 //! written); with `-s` appended (`fb0-c250-g20-s`) the frames leave on a fixed schedule instead,
 //! `ms + i × gap_ms` after the request, so the rate holds (50 frames/s at `g20`) and a late
 //! frame is followed by the next one on time; `script{turns}` answers with a call of the
-//! request's first tool until the conversation holds `turns - 1` tool results, then with text.
+//! request's first tool until the conversation holds `turns - 1` tool results, then with text
+//! (streamed, the call's arguments arrive in 4-byte deltas after its id and name).
 
 use std::time::Duration;
 
@@ -196,6 +197,9 @@ fn frame(delta: serde_json::Value, finish: Option<&str>) -> Bytes {
     Bytes::from(format!("data: {chunk}\n\n"))
 }
 
+/// The bytes of a streamed tool call's arguments per delta frame (ASCII arguments only).
+const ARGUMENT_DELTA_BYTES: usize = 4;
+
 fn streamed(shape: Shape, answer: Answer) -> Response {
     let mut frames = vec![frame(json!({"role": "assistant"}), None)];
     let finish = match answer {
@@ -206,8 +210,22 @@ fn streamed(shape: Shape, answer: Answer) -> Response {
             "stop"
         }
         Answer::ToolCall { name, turn } => {
-            frames.push(frame(json!({"tool_calls": [{"index": 0, "id": format!("call_{turn}"),
-                "type": "function", "function": {"name": name, "arguments": format!("{{\"text\":\"turn {turn}\"}}")}}]}), None));
+            // As models stream a call: its id and name first, then its arguments in pieces
+            // that the client reassembles.
+            frames.push(frame(
+                json!({"tool_calls": [{"index": 0, "id": format!("call_{turn}"),
+                "type": "function", "function": {"name": name, "arguments": ""}}]}),
+                None,
+            ));
+            let arguments = format!("{{\"text\":\"turn {turn}\"}}");
+            let pieces = arguments.as_bytes().chunks(ARGUMENT_DELTA_BYTES);
+            frames.extend(pieces.map(|piece| {
+                let piece = String::from_utf8_lossy(piece);
+                frame(
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+                    None,
+                )
+            }));
             "tool_calls"
         }
     };

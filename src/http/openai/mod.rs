@@ -428,20 +428,28 @@ impl Completion {
     /// fixed part is written once per stream, each token only adds its escaped text. The
     /// bytes are those [`Self::chunk`] writes for the same delta.
     fn text_chunk(&self, field: TextField, text: &str) -> Frame {
+        // A string always serialises, to valid JSON.
+        let json = serde_json::to_string(text).unwrap_or_default();
+        self.text_json_chunk(field, &json)
+    }
+
+    /// [`Self::text_chunk`] from the text's JSON string (`"…"`, escaped as serde_json does),
+    /// the bytes the run's stored `output` event already holds: each token is escaped once,
+    /// for the event, and its frame copies it.
+    fn text_json_chunk(&self, field: TextField, json: &str) -> Frame {
         let name = match field {
             TextField::Content => r#""content":"#,
             TextField::Reasoning => r#""reasoning_content":"#,
         };
         const TAIL: &str = r#"},"finish_reason":null}]}"#;
-        let mut frame = Vec::with_capacity(
-            self.text_frame_head.len() + name.len() + text.len() + 8 + TAIL.len(),
+        let mut frame = String::with_capacity(
+            self.text_frame_head.len() + name.len() + json.len() + TAIL.len(),
         );
-        frame.extend_from_slice(self.text_frame_head.as_bytes());
-        frame.extend_from_slice(name.as_bytes());
-        // A string always serialises.
-        let _ = serde_json::to_writer(&mut frame, text);
-        frame.extend_from_slice(TAIL.as_bytes());
-        Frame::data(String::from_utf8(frame).unwrap_or_default())
+        frame.push_str(&self.text_frame_head);
+        frame.push_str(name);
+        frame.push_str(json);
+        frame.push_str(TAIL);
+        Frame::data(frame)
     }
 
     /// One `chat.completion.chunk` serialised straight from borrowed fields: a streamed token
@@ -481,6 +489,11 @@ pub(crate) trait Frames: Send + 'static {
     fn opening(&self) -> Option<Frame>;
     /// Answer text, or reasoning (thinking and progress lines).
     fn text(&self, field: TextField, text: &str) -> Option<Frame>;
+    /// The same, given also the text's JSON string (`"…"`, escaped) as the run's event holds
+    /// it ([`RunEvent::text_json`]), which a frame may copy instead of escaping `text` again.
+    fn text_with_json(&self, field: TextField, text: &str, _json: &str) -> Option<Frame> {
+        self.text(field, text)
+    }
     /// The client tools the model called.
     fn tool_calls(&self, calls: &[ToolCall]) -> Option<Frame>;
     /// The last frame of the choice.
@@ -503,6 +516,10 @@ impl Frames for Completion {
 
     fn text(&self, field: TextField, text: &str) -> Option<Frame> {
         Some(self.text_chunk(field, text))
+    }
+
+    fn text_with_json(&self, field: TextField, _text: &str, json: &str) -> Option<Frame> {
+        Some(self.text_json_chunk(field, json))
     }
 
     fn tool_calls(&self, calls: &[ToolCall]) -> Option<Frame> {
@@ -588,9 +605,19 @@ impl<F: Frames> Translator for CompletionTranslator<F> {
         let frame = match &event.event {
             AgentEvent::Output(delta) => {
                 self.streamed_text = true;
-                self.frames.text(TextField::Content, &delta.appended_text())
+                match event.text_json() {
+                    Some(json) => self
+                        .frames
+                        .text_with_json(TextField::Content, &delta.text, json),
+                    None => self.frames.text(TextField::Content, &delta.appended_text()),
+                }
             }
-            AgentEvent::Thinking(delta) => self.frames.text(TextField::Reasoning, &delta.text),
+            AgentEvent::Thinking(delta) => match event.text_json() {
+                Some(json) => self
+                    .frames
+                    .text_with_json(TextField::Reasoning, &delta.text, json),
+                None => self.frames.text(TextField::Reasoning, &delta.text),
+            },
             AgentEvent::FinalReport(report) if report.status == ReportStatus::Failure => {
                 self.failure_report.clone_from(&report.content);
                 None
@@ -832,6 +859,7 @@ mod tests {
 
     #[test]
     fn text_chunks_are_byte_for_byte_the_serialised_frame() {
+        use crate::agent::events::TextDelta;
         let reply = Completion::new("chatcmpl-r\"1".into(), "chat ✓".into(), 7, false, 0);
         assert!(
             frame_text(reply.text_chunk(TextField::Content, "x"))
@@ -846,7 +874,22 @@ mod tests {
                 frame_text(reply.text_chunk(TextField::Reasoning, text)),
                 frame_text(reply.chunk(Delta::reasoning(text), None)),
             );
+            let event = RunEvent::new(1, AgentEvent::Output(TextDelta::new(text)));
+            let json = event.text_json().expect("a plain delta's JSON string");
+            assert_eq!(
+                frame_text(reply.text_json_chunk(TextField::Content, json)),
+                frame_text(reply.chunk(Delta::content(text), None)),
+                "the frame copied from the stored event's text"
+            );
         }
+        let replacing = RunEvent::new(
+            1,
+            AgentEvent::Output(TextDelta {
+                text: "x".into(),
+                replace: true,
+            }),
+        );
+        assert_eq!(replacing.text_json(), None, "a replacement is written anew");
     }
 
     #[test]
