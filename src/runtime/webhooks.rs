@@ -26,8 +26,10 @@ use crate::store::{
 };
 use crate::vocabulary::{ExitReason, RunStatus};
 
-/// How often a replica looks for due messages.
-const DELIVERY_POLL: Duration = Duration::from_millis(250);
+/// The longest a replica goes without looking for due messages. Messages this replica adds wake
+/// it at once and retries are slept to; this bounds how long a message another replica added and
+/// left (it died) waits.
+const DELIVERY_POLL: Duration = Duration::from_secs(1);
 /// Messages one look takes.
 const DELIVERY_BATCH: u32 = 20;
 /// How long a replica holds a message it is sending before another may take it.
@@ -385,20 +387,53 @@ fn extra_headers(stored: Option<&str>) -> Result<Vec<(String, String)>, String> 
     Ok(headers.into_iter().collect())
 }
 
-/// Delivers due messages until `stop`.
+/// Delivers due messages until `stop`: sleeps until the next is due (at most [`DELIVERY_POLL`])
+/// or this replica adds one, then sends what it can lease.
 pub(super) async fn deliver_forever(runtime: Arc<Runtime>, stop: CancellationToken) {
     let Some(client) = runtime.webhook_client() else {
         return;
     };
-    let mut ticks = tokio::time::interval(DELIVERY_POLL);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = ticks.tick() => {}
+        let wait = runtime.until_next_delivery().await;
+        if !wait.is_zero() {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = runtime.store.delivery_wakeup().notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
         }
-        if let Err(error) = runtime.deliver_due(&client).await {
-            warn!(%error, "webhook delivery failed; trying again shortly");
+        if stop.is_cancelled() {
+            return;
+        }
+        match runtime.deliver_due(&client).await {
+            // A full batch: more may be due, look again at once.
+            Ok(sent) if sent == DELIVERY_BATCH as usize => continue,
+            Ok(_) => {}
+            Err(error) => {
+                warn!(%error, "webhook delivery failed; trying again shortly");
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(DELIVERY_POLL) => {}
+                }
+            }
+        }
+    }
+}
+
+impl Runtime {
+    /// How long until the next message is due, at most [`DELIVERY_POLL`] (also when the store
+    /// cannot say).
+    async fn until_next_delivery(&self) -> Duration {
+        match self.store.next_delivery_due().await {
+            Ok(Some(due)) => (due - Utc::now())
+                .to_std()
+                .unwrap_or(Duration::ZERO)
+                .min(DELIVERY_POLL),
+            Ok(None) => DELIVERY_POLL,
+            Err(error) => {
+                warn!(%error, "could not read when the next webhook is due");
+                DELIVERY_POLL
+            }
         }
     }
 }

@@ -83,7 +83,9 @@ pub use sqlite::SqliteStore;
 pub use turns::{NewTurn, Turn, TurnState, TurnStore};
 pub use usage::{MAX_USAGE_GROUPS, UsageGroup, UsageQuery, UsageRow, UsageStore};
 pub use user_data::{Erased, Erasure, UserDataStore};
-pub use webhooks::{AttemptOutcome, Delivery, DeliveryStatus, NewDelivery, Signer, WebhookStore};
+pub use webhooks::{
+    AttemptOutcome, Delivery, DeliveryStatus, NewDelivery, OutboxSignal, Signer, WebhookStore,
+};
 
 /// The most rows one page of a listing may ask for.
 pub const MAX_PAGE_SIZE: u32 = 1000;

@@ -20,6 +20,8 @@ pub struct PostgresStore {
     writer: PgPool,
     /// Where replicas listen for each other's notifications.
     url: String,
+    /// Wakes this replica's webhook delivery loop when messages are added.
+    outbox: super::OutboxSignal,
 }
 
 impl PostgresStore {
@@ -53,6 +55,7 @@ impl PostgresStore {
             reader: pool.clone(),
             writer: pool,
             url: url.to_string(),
+            outbox: super::OutboxSignal::default(),
         })
     }
 

@@ -34,6 +34,8 @@ pub struct SqliteStore {
     /// The writer's `max_page_count`, applied to every writer connection ([`NO_PAGE_CAP`]
     /// unless [`SqliteStore::limit_pages`] set one).
     page_cap: Arc<AtomicU64>,
+    /// Wakes this replica's webhook delivery loop when messages are added.
+    outbox: super::OutboxSignal,
 }
 
 impl SqliteStore {
@@ -92,6 +94,7 @@ impl SqliteStore {
             reader,
             writer,
             page_cap,
+            outbox: super::OutboxSignal::default(),
         })
     }
 

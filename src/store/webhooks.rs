@@ -124,6 +124,12 @@ pub struct AttemptOutcome {
     pub at: DateTime<Utc>,
 }
 
+/// This store's side of waking the delivery loop; see [`WebhookStore::delivery_wakeup`].
+#[derive(Debug, Default)]
+pub struct OutboxSignal {
+    pub(crate) added: tokio::sync::Notify,
+}
+
 #[async_trait]
 pub trait WebhookStore: Send + Sync {
     /// Puts messages in the outbox, due now.
@@ -137,6 +143,12 @@ pub trait WebhookStore: Send + Sync {
         until: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<Delivery>, StoreError>;
+    /// When the next pending message is due (its attempt, or the end of another holder's
+    /// lease on it); `None`: nothing is pending.
+    async fn next_delivery_due(&self) -> Result<Option<DateTime<Utc>>, StoreError>;
+    /// Notified (one permit kept) whenever this store commits new messages, so this replica's
+    /// delivery loop sends them at once rather than at its next look.
+    fn delivery_wakeup(&self) -> &tokio::sync::Notify;
     /// Records an attempt made under `holder`'s lease and lets the lease go.
     async fn record_attempt(
         &self,

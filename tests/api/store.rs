@@ -58,6 +58,7 @@ on_both_backends!(
     outbox_conformance => outbox_sqlite, outbox_postgres:
     a_runs_end_is_stored_with_its_notices_and_no_secret,
     erasing_a_user_leaves_everything_while_a_run_has_not_ended,
+    the_outbox_says_when_its_next_message_is_due,
 );
 
 on_both_backends!(

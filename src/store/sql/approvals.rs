@@ -142,6 +142,7 @@ macro_rules! impl_approval_store {
                 Self::insert_delivery_rows(&mut tx, &parked.notices).await?;
                 Self::notify_runs(&mut tx, &[parked.run_id.as_str()]).await?;
                 tx.commit().await?;
+                self.deliveries_added(&parked.notices);
                 Ok(())
             }
 

@@ -222,6 +222,9 @@ macro_rules! impl_run_batch_store {
                 }
                 Self::notify_runs(&mut tx, &batch.run_ids()).await?;
                 tx.commit().await?;
+                for end in batch.runs.iter().filter_map(|write| write.outcome.as_ref()) {
+                    self.deliveries_added(&end.notices);
+                }
                 Ok(())
             }
 

@@ -26,6 +26,13 @@ pub const LEASE_DUE: &str = concat!(
     delivery_columns!()
 );
 
+/// When the next pending message is due: its next attempt, or the end of the lease another
+/// holder has on it when that is later. No bound parameter, so SQLite keeps one plan for it
+/// (the lease above, re-prepared whenever its bound times change, cost an idle replica more
+/// than anything else).
+pub const NEXT_DUE: &str = "SELECT MIN(CASE WHEN lease_until > next_attempt_at \
+     THEN lease_until ELSE next_attempt_at END) FROM webhook_deliveries WHERE status = 'pending'";
+
 pub const RECORD_ATTEMPT: &str = "UPDATE webhook_deliveries SET status = $3, \
      attempts = attempts + 1, next_attempt_at = $4, last_status = $5, last_error = $6, \
      delivered_at = CASE WHEN $3 = 'delivered' THEN $7 ELSE delivered_at END, \
@@ -90,6 +97,13 @@ impl From<DeliveryRow> for crate::store::Delivery {
 macro_rules! impl_webhook_store {
     ($store:ty, $db:ty) => {
         impl $store {
+            /// Wakes this replica's delivery loop once `deliveries` are committed.
+            fn deliveries_added(&self, deliveries: &[$crate::store::NewDelivery]) {
+                if !deliveries.is_empty() {
+                    self.outbox.added.notify_one();
+                }
+            }
+
             /// Inserts messages in `tx` (one already there, by id, is left as it is).
             async fn insert_delivery_rows(
                 tx: &mut sqlx::Transaction<'static, $db>,
@@ -123,7 +137,21 @@ macro_rules! impl_webhook_store {
                 let mut tx = self.begin_write().await?;
                 Self::insert_delivery_rows(&mut tx, deliveries).await?;
                 tx.commit().await?;
+                self.deliveries_added(deliveries);
                 Ok(())
+            }
+
+            async fn next_delivery_due(
+                &self,
+            ) -> Result<Option<chrono::DateTime<chrono::Utc>>, $crate::store::StoreError> {
+                use $crate::store::sql::webhooks as sql;
+                Ok(sqlx::query_scalar(sql::NEXT_DUE)
+                    .fetch_one(&self.reader)
+                    .await?)
+            }
+
+            fn delivery_wakeup(&self) -> &tokio::sync::Notify {
+                &self.outbox.added
             }
 
             async fn lease_due_deliveries(

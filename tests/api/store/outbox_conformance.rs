@@ -4,7 +4,8 @@
 //! leaves everything while one of the user's runs has not ended, however recently it started.
 
 use agentd::store::{
-    Erasure, NewConversation, NewDelivery, NewRun, RunBatch, RunOutcome, RunWrite, Signer,
+    AttemptOutcome, DeliveryStatus, Erasure, NewConversation, NewDelivery, NewRun, RunBatch,
+    RunOutcome, RunWrite, Signer,
 };
 use chrono::Utc;
 
@@ -112,4 +113,85 @@ pub async fn erasing_a_user_leaves_everything_while_a_run_has_not_ended(backend:
         other => panic!("erased once the run ended: {other:?}"),
     }
     assert!(store.get_run("run-e").await.expect("read").is_none());
+}
+
+/// The delivery loop sleeps until the outbox's next due time and is woken when messages are
+/// added: the store says when that is (a message's attempt, or the end of a lease on it) and
+/// signals each commit that adds messages.
+pub async fn the_outbox_says_when_its_next_message_is_due(backend: &Backend) {
+    let store = backend.open().await;
+    assert_eq!(
+        store.next_delivery_due().await.expect("read"),
+        None,
+        "empty"
+    );
+    let message = notice("msg_due", "run-due", Signer::Server);
+    let added = store.delivery_wakeup().notified();
+    store
+        .enqueue_deliveries(std::slice::from_ref(&message))
+        .await
+        .expect("enqueued");
+    tokio::time::timeout(std::time::Duration::from_secs(1), added)
+        .await
+        .expect("the commit woke the delivery loop");
+    let due = store.next_delivery_due().await.expect("read").expect("due");
+    assert!(
+        (due - message.created_at).num_milliseconds().abs() < 5,
+        "{due}"
+    );
+
+    let now = Utc::now();
+    let lease_end = now + chrono::Duration::seconds(120);
+    let leased = store
+        .lease_due_deliveries("replica-a", now, lease_end, 10)
+        .await
+        .expect("leased");
+    assert_eq!(leased.len(), 1);
+    let due = store.next_delivery_due().await.expect("read").expect("due");
+    assert!(
+        (due - lease_end).num_milliseconds().abs() < 5,
+        "the lease's end: {due}"
+    );
+
+    let retry_at = now + chrono::Duration::seconds(5);
+    let failed = AttemptOutcome {
+        status: DeliveryStatus::Pending,
+        next_attempt_at: retry_at,
+        http_status: Some(500),
+        error: Some("refused".into()),
+        at: now,
+    };
+    store
+        .record_attempt("msg_due", "replica-a", &failed)
+        .await
+        .expect("recorded");
+    let due = store.next_delivery_due().await.expect("read").expect("due");
+    assert!(
+        (due - retry_at).num_milliseconds().abs() < 5,
+        "the retry: {due}"
+    );
+
+    let delivered = AttemptOutcome {
+        status: DeliveryStatus::Delivered,
+        ..failed
+    };
+    let leased = store
+        .lease_due_deliveries(
+            "replica-a",
+            retry_at,
+            retry_at + chrono::Duration::seconds(60),
+            10,
+        )
+        .await
+        .expect("leased again");
+    assert_eq!(leased.len(), 1);
+    store
+        .record_attempt("msg_due", "replica-a", &delivered)
+        .await
+        .expect("recorded");
+    assert_eq!(
+        store.next_delivery_due().await.expect("read"),
+        None,
+        "all sent"
+    );
 }
