@@ -324,12 +324,12 @@ pub async fn audit_admin_reads(
     request: Request,
     next: Next,
 ) -> Response {
-    let read = admin_read_of(&request);
+    let Some((caller, user, route)) = admin_read_of(&request) else {
+        return next.run(request).await;
+    };
     let headers = request.headers().clone();
     let response = next.run(request).await;
-    if let Some((caller, user, route)) = read
-        && response.status().is_success()
-    {
+    if response.status().is_success() {
         let event = AuditEvent::new(
             actor_of(&caller, &headers),
             AuditAction::AdminRead,

@@ -1,13 +1,15 @@
 //! The layers around every route: CORS from `server.corsOrigins`, the request id
 //! (`x-request-id` taken from the client when usable, else made; always returned), and the
-//! request's span ([`in_request_span`]), which carries the request id, method, route template
-//! and key id onto every log line and span the request causes (its sessions' too). The one log line per request is
-//! written by [`super::observe_request`], which also feeds the metrics (their `method` label
-//! folds methods outside HTTP's standard ones into `other`: [`method_label`]).
+//! front door ([`front_door`]): the request's span, which carries the request id, method, route
+//! template and key id onto every log line and span the request causes (its sessions' too), the
+//! body and target limits, and the one log line per request, which also feeds the metrics
+//! (their `method` label folds methods outside HTTP's standard ones into `other`:
+//! [`method_label`]); and the edge ([`edge`]).
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use axum::extract::{MatchedPath, Request};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -17,6 +19,7 @@ use tracing::{Instrument, Span, field, info_span};
 
 use crate::config::cors::CorsOrigin;
 use crate::http::error::ApiError;
+use crate::runtime::Runtime;
 
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -89,21 +92,18 @@ pub fn cors(origins: &[CorsOrigin]) -> Option<CorsLayer> {
 /// connections put those answers in the JSON error shape too (`connections::parse_errors`).
 pub const MAX_URI_BYTES: usize = 16 * 1024;
 
-/// Answers 414 `uri_too_long` (JSON) for a request target longer than [`MAX_URI_BYTES`].
-pub async fn refuse_long_uri(request: Request, next: Next) -> Response {
+/// 414 `uri_too_long` (JSON) for a request target longer than [`MAX_URI_BYTES`].
+fn refuse_long_uri(request: &Request) -> Option<Response> {
     let length = request
         .uri()
         .path_and_query()
         .map_or(0, |target| target.as_str().len());
-    if length > MAX_URI_BYTES {
-        return ApiError::uri_too_long(length, MAX_URI_BYTES).into_response();
-    }
-    next.run(request).await
+    (length > MAX_URI_BYTES).then(|| ApiError::uri_too_long(length, MAX_URI_BYTES).into_response())
 }
 
 /// Drops a client's `x-request-id` that is too long or not printable ASCII, so one is made in
 /// its place instead of a hostile value reaching every log line.
-pub async fn drop_unusable_request_id(mut request: Request, next: Next) -> Response {
+fn drop_unusable_request_id(request: &mut Request) {
     let usable = request.headers().get(&REQUEST_ID_HEADER).map(|value| {
         let bytes = value.as_bytes();
         !bytes.is_empty()
@@ -113,15 +113,100 @@ pub async fn drop_unusable_request_id(mut request: Request, next: Next) -> Respo
     if usable == Some(false) {
         request.headers_mut().remove(&REQUEST_ID_HEADER);
     }
-    next.run(request).await
 }
 
-/// Runs the request's handler in its span ([`request_span`]), so every log line and span it
-/// causes carries the request's fields. The response body is written outside it: a streamed
-/// frame costs no span entry and exit (nothing is logged while a body is written).
-pub async fn in_request_span(request: Request, next: Next) -> Response {
+/// The outermost layer inside CORS: drops an unusable client request id (so the request id
+/// layer makes one) and puts the errors of Anthropic's routes in Anthropic's shape.
+pub async fn edge(mut request: Request, next: Next) -> Response {
+    drop_unusable_request_id(&mut request);
+    crate::http::anthropic::errors_in_anthropic_shape(request, next).await
+}
+
+/// What the front door needs: the runtime (metrics) and the body limit.
+#[derive(Clone)]
+pub struct FrontDoor {
+    pub runtime: Arc<Runtime>,
+    pub body_limit: usize,
+}
+
+/// One layer for the checks and records every request passes once its id is known: runs the
+/// rest in the request's span ([`request_span`]), so every log line and span it causes carries
+/// the request's fields (the response body is written outside it: a streamed frame costs no
+/// span entry and exit); refuses a declared body over the limit (413); counts and times the
+/// request by route template and writes its one log line; refuses a request target over
+/// [`MAX_URI_BYTES`] (414, counted).
+pub async fn front_door(State(door): State<FrontDoor>, request: Request, next: Next) -> Response {
     let span = request_span(&request);
-    next.run(request).instrument(span).await
+    async move {
+        if let Some(refused) = refuse_oversized_body(&request, door.body_limit) {
+            return refused;
+        }
+        observe_request(&door.runtime, request, next).await
+    }
+    .instrument(span)
+    .await
+}
+
+/// 413 for a declared `Content-Length` over `limit`, before the body is read. Uploads (and chat
+/// messages sent as a form with files) stream into the store under `limits.attachments`
+/// instead.
+fn refuse_oversized_body(request: &Request, limit: usize) -> Option<Response> {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    (declared.is_some_and(|length| length > limit) && !streams_into_the_store(request))
+        .then(|| ApiError::payload_too_large(Some(limit)).into_response())
+}
+
+/// A request whose body is read as a stream under the attachment limits: `POST /v1/files`, and
+/// `POST /api/{user_id}/chat` as `multipart/form-data`.
+fn streams_into_the_store(request: &Request) -> bool {
+    if request.method() != Method::POST {
+        return false;
+    }
+    let path = request.uri().path();
+    if path == crate::http::files::UPLOAD_PATH {
+        return true;
+    }
+    let user_chat = path
+        .strip_prefix("/api/")
+        .and_then(|rest| rest.strip_suffix("/chat"))
+        .is_some_and(|user| !user.is_empty() && !user.contains('/'));
+    user_chat && crate::http::chat::multipart::is_multipart(request.headers())
+}
+
+/// Counts and times the request by route template (never the raw path), and writes its one log
+/// line: status and latency here, method, route, request id and key id from the request's span.
+async fn observe_request(runtime: &Runtime, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str)
+        .to_owned();
+    let method = method_label(request.method());
+    let response = match refuse_long_uri(&request) {
+        Some(refused) => refused,
+        None => next.run(request).await,
+    };
+    let elapsed = started.elapsed();
+    let metrics = runtime.metrics();
+    metrics
+        .http_requests_total
+        .with_label_values(&[&route, method, response.status().as_str()])
+        .inc();
+    metrics
+        .http_request_duration_seconds
+        .with_label_values(&[&route, method])
+        .observe(elapsed.as_secs_f64());
+    tracing::info!(
+        status = response.status().as_u16(),
+        latency_ms = elapsed.as_micros() as f64 / 1000.0,
+        "request"
+    );
+    response
 }
 
 /// The request's span: request id, method and route template now, the key id once the key is

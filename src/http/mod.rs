@@ -35,12 +35,10 @@ mod wire;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use tokio::net::TcpListener;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use utoipa::OpenApi;
@@ -59,10 +57,11 @@ pub fn app(runtime: Arc<Runtime>) -> Router {
     with_layers(router, runtime)
 }
 
-/// The layers every route passes, innermost first: authentication, the request target's
-/// length, metrics and the request's
-/// log line, body limits, the request's span, the request id, CORS (outermost, so a browser's
-/// preflight is answered before authentication and every answer carries its headers).
+/// The layers every route passes, innermost first: audit, authentication, the front door (the
+/// request's span, body limit, metrics and log line, the request target's length), the request
+/// id, the edge (an unusable client request id dropped, Anthropic's error shape), CORS
+/// (outermost, so a browser's preflight is answered before authentication and every answer
+/// carries its headers).
 fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
     let server = &runtime.config().server;
     let body_limit = server.request_body_limit_bytes;
@@ -72,6 +71,12 @@ fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
     // page could reach `/mcp` through DNS rebinding: there its Host must be a loopback name.
     let loopback_hosts_only = !authenticator.is_enforced() && !runtime.config().auth.disabled;
     let mcp = mcp_server::McpEndpoint::new(runtime.clone(), loopback_hosts_only);
+    let front_door = layers::FrontDoor {
+        runtime: runtime.clone(),
+        body_limit,
+    };
+    // Each `from_fn` clones the stack inside it for every request: the checks that need no
+    // state of their own share one (`front_door`, `edge`).
     let router = router
         .layer(axum::Extension(mcp))
         .layer(middleware::from_fn_with_state(
@@ -83,23 +88,17 @@ fn with_layers(router: Router<Arc<Runtime>>, runtime: Arc<Runtime>) -> Router {
             identity::authenticate,
         ))
         .layer(axum::Extension(authenticator))
-        .layer(middleware::from_fn(layers::refuse_long_uri))
         .layer(middleware::from_fn_with_state(
-            runtime.clone(),
-            observe_request,
+            front_door,
+            layers::front_door,
         ))
-        .layer(middleware::from_fn(move |request, next| {
-            limit_body(request, next, body_limit)
-        }))
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(middleware::from_fn(layers::in_request_span))
         .layer(PropagateRequestIdLayer::new(layers::REQUEST_ID_HEADER))
         .layer(SetRequestIdLayer::new(
             layers::REQUEST_ID_HEADER,
             MakeRequestUuid,
         ))
-        .layer(middleware::from_fn(anthropic::errors_in_anthropic_shape))
-        .layer(middleware::from_fn(layers::drop_unusable_request_id));
+        .layer(middleware::from_fn(layers::edge));
     let router = match cors {
         Some(cors) => router.layer(cors),
         None => router,
@@ -247,70 +246,4 @@ async fn method_not_allowed() -> ApiError {
     let mut error = ApiError::invalid_request("Method not allowed on this route");
     error.status = axum::http::StatusCode::METHOD_NOT_ALLOWED;
     error
-}
-
-/// Rejects a declared `Content-Length` over the limit before reading the body (413).
-async fn limit_body(request: Request, next: Next, limit: usize) -> Response {
-    use axum::response::IntoResponse;
-    let declared = request
-        .headers()
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    // Uploads (and chat messages sent as a form with files) stream into the store under
-    // `limits.attachments` instead.
-    if declared.is_some_and(|length| length > limit) && !streams_into_the_store(&request) {
-        return ApiError::payload_too_large(Some(limit)).into_response();
-    }
-    next.run(request).await
-}
-
-/// A request whose body is read as a stream under the attachment limits: `POST /v1/files`, and
-/// `POST /api/{user_id}/chat` as `multipart/form-data`.
-fn streams_into_the_store(request: &Request) -> bool {
-    if request.method() != axum::http::Method::POST {
-        return false;
-    }
-    let path = request.uri().path();
-    if path == files::UPLOAD_PATH {
-        return true;
-    }
-    let user_chat = path
-        .strip_prefix("/api/")
-        .and_then(|rest| rest.strip_suffix("/chat"))
-        .is_some_and(|user| !user.is_empty() && !user.contains('/'));
-    user_chat && chat::multipart::is_multipart(request.headers())
-}
-
-/// Counts and times every request by route template (never the raw path), and writes the
-/// request's one log line: status and latency here, method, route, request id and key id from
-/// the request's span.
-async fn observe_request(
-    State(runtime): State<Arc<Runtime>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let started = Instant::now();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
-    let method = layers::method_label(request.method());
-    let response = next.run(request).await;
-    let elapsed = started.elapsed();
-    let metrics = runtime.metrics();
-    metrics
-        .http_requests_total
-        .with_label_values(&[&route, method, response.status().as_str()])
-        .inc();
-    metrics
-        .http_request_duration_seconds
-        .with_label_values(&[&route, method])
-        .observe(elapsed.as_secs_f64());
-    tracing::info!(
-        status = response.status().as_u16(),
-        latency_ms = elapsed.as_micros() as f64 / 1000.0,
-        "request"
-    );
-    response
 }

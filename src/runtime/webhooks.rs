@@ -387,8 +387,9 @@ fn extra_headers(stored: Option<&str>) -> Result<Vec<(String, String)>, String> 
     Ok(headers.into_iter().collect())
 }
 
-/// Delivers due messages until `stop`: sleeps until the next is due (at most [`DELIVERY_POLL`])
-/// or this replica adds one, then sends what it can lease.
+/// Delivers due messages until `stop`: sleeps until the next is due (looking again at least
+/// every [`DELIVERY_POLL`]) or this replica adds one, then sends what it can lease. Nothing is
+/// leased (a write) while nothing is due.
 pub(super) async fn deliver_forever(runtime: Arc<Runtime>, stop: CancellationToken) {
     let Some(client) = runtime.webhook_client() else {
         return;
@@ -399,15 +400,21 @@ pub(super) async fn deliver_forever(runtime: Arc<Runtime>, stop: CancellationTok
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = runtime.store.delivery_wakeup().notified() => {}
-                _ = tokio::time::sleep(wait) => {}
+                // Due now, or another look: a message may have come from another replica.
+                _ = tokio::time::sleep(wait) => continue,
             }
-        }
-        if stop.is_cancelled() {
-            return;
         }
         match runtime.deliver_due(&client).await {
             // A full batch: more may be due, look again at once.
             Ok(sent) if sent == DELIVERY_BATCH as usize => continue,
+            // Due, yet none to lease (another replica took them): no second look at once.
+            Ok(0) => {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = runtime.store.delivery_wakeup().notified() => {}
+                    _ = tokio::time::sleep(DELIVERY_POLL) => {}
+                }
+            }
             Ok(_) => {}
             Err(error) => {
                 warn!(%error, "webhook delivery failed; trying again shortly");
