@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::mcp_headend::SLOW_AGENT;
 use crate::support::mcp::test_server_config;
 use crate::support::mock_llm::{Reply, ToolCall};
-use crate::support::{TestApp, spawn_app_with};
+use crate::support::{TestApp, spawn_app_with_agents_and};
 
 /// The last `mcp` release with the experimental Tasks client (2.x speaks 2026-07-28).
 const MCP_TASKS_SDK: &str = "mcp==1.30.0";
@@ -17,20 +17,12 @@ const APPROVER: &str = "---\ndescription: Echoes, with a person approving\nmodel
 const KEY: &str = "tasks-key";
 
 async fn app() -> (TestApp, tempfile::TempDir) {
-    let extra = tempfile::tempdir().expect("agents dir");
-    std::fs::write(extra.path().join("approver.ai"), APPROVER).expect("approver");
-    std::fs::write(extra.path().join("slow.ai"), SLOW_AGENT).expect("slow");
-    let extra_path = extra.path().display().to_string();
-    let app = spawn_app_with(|config| {
+    let agents = [("approver.ai", APPROVER), ("slow.ai", SLOW_AGENT)];
+    spawn_app_with_agents_and(&agents, |config| {
         config["mcpServers"] = json!({"test": test_server_config(json!({}))});
-        config["agents"]
-            .as_array_mut()
-            .expect("agents")
-            .push(json!(extra_path));
         config["auth"] = json!({"keys": [{"key": KEY, "userId": "alice"}]});
     })
-    .await;
-    (app, extra)
+    .await
 }
 
 /// The script's `name: value` lines for `scenario`.

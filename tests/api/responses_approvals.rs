@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::responses::{events, names};
 use crate::support::mcp::test_server_config;
 use crate::support::mock_llm::{Reply, ToolCall};
-use crate::support::{TestApp, spawn_app_with};
+use crate::support::{TestApp, spawn_app_with_agents_and};
 
 const APPROVER: &str = "---\ndescription: Echoes, with a person approving\nmodels: llm/upstream-model\nfinalization: text\ntools: [test]\napprove: [test__echo]\napprovalTimeout: 10m\n---\nYou echo.\n";
 const ALICE: &str = "alice-secret";
@@ -19,22 +19,14 @@ const BOB: &str = "bob-secret";
 
 /// An app with the approving agent and two users; the temp dir holds the agent file.
 async fn approving_app() -> (TestApp, tempfile::TempDir) {
-    let extra = tempfile::tempdir().expect("dir");
-    std::fs::write(extra.path().join("approver.ai"), APPROVER).expect("agent");
-    let extra_path = extra.path().display().to_string();
-    let app = spawn_app_with(|config| {
+    spawn_app_with_agents_and(&[("approver.ai", APPROVER)], |config| {
         config["mcpServers"] = json!({"test": test_server_config(json!({}))});
-        config["agents"]
-            .as_array_mut()
-            .expect("agents")
-            .push(json!(extra_path));
         config["auth"] = json!({"keys": [
             {"key": ALICE, "userId": "alice"},
             {"key": BOB, "userId": "bob"}
         ]});
     })
-    .await;
-    (app, extra)
+    .await
 }
 
 async fn post(app: &TestApp, key: &str, body: &Value) -> reqwest::Response {

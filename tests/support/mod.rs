@@ -45,6 +45,19 @@ pub async fn spawn_app() -> TestApp {
 
 /// The test app with these agent files (name, text) added; keep the directory alive.
 pub async fn spawn_app_with_agents(agents: &[(String, String)]) -> (TestApp, tempfile::TempDir) {
+    let agents: Vec<(&str, &str)> = agents
+        .iter()
+        .map(|(file, text)| (file.as_str(), text.as_str()))
+        .collect();
+    spawn_app_with_agents_and(&agents, |_| {}).await
+}
+
+/// [`spawn_app_with_agents`] letting the test adjust the config JSON too; keep the directory
+/// alive.
+pub async fn spawn_app_with_agents_and(
+    agents: &[(&str, &str)],
+    adjust: impl FnOnce(&mut Value),
+) -> (TestApp, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("dir");
     for (file, text) in agents {
         std::fs::write(dir.path().join(file), text).expect("agent");
@@ -54,7 +67,8 @@ pub async fn spawn_app_with_agents(agents: &[(String, String)]) -> (TestApp, tem
         config["agents"]
             .as_array_mut()
             .expect("agents")
-            .push(serde_json::json!(path))
+            .push(serde_json::json!(path));
+        adjust(config);
     })
     .await;
     (app, dir)
