@@ -5,6 +5,7 @@
 //! they need through the accessors below.
 
 mod admission;
+pub mod api_keys;
 mod approvals;
 mod budget_waits;
 mod cached;

@@ -19,7 +19,6 @@ use crate::config::owner;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::http::wire::ListObject;
-use crate::identity::audit::{self, KeyChange};
 use crate::identity::keys::{self as minting, MintedKey};
 use crate::identity::scopes::{self, Grants, Scope};
 use crate::runtime::Runtime;
@@ -325,17 +324,10 @@ pub async fn create_key(
         revoked_at: None,
     };
     runtime
-        .store()
-        .insert_api_key(&key)
+        .api_keys()
+        .create(&key, crate::http::audit::actor_of(&caller, &headers))
         .await
         .map_err(ApiError::store)?;
-    audit::record(
-        runtime.store().as_ref(),
-        crate::http::audit::actor_of(&caller, &headers),
-        KeyChange::Created,
-        &key.id,
-    )
-    .await;
     auth.keys_changed();
     let issued = IssuedKey {
         key: minted.secret,
@@ -370,8 +362,8 @@ pub async fn list_keys(
         (own, asked) => asked.or(own),
     };
     let stored = runtime
-        .store()
-        .list_api_keys(user.as_deref())
+        .api_keys()
+        .list(user.as_deref())
         .await
         .map_err(ApiError::store)?;
     let mut data: Vec<KeyView> = stored.iter().map(view_of).collect();
@@ -430,12 +422,10 @@ async fn manageable_key(
         )));
     }
     let key = runtime
-        .store()
-        .api_key(key_id)
+        .api_keys()
+        .live(key_id, own.as_deref())
         .await
-        .map_err(ApiError::store)?
-        .filter(|key| key.revoked_at.is_none())
-        .filter(|key| own.is_none() || key.user_id == own);
+        .map_err(ApiError::store)?;
     key.ok_or_else(|| ApiError::not_found(format!("No key `{key_id}`; GET /v1/keys lists them")))
 }
 
@@ -467,8 +457,8 @@ pub async fn rotate_key(
         at: now,
     };
     let rotated = runtime
-        .store()
-        .rotate_api_key(&rotation)
+        .api_keys()
+        .rotate(&rotation, crate::http::audit::actor_of(&caller, &headers))
         .await
         .map_err(ApiError::store)?;
     if !rotated {
@@ -476,13 +466,6 @@ pub async fn rotate_key(
             "No key `{key_id}`; GET /v1/keys lists them"
         )));
     }
-    audit::record(
-        runtime.store().as_ref(),
-        crate::http::audit::actor_of(&caller, &headers),
-        KeyChange::Rotated,
-        &key.id,
-    )
-    .await;
     auth.keys_changed();
     key.prefix = minted.prefix;
     key.rotated_at = Some(now);
@@ -512,8 +495,12 @@ pub async fn revoke_key(
 ) -> Result<Response, ApiError> {
     let key = manageable_key(&runtime, &caller, &key_id).await?;
     let revoked = runtime
-        .store()
-        .revoke_api_key(&key.id, Utc::now())
+        .api_keys()
+        .revoke(
+            &key.id,
+            Utc::now(),
+            crate::http::audit::actor_of(&caller, &headers),
+        )
         .await
         .map_err(ApiError::store)?;
     if !revoked {
@@ -521,13 +508,6 @@ pub async fn revoke_key(
             "No key `{key_id}`; GET /v1/keys lists them"
         )));
     }
-    audit::record(
-        runtime.store().as_ref(),
-        crate::http::audit::actor_of(&caller, &headers),
-        KeyChange::Revoked,
-        &key.id,
-    )
-    .await;
     auth.keys_changed();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
