@@ -14,13 +14,19 @@ seconds=${IDLE_SECONDS:-30}
 binaries=("$@")
 [[ ${#binaries[@]} -gt 0 ]] || binaries=("target/release/agentd")
 port=${IDLE_PORT:-18931}
+config=$(realpath config/agentd.json)
 for binary in "${binaries[@]}"; do
+  program=$(realpath "$binary")
   work=$(mktemp -d)
   (cd "$work" && exec env AGENTD_LISTEN=127.0.0.1:$port valgrind --tool=callgrind --trace-children=no \
-    --callgrind-out-file="$work/callgrind.out" "$OLDPWD/$binary" serve --config "$OLDPWD/config/agentd.json" \
+    --callgrind-out-file="$work/callgrind.out" "$program" serve --config "$config" \
     >"$work/agentd.log" 2>&1) &
   pid=$!
-  for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
+  for _ in $(seq 1 600); do
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+    kill -0 "$pid" 2>/dev/null || { cat "$work/agentd.log" >&2; exit 1; }
+    sleep 0.5
+  done
   sleep 5
   callgrind_control --dump=start "$pid" >/dev/null
   sleep "$seconds"
