@@ -435,7 +435,7 @@ async fn the_2026_conformance_scenarios_pass() {
         .expect("the suite runs");
         let text = String::from_utf8_lossy(&output.stdout).to_string()
             + &String::from_utf8_lossy(&output.stderr);
-        let text = strip_colours(&text);
+        let text = crate::mcp_headend::without_ansi_colours(&text);
         let failed: Vec<String> = failed_checks(&text)
             .into_iter()
             .filter(|id| {
@@ -447,19 +447,4 @@ async fn the_2026_conformance_scenarios_pass() {
             "{scenario}: {failed:?}\n{text}"
         );
     }
-}
-
-/// `text` without terminal colour sequences (`ESC [ … m`).
-fn strip_colours(text: &str) -> String {
-    let mut plain = String::with_capacity(text.len());
-    let mut in_sequence = false;
-    for c in text.chars() {
-        match (in_sequence, c) {
-            (false, '\u{1b}') => in_sequence = true,
-            (true, 'm') => in_sequence = false,
-            (true, _) => {}
-            (false, c) => plain.push(c),
-        }
-    }
-    plain
 }
