@@ -44,6 +44,7 @@ mod library;
 mod limits;
 mod mcp;
 mod mcp_2026;
+mod mcp_2026_calls;
 mod mcp_headend;
 mod mcp_tasks;
 mod metrics_scrape;

@@ -280,7 +280,7 @@ async fn run_node_tool(program: &Path, args: &[&str]) -> (bool, String) {
 }
 
 /// `text` without the terminal colour sequences (`ESC [ … m`) the node tools print.
-fn without_ansi_colours(text: &str) -> String {
+pub(crate) fn without_ansi_colours(text: &str) -> String {
     let mut plain = String::with_capacity(text.len());
     let mut in_sequence = false;
     for c in text.chars() {

@@ -355,6 +355,7 @@ async fn mcp_and_a2a_requests_are_server_spans_and_mcp_meta_carries_the_trace() 
             "name": "chat", "arguments": {"prompt": "hi"},
             "_meta": {
                 "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
                 "traceparent": format!("00-{META_TRACE}-{META_SPAN}-01"),
             }}}),
         )

@@ -11,6 +11,8 @@
 
 mod calls;
 mod modern;
+mod param_headers;
+mod progress;
 mod tasks_2025;
 mod tools;
 

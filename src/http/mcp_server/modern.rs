@@ -15,10 +15,16 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
+use futures_util::StreamExt;
+
+use super::param_headers;
+use super::progress::{ProgressFrames, progress_token};
 use super::tools::{agent_tool, call_input};
 use crate::agent::approval::Decision;
-use crate::config::OnDisconnect;
+use crate::config::{AgentSpec, OnDisconnect};
 use crate::http::auth::Caller;
+use crate::http::shared::drive::{self, Events, Frame, OnLeave};
+use crate::http::sse::sse_response;
 use crate::runtime::{CancelMode, CancelOutcome, RunHandle, Runtime, StartError};
 use crate::store::RunRecord;
 use crate::vocabulary::RunStatus;
@@ -45,6 +51,7 @@ mod code {
     pub const INVALID_PARAMS: i64 = -32602;
     pub const INTERNAL: i64 = -32603;
     pub const HEADER_MISMATCH: i64 = -32020;
+    pub const MISSING_CAPABILITY: i64 = -32021;
     pub const UNSUPPORTED_VERSION: i64 = -32022;
 }
 
@@ -137,6 +144,10 @@ impl Method {
         })
     }
 
+    fn is_task_method(self) -> bool {
+        matches!(self, Self::GetTask | Self::UpdateTask | Self::CancelTask)
+    }
+
     /// The body field `Mcp-Name` mirrors, for the methods that carry one.
     fn name_field(self) -> Option<&'static str> {
         match self {
@@ -167,7 +178,7 @@ pub fn is_modern(headers: &HeaderMap, message: &Value) -> bool {
 }
 
 /// A header value as the transport encodes it: plain ASCII, or `=?base64?…?=`.
-fn decoded_header(value: &str) -> Option<String> {
+pub(super) fn decoded_header(value: &str) -> Option<String> {
     match value
         .strip_prefix("=?base64?")
         .and_then(|v| v.strip_suffix("?="))
@@ -185,17 +196,8 @@ fn check_version(headers: &HeaderMap, message: &Value) -> Result<(), McpError> {
     let in_meta = meta(message)
         .and_then(|m| m.get(META_VERSION))
         .and_then(Value::as_str);
-    let in_header = header(headers, "mcp-protocol-version");
-    let requested = in_meta.or(in_header);
-    if let Some(requested) = requested
-        && requested != VERSION
-    {
-        return Err(McpError::bad_request(
-            code::UNSUPPORTED_VERSION,
-            "Unsupported protocol version",
-        )
-        .with_data(json!({"supported": SUPPORTED_VERSIONS, "requested": requested})));
-    }
+    let in_header = header(headers, "mcp-protocol-version").map(str::trim);
+    // A disagreement is named before either value is judged.
     if let (Some(body), Some(sent)) = (in_meta, in_header)
         && body != sent
     {
@@ -206,13 +208,46 @@ fn check_version(headers: &HeaderMap, message: &Value) -> Result<(), McpError> {
             ),
         ));
     }
+    let requested = in_meta.or(in_header);
+    if let Some(requested) = requested
+        && requested != VERSION
+    {
+        return Err(McpError::bad_request(
+            code::UNSUPPORTED_VERSION,
+            "Unsupported protocol version",
+        )
+        .with_data(json!({"supported": SUPPORTED_VERSIONS, "requested": requested})));
+    }
     Ok(())
+}
+
+/// Every request of this revision carries its version and the client's capabilities in
+/// `params._meta` (the client's info is optional).
+fn check_meta(message: &Value) -> Result<(), McpError> {
+    let missing = |what: String| McpError::bad_request(code::INVALID_PARAMS, what);
+    let Some(found) = meta(message) else {
+        return Err(missing(format!(
+            "params._meta: missing; a {VERSION} request carries `{META_VERSION}` and `{META_CAPABILITIES}` there"
+        )));
+    };
+    if !found.contains_key(META_VERSION) {
+        return Err(missing(format!("params._meta: `{META_VERSION}` missing")));
+    }
+    match found.get(META_CAPABILITIES) {
+        Some(Value::Object(_)) => Ok(()),
+        Some(_) => Err(missing(format!(
+            "params._meta: `{META_CAPABILITIES}` must be an object"
+        ))),
+        None => Err(missing(format!(
+            "params._meta: `{META_CAPABILITIES}` missing (send {{}} when the client declares none)"
+        ))),
+    }
 }
 
 /// `Mcp-Method` and `Mcp-Name` must be sent and match the body (SEP-2243).
 fn check_headers(headers: &HeaderMap, method_name: &str, message: &Value) -> Result<(), McpError> {
     let mismatch = |what: String| McpError::bad_request(code::HEADER_MISMATCH, what);
-    match header(headers, "mcp-method") {
+    match header(headers, "mcp-method").map(str::trim) {
         None => {
             return Err(mismatch(
                 "Header mismatch: the Mcp-Method header is missing".into(),
@@ -238,7 +273,7 @@ fn check_headers(headers: &HeaderMap, method_name: &str, message: &Value) -> Res
             "Header mismatch: the Mcp-Name header is missing (it carries params.{field})"
         ))
     })?;
-    match decoded_header(sent) {
+    match decoded_header(sent.trim()) {
         Some(sent) if sent == body => Ok(()),
         Some(sent) => Err(mismatch(format!(
             "Header mismatch: Mcp-Name header value '{sent}' does not match body value '{body}'"
@@ -278,11 +313,18 @@ pub async fn answer(
         .instrument(span)
         .await
     {
-        Ok(result) => {
+        Ok(Reply::Result(result)) => {
             axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
         }
+        Ok(Reply::Stream(response)) => response,
         Err(error) => error.answer(id),
     }
+}
+
+/// How a request is answered: one JSON result, or an SSE stream (progress, then the result).
+enum Reply {
+    Result(Value),
+    Stream(Response),
 }
 
 /// The request's server span: under the trace in its `_meta`, named by its method and, for a
@@ -306,31 +348,42 @@ async fn dispatch(
     caller: &Caller,
     headers: &HeaderMap,
     message: &Value,
-) -> Result<Value, McpError> {
+) -> Result<Reply, McpError> {
     let method_name = message
         .get("method")
         .and_then(Value::as_str)
         .ok_or_else(|| McpError::bad_request(code::INVALID_REQUEST, "method: missing"))?;
     check_version(headers, message)?;
     check_headers(headers, method_name, message)?;
-    let method = Method::parse(method_name).ok_or_else(|| {
-        McpError::new(
+    check_meta(message)?;
+    let method = Method::parse(method_name).ok_or_else(|| McpError {
+        status: StatusCode::NOT_FOUND,
+        ..McpError::new(
             code::METHOD_NOT_FOUND,
             format!("Method not found: `{method_name}` (this server serves tools and tasks)"),
         )
     })?;
     let params = message.get("params").cloned().unwrap_or_else(|| json!({}));
-    match method {
-        Method::Discover => Ok(discover()),
-        Method::ListTools => Ok(list_tools(runtime, caller)),
-        Method::CallTool => call_tool(runtime, caller, &params).await,
+    if method.is_task_method() && !wants_tasks(&params) {
+        return Err(missing_tasks_extension(format!(
+            "`{method_name}` is a method of the {TASKS_EXTENSION} extension"
+        )));
+    }
+    let result = match method {
+        Method::Discover => discover(),
+        Method::ListTools => list_tools(runtime, caller),
+        Method::CallTool => {
+            let id = message.get("id").cloned().unwrap_or(Value::Null);
+            return call_tool(runtime, caller, headers, &params, id).await;
+        }
         Method::GetTask => {
             let run = task_run(runtime, caller, &task_id(&params)?).await?;
-            Ok(complete(task_view(runtime, &run).await?))
+            complete(task_view(runtime, &run).await?)
         }
-        Method::UpdateTask => update_task(runtime, caller, &params).await,
-        Method::CancelTask => cancel_task(runtime, caller, &params).await,
-    }
+        Method::UpdateTask => update_task(runtime, caller, &params).await?,
+        Method::CancelTask => cancel_task(runtime, caller, &params).await?,
+    };
+    Ok(Reply::Result(result))
 }
 
 fn discover() -> Value {
@@ -350,12 +403,64 @@ fn list_tools(runtime: &Arc<Runtime>, caller: &Caller) -> Value {
         .agents()
         .iter()
         .filter(|agent| caller.may_use_agent(&agent.name))
-        .filter_map(|agent| serde_json::to_value(agent_tool(agent)).ok())
+        .filter_map(|agent| {
+            let mut tool = serde_json::to_value(agent_tool(agent)).ok()?;
+            tool["execution"] = json!({"taskSupport": task_support(agent)});
+            Some(tool)
+        })
         .collect();
     // A deterministic order, so clients and prompt caches can keep the list.
     tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     // The list depends on the key: shared caches must not keep it.
     complete(json!({"tools": tools, "ttlMs": LIST_TTL_MS, "cacheScope": "private"}))
+}
+
+/// An agent that asks a person to approve tool calls can be served only as a task (the
+/// approval is the task's `input_required`); any other may be called either way.
+fn task_support(agent: &AgentSpec) -> &'static str {
+    if agent.approvals.is_empty() {
+        "optional"
+    } else {
+        "required"
+    }
+}
+
+/// The -32021 error of a request the client cannot be served without the Tasks extension.
+fn missing_tasks_extension(why: String) -> McpError {
+    McpError::bad_request(
+        code::MISSING_CAPABILITY,
+        format!(
+            "Missing required client capabilities: extensions ({why}: declare {TASKS_EXTENSION} \
+             in _meta[\"{META_CAPABILITIES}\"])"
+        ),
+    )
+    .with_data(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}))
+}
+
+fn tasks_required(agent: &str) -> McpError {
+    missing_tasks_extension(format!(
+        "agent `{agent}` asks a person to approve tool calls, which only a task can wait for"
+    ))
+}
+
+/// The `Mcp-Param-*` headers the agent's input schema declares, checked against the call.
+fn check_param_headers(
+    headers: &HeaderMap,
+    agent: &AgentSpec,
+    params: &Value,
+) -> Result<(), McpError> {
+    let Some(schema) = &agent.input_schema else {
+        return Ok(());
+    };
+    let declared = param_headers::declarations(schema);
+    let arguments = params.get("arguments").unwrap_or(&Value::Null);
+    param_headers::check(&declared, arguments, headers, decoded_header).map_err(|mismatch| {
+        McpError::bad_request(
+            code::HEADER_MISMATCH,
+            format!("Header mismatch: {}", mismatch.message),
+        )
+        .with_data(json!({"mismatch": {"header": mismatch.header, "body": mismatch.message}}))
+    })
 }
 
 /// Whether the request's client capabilities declare the Tasks extension.
@@ -378,21 +483,80 @@ fn start_error(error: StartError) -> McpError {
 async fn call_tool(
     runtime: &Arc<Runtime>,
     caller: &Caller,
+    headers: &HeaderMap,
     params: &Value,
-) -> Result<Value, McpError> {
+    id: Value,
+) -> Result<Reply, McpError> {
+    let agent = called_agent(runtime, caller, params)?;
+    check_param_headers(headers, &agent, params)?;
     if wants_tasks(params) {
         let mut task = task_base(&start_task(runtime, caller, params).await?);
         task["resultType"] = json!("task");
-        return Ok(task);
+        return Ok(Reply::Result(task));
+    }
+    if !agent.approvals.is_empty() {
+        return Err(tasks_required(&agent.name));
     }
     let handle = start_call(runtime, caller, params, OnDisconnect::Cancel).await?;
+    if let Some(token) = progress_token(params) {
+        return Ok(Reply::Stream(progress_stream(runtime, handle, token, id)));
+    }
     let result = handle
         .result
         .await
         .map_err(|_| McpError::internal("the run ended without a result"))?;
-    let value = serde_json::to_value(super::tools::call_result(&result))
-        .map_err(|e| McpError::internal(e.to_string()))?;
-    Ok(complete(value))
+    Ok(Reply::Result(complete_call_result(&result)))
+}
+
+fn complete_call_result(result: &crate::agent::AgentResult) -> Value {
+    match serde_json::to_value(super::tools::call_result(result)) {
+        Ok(value) => complete(value),
+        Err(error) => {
+            json!({"content": [{"type": "text", "text": error.to_string()}], "isError": true})
+        }
+    }
+}
+
+/// A call that asked for progress: `notifications/progress` with its token as the run works,
+/// then the result, on one SSE stream; a client that leaves cancels the run.
+fn progress_stream(runtime: &Arc<Runtime>, handle: RunHandle, token: Value, id: Value) -> Response {
+    let on_leave = OnLeave::Cancel(handle.abort_on_drop());
+    let RunHandle { events, result, .. } = handle;
+    let last = futures_util::stream::once(async move {
+        let answer = match result.await {
+            Ok(result) => {
+                json!({"jsonrpc": "2.0", "id": id, "result": complete_call_result(&result)})
+            }
+            Err(_) => {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code::INTERNAL, "message": "the run ended without a result"}})
+            }
+        };
+        Frame::data(answer.to_string())
+    });
+    let frames =
+        drive::frames(Events::Live(events), ProgressFrames::new(token), on_leave).chain(last);
+    sse_response(runtime, frames.map(|frame| Ok(frame.into_sse())))
+}
+
+/// The agent a `tools/call` names (`params.name`), if the caller may use it.
+fn called_agent(
+    runtime: &Runtime,
+    caller: &Caller,
+    params: &Value,
+) -> Result<Arc<AgentSpec>, McpError> {
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| McpError::invalid_params("params.name: missing"))?;
+    runtime
+        .agents()
+        .get(name)
+        .filter(|agent| caller.may_use_agent(&agent.name))
+        .ok_or_else(|| {
+            McpError::invalid_params(format!(
+                "params.name: no agent named `{name}` for this key; tools/list names the agents it may use"
+            ))
+        })
 }
 
 /// Starts the run a `tools/call` asks for (`params.name`, `params.arguments`).
@@ -402,19 +566,7 @@ async fn start_call(
     params: &Value,
     on_disconnect: OnDisconnect,
 ) -> Result<RunHandle, McpError> {
-    let name = params
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| McpError::invalid_params("params.name: missing"))?;
-    let agent = runtime
-        .agents()
-        .get(name)
-        .filter(|agent| caller.may_use_agent(&agent.name))
-        .ok_or_else(|| {
-            McpError::invalid_params(format!(
-                "params.name: no agent named `{name}` for this key; tools/list names the agents it may use"
-            ))
-        })?;
+    let agent = called_agent(runtime, caller, params)?;
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => None,
         Some(Value::Object(map)) => Some(map.clone()),

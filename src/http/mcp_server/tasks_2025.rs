@@ -5,7 +5,8 @@
 //! `input_required`; `tasks/result` then asks the client with one `elicitation/create` per
 //! waiting call on its stream, the request id naming the run and the call
 //! ([`WaitingCallRef`], prefix `mcpt`), so the client's answer, posted as a JSON-RPC response,
-//! decides the call on whatever replica it reaches. This module owns that revision's task
+//! decides the call on whatever replica it reaches; a `tasks/result` carrying a progress token
+//! gets the run's `notifications/progress` on that stream too. This module owns that revision's task
 //! shapes; the runs, approvals and 2026-07-28 tasks are [`super::modern`]'s.
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use super::modern::{
     McpError, approval_request, call_result_of_run, decision_of_response, rfc3339, start_task,
     task_id, task_run, task_status,
 };
+use super::progress::{Progress, progress_token};
 use crate::http::auth::Caller;
 use crate::http::shared::drive::{self, Events, Frame, OnLeave, StreamEnd, Translator};
 use crate::http::sse::sse_response;
@@ -182,9 +184,12 @@ async fn task_result(
     if run.status.is_terminal() {
         return axum::Json(result_message(&id, &run)).into_response();
     }
+    // The request's own progress token follows the run (the task's), as progress goes.
+    let progress = progress_token(params).map(|token| Progress::new(token, Some(related(&run.id))));
     let translator = Elicitations {
         run_id: run.id.clone(),
         finished: false,
+        progress,
     };
     let events = Events::followed(runtime, run.id.clone(), 0);
     let (runtime_end, caller) = (Arc::clone(runtime), caller.clone());
@@ -213,15 +218,19 @@ fn error_message(id: &Value, message: &str) -> Value {
 }
 
 /// The frames of `tasks/result` while the run goes on: an `elicitation/create` for each call
-/// that asks for approval. (A stream opened after calls were decided asks about them again;
-/// the answers are let go.)
+/// that asks for approval, and `notifications/progress` when the request asked for progress.
+/// (A stream opened after calls were decided asks about them again; the answers are let go.)
 struct Elicitations {
     run_id: String,
     finished: bool,
+    progress: Option<Progress>,
 }
 
 impl Translator for Elicitations {
     fn event(&mut self, event: &RunEvent, out: &mut Vec<Frame>) {
+        if let Some(progress) = self.progress.as_mut() {
+            out.extend(progress.notification(&event.event));
+        }
         match &event.event {
             AgentEvent::ApprovalRequested(requested) => {
                 let mut request =

@@ -17,6 +17,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use super::calls::{InFlightCalls, request_key};
+use super::progress::progress_message;
 use crate::agent::{AgentEvent, AgentResult};
 use crate::config::{AgentSpec, OnDisconnect};
 use crate::http::auth::Caller;
@@ -252,29 +253,6 @@ pub fn call_result(result: &AgentResult) -> CallToolResult {
         None => CallToolResult::success(vec![ContentBlock::text(
             report.content.clone().unwrap_or_default(),
         )]),
-    }
-}
-
-/// What one run event says to a client following the call, if anything.
-fn progress_message(event: &AgentEvent) -> Option<String> {
-    match event {
-        AgentEvent::TurnStarted(turn) if turn.is_retry => {
-            Some(format!("turn {} (retry {})", turn.turn, turn.attempt))
-        }
-        AgentEvent::TurnStarted(turn) => Some(format!("turn {}", turn.turn)),
-        AgentEvent::ToolStarted(tool) => Some(format!("calling {}", tool.tool)),
-        AgentEvent::ToolFinished(tool) => Some(format!(
-            "{} {} in {} ms",
-            tool.tool, tool.status, tool.latency_ms
-        )),
-        AgentEvent::Progress(progress) => {
-            let what = progress.kind.replace('_', " ");
-            Some(match &progress.message {
-                Some(message) => format!("{} {what}: {message}", progress.agent),
-                None => format!("{} {what}", progress.agent),
-            })
-        }
-        _ => None,
     }
 }
 
