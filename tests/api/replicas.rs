@@ -1059,3 +1059,122 @@ async fn a_schedule_fires_once_per_due_time_across_replicas_and_after_one_is_kil
         assert!(millis_after_due(fire) < 1000, "{fire}");
     }
 }
+
+/// Waits (up to `limit`) until a fire of schedule `id` on `replica` passes `wanted`; that fire.
+async fn until_fire(
+    cluster: &Cluster,
+    replica: &impl Endpoint,
+    id: &str,
+    limit: Duration,
+    wanted: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        let fires = schedule_fires(cluster, replica, id).await;
+        if let Some(fire) = fires.iter().find(|f| wanted(f)) {
+            return fire.clone();
+        }
+        assert!(Instant::now() < deadline, "no such fire: {fires:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The run `run_id` as `replica` shows it.
+async fn run_on(cluster: &Cluster, replica: &impl Endpoint, run_id: &str) -> Value {
+    cluster
+        .client
+        .get(replica.url(&format!("/v1/runs/{run_id}")))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json")
+}
+
+/// SPEC §13 `overlap: queue` without a conversation: a due time found while the previous run
+/// still runs is stored `queued` (no run), and started once the previous run ends, by one of
+/// the replicas (`replicas[0]` creates and holds the first run; the last one watches).
+async fn a_due_time_queues_behind_the_running_run(cluster: &Cluster, replicas: &[&Replica]) {
+    let (first, last) = (replicas[0], replicas[replicas.len() - 1]);
+    let created: Value = cluster
+        .client
+        .post(first.url("/v1/schedules"))
+        .json(&json!({"agent": "chat", "prompt": "tick", "cron": "* * * * *", "overlap": "queue"}))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let id = created["id"].as_str().expect("id").to_string();
+    cluster.llm.push(Reply::hang());
+    let now: Value = cluster
+        .client
+        .post(first.url(&format!("/v1/schedules/{id}/run")))
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let held = now["run_id"].as_str().expect("run").to_string();
+    cluster.llm.push(Reply::text("after the queue"));
+    let queued = until_fire(cluster, last, &id, Duration::from_secs(70), |f| {
+        f["status"] == "queued"
+    })
+    .await;
+    assert_eq!(queued["run_id"], Value::Null, "{queued}");
+    // Held while the previous run runs.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let still = until_fire(cluster, last, &id, Duration::ZERO, |f| {
+        f["due_at"] == queued["due_at"]
+    })
+    .await;
+    assert_eq!(still["status"], "queued", "{still}");
+    assert_eq!(cluster.abort(last, &held).await, 202);
+    let ended = Instant::now();
+    let fired = until_fire(cluster, last, &id, Duration::from_secs(10), |f| {
+        f["due_at"] == queued["due_at"] && f["status"] == "fired"
+    })
+    .await;
+    eprintln!(
+        "the queued due time started {:?} after the previous run was cancelled, by {}",
+        ended.elapsed(),
+        fired["replica"]
+    );
+    let run_id = fired["run_id"].as_str().expect("run").to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let run = run_on(cluster, last, &run_id).await;
+        if run["status"] == "completed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{run}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Once: one fire per due time, one run per fire.
+    let fires = schedule_fires(cluster, last, &id).await;
+    let same = fires
+        .iter()
+        .filter(|f| f["due_at"] == queued["due_at"])
+        .count();
+    assert_eq!(same, 1, "{fires:?}");
+    until_runs(cluster, last, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_queued_due_time_starts_once_when_the_previous_run_ends() {
+    let cluster = Cluster::on_postgres().await;
+    let a = cluster.replica().await;
+    let b = cluster.replica().await;
+    a_due_time_queues_behind_the_running_run(&cluster, &[&a, &b]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqlite_a_queued_due_time_starts_when_the_previous_run_ends() {
+    let cluster = Cluster::on_sqlite().await;
+    let a = cluster.replica().await;
+    a_due_time_queues_behind_the_running_run(&cluster, &[&a]).await;
+}
