@@ -1178,3 +1178,80 @@ async fn on_sqlite_a_queued_due_time_starts_when_the_previous_run_ends() {
     let a = cluster.replica().await;
     a_due_time_queues_behind_the_running_run(&cluster, &[&a]).await;
 }
+
+/// The `p`th percentile (0–100) of `values`, nearest rank.
+fn percentile(values: &mut [i64], p: usize) -> i64 {
+    values.sort_unstable();
+    let rank = (values.len() * p).div_ceil(100).max(1);
+    values.get(rank - 1).copied().unwrap_or_default()
+}
+
+/// Measurement for SPEC §13 (printed, never asserted on time): 20 schedules due the same minute
+/// on two PostgreSQL replicas, then the next minute with one replica killed. Prints the fire
+/// delay after the due second (p50/p99 over 40 fires) and checks each due time fired once, with
+/// one run each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_fire_delays_and_exactly_once_with_a_replica_killed_are_measured() {
+    const SCHEDULES: usize = 20;
+    let cluster = Cluster::on_postgres().await;
+    let mut a = cluster.replica().await;
+    let b = cluster.replica().await;
+    for _ in 0..2 * SCHEDULES {
+        cluster.llm.push(Reply::text("tock"));
+    }
+    let mut ids = Vec::new();
+    for n in 0..SCHEDULES {
+        let on: &Replica = if n % 2 == 0 { &a } else { &b };
+        let created: Value = cluster
+            .client
+            .post(on.url("/v1/schedules"))
+            .json(&json!({"agent": "chat", "prompt": "tick", "cron": "* * * * *", "overlap": "allow"}))
+            .send()
+            .await
+            .expect("sent")
+            .json()
+            .await
+            .expect("json");
+        ids.push(created["id"].as_str().expect("id").to_string());
+    }
+    let mut delays = Vec::new();
+    for id in &ids {
+        let fires = until_fires(&cluster, &b, id, 1, Duration::from_secs(70)).await;
+        delays.push(millis_after_due(&fires[0]));
+    }
+    until_runs(&cluster, &b, SCHEDULES).await;
+    a.kill();
+    let mut fires_per_due = std::collections::BTreeMap::<String, usize>::new();
+    for id in &ids {
+        let fires = until_fires(&cluster, &b, id, 2, Duration::from_secs(70)).await;
+        delays.push(millis_after_due(&fires[0]));
+        for fire in &fires {
+            assert_eq!(fire["status"], "fired", "{fire}");
+            let key = format!("{id} {}", fire["due_at"]);
+            *fires_per_due.entry(key).or_default() += 1;
+        }
+    }
+    until_runs(&cluster, &b, 2 * SCHEDULES).await;
+    let runs: Value = cluster
+        .client
+        .get(b.url("/v1/runs?agent=chat&limit=100"))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let count = runs["data"].as_array().map(Vec::len).unwrap_or_default();
+    let fired = delays.len();
+    let (p50, p99) = (percentile(&mut delays, 50), percentile(&mut delays, 99));
+    eprintln!(
+        "fire delay after the due second over {fired} fires (2 replicas, then 1 after a kill): \
+         p50 {p50} ms, p99 {p99} ms; due times {}, each fired {:?} time(s); runs {count}",
+        fires_per_due.len(),
+        fires_per_due
+            .values()
+            .collect::<std::collections::BTreeSet<_>>()
+    );
+    assert!(fires_per_due.values().all(|n| *n == 1), "{fires_per_due:?}");
+    assert_eq!(count, 2 * SCHEDULES, "one run per due time: {runs}");
+}
