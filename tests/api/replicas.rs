@@ -1060,6 +1060,23 @@ async fn a_schedule_fires_once_per_due_time_across_replicas_and_after_one_is_kil
     }
 }
 
+/// `body` POSTed to `path` on `replica`; the JSON answer.
+async fn post_value(cluster: &Cluster, replica: &impl Endpoint, path: &str, body: &Value) -> Value {
+    let response = cluster
+        .client
+        .post(replica.url(path))
+        .json(body)
+        .send()
+        .await;
+    response.expect("sent").json().await.expect("json")
+}
+
+/// `path` on `replica`; the JSON answer.
+async fn get_value(cluster: &Cluster, replica: &impl Endpoint, path: &str) -> Value {
+    let response = cluster.client.get(replica.url(path)).send().await;
+    response.expect("sent").json().await.expect("json")
+}
+
 /// Waits (up to `limit`) until a fire of schedule `id` on `replica` passes `wanted`; that fire.
 async fn until_fire(
     cluster: &Cluster,
@@ -1081,15 +1098,7 @@ async fn until_fire(
 
 /// The run `run_id` as `replica` shows it.
 async fn run_on(cluster: &Cluster, replica: &impl Endpoint, run_id: &str) -> Value {
-    cluster
-        .client
-        .get(replica.url(&format!("/v1/runs/{run_id}")))
-        .send()
-        .await
-        .expect("sent")
-        .json()
-        .await
-        .expect("json")
+    get_value(cluster, replica, &format!("/v1/runs/{run_id}")).await
 }
 
 /// SPEC §13 `overlap: queue` without a conversation: a due time found while the previous run
@@ -1097,28 +1106,22 @@ async fn run_on(cluster: &Cluster, replica: &impl Endpoint, run_id: &str) -> Val
 /// the replicas (`replicas[0]` creates and holds the first run; the last one watches).
 async fn a_due_time_queues_behind_the_running_run(cluster: &Cluster, replicas: &[&Replica]) {
     let (first, last) = (replicas[0], replicas[replicas.len() - 1]);
-    let created: Value = cluster
-        .client
-        .post(first.url("/v1/schedules"))
-        .json(&json!({"agent": "chat", "prompt": "tick", "cron": "* * * * *", "overlap": "queue"}))
-        .send()
-        .await
-        .expect("sent")
-        .json()
-        .await
-        .expect("json");
+    let created: Value = post_value(
+        cluster,
+        first,
+        "/v1/schedules",
+        &json!({"agent": "chat", "prompt": "tick", "cron": "* * * * *", "overlap": "queue"}),
+    )
+    .await;
     let id = created["id"].as_str().expect("id").to_string();
     cluster.llm.push(Reply::hang());
-    let now: Value = cluster
-        .client
-        .post(first.url(&format!("/v1/schedules/{id}/run")))
-        .json(&json!({}))
-        .send()
-        .await
-        .expect("sent")
-        .json()
-        .await
-        .expect("json");
+    let now: Value = post_value(
+        cluster,
+        first,
+        &format!("/v1/schedules/{id}/run"),
+        &json!({}),
+    )
+    .await;
     let held = now["run_id"].as_str().expect("run").to_string();
     cluster.llm.push(Reply::text("after the queue"));
     let queued = until_fire(cluster, last, &id, Duration::from_secs(70), |f| {
@@ -1202,16 +1205,13 @@ async fn schedule_fire_delays_and_exactly_once_with_a_replica_killed_are_measure
     let mut ids = Vec::new();
     for n in 0..SCHEDULES {
         let on: &Replica = if n % 2 == 0 { &a } else { &b };
-        let created: Value = cluster
-            .client
-            .post(on.url("/v1/schedules"))
-            .json(&json!({"agent": "chat", "prompt": "tick", "cron": "* * * * *", "overlap": "allow"}))
-            .send()
-            .await
-            .expect("sent")
-            .json()
-            .await
-            .expect("json");
+        let created: Value = post_value(
+            &cluster,
+            on,
+            "/v1/schedules",
+            &json!({"agent": "chat", "prompt": "tick", "cron": "* * * * *", "overlap": "allow"}),
+        )
+        .await;
         ids.push(created["id"].as_str().expect("id").to_string());
     }
     let mut delays = Vec::new();
@@ -1232,15 +1232,7 @@ async fn schedule_fire_delays_and_exactly_once_with_a_replica_killed_are_measure
         }
     }
     until_runs(&cluster, &b, 2 * SCHEDULES).await;
-    let runs: Value = cluster
-        .client
-        .get(b.url("/v1/runs?agent=chat&limit=100"))
-        .send()
-        .await
-        .expect("sent")
-        .json()
-        .await
-        .expect("json");
+    let runs: Value = get_value(&cluster, &b, "/v1/runs?agent=chat&limit=100").await;
     let count = runs["data"].as_array().map(Vec::len).unwrap_or_default();
     let fired = delays.len();
     let (p50, p99) = (percentile(&mut delays, 50), percentile(&mut delays, 99));
