@@ -120,7 +120,8 @@ pub struct ScheduleList {
 pub struct ScheduleRunView {
     /// RFC 3339: the due time (or when it was run by hand).
     pub due_at: String,
-    /// `fired`, `skipped` (overlap or missed), `failed` (the run could not start).
+    /// `fired`, `queued` (behind the previous run), `skipped` (overlap or missed), `failed` (the
+    /// run could not start); `claimed` while a replica starts it.
     pub status: String,
     #[schema(required)]
     pub run_id: Option<String>,

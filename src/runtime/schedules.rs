@@ -2,14 +2,16 @@
 //! time zone, daylight-saving changes included (croner over chrono-tz). Every replica looks
 //! for due schedules; the one that inserts the (schedule, due time) fire row fires it, so each
 //! due time fires once across replicas, whichever of them is alive. `overlap` says what a due
-//! time does while the previous run still runs (`skip`, `queue` behind it in its conversation,
-//! or `allow`); `missed` what a due time found late (the server was down) does (`skip` or
+//! time does while the previous run still runs (`skip`, `queue` behind it, or `allow`); a
+//! schedule with a conversation queues in it, one without stores the due time as a `queued`
+//! fire that the first replica to see the previous run ended moves to `claimed` and starts, so
+//! it starts once across replicas too. `missed` what a due time found late (the server was down) does (`skip` or
 //! `run_once`). Runs belong to the schedule's creator.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
@@ -26,10 +28,17 @@ const SCHEDULE_POLL: Duration = Duration::from_millis(200);
 /// A due time found later than this was missed (the server was down): `missed` decides.
 const MISSED_AFTER_SECONDS: i64 = 60;
 
+/// A due time claimed this long ago without a run yet is taken for abandoned (its replica died
+/// while starting it), so it no longer holds back the schedule's queued due times.
+const CLAIM_ABANDONED_AFTER_SECONDS: i64 = 60;
+/// How many of a schedule's latest fires are looked at to find its previous run.
+const FIRES_LOOKED_AT: u32 = 50;
+
 /// How one due time went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FireStatus {
     Claimed,
+    Queued,
     Fired,
     Skipped,
     Failed,
@@ -39,6 +48,7 @@ impl FireStatus {
     fn as_str(self) -> &'static str {
         match self {
             Self::Claimed => "claimed",
+            Self::Queued => "queued",
             Self::Fired => "fired",
             Self::Skipped => "skipped",
             Self::Failed => "failed",
@@ -67,7 +77,7 @@ impl Runtime {
             };
             if self.store.claim_fire(&fire).await? {
                 let late = (now - due_at).num_seconds() > MISSED_AFTER_SECONDS;
-                let (status, run_id) = self.fire(&schedule, late).await;
+                let (status, run_id) = self.fire(&schedule, due_at, late).await;
                 self.store
                     .finish_fire(&schedule.id, due_at, status.as_str(), run_id.as_deref())
                     .await?;
@@ -77,6 +87,50 @@ impl Runtime {
                 .advance_schedule(&schedule.id, due_at, next)
                 .await?;
         }
+        self.start_queued_fires().await
+    }
+
+    /// Starts each schedule's oldest queued due time whose previous run has ended, when this
+    /// replica moves it from `queued` to `claimed` first.
+    async fn start_queued_fires(self: &Arc<Self>) -> Result<(), StoreError> {
+        let queued = self
+            .store
+            .fires_in_status(FireStatus::Queued.as_str())
+            .await?;
+        let mut seen = std::collections::HashSet::new();
+        for fire in queued {
+            if !seen.insert(fire.schedule_id.clone()) {
+                continue;
+            }
+            let Some(schedule) = self.store.get_schedule(&fire.schedule_id).await? else {
+                continue;
+            };
+            if self.earlier_fire_pending(&schedule, fire.due_at).await {
+                continue;
+            }
+            let claimed = self
+                .store
+                .move_fire(
+                    &fire.schedule_id,
+                    fire.due_at,
+                    FireStatus::Queued.as_str(),
+                    FireStatus::Claimed.as_str(),
+                    &self.replica.id,
+                    Utc::now(),
+                )
+                .await?;
+            if claimed {
+                let (status, run_id) = self.start_fire(&schedule).await;
+                self.store
+                    .finish_fire(
+                        &schedule.id,
+                        fire.due_at,
+                        status.as_str(),
+                        run_id.as_deref(),
+                    )
+                    .await?;
+            }
+        }
         Ok(())
     }
 
@@ -84,16 +138,32 @@ impl Runtime {
     async fn fire(
         self: &Arc<Self>,
         schedule: &ScheduleRecord,
+        due_at: DateTime<Utc>,
         late: bool,
     ) -> (FireStatus, Option<String>) {
         if late && Missed::parse(&schedule.missed) == Missed::Skip {
             return (FireStatus::Skipped, None);
         }
-        if Overlap::parse(&schedule.overlap) == Overlap::Skip
-            && self.previous_run_runs(schedule).await
+        let overlap = Overlap::parse(&schedule.overlap);
+        let queues_here = overlap == Overlap::Queue && schedule.conversation_id.is_none();
+        if (overlap == Overlap::Skip || queues_here)
+            && self.earlier_fire_pending(schedule, due_at).await
         {
-            return (FireStatus::Skipped, None);
+            let held = if queues_here {
+                FireStatus::Queued
+            } else {
+                FireStatus::Skipped
+            };
+            return (held, None);
         }
+        self.start_fire(schedule).await
+    }
+
+    /// Starts the schedule's run for a due time: `fired` with the run, or `failed`.
+    async fn start_fire(
+        self: &Arc<Self>,
+        schedule: &ScheduleRecord,
+    ) -> (FireStatus, Option<String>) {
         match self.start_scheduled_run(schedule).await {
             Ok(run_id) => (FireStatus::Fired, Some(run_id)),
             Err(error) => {
@@ -104,13 +174,27 @@ impl Runtime {
         }
     }
 
-    /// Whether the schedule's last run is still in progress.
-    async fn previous_run_runs(&self, schedule: &ScheduleRecord) -> bool {
-        let Ok(fires) = self.store.list_fires(&schedule.id, 5).await else {
+    /// Whether a fire of the schedule other than the one due at `due_at` holds it back: one
+    /// earlier still queued, one being started, or the last run still in progress.
+    async fn earlier_fire_pending(&self, schedule: &ScheduleRecord, due_at: DateTime<Utc>) -> bool {
+        let Ok(fires) = self.store.list_fires(&schedule.id, FIRES_LOOKED_AT).await else {
             return false;
         };
-        for run_id in fires.iter().filter_map(|f| f.run_id.as_deref()) {
-            if let Ok(Some(run)) = self.recorded_run(run_id).await {
+        let now = Utc::now();
+        for fire in fires.iter().filter(|f| f.due_at != due_at) {
+            let status = fire.status.as_str();
+            if status == FireStatus::Queued.as_str() && fire.due_at < due_at {
+                return true;
+            }
+            if status == FireStatus::Claimed.as_str()
+                && (now - fire.fired_at).num_seconds() < CLAIM_ABANDONED_AFTER_SECONDS
+            {
+                return true;
+            }
+            let Some(run_id) = fire.run_id.as_deref() else {
+                continue;
+            };
+            if let Ok(Some(run)) = self.find_run(run_id).await {
                 return !run.status.is_terminal();
             }
         }

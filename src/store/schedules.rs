@@ -35,6 +35,7 @@ pub struct ScheduleFire {
     pub schedule_id: String,
     pub due_at: DateTime<Utc>,
     pub replica: String,
+    /// `claimed` (being started), `queued` (behind the previous run, `overlap: queue`),
     /// `fired`, `skipped` (overlap or missed) or `failed` (the run could not start).
     pub status: String,
     pub run_id: Option<String>,
@@ -62,6 +63,19 @@ pub trait ScheduleStore: Send + Sync {
         status: &str,
         run_id: Option<&str>,
     ) -> Result<(), StoreError>;
+    /// Fires in `status` (every schedule's), oldest due time first.
+    async fn fires_in_status(&self, status: &str) -> Result<Vec<ScheduleFire>, StoreError>;
+    /// Moves a fire from status `from` to `to` for `replica` at `at`: true for exactly one
+    /// caller (the one whose update found it still in `from`).
+    async fn move_fire(
+        &self,
+        schedule_id: &str,
+        due_at: DateTime<Utc>,
+        from: &str,
+        to: &str,
+        replica: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
     /// Moves the schedule's next due time from `from` to `next`; false when another replica
     /// already moved it.
     async fn advance_schedule(

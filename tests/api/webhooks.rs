@@ -360,3 +360,47 @@ async fn a_foreground_response_with_a_webhook_is_refused_naming_it() {
     let body: Value = response.json().await.expect("json");
     assert_eq!(body["error"]["param"], "webhook", "{body}");
 }
+
+/// Measurement (printed, never asserted on time): the delay from a run's end (its answer read
+/// by the client) to its webhook's first attempt at the receiver, p50/p99 over 20 runs.
+#[tokio::test]
+async fn webhook_delivery_delay_is_measured() {
+    const RUNS: usize = 20;
+    let mut receiver = Receiver::start().await;
+    let app = spawn_app_with(|config| {
+        config["webhookDelivery"] = json!({"allowPrivateAddresses": true, "secret": SECRET});
+    })
+    .await;
+    let mut ended = std::collections::HashMap::new();
+    for _ in 0..RUNS {
+        app.llm.push(Reply::text("done"));
+        let response = app
+            .post_json(
+                "/v1/agents/chat/runs",
+                &json!({"prompt": "hi", "webhook": {"url": receiver.url("/per-run")}}),
+            )
+            .await;
+        assert_eq!(response.status(), 200);
+        let at = unix_now();
+        let result: Value = response.json().await.expect("json");
+        ended.insert(result["run_id"].as_str().expect("run id").to_string(), at);
+    }
+    let mut delays = Vec::new();
+    while delays.len() < RUNS {
+        let attempt = receiver.attempt(Duration::from_secs(20)).await;
+        if attempt["attempt"].as_i64() != Some(1) {
+            continue;
+        }
+        let run_id = attempt["run_id"].as_str().expect("run id");
+        let end = ended.get(run_id).copied().expect("one of ours");
+        let arrived = attempt["arrived"].as_f64().expect("time");
+        delays.push(((arrived - end) * 1000.0).round() as i64);
+    }
+    delays.sort_unstable();
+    let rank = |p: usize| delays[(RUNS * p).div_ceil(100).max(1) - 1];
+    eprintln!(
+        "webhook first attempt after the run ended, {RUNS} runs: p50 {} ms, p99 {} ms",
+        rank(50),
+        rank(99)
+    );
+}

@@ -46,6 +46,10 @@ pub const CLAIM_FIRE: &str = "INSERT INTO schedule_fires \
      ON CONFLICT (schedule_id, due_at) DO NOTHING";
 pub const FINISH_FIRE: &str =
     "UPDATE schedule_fires SET status = $3, run_id = $4 WHERE schedule_id = $1 AND due_at = $2";
+pub const FIRES_IN_STATUS: &str = "SELECT schedule_id, due_at, replica, status, run_id, fired_at \
+     FROM schedule_fires WHERE status = $1 ORDER BY due_at, schedule_id LIMIT 1000";
+pub const MOVE_FIRE: &str = "UPDATE schedule_fires SET status = $4, replica = $5, fired_at = $6 \
+     WHERE schedule_id = $1 AND due_at = $2 AND status = $3";
 pub const ADVANCE: &str =
     "UPDATE schedules SET next_due_at = $3 WHERE id = $1 AND next_due_at = $2";
 pub const LIST_FIRES: &str = "SELECT schedule_id, due_at, replica, status, run_id, fired_at \
@@ -240,6 +244,40 @@ macro_rules! impl_schedule_store {
                     .execute(&self.writer)
                     .await?;
                 Ok(())
+            }
+
+            async fn fires_in_status(
+                &self,
+                status: &str,
+            ) -> Result<Vec<$crate::store::ScheduleFire>, $crate::store::StoreError> {
+                use $crate::store::sql::schedules as sql;
+                let rows = sqlx::query_as::<_, sql::FireRow>(sql::FIRES_IN_STATUS)
+                    .bind(status)
+                    .fetch_all(&self.writer)
+                    .await?;
+                Ok(rows.into_iter().map(Into::into).collect())
+            }
+
+            async fn move_fire(
+                &self,
+                schedule_id: &str,
+                due_at: chrono::DateTime<chrono::Utc>,
+                from: &str,
+                to: &str,
+                replica: &str,
+                at_time: chrono::DateTime<chrono::Utc>,
+            ) -> Result<bool, $crate::store::StoreError> {
+                use $crate::store::sql::{at, schedules as sql};
+                let done = sqlx::query(sql::MOVE_FIRE)
+                    .bind(schedule_id)
+                    .bind(at(due_at))
+                    .bind(from)
+                    .bind(to)
+                    .bind(replica)
+                    .bind(at(at_time))
+                    .execute(&self.writer)
+                    .await?;
+                Ok(done.rows_affected() > 0)
             }
 
             async fn advance_schedule(
