@@ -23,8 +23,11 @@ pub use crate::config::schedules::{Missed, Overlap, Timetable};
 use crate::config::{BusyPolicy, OnDisconnect};
 use crate::store::{NewRun, ScheduleFire, ScheduleRecord, StoreError};
 
-/// How often a replica looks for due schedules.
+/// How often a replica looks while a due time waits `queued` for its previous run.
 const SCHEDULE_POLL: Duration = Duration::from_millis(200);
+/// The longest a replica goes without looking at the schedules: a schedule another replica
+/// created or changed is seen within it (this replica's own changes wake it at once).
+const SCHEDULE_IDLE_POLL: Duration = Duration::from_secs(1);
 /// A due time found later than this was missed (the server was down): `missed` decides.
 const MISSED_AFTER_SECONDS: i64 = 60;
 
@@ -287,17 +290,52 @@ impl Runtime {
     }
 }
 
-/// Fires due schedules until `stop`.
+/// Fires due schedules until `stop`: sleeps until the earliest is due (looking again at least
+/// every [`SCHEDULE_IDLE_POLL`], every [`SCHEDULE_POLL`] while a due time waits `queued` for its
+/// previous run) or this replica changes a schedule. Nothing else is read while nothing is due.
 pub(super) async fn fire_forever(runtime: Arc<Runtime>, stop: CancellationToken) {
-    let mut ticks = tokio::time::interval(SCHEDULE_POLL);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = ticks.tick() => {}
+        let wait = runtime.until_schedule_work().await;
+        if !wait.is_zero() {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = runtime.store.schedule_wakeup().notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        if stop.is_cancelled() {
+            return;
         }
         if let Err(error) = runtime.fire_due_schedules().await {
             warn!(%error, "looking for due schedules failed; trying again shortly");
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(SCHEDULE_IDLE_POLL) => {}
+            }
         }
+    }
+}
+
+impl Runtime {
+    /// How long until the schedule loop has work: zero when a schedule is due now,
+    /// [`SCHEDULE_POLL`] while a due time is queued, else until the earliest next due time (at
+    /// most [`SCHEDULE_IDLE_POLL`], also when the store cannot say).
+    async fn until_schedule_work(&self) -> Duration {
+        let work = match self.store.schedule_work().await {
+            Ok(work) => work,
+            Err(error) => {
+                warn!(%error, "could not read when the next schedule is due");
+                return SCHEDULE_IDLE_POLL;
+            }
+        };
+        let until_due = work.next_due_at.map_or(SCHEDULE_IDLE_POLL, |due| {
+            (due - Utc::now()).to_std().unwrap_or(Duration::ZERO)
+        });
+        let ceiling = if work.queued {
+            SCHEDULE_POLL
+        } else {
+            SCHEDULE_IDLE_POLL
+        };
+        until_due.min(ceiling)
     }
 }

@@ -36,6 +36,7 @@ mod run_events;
 mod runs;
 mod schedules;
 mod secrets;
+mod signals;
 mod sql;
 mod sqlite;
 mod turns;
@@ -77,15 +78,14 @@ pub use runs::{
     AccountingRecord, EntryUsage, NewRun, RunBatch, RunBatchStore, RunCursor, RunFilter,
     RunOutcome, RunOwnerFilter, RunRecord, RunStore, RunWrite, whole_result,
 };
-pub use schedules::{ScheduleFire, ScheduleRecord, ScheduleStore};
+pub use schedules::{ScheduleFire, ScheduleRecord, ScheduleStore, ScheduleWork};
 pub use secrets::{SealedSecret, SecretName, SecretStore};
+pub use signals::StoreSignals;
 pub use sqlite::SqliteStore;
 pub use turns::{NewTurn, Turn, TurnState, TurnStore};
 pub use usage::{MAX_USAGE_GROUPS, UsageGroup, UsageQuery, UsageRow, UsageStore};
 pub use user_data::{Erased, Erasure, UserDataStore};
-pub use webhooks::{
-    AttemptOutcome, Delivery, DeliveryStatus, NewDelivery, OutboxSignal, Signer, WebhookStore,
-};
+pub use webhooks::{AttemptOutcome, Delivery, DeliveryStatus, NewDelivery, Signer, WebhookStore};
 
 /// The most rows one page of a listing may ask for.
 pub const MAX_PAGE_SIZE: u32 = 1000;

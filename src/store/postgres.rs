@@ -20,8 +20,8 @@ pub struct PostgresStore {
     writer: PgPool,
     /// Where replicas listen for each other's notifications.
     url: String,
-    /// Wakes this replica's webhook delivery loop when messages are added.
-    outbox: super::OutboxSignal,
+    /// Wakes this replica's webhook and schedule loops when their work changes.
+    signals: super::StoreSignals,
 }
 
 impl PostgresStore {
@@ -55,7 +55,7 @@ impl PostgresStore {
             reader: pool.clone(),
             writer: pool,
             url: url.to_string(),
-            outbox: super::OutboxSignal::default(),
+            signals: super::StoreSignals::default(),
         })
     }
 

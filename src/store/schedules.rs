@@ -42,6 +42,15 @@ pub struct ScheduleFire {
     pub fired_at: DateTime<Utc>,
 }
 
+/// What the schedule loop has to do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, sqlx::FromRow)]
+pub struct ScheduleWork {
+    /// The earliest next due time of an enabled schedule.
+    pub next_due_at: Option<DateTime<Utc>>,
+    /// Whether any due time waits `queued` for its previous run to end.
+    pub queued: bool,
+}
+
 #[async_trait]
 pub trait ScheduleStore: Send + Sync {
     /// Stores a new schedule, or replaces the one with its id (PATCH, config).
@@ -51,6 +60,12 @@ pub trait ScheduleStore: Send + Sync {
     async fn list_schedules(&self, owner: Option<&str>) -> Result<Vec<ScheduleRecord>, StoreError>;
     /// Deletes the schedule and its fires; whether there was one.
     async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError>;
+    /// What the schedule loop has to do next, read with one statement that binds nothing (so
+    /// SQLite keeps one plan for it): see [`ScheduleWork`].
+    async fn schedule_work(&self) -> Result<ScheduleWork, StoreError>;
+    /// Notified (one permit kept) whenever this store commits a created or changed schedule,
+    /// so this replica's schedule loop looks at once.
+    fn schedule_wakeup(&self) -> &tokio::sync::Notify;
     /// Enabled schedules due at `now`.
     async fn due_schedules(&self, now: DateTime<Utc>) -> Result<Vec<ScheduleRecord>, StoreError>;
     /// Claims a due time for `fire.replica`: true for exactly one caller per (schedule, due).

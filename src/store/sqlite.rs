@@ -34,8 +34,8 @@ pub struct SqliteStore {
     /// The writer's `max_page_count`, applied to every writer connection ([`NO_PAGE_CAP`]
     /// unless [`SqliteStore::limit_pages`] set one).
     page_cap: Arc<AtomicU64>,
-    /// Wakes this replica's webhook delivery loop when messages are added.
-    outbox: super::OutboxSignal,
+    /// Wakes this replica's webhook and schedule loops when their work changes.
+    signals: super::StoreSignals,
 }
 
 impl SqliteStore {
@@ -94,7 +94,7 @@ impl SqliteStore {
             reader,
             writer,
             page_cap,
-            outbox: super::OutboxSignal::default(),
+            signals: super::StoreSignals::default(),
         })
     }
 

@@ -124,12 +124,6 @@ pub struct AttemptOutcome {
     pub at: DateTime<Utc>,
 }
 
-/// This store's side of waking the delivery loop; see [`WebhookStore::delivery_wakeup`].
-#[derive(Debug, Default)]
-pub struct OutboxSignal {
-    pub(crate) added: tokio::sync::Notify,
-}
-
 #[async_trait]
 pub trait WebhookStore: Send + Sync {
     /// Puts messages in the outbox, due now.

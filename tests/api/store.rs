@@ -59,6 +59,7 @@ on_both_backends!(
     a_runs_end_is_stored_with_its_notices_and_no_secret,
     erasing_a_user_leaves_everything_while_a_run_has_not_ended,
     the_outbox_says_when_its_next_message_is_due,
+    the_schedule_loop_reads_its_next_work_in_one_look,
 );
 
 on_both_backends!(

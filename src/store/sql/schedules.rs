@@ -39,6 +39,9 @@ pub const DUE_SCHEDULES: &str = concat!(
     schedule_columns!(),
     " FROM schedules WHERE enabled = $2 AND next_due_at <= $1 ORDER BY next_due_at"
 );
+pub const SCHEDULE_WORK: &str = "SELECT \
+     (SELECT MIN(next_due_at) FROM schedules WHERE enabled = TRUE) AS next_due_at, \
+     EXISTS (SELECT 1 FROM schedule_fires WHERE status = 'queued') AS queued";
 pub const DELETE_FIRES: &str = "DELETE FROM schedule_fires WHERE schedule_id = $1";
 pub const DELETE_SCHEDULE: &str = "DELETE FROM schedules WHERE id = $1";
 pub const CLAIM_FIRE: &str = "INSERT INTO schedule_fires \
@@ -147,7 +150,21 @@ macro_rules! impl_schedule_store {
                     .bind(at(s.updated_at))
                     .execute(&self.writer)
                     .await?;
+                self.signals.schedules_changed.notify_one();
                 Ok(())
+            }
+
+            async fn schedule_work(
+                &self,
+            ) -> Result<$crate::store::ScheduleWork, $crate::store::StoreError> {
+                use $crate::store::sql::schedules as sql;
+                Ok(sqlx::query_as(sql::SCHEDULE_WORK)
+                    .fetch_one(&self.reader)
+                    .await?)
+            }
+
+            fn schedule_wakeup(&self) -> &tokio::sync::Notify {
+                &self.signals.schedules_changed
             }
 
             async fn get_schedule(

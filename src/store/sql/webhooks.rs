@@ -100,7 +100,7 @@ macro_rules! impl_webhook_store {
             /// Wakes this replica's delivery loop once `deliveries` are committed.
             fn deliveries_added(&self, deliveries: &[$crate::store::NewDelivery]) {
                 if !deliveries.is_empty() {
-                    self.outbox.added.notify_one();
+                    self.signals.deliveries_added.notify_one();
                 }
             }
 
@@ -151,7 +151,7 @@ macro_rules! impl_webhook_store {
             }
 
             fn delivery_wakeup(&self) -> &tokio::sync::Notify {
-                &self.outbox.added
+                &self.signals.deliveries_added
             }
 
             async fn lease_due_deliveries(

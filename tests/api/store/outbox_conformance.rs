@@ -5,7 +5,7 @@
 
 use agentd::store::{
     AttemptOutcome, DeliveryStatus, Erasure, NewConversation, NewDelivery, NewRun, RunBatch,
-    RunOutcome, RunWrite, Signer,
+    RunOutcome, RunWrite, ScheduleFire, ScheduleRecord, ScheduleWork, Signer,
 };
 use chrono::Utc;
 
@@ -194,4 +194,84 @@ pub async fn the_outbox_says_when_its_next_message_is_due(backend: &Backend) {
         None,
         "all sent"
     );
+}
+
+fn schedule(id: &str, enabled: bool, next_due_at: chrono::DateTime<Utc>) -> ScheduleRecord {
+    ScheduleRecord {
+        id: id.into(),
+        owner: Some("erin".into()),
+        key_id: None,
+        agent: "chat".into(),
+        prompt: "Summarise.".into(),
+        cron: "0 8 * * *".into(),
+        timezone: "UTC".into(),
+        conversation_id: None,
+        overlap: "queue".into(),
+        missed: "skip".into(),
+        webhook_url: None,
+        enabled,
+        next_due_at: Some(next_due_at),
+        created_at: Utc::now(),
+        updated_at: Utc::now(),
+    }
+}
+
+/// The schedule loop sleeps until the earliest enabled schedule is due, shorter while a due
+/// time waits queued, and is woken when this store commits a schedule.
+pub async fn the_schedule_loop_reads_its_next_work_in_one_look(backend: &Backend) {
+    let store = backend.open().await;
+    assert_eq!(
+        store.schedule_work().await.expect("read"),
+        ScheduleWork::default(),
+        "no schedule: nothing due, nothing queued"
+    );
+    let soon = Utc::now() + chrono::Duration::minutes(5);
+    let later = soon + chrono::Duration::hours(1);
+    let changed = store.schedule_wakeup().notified();
+    store
+        .put_schedule(&schedule("sch-later", true, later))
+        .await
+        .expect("stored");
+    tokio::time::timeout(std::time::Duration::from_secs(1), changed)
+        .await
+        .expect("the commit woke the schedule loop");
+    // A disabled schedule, however soon, is no work.
+    store
+        .put_schedule(&schedule(
+            "sch-off",
+            false,
+            soon - chrono::Duration::minutes(1),
+        ))
+        .await
+        .expect("stored");
+    store
+        .put_schedule(&schedule("sch-soon", true, soon))
+        .await
+        .expect("stored");
+    let work = store.schedule_work().await.expect("read");
+    assert!(!work.queued);
+    let due = work.next_due_at.expect("due");
+    assert!(
+        (due - soon).num_milliseconds().abs() < 5,
+        "the earliest enabled: {due}"
+    );
+
+    let fire = ScheduleFire {
+        schedule_id: "sch-soon".into(),
+        due_at: soon,
+        replica: "replica-a".into(),
+        status: "queued".into(),
+        run_id: None,
+        fired_at: Utc::now(),
+    };
+    assert!(store.claim_fire(&fire).await.expect("queued"));
+    assert!(
+        store.schedule_work().await.expect("read").queued,
+        "a due time waits"
+    );
+    store
+        .finish_fire("sch-soon", soon, "fired", Some("run-s"))
+        .await
+        .expect("fired");
+    assert!(!store.schedule_work().await.expect("read").queued);
 }
