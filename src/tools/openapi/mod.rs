@@ -16,8 +16,8 @@ use serde_json::{Map, Value};
 use super::caller::{self, Resolved, ToolCaller};
 use super::policy::ToolPolicy;
 use super::queue::{QueueError, ToolQueue, ToolQueues};
-use super::rest::read_capped;
 use super::rest::template::{as_text, percent_encode};
+use super::rest::{call_http_tool, read_capped, within_timeout};
 use super::schema::{ArgumentSchema, checked_arguments};
 use super::{ToolOutcome, ToolProvider, ToolReport};
 use crate::config::tools::OpenApiSpecConfig;
@@ -213,38 +213,11 @@ impl OpenApiTools {
         arguments: Map<String, Value>,
         caller: &ToolCaller,
     ) -> ToolOutcome {
-        // Resolved before anything is sent: a missing secret fails the call, naming it.
-        let resolved = match caller
-            .resolve(tool.headers.values().map(String::as_str))
-            .await
-        {
-            Ok(resolved) => resolved,
-            Err(error) => return ToolOutcome::Failed(error.to_string()),
-        };
-        let request = match self.request(tool, &arguments, &resolved) {
-            Ok(request) => request,
-            Err(reason) => return ToolOutcome::Failed(reason),
-        };
-        let _slot = tool.queue.acquire().await;
-        let response = match request.send().await {
-            Ok(response) => response,
-            Err(error) => {
-                return ToolOutcome::Unreachable(format!(
-                    "request failed: {}",
-                    error.without_url()
-                ));
-            }
-        };
-        let status = response.status();
-        let body = match read_capped(response).await {
-            Ok(body) => body,
-            Err(reason) => return ToolOutcome::Failed(reason),
-        };
-        if status.is_success() {
-            ToolOutcome::Ok(body)
-        } else {
-            super::rest::http_failure(status, &body)
-        }
+        let templates = tool.headers.values().map(String::as_str);
+        call_http_tool(caller, templates, &tool.queue, |resolved| {
+            self.request(tool, &arguments, resolved)
+        })
+        .await
     }
 
     fn request(
@@ -448,9 +421,6 @@ impl ToolProvider for OpenApiTools {
             Ok(arguments) => arguments,
             Err(reason) => return ToolOutcome::Failed(reason),
         };
-        let limit = tool.timeout.map_or(timeout, |cap| cap.min(timeout));
-        tokio::time::timeout(limit, self.execute(tool, arguments, caller))
-            .await
-            .unwrap_or_else(|_| ToolOutcome::Unreachable("timeout".into()))
+        within_timeout(tool.timeout, timeout, self.execute(tool, arguments, caller)).await
     }
 }

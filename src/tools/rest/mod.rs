@@ -114,37 +114,12 @@ impl RestTools {
         parameters: Map<String, Value>,
         caller: &ToolCaller,
     ) -> ToolOutcome {
-        // Resolved before anything is sent: a missing secret fails the call, naming it.
         let templates =
             std::iter::once(tool.url.as_str()).chain(tool.headers.values().map(String::as_str));
-        let resolved = match caller.resolve(templates).await {
-            Ok(resolved) => resolved,
-            Err(error) => return ToolOutcome::Failed(error.to_string()),
-        };
-        let request = match self.request(tool, &parameters, &resolved) {
-            Ok(request) => request,
-            Err(reason) => return ToolOutcome::Failed(reason),
-        };
-        let _slot = tool.queue.acquire().await;
-        let response = match request.send().await {
-            Ok(response) => response,
-            Err(error) => {
-                return ToolOutcome::Unreachable(format!(
-                    "request failed: {}",
-                    error.without_url()
-                ));
-            }
-        };
-        let status = response.status();
-        let body = match read_capped(response).await {
-            Ok(body) => body,
-            Err(reason) => return ToolOutcome::Failed(reason),
-        };
-        if status.is_success() {
-            ToolOutcome::Ok(body)
-        } else {
-            http_failure(status, &body)
-        }
+        call_http_tool(caller, templates, &tool.queue, |resolved| {
+            self.request(tool, &parameters, resolved)
+        })
+        .await
     }
 
     fn request(
@@ -246,6 +221,52 @@ pub(crate) async fn read_capped(response: reqwest::Response) -> Result<String, S
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
+/// One call of an HTTP tool (REST or OpenAPI): the caller's secrets in `templates` resolved
+/// before anything is sent (a missing one fails the call, naming it), the request built from
+/// them, sent within the tool's queue, and its answer read: the body on success, the tool's
+/// HTTP failure otherwise, `Unreachable` when no answer came.
+pub(crate) async fn call_http_tool<'t>(
+    caller: &ToolCaller,
+    templates: impl IntoIterator<Item = &'t str>,
+    queue: &ToolQueue,
+    build: impl FnOnce(&Resolved) -> Result<reqwest::RequestBuilder, String>,
+) -> ToolOutcome {
+    let resolved = match caller.resolve(templates).await {
+        Ok(resolved) => resolved,
+        Err(error) => return ToolOutcome::Failed(error.to_string()),
+    };
+    let request = match build(&resolved) {
+        Ok(request) => request,
+        Err(reason) => return ToolOutcome::Failed(reason),
+    };
+    let _slot = queue.acquire().await;
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(error) => {
+            return ToolOutcome::Unreachable(format!("request failed: {}", error.without_url()));
+        }
+    };
+    let status = response.status();
+    match read_capped(response).await {
+        Ok(body) if status.is_success() => ToolOutcome::Ok(body),
+        Ok(body) => http_failure(status, &body),
+        Err(reason) => ToolOutcome::Failed(reason),
+    }
+}
+
+/// `call` within the run's `timeout`, or the tool's own `cap` when it is shorter; past it the
+/// call got no answer.
+pub(crate) async fn within_timeout(
+    cap: Option<Duration>,
+    timeout: Duration,
+    call: impl std::future::Future<Output = ToolOutcome>,
+) -> ToolOutcome {
+    let limit = cap.map_or(timeout, |cap| cap.min(timeout));
+    tokio::time::timeout(limit, call)
+        .await
+        .unwrap_or_else(|_| ToolOutcome::Unreachable("timeout".into()))
+}
+
 #[async_trait]
 impl ToolProvider for RestTools {
     fn namespace(&self) -> &str {
@@ -285,9 +306,11 @@ impl ToolProvider for RestTools {
             Ok(parameters) => parameters,
             Err(reason) => return ToolOutcome::Failed(reason),
         };
-        let limit = tool.timeout.map_or(timeout, |cap| cap.min(timeout));
-        tokio::time::timeout(limit, self.execute(tool, parameters, caller))
-            .await
-            .unwrap_or_else(|_| ToolOutcome::Unreachable("timeout".into()))
+        within_timeout(
+            tool.timeout,
+            timeout,
+            self.execute(tool, parameters, caller),
+        )
+        .await
     }
 }
