@@ -12,7 +12,7 @@ use crate::support::binary::{command, project, serve};
 use crate::support::{TestApp, spawn_app_with};
 
 const ADMIN: &str = "files-admin";
-const ALICE: &str = "files-alice";
+pub(crate) const ALICE: &str = "files-alice";
 const BOB: &str = "files-bob";
 
 /// The content of the last message of an upstream request (the prompt, with its files).
@@ -33,7 +33,7 @@ pub const PNG: &[u8] = &[
     0x42, 0x60, 0x82,
 ];
 
-fn keyed(config: &mut Value) {
+pub(crate) fn keyed(config: &mut Value) {
     config["auth"] = json!({"keys": [
         {"key": ADMIN, "admin": true},
         {"key": ALICE, "userId": "alice"},
@@ -732,7 +732,7 @@ async fn ag_ui_binary_input_content_reaches_the_upstream() {
 }
 
 /// `POST /api/{user}/chat` as `multipart/form-data` with `key`'s authorization.
-async fn chat_form(app: &TestApp, key: &str, user: &str, form: Form) -> (u16, Value) {
+pub(crate) async fn chat_form(app: &TestApp, key: &str, user: &str, form: Form) -> (u16, Value) {
     let response = app
         .client
         .post(app.url(&format!("/api/{user}/chat")))
@@ -745,14 +745,14 @@ async fn chat_form(app: &TestApp, key: &str, user: &str, form: Form) -> (u16, Va
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-fn file_part(name: &str, mime: &str, content: Vec<u8>) -> Part {
+pub(crate) fn file_part(name: &str, mime: &str, content: Vec<u8>) -> Part {
     Part::bytes(content)
         .file_name(name.to_string())
         .mime_str(mime)
         .expect("mime")
 }
 
-async fn files_of(app: &TestApp, key: &str) -> Vec<Value> {
+pub(crate) async fn files_of(app: &TestApp, key: &str) -> Vec<Value> {
     let listed: Value = call(app, reqwest::Method::GET, key, "/v1/files")
         .await
         .json()

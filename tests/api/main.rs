@@ -18,6 +18,7 @@ mod anthropic;
 mod approvals;
 mod attachments;
 mod attachments_image_only;
+mod attachments_refused_forms;
 mod attachments_replays;
 mod attachments_text;
 mod auth;

@@ -65,7 +65,8 @@ pub async fn answer(
 }
 
 /// `POST /api/{user_id}/chat` with a `multipart/form-data` body: the files are stored as they
-/// stream in, then the message is answered as a JSON one is.
+/// stream in, then the message is answered as a JSON one is. A message refused before its run
+/// starts leaves none of its files behind.
 pub async fn answer_form(
     runtime: Arc<Runtime>,
     caller: Caller,
@@ -74,15 +75,29 @@ pub async fn answer_form(
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
     let form = multipart::read(&runtime, &caller, request).await?;
-    respond(
-        runtime,
-        caller,
+    let accepted = match prepare(
+        &runtime,
+        &caller,
         user_id,
         form.request,
-        form.files,
+        &form.files,
         form.budget,
     )
     .await
+    {
+        Ok(accepted) => accepted,
+        Err(error) => {
+            multipart::forget(&runtime, &caller, &form.files).await;
+            return Err(error);
+        }
+    };
+    match start(&runtime, accepted).await {
+        Ok(started) => Ok(reply(runtime, started).await),
+        Err(error) => {
+            multipart::forget(&runtime, &caller, &form.files).await;
+            Err(error)
+        }
+    }
 }
 
 /// Answers the chat body `body`, with `files` already stored (a form's), whose size counts in
@@ -95,6 +110,28 @@ async fn respond(
     files: Vec<multipart::FormFile>,
     budget: RequestBudget,
 ) -> Result<Response, ApiError> {
+    let accepted = prepare(&runtime, &caller, user_id, body, &files, budget).await?;
+    let started = start(&runtime, accepted).await?;
+    Ok(reply(runtime, started).await)
+}
+
+/// A message checked and ready to run: its submission and how it is answered.
+struct AcceptedMessage {
+    submission: crate::runtime::RunSubmission,
+    stream: bool,
+    on_disconnect: crate::config::OnDisconnect,
+}
+
+/// Checks the chat body (message, conversation id, agent, attachments, webhook) and builds the
+/// run's submission; nothing runs yet.
+async fn prepare(
+    runtime: &Runtime,
+    caller: &Caller,
+    user_id: String,
+    body: ChatRequest,
+    files: &[multipart::FormFile],
+    budget: RequestBudget,
+) -> Result<AcceptedMessage, ApiError> {
     if body.message.trim().is_empty() && files.is_empty() && body.attachments.is_empty() {
         return Err(ApiError::invalid_request(
             "I couldn't understand that request. Please try rephrasing.",
@@ -110,18 +147,18 @@ async fn respond(
         .with_param("conversation_id"));
     }
     if let Some(seq) = body.replace_from {
-        manage::rewind_for_edit(&runtime, &user_id, body.conversation_id.as_deref(), seq).await?;
+        manage::rewind_for_edit(runtime, &user_id, body.conversation_id.as_deref(), seq).await?;
     }
     let requested = match (&body.agent, &body.conversation_id) {
         (Some(agent), _) => Some(agent.clone()),
-        (None, Some(id)) => conversation_agent(&runtime, &user_id, id).await?,
+        (None, Some(id)) => conversation_agent(runtime, &user_id, id).await?,
         (None, None) => None,
     };
-    let agent = chat_agent(&runtime, &caller, requested.as_deref())?;
-    let mut intake = AttachmentIntake::new(&runtime, &caller, &agent).with_budget(budget);
+    let agent = chat_agent(runtime, caller, requested.as_deref())?;
+    let mut intake = AttachmentIntake::new(runtime, caller, &agent).with_budget(budget);
     let mut attachments = Vec::with_capacity(files.len());
     for file in files {
-        attachments.push(intake.readable(file.attachment, &file.part).await?);
+        attachments.push(intake.readable(file.attachment.clone(), &file.part).await?);
     }
     attachments.extend(
         intake
@@ -142,22 +179,53 @@ async fn respond(
         .unwrap_or(runtime.config().server.on_disconnect);
     submission.on_disconnect = on_disconnect;
     submission.busy = body.busy;
-    submission.webhook = crate::http::webhooks::checked_webhook(&runtime, body.webhook)?;
-    let handle = runtime.start_run(submission).await?;
+    submission.webhook = crate::http::webhooks::checked_webhook(runtime, body.webhook)?;
+    Ok(AcceptedMessage {
+        submission,
+        stream: body.stream.unwrap_or(false),
+        on_disconnect,
+    })
+}
+
+/// A message's run, started.
+struct StartedMessage {
+    handle: crate::runtime::RunHandle,
+    stream: bool,
+    on_disconnect: crate::config::OnDisconnect,
+}
+
+async fn start(
+    runtime: &Arc<Runtime>,
+    accepted: AcceptedMessage,
+) -> Result<StartedMessage, ApiError> {
+    let handle = runtime.start_run(accepted.submission).await?;
+    Ok(StartedMessage {
+        handle,
+        stream: accepted.stream,
+        on_disconnect: accepted.on_disconnect,
+    })
+}
+
+/// The answer to a started message: its events as a stream, or the whole answer.
+async fn reply(runtime: Arc<Runtime>, started: StartedMessage) -> Response {
+    let StartedMessage {
+        handle,
+        stream,
+        on_disconnect,
+    } = started;
     let run_id = handle.run_id.clone();
     let conversation_id = handle.conversation_id.clone().unwrap_or_default();
-    let response = if body.stream.unwrap_or(false) {
+    let response = if stream {
         numbered_events(&runtime, handle, on_disconnect)
     } else {
         let _cancel_on_drop = handle.abort_on_drop();
         // The pipeline saves the answer before it hands the result over.
-        let result = handle
-            .into_result()
-            .await
-            .map_err(|_| ApiError::internal())?;
-        axum::Json(chat_response(&conversation_id, &result)).into_response()
+        match handle.into_result().await {
+            Ok(result) => axum::Json(chat_response(&conversation_id, &result)).into_response(),
+            Err(_) => ApiError::internal().into_response(),
+        }
     };
-    Ok(with_run_headers(response, &run_id, Some(&conversation_id)))
+    with_run_headers(response, &run_id, Some(&conversation_id))
 }
 
 fn chat_response<'a>(conversation_id: &'a str, result: &'a AgentResult) -> ChatResponse<'a> {

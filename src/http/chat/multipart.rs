@@ -105,6 +105,50 @@ pub async fn read(
     let mut budget = RequestBudget::new(limits);
     let mut body = Map::new();
     let mut files = Vec::new();
+    let read = read_parts(
+        runtime,
+        caller,
+        &mut form,
+        &mut body,
+        &mut files,
+        &mut budget,
+    )
+    .await;
+    let request = read.and_then(|()| chat_request(body, !files.is_empty()));
+    match request {
+        Ok(request) => Ok(FormChat {
+            request,
+            files,
+            budget,
+        }),
+        Err(error) => {
+            forget(runtime, caller, &files).await;
+            Err(error)
+        }
+    }
+}
+
+/// Removes the files a form stored for a message that is not answered (a later part or the
+/// message was refused): a refused request leaves no file behind.
+pub async fn forget(runtime: &Runtime, caller: &Caller, files: &[FormFile]) {
+    let owner = owner_of(caller);
+    for file in files {
+        let id = &file.attachment.file_id;
+        if let Err(error) = runtime.store().delete_file(&owner, id).await {
+            tracing::warn!(%error, file = %id, "a refused form's file remains");
+        }
+    }
+}
+
+/// Reads every part: text parts into `body`, files into the store and `files`.
+async fn read_parts(
+    runtime: &Runtime,
+    caller: &Caller,
+    form: &mut multer::Multipart<'_>,
+    body: &mut Map<String, Value>,
+    files: &mut Vec<FormFile>,
+    budget: &mut RequestBudget,
+) -> Result<(), ApiError> {
     while let Some(field) = form.next_field().await.map_err(|e| form_error(e, None))? {
         let name = field.name().unwrap_or_default().to_string();
         match TEXT_FIELDS.iter().find(|(field, _)| *field == name) {
@@ -117,17 +161,12 @@ pub async fn read(
             }
             None => {
                 let part = format!("{FILE_PART}[{}]", files.len());
-                let attachment = receive_file(runtime, caller, field, &part, &mut budget).await?;
+                let attachment = receive_file(runtime, caller, field, &part, budget).await?;
                 files.push(FormFile { attachment, part });
             }
         }
     }
-    let request = chat_request(body, !files.is_empty())?;
-    Ok(FormChat {
-        request,
-        files,
-        budget,
-    })
+    Ok(())
 }
 
 /// One file part, streamed into the store and recorded as the caller's file.
