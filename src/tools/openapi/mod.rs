@@ -209,9 +209,10 @@ impl OpenApiTools {
 
     async fn execute(
         &self,
-        tool: &OpenApiTool,
+        (name, tool): (&str, &OpenApiTool),
         arguments: Map<String, Value>,
         caller: &ToolCaller,
+        report: &ToolReport,
     ) -> ToolOutcome {
         // Resolved before anything is sent: a missing secret fails the call, naming it.
         let resolved = match caller
@@ -235,16 +236,7 @@ impl OpenApiTools {
                 ));
             }
         };
-        let status = response.status();
-        let body = match read_capped(response).await {
-            Ok(body) => body,
-            Err(reason) => return ToolOutcome::Failed(reason),
-        };
-        if status.is_success() {
-            ToolOutcome::Ok(body)
-        } else {
-            super::rest::http_failure(status, &body)
-        }
+        super::rest::answer(response, &format!("{OPENAPI_NAMESPACE}__{name}"), report).await
     }
 
     fn request(
@@ -438,7 +430,7 @@ impl ToolProvider for OpenApiTools {
         name: &str,
         arguments: Value,
         timeout: Duration,
-        _report: Arc<ToolReport>,
+        report: Arc<ToolReport>,
         caller: &ToolCaller,
     ) -> ToolOutcome {
         let Some(tool) = self.tools.get(name) else {
@@ -449,7 +441,8 @@ impl ToolProvider for OpenApiTools {
             Err(reason) => return ToolOutcome::Failed(reason),
         };
         let limit = tool.timeout.map_or(timeout, |cap| cap.min(timeout));
-        tokio::time::timeout(limit, self.execute(tool, arguments, caller))
+        let call = self.execute((name, tool), arguments, caller, &report);
+        tokio::time::timeout(limit, call)
             .await
             .unwrap_or_else(|_| ToolOutcome::Unreachable("timeout".into()))
     }

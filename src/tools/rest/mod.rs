@@ -1,6 +1,7 @@
 //! REST tools (`restTools.<name>` → `rest__<name>`): arguments validated against
 //! `parametersSchema`, substituted into the URL, headers and body template, one HTTP request
-//! within the timeout and the tool's queue, the response text returned. No retries: a failure
+//! within the timeout and the tool's queue, the response text returned (an image or PDF
+//! response becomes a tool file, see [`answer`]). No retries: a failure
 //! goes back to the model. This module never talks to an LLM.
 
 pub mod template;
@@ -17,7 +18,8 @@ use super::caller::{self, Resolved, ToolCaller};
 use super::policy::ToolPolicy;
 use super::queue::{QueueError, ToolQueue, ToolQueues};
 use super::schema::{ArgumentSchema, checked_arguments};
-use super::{ToolOutcome, ToolProvider, ToolReport};
+use super::{ToolFile, ToolOutcome, ToolProvider, ToolReport};
+use crate::attachments::sniff;
 use crate::config::RestToolConfig;
 use crate::config::tools::RestMethod;
 use crate::llm::ToolDefinition;
@@ -110,9 +112,10 @@ impl RestTools {
 
     async fn execute(
         &self,
-        tool: &RestTool,
+        (name, tool): (&str, &RestTool),
         parameters: Map<String, Value>,
         caller: &ToolCaller,
+        report: &ToolReport,
     ) -> ToolOutcome {
         // Resolved before anything is sent: a missing secret fails the call, naming it.
         let templates =
@@ -135,16 +138,7 @@ impl RestTools {
                 ));
             }
         };
-        let status = response.status();
-        let body = match read_capped(response).await {
-            Ok(body) => body,
-            Err(reason) => return ToolOutcome::Failed(reason),
-        };
-        if status.is_success() {
-            ToolOutcome::Ok(body)
-        } else {
-            http_failure(status, &body)
-        }
+        answer(response, &format!("{REST_NAMESPACE}__{name}"), report).await
     }
 
     fn request(
@@ -230,8 +224,54 @@ fn build_tool(
     })
 }
 
+/// What a tool's HTTP response gives the model: on success the body as text, or, when its bytes
+/// are an image or a PDF (sniffed, whatever the server declared), a short placeholder with the
+/// file handed to `report` (kept like an MCP tool's file); otherwise [`http_failure`].
+pub(crate) async fn answer(
+    response: reqwest::Response,
+    tool: &str,
+    report: &ToolReport,
+) -> ToolOutcome {
+    let status = response.status();
+    let body = match read_capped_bytes(response).await {
+        Ok(body) => body,
+        Err(reason) => return ToolOutcome::Failed(reason),
+    };
+    if !status.is_success() {
+        return http_failure(status, &String::from_utf8_lossy(&body));
+    }
+    match file_of(tool, body) {
+        Ok(file) => {
+            let placeholder = format!("[file {} {}]", file.media_type, file.name);
+            report.add_files(vec![file]);
+            ToolOutcome::Ok(placeholder)
+        }
+        Err(body) => ToolOutcome::Ok(String::from_utf8_lossy(&body).into_owned()),
+    }
+}
+
+/// The body as a tool file when its bytes are an image or a PDF, else the body back.
+fn file_of(tool: &str, body: Vec<u8>) -> Result<ToolFile, Vec<u8>> {
+    let head = &body[..body.len().min(sniff::HEAD_BYTES)];
+    let media_type = sniff::media_type(head, false, None, "");
+    if !(media_type.starts_with("image/") || media_type == "application/pdf") {
+        return Err(body);
+    }
+    Ok(ToolFile {
+        name: super::file_name(tool, 0, &media_type),
+        media_type,
+        content: body.into(),
+    })
+}
+
 /// The body as text, or an error past [`MAX_RESPONSE_BYTES`].
 pub(crate) async fn read_capped(response: reqwest::Response) -> Result<String, String> {
+    let body = read_capped_bytes(response).await?;
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The body's bytes, or an error past [`MAX_RESPONSE_BYTES`].
+async fn read_capped_bytes(response: reqwest::Response) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();
     let mut chunks = response.bytes_stream();
     while let Some(chunk) = chunks.next().await {
@@ -243,7 +283,7 @@ pub(crate) async fn read_capped(response: reqwest::Response) -> Result<String, S
         }
         body.extend_from_slice(&chunk);
     }
-    Ok(String::from_utf8_lossy(&body).into_owned())
+    Ok(body)
 }
 
 #[async_trait]
@@ -275,7 +315,7 @@ impl ToolProvider for RestTools {
         name: &str,
         arguments: Value,
         timeout: Duration,
-        _report: Arc<ToolReport>,
+        report: Arc<ToolReport>,
         caller: &ToolCaller,
     ) -> ToolOutcome {
         let Some(tool) = self.tools.get(name) else {
@@ -286,7 +326,8 @@ impl ToolProvider for RestTools {
             Err(reason) => return ToolOutcome::Failed(reason),
         };
         let limit = tool.timeout.map_or(timeout, |cap| cap.min(timeout));
-        tokio::time::timeout(limit, self.execute(tool, parameters, caller))
+        let call = self.execute((name, tool), parameters, caller, &report);
+        tokio::time::timeout(limit, call)
             .await
             .unwrap_or_else(|_| ToolOutcome::Unreachable("timeout".into()))
     }
