@@ -332,3 +332,23 @@ impl ToolProvider for RestTools {
             .unwrap_or_else(|_| ToolOutcome::Unreachable("timeout".into()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 8-byte PNG signature and the start of an IHDR chunk.
+    const PNG_HEAD: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0";
+
+    #[test]
+    fn an_image_or_pdf_body_becomes_a_file_and_text_stays_text() {
+        let file = file_of("rest__snap", PNG_HEAD.to_vec()).expect("an image");
+        assert_eq!(file.media_type, "image/png");
+        assert_eq!(file.name, "rest__snap-1.png");
+        assert_eq!(file.content.as_ref(), PNG_HEAD);
+        let pdf = file_of("rest__doc", b"%PDF-1.7\n".to_vec()).expect("a pdf");
+        assert_eq!(pdf.name, "rest__doc-1.pdf");
+        let json = br#"{"ok": true}"#.to_vec();
+        assert_eq!(file_of("rest__x", json.clone()).err(), Some(json));
+    }
+}
