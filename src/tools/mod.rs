@@ -47,7 +47,8 @@ impl ToolOutcome {
     }
 }
 
-/// A file a tool's result carried (an MCP `image` block, an embedded `resource` with a blob):
+/// A file a tool's result carried (an MCP `image` block, an embedded `resource` with a blob, a
+/// REST or OpenAPI tool's image or PDF response):
 /// the session keeps it once, like any attachment, and the model gets it as that content.
 #[derive(Clone)]
 pub struct ToolFile {
@@ -56,6 +57,12 @@ pub struct ToolFile {
     /// The media type the tool declared (the bytes decide once kept).
     pub media_type: String,
     pub content: bytes::Bytes,
+}
+
+/// `{tool}-{n}.{extension}` for the n-th file of a tool's result.
+pub(crate) fn file_name(tool: &str, index: usize, media_type: &str) -> String {
+    let extension = media_type.rsplit('/').next().unwrap_or("bin");
+    format!("{tool}-{}.{extension}", index + 1)
 }
 
 impl std::fmt::Debug for ToolFile {

@@ -270,3 +270,66 @@ async fn a_tool_file_is_a_source_document_part_for_the_ai_sdk() {
     assert_eq!(content.status(), 200);
     assert_eq!(content.bytes().await.expect("bytes").as_ref(), PNG);
 }
+
+/// A REST tool whose answer is an image (`restTools.snap` on a server answering a PNG as
+/// `application/octet-stream`: the bytes are sniffed, not the declared type): the model gets the
+/// image as a user message after the tool reply, and `tool.finished` names the file.
+#[tokio::test]
+async fn a_rest_tools_image_answer_reaches_the_model_as_an_image() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let pictures = axum::Router::new().route(
+        "/snap.png",
+        axum::routing::get(|| async {
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
+                PNG,
+            )
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, pictures).await });
+    let agent = "---\ndescription: Snaps\nmodels: llm/upstream-model\ntools: [rest__snap]\nfinalization: text\n---\nYou snap.\n";
+    let (app, _dir) =
+        crate::support::spawn_app_with_agents_and(&[("rester.ai", agent)], |config| {
+            config["restTools"] = json!({"snap": {
+                "description": "A picture",
+                "url": format!("http://{address}/snap.png"),
+            }});
+        })
+        .await;
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "call-1",
+        "rest__snap",
+        "{}",
+    )]));
+    app.llm.push(Reply::text("A single pixel."));
+    let (run_id, response) = app
+        .start_run(
+            "/v1/chat/completions",
+            &json!({"model": "rester", "messages": [{"role": "user", "content": "Snap"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let requests = app.llm.requests();
+    assert_eq!(requests.len(), 2);
+    let messages = requests[1]["messages"].as_array().expect("messages");
+    let at = messages
+        .iter()
+        .position(|m| m["role"] == "tool")
+        .expect("the tool's reply");
+    assert_eq!(
+        messages[at]["content"], "[file image/png rest__snap-1.png]",
+        "the body's bytes are not sent as text"
+    );
+    assert_eq!(
+        messages[at + 1]["content"][1]["image_url"]["url"],
+        format!("data:image/png;base64,{}", png_base64())
+    );
+    let finished = tool_finished(&app, &run_id).await;
+    let attachment = &finished[0]["attachments"][0];
+    assert_eq!(attachment["name"], "rest__snap-1.png", "{finished:?}");
+    assert_eq!(attachment["media_type"], "image/png");
+    assert_eq!(attachment["bytes"], PNG.len());
+}

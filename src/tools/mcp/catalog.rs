@@ -186,7 +186,7 @@ pub(crate) fn files_of(result: &CallToolResult, tool: &str) -> Vec<ToolFile> {
     for block in &result.content {
         let file = match block {
             ContentBlock::Image(image) => decode(&image.data).map(|content| ToolFile {
-                name: image_name(tool, files.len(), &image.mime_type),
+                name: crate::tools::file_name(tool, files.len(), &image.mime_type),
                 media_type: image.mime_type.clone(),
                 content,
             }),
@@ -210,12 +210,6 @@ pub(crate) fn files_of(result: &CallToolResult, tool: &str) -> Vec<ToolFile> {
         files.extend(file);
     }
     files
-}
-
-/// `{tool}-{n}.{extension}` for the n-th image of a result.
-fn image_name(tool: &str, index: usize, media_type: &str) -> String {
-    let extension = media_type.rsplit('/').next().unwrap_or("bin");
-    format!("{tool}-{}.{extension}", index + 1)
 }
 
 /// The last path segment of a resource's URI.

@@ -17,7 +17,7 @@ use super::caller::{self, Resolved, ToolCaller};
 use super::policy::ToolPolicy;
 use super::queue::{QueueError, ToolQueue, ToolQueues};
 use super::rest::template::{as_text, percent_encode};
-use super::rest::{call_http_tool, read_capped, within_timeout};
+use super::rest::{HttpToolCall, read_capped, within_timeout};
 use super::schema::{ArgumentSchema, checked_arguments};
 use super::{ToolOutcome, ToolProvider, ToolReport};
 use crate::config::tools::OpenApiSpecConfig;
@@ -209,12 +209,20 @@ impl OpenApiTools {
 
     async fn execute(
         &self,
-        tool: &OpenApiTool,
+        (name, tool): (&str, &OpenApiTool),
         arguments: Map<String, Value>,
         caller: &ToolCaller,
+        report: &ToolReport,
     ) -> ToolOutcome {
         let templates = tool.headers.values().map(String::as_str);
-        call_http_tool(caller, templates, &tool.queue, |resolved| {
+        let tool_name = format!("{OPENAPI_NAMESPACE}__{name}");
+        let call = HttpToolCall {
+            caller,
+            queue: &tool.queue,
+            tool: &tool_name,
+            report,
+        };
+        call.run(templates, |resolved| {
             self.request(tool, &arguments, resolved)
         })
         .await
@@ -411,7 +419,7 @@ impl ToolProvider for OpenApiTools {
         name: &str,
         arguments: Value,
         timeout: Duration,
-        _report: Arc<ToolReport>,
+        report: Arc<ToolReport>,
         caller: &ToolCaller,
     ) -> ToolOutcome {
         let Some(tool) = self.tools.get(name) else {
@@ -421,6 +429,7 @@ impl ToolProvider for OpenApiTools {
             Ok(arguments) => arguments,
             Err(reason) => return ToolOutcome::Failed(reason),
         };
-        within_timeout(tool.timeout, timeout, self.execute(tool, arguments, caller)).await
+        let call = self.execute((name, tool), arguments, caller, &report);
+        within_timeout(tool.timeout, timeout, call).await
     }
 }

@@ -1,6 +1,7 @@
 //! REST tools (`restTools.<name>` → `rest__<name>`): arguments validated against
 //! `parametersSchema`, substituted into the URL, headers and body template, one HTTP request
-//! within the timeout and the tool's queue, the response text returned. No retries: a failure
+//! within the timeout and the tool's queue, the response text returned (an image or PDF
+//! response becomes a tool file, see [`answer`]). No retries: a failure
 //! goes back to the model. This module never talks to an LLM.
 
 pub mod template;
@@ -17,7 +18,8 @@ use super::caller::{self, Resolved, ToolCaller};
 use super::policy::ToolPolicy;
 use super::queue::{QueueError, ToolQueue, ToolQueues};
 use super::schema::{ArgumentSchema, checked_arguments};
-use super::{ToolOutcome, ToolProvider, ToolReport};
+use super::{ToolFile, ToolOutcome, ToolProvider, ToolReport};
+use crate::attachments::sniff;
 use crate::config::RestToolConfig;
 use crate::config::tools::RestMethod;
 use crate::llm::ToolDefinition;
@@ -110,13 +112,21 @@ impl RestTools {
 
     async fn execute(
         &self,
-        tool: &RestTool,
+        (name, tool): (&str, &RestTool),
         parameters: Map<String, Value>,
         caller: &ToolCaller,
+        report: &ToolReport,
     ) -> ToolOutcome {
         let templates =
             std::iter::once(tool.url.as_str()).chain(tool.headers.values().map(String::as_str));
-        call_http_tool(caller, templates, &tool.queue, |resolved| {
+        let tool_name = format!("{REST_NAMESPACE}__{name}");
+        let call = HttpToolCall {
+            caller,
+            queue: &tool.queue,
+            tool: &tool_name,
+            report,
+        };
+        call.run(templates, |resolved| {
             self.request(tool, &parameters, resolved)
         })
         .await
@@ -207,6 +217,12 @@ fn build_tool(
 
 /// The body as text, or an error past [`MAX_RESPONSE_BYTES`].
 pub(crate) async fn read_capped(response: reqwest::Response) -> Result<String, String> {
+    let body = read_capped_bytes(response).await?;
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The body's bytes, or an error past [`MAX_RESPONSE_BYTES`].
+async fn read_capped_bytes(response: reqwest::Response) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();
     let mut chunks = response.bytes_stream();
     while let Some(chunk) = chunks.next().await {
@@ -218,40 +234,84 @@ pub(crate) async fn read_capped(response: reqwest::Response) -> Result<String, S
         }
         body.extend_from_slice(&chunk);
     }
-    Ok(String::from_utf8_lossy(&body).into_owned())
+    Ok(body)
 }
 
-/// One call of an HTTP tool (REST or OpenAPI): the caller's secrets in `templates` resolved
-/// before anything is sent (a missing one fails the call, naming it), the request built from
-/// them, sent within the tool's queue, and its answer read: the body on success, the tool's
-/// HTTP failure otherwise, `Unreachable` when no answer came.
-pub(crate) async fn call_http_tool<'t>(
-    caller: &ToolCaller,
-    templates: impl IntoIterator<Item = &'t str>,
-    queue: &ToolQueue,
-    build: impl FnOnce(&Resolved) -> Result<reqwest::RequestBuilder, String>,
-) -> ToolOutcome {
-    let resolved = match caller.resolve(templates).await {
-        Ok(resolved) => resolved,
-        Err(error) => return ToolOutcome::Failed(error.to_string()),
-    };
-    let request = match build(&resolved) {
-        Ok(request) => request,
+/// One call of an HTTP tool (REST or OpenAPI): who calls, the tool's queue and name, and where
+/// the files its answer carries go.
+pub(crate) struct HttpToolCall<'a> {
+    pub caller: &'a ToolCaller,
+    pub queue: &'a ToolQueue,
+    /// The tool's full name (`rest__x`, `openapi__spec__op`): its files are named after it.
+    pub tool: &'a str,
+    pub report: &'a ToolReport,
+}
+
+impl HttpToolCall<'_> {
+    /// The caller's secrets in `templates` resolved before anything is sent (a missing one
+    /// fails the call, naming it), the request built from them, sent within the tool's queue,
+    /// and its answer read ([`answer`]); `Unreachable` when no answer came.
+    pub(crate) async fn run<'t>(
+        &self,
+        templates: impl IntoIterator<Item = &'t str>,
+        build: impl FnOnce(&Resolved) -> Result<reqwest::RequestBuilder, String>,
+    ) -> ToolOutcome {
+        let resolved = match self.caller.resolve(templates).await {
+            Ok(resolved) => resolved,
+            Err(error) => return ToolOutcome::Failed(error.to_string()),
+        };
+        let request = match build(&resolved) {
+            Ok(request) => request,
+            Err(reason) => return ToolOutcome::Failed(reason),
+        };
+        let _slot = self.queue.acquire().await;
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => {
+                return ToolOutcome::Unreachable(format!(
+                    "request failed: {}",
+                    error.without_url()
+                ));
+            }
+        };
+        answer(response, self.tool, self.report).await
+    }
+}
+
+/// What a tool's HTTP response gives the model: on success the body as text, or, when its bytes
+/// are an image or a PDF (sniffed, whatever the server declared), a short placeholder with the
+/// file handed to `report` (kept like an MCP tool's file); otherwise [`http_failure`].
+async fn answer(response: reqwest::Response, tool: &str, report: &ToolReport) -> ToolOutcome {
+    let status = response.status();
+    let body = match read_capped_bytes(response).await {
+        Ok(body) => body,
         Err(reason) => return ToolOutcome::Failed(reason),
     };
-    let _slot = queue.acquire().await;
-    let response = match request.send().await {
-        Ok(response) => response,
-        Err(error) => {
-            return ToolOutcome::Unreachable(format!("request failed: {}", error.without_url()));
-        }
-    };
-    let status = response.status();
-    match read_capped(response).await {
-        Ok(body) if status.is_success() => ToolOutcome::Ok(body),
-        Ok(body) => http_failure(status, &body),
-        Err(reason) => ToolOutcome::Failed(reason),
+    if !status.is_success() {
+        return http_failure(status, &String::from_utf8_lossy(&body));
     }
+    match file_of(tool, body) {
+        Ok(file) => {
+            let placeholder = format!("[file {} {}]", file.media_type, file.name);
+            report.add_files(vec![file]);
+            ToolOutcome::Ok(placeholder)
+        }
+        Err(body) => ToolOutcome::Ok(String::from_utf8_lossy(&body).into_owned()),
+    }
+}
+
+/// The body as a tool file when its bytes are an image or a PDF, else the body back.
+fn file_of(tool: &str, body: Vec<u8>) -> Result<ToolFile, Vec<u8>> {
+    let head = &body[..body.len().min(sniff::HEAD_BYTES)];
+    let media_type = sniff::media_type(head, false, None, "");
+    if !(media_type.starts_with("image/") || media_type == "application/pdf") {
+        return Err(body);
+    }
+    Ok(ToolFile {
+        name: super::file_name(tool, 0, &media_type),
+        media_type,
+        content: body.into(),
+    })
 }
 
 /// `call` within the run's `timeout`, or the tool's own `cap` when it is shorter; past it the
@@ -296,7 +356,7 @@ impl ToolProvider for RestTools {
         name: &str,
         arguments: Value,
         timeout: Duration,
-        _report: Arc<ToolReport>,
+        report: Arc<ToolReport>,
         caller: &ToolCaller,
     ) -> ToolOutcome {
         let Some(tool) = self.tools.get(name) else {
@@ -309,8 +369,28 @@ impl ToolProvider for RestTools {
         within_timeout(
             tool.timeout,
             timeout,
-            self.execute(tool, parameters, caller),
+            self.execute((name, tool), parameters, caller, &report),
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 8-byte PNG signature and the start of an IHDR chunk.
+    const PNG_HEAD: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0";
+
+    #[test]
+    fn an_image_or_pdf_body_becomes_a_file_and_text_stays_text() {
+        let file = file_of("rest__snap", PNG_HEAD.to_vec()).expect("an image");
+        assert_eq!(file.media_type, "image/png");
+        assert_eq!(file.name, "rest__snap-1.png");
+        assert_eq!(file.content.as_ref(), PNG_HEAD);
+        let pdf = file_of("rest__doc", b"%PDF-1.7\n".to_vec()).expect("a pdf");
+        assert_eq!(pdf.name, "rest__doc-1.pdf");
+        let json = br#"{"ok": true}"#.to_vec();
+        assert_eq!(file_of("rest__x", json.clone()).err(), Some(json));
     }
 }
