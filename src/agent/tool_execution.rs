@@ -21,6 +21,7 @@ use crate::tools::caller::ToolCaller;
 use crate::tools::policy::{self, ToolPolicy};
 use crate::tools::result_cache::ToolResultCache;
 use crate::tools::{ToolFile, ToolOutcome, ToolReport};
+use crate::vocabulary::events::SourceLink;
 use crate::vocabulary::result::{AccountingEntry, EntryStatus, ToolAccounting};
 
 /// Progress lines of one tool call buffered before further ones are dropped.
@@ -69,6 +70,8 @@ struct Tried {
     cached: bool,
     /// The files the last try's result carried.
     files: Vec<ToolFile>,
+    /// The web pages the last try's result named.
+    sources: Vec<SourceLink>,
 }
 
 impl ToolRunner<'_> {
@@ -121,6 +124,7 @@ impl ToolRunner<'_> {
                     failed: Vec::new(),
                     cached: true,
                     files: Vec::new(),
+                    sources: Vec::new(),
                 }
             }
             None => {
@@ -157,6 +161,11 @@ impl ToolRunner<'_> {
                 })
             })
             .collect();
+        let sources = if matches!(tried.outcome, ToolOutcome::Ok(_)) {
+            tried.sources
+        } else {
+            Vec::new()
+        };
         let (message, error, attachments) = match tried.outcome {
             ToolOutcome::Ok(text) => {
                 let (attachments, notes) =
@@ -194,6 +203,7 @@ impl ToolRunner<'_> {
                 cached: tried.cached,
                 attempts: (attempts > 1).then_some(attempts),
                 attachments: attachments.clone(),
+                sources,
             })))
             .await;
         // A cached answer cost nothing: the tool was not called.
@@ -263,6 +273,7 @@ impl ToolRunner<'_> {
         };
         let details = report.take_details();
         let files = report.take_files();
+        let sources = report.take_sources();
         // The last progress lines are events before `tool.finished`.
         drop(report);
         let _ = tokio::time::timeout(PROGRESS_DRAIN, forwarder).await;
@@ -273,6 +284,7 @@ impl ToolRunner<'_> {
             failed,
             cached: false,
             files,
+            sources,
         }
     }
 

@@ -25,6 +25,7 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use crate::llm::ToolDefinition;
+use crate::vocabulary::events::SourceLink;
 
 /// What a tool call produced; `Failed` and `Unreachable` go back to the model as
 /// `(tool failed: <reason>)`.
@@ -84,6 +85,7 @@ pub struct ToolReport {
     progress: Option<mpsc::Sender<String>>,
     details: Mutex<Option<Map<String, Value>>>,
     files: Mutex<Vec<ToolFile>>,
+    sources: Mutex<Vec<SourceLink>>,
 }
 
 impl ToolReport {
@@ -93,6 +95,7 @@ impl ToolReport {
             progress: Some(progress),
             details: Mutex::default(),
             files: Mutex::default(),
+            sources: Mutex::default(),
         }
     }
 
@@ -123,6 +126,20 @@ impl ToolReport {
 
     pub fn take_files(&self) -> Vec<ToolFile> {
         self.files
+            .lock()
+            .map(|mut slot| std::mem::take(&mut *slot))
+            .unwrap_or_default()
+    }
+
+    /// The web pages the result named (of the last try, like files).
+    pub fn set_sources(&self, sources: Vec<SourceLink>) {
+        if let Ok(mut slot) = self.sources.lock() {
+            *slot = sources;
+        }
+    }
+
+    pub fn take_sources(&self) -> Vec<SourceLink> {
+        self.sources
             .lock()
             .map(|mut slot| std::mem::take(&mut *slot))
             .unwrap_or_default()

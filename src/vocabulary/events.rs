@@ -119,6 +119,30 @@ pub struct ToolFinished {
     /// never their bytes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<super::Attachment>,
+    /// The web pages the result named (an MCP `resource_link` or embedded resource with an
+    /// http(s) URI): sources of the answer, by URL only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceLink>,
+}
+
+/// A web page a tool's result named as a source.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SourceLink {
+    /// An `http` or `https` URL.
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+impl SourceLink {
+    /// A source for `url` when it is an http(s) URL (a `file:` or custom URI names no page).
+    pub fn web(url: &str, title: Option<String>) -> Option<Self> {
+        let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+        (lower.starts_with("http://") || lower.starts_with("https://")).then(|| Self {
+            url: url.to_string(),
+            title,
+        })
+    }
 }
 
 /// How much of a tool's result `tool.finished` carries: events are stored and replayed, the

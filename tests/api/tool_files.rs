@@ -231,6 +231,40 @@ async fn a_tool_file_past_the_file_limit_is_a_note_naming_it() {
 }
 
 #[tokio::test]
+async fn a_resource_link_is_a_source_url_part_for_the_ai_sdk() {
+    let (app, _dir) = app_with_pictures().await;
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "call-1",
+        "pictures__cite",
+        r#"{"topic": "Rust"}"#,
+    )]));
+    app.llm.push(Reply::text("See the page."));
+    let args = [
+        app.address.clone(),
+        "ada".to_string(),
+        "pictures".to_string(),
+        "Cite Rust".to_string(),
+    ];
+    let seen = crate::web::run_node_with(
+        "ai_sdk_stream.mjs",
+        &args,
+        "unused",
+        &[("AI_AGENT", "snap")],
+    )
+    .await;
+    assert_eq!(seen["errors"], json!([]), "{seen}");
+    let parts = seen["message"]["parts"].as_array().expect("parts");
+    let sources: Vec<&Value> = parts.iter().filter(|p| p["type"] == "source-url").collect();
+    assert_eq!(sources.len(), 1, "one source-url part: {seen}");
+    assert_eq!(sources[0]["url"], "https://example.org/wiki/Rust", "{seen}");
+    assert_eq!(sources[0]["title"], "About Rust", "{seen}");
+    assert!(
+        !parts.iter().any(|p| p["type"] == "source-document"),
+        "a link is no file: {seen}"
+    );
+}
+
+#[tokio::test]
 async fn a_tool_file_is_a_source_document_part_for_the_ai_sdk() {
     let (app, _dir) = app_with_pictures().await;
     app.llm.push(Reply::tool_calls(vec![ToolCall::new(

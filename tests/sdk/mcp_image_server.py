@@ -2,14 +2,15 @@
 answer with an image and with an embedded resource (tests/api/tool_files.rs).
 
 `screenshot` returns a text block and the PNG given as the first argument (an ImageContent);
-`export` returns an embedded resource holding the same PNG as a blob.
+`export` returns an embedded resource holding the same PNG as a blob; `cite` returns a text
+block and a resource link to a web page (a source of the answer).
 """
 
 import base64
 import sys
 
 from mcp.server.mcpserver import Image, MCPServer
-from mcp_types import BlobResourceContents, EmbeddedResource, TextContent
+from mcp_types import BlobResourceContents, EmbeddedResource, ResourceLink, TextContent
 
 with open(sys.argv[1], "rb") as png:
     PNG = png.read()
@@ -32,6 +33,15 @@ def export(page: str) -> list:
         blob=base64.b64encode(PNG).decode(),
     )
     return [EmbeddedResource(resource=blob)]
+
+
+@server.tool()
+def cite(topic: str) -> list:
+    """Finds a web page about a topic."""
+    link = ResourceLink(
+        uri=f"https://example.org/wiki/{topic}", name=topic, title=f"About {topic}"
+    )
+    return [TextContent(text=f"see the page about {topic}"), link]
 
 
 if __name__ == "__main__":

@@ -253,6 +253,14 @@ pub fn frames(part: UiPart, ids: &FrameIds<'_>) -> Vec<Value> {
             "type": "CUSTOM", "name": "agentd.source",
             "value": {"toolCallId": call_id, "fileId": file_id, "name": name, "mediaType": media_type},
         })],
+        UiPart::SourceUrl {
+            call_id,
+            url,
+            title,
+        } => vec![json!({
+            "type": "CUSTOM", "name": "agentd.source",
+            "value": {"toolCallId": call_id, "url": url, "title": title},
+        })],
         UiPart::Finished(end) => vec![finished_frame(end, ids)],
     }
 }

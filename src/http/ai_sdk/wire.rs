@@ -149,6 +149,20 @@ pub fn chunks(part: UiPart) -> Vec<Value> {
                 "toolCallId": call_id, "url": format!("/v1/files/{file_id}/content"),
             }},
         })],
+        UiPart::SourceUrl {
+            call_id,
+            url,
+            title,
+        } => {
+            let mut part = json!({
+                "type": "source-url", "sourceId": format!("{call_id}:{url}"), "url": url,
+                "providerMetadata": {"agentd": {"toolCallId": call_id}},
+            });
+            if let Some(title) = title {
+                part["title"] = json!(title);
+            }
+            vec![part]
+        }
         UiPart::ApprovalRequested {
             call_id,
             tool,

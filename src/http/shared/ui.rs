@@ -72,6 +72,13 @@ pub enum UiPart {
         name: String,
         media_type: String,
     },
+    /// A web page a tool's result named (an MCP `resource_link` or an embedded resource with an
+    /// http(s) URI): a source of the answer, by URL.
+    SourceUrl {
+        call_id: String,
+        url: String,
+        title: Option<String>,
+    },
     ApprovalRequested {
         call_id: String,
         tool: String,
@@ -340,6 +347,11 @@ impl UiTranslator {
             file_id: file.file_id.clone(),
             name: file.name.clone(),
             media_type: file.media_type.clone(),
+        }));
+        parts.extend(tool.sources.iter().map(|source| UiPart::SourceUrl {
+            call_id: tool.call_id.clone(),
+            url: source.url.clone(),
+            title: source.title.clone(),
         }));
     }
 

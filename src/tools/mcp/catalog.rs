@@ -8,6 +8,7 @@ use base64::Engine;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents, Tool};
 
 use crate::tools::ToolFile;
+use crate::vocabulary::events::SourceLink;
 use serde_json::Value;
 use tracing::warn;
 
@@ -210,6 +211,32 @@ pub(crate) fn files_of(result: &CallToolResult, tool: &str) -> Vec<ToolFile> {
         files.extend(file);
     }
     files
+}
+
+/// The web pages a result names: each `resource_link` and embedded resource whose URI is an
+/// http(s) URL, once each, in order.
+pub(crate) fn sources_of(result: &CallToolResult) -> Vec<SourceLink> {
+    let mut sources: Vec<SourceLink> = Vec::new();
+    for block in &result.content {
+        let source = match block {
+            ContentBlock::ResourceLink(link) => {
+                let title = link.title.clone().unwrap_or_else(|| link.name.clone());
+                SourceLink::web(&link.uri, Some(title).filter(|title| !title.is_empty()))
+            }
+            ContentBlock::Resource(embedded) => match &embedded.resource {
+                ResourceContents::TextResourceContents { uri, .. }
+                | ResourceContents::BlobResourceContents { uri, .. } => SourceLink::web(uri, None),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(source) = source
+            && !sources.iter().any(|known| known.url == source.url)
+        {
+            sources.push(source);
+        }
+    }
+    sources
 }
 
 /// The last path segment of a resource's URI.

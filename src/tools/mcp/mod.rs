@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 pub use catalog::ListedTool;
-use catalog::{ToolCatalog, files_of, outcome_of};
+use catalog::{ToolCatalog, files_of, outcome_of, sources_of};
 use connect::{ServerSettings, connect};
 use supervisor::{Connection, ServerState, supervise};
 
@@ -215,6 +215,7 @@ impl McpServer {
         match connection.peer.call_tool_once(request).await {
             Ok(CallToolResponse::Complete(result)) => {
                 report.add_files(files_of(&result, &tool));
+                report.set_sources(sources_of(&result));
                 outcome_of(result)
             }
             Ok(_) => ToolOutcome::Failed(
