@@ -234,17 +234,22 @@ impl Runtime {
             return report;
         }
         self.recorder.flush().await;
+        self.streamed_answer(&result.run_id).await
+    }
+
+    /// The text the run's last turn streamed, read back from its stored events.
+    pub(super) async fn streamed_answer(&self, run_id: &str) -> String {
         let mut text = String::new();
         let mut after = 0;
         for _ in 0..PARTIAL_EVENT_PAGES {
             let page = match self
                 .store
-                .list_run_events(&result.run_id, after, HISTORY_LIMIT)
+                .list_run_events(run_id, after, HISTORY_LIMIT)
                 .await
             {
                 Ok(page) => page,
                 Err(error) => {
-                    tracing::warn!(%error, "could not read an interrupted run's events");
+                    tracing::warn!(%error, %run_id, "could not read a cut-off run's events");
                     break;
                 }
             };

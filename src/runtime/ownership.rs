@@ -137,6 +137,23 @@ fn host_name() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// The assistant message stored for a conversation's message whose answer was cut off because
+/// the replica answering it stopped: what it had streamed, marked as cut off, or a note.
+fn lost_answer(streamed: &str) -> String {
+    let streamed = streamed.trim_end();
+    if streamed.is_empty() {
+        LOST_ANSWER_NOTE.to_string()
+    } else {
+        format!("{streamed}\n\n{CUT_OFF_MARK}")
+    }
+}
+
+/// Ends a partial answer whose replica stopped while streaming it.
+pub const CUT_OFF_MARK: &str = "[Answer cut off: the server answering it stopped.]";
+/// Stands for an answer lost before any of it was streamed.
+pub const LOST_ANSWER_NOTE: &str =
+    "[No answer: the server answering this message stopped before it answered. Please ask again.]";
+
 /// Whether a process with this id exists on this machine.
 fn process_exists(pid: i64) -> bool {
     let Ok(pid) = i32::try_from(pid) else {
@@ -263,7 +280,7 @@ impl Runtime {
             if orphan.owner.as_deref() == Some(self.replica.id.as_str()) {
                 continue;
             }
-            let end = self.owner_lost_end(&orphan);
+            let end = self.owner_lost_end(&orphan).await;
             match self.store.end_orphaned_run(&end).await {
                 Ok(true) => {
                     warn!(run_id = %orphan.id, owner = orphan.owner.as_deref().unwrap_or("unknown"),
@@ -282,7 +299,7 @@ impl Runtime {
         }
     }
 
-    fn owner_lost_end(&self, orphan: &OrphanedRun) -> OrphanEnd {
+    async fn owner_lost_end(&self, orphan: &OrphanedRun) -> OrphanEnd {
         let now = Utc::now();
         let duration_ms = u64::try_from((now - orphan.created_at).num_milliseconds()).unwrap_or(0);
         let error = format!(
@@ -302,6 +319,11 @@ impl Runtime {
             finished_at: now,
             duration_ms: i64::try_from(duration_ms).unwrap_or(i64::MAX),
             result: JsonText::of(&result),
+            lost_answer: if orphan.answering {
+                Some(lost_answer(&self.streamed_answer(&orphan.id).await))
+            } else {
+                None
+            },
         }
     }
 
@@ -357,6 +379,15 @@ impl Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_answer_is_its_streamed_part_marked_cut_off_or_a_note() {
+        assert_eq!(
+            lost_answer("Half an ans  \n"),
+            format!("Half an ans\n\n{CUT_OFF_MARK}")
+        );
+        assert_eq!(lost_answer(" \n"), LOST_ANSWER_NOTE);
+    }
 
     #[test]
     fn this_process_exists_and_an_impossible_one_does_not() {

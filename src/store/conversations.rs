@@ -189,7 +189,8 @@ impl StoredMessage {
     }
 }
 
-fn role_name(role: Role) -> &'static str {
+/// A role as the `messages.role` column names it.
+pub fn role_name(role: Role) -> &'static str {
     match role {
         Role::System => "system",
         Role::User => "user",

@@ -31,6 +31,8 @@ pub struct OrphanedRun {
     pub id: String,
     pub owner: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// It holds its conversation's turn (its user's message is being answered).
+    pub answering: bool,
 }
 
 /// How an orphaned run is ended: the run row's end. No event is appended: the owner may still
@@ -44,6 +46,10 @@ pub struct OrphanEnd {
     pub duration_ms: i64,
     /// The whole `AgentResult` of the ended run.
     pub result: JsonText,
+    /// For a run that held its conversation's turn: the assistant message stored for it (when
+    /// the conversation ends with the user's message) in the transaction that ends the run,
+    /// which also gives the turn back (SPEC §13: the history alternates as answered).
+    pub lost_answer: Option<String>,
 }
 
 /// A cancel waiting for the run's owner to take it.
@@ -69,8 +75,9 @@ pub trait ReplicaStore: Send + Sync {
         stale_before: Option<DateTime<Utc>>,
         limit: u32,
     ) -> Result<Vec<OrphanedRun>, StoreError>;
-    /// Ends the run `failed` / `owner_lost` if it is still `running` (and wakes its followers);
-    /// `false` when another replica (or its owner) ended it first. Its owner's own end, written
+    /// Ends the run `failed` / `owner_lost` if it is still `running` (and wakes its followers),
+    /// storing its `lost_answer` in the same transaction; `false` when another replica (or its
+    /// owner) ended it first, and then stores nothing. Its owner's own end, written
     /// later, replaces this one ([`super::RunBatchStore::write_run_batch`]).
     async fn end_orphaned_run(&self, end: &OrphanEnd) -> Result<bool, StoreError>;
 

@@ -906,7 +906,8 @@ async fn a_conversations_messages_on_two_replicas_are_answered_in_arrival_order(
 }
 
 /// A replica that dies while answering leaves the conversation to the others: the run it held
-/// is ended `owner_lost`, and the message queued on the other replica is answered after it.
+/// is ended `owner_lost`, its streamed part of Q1's answer is stored marked as cut off, and the
+/// message queued on the other replica is answered after it: the history still alternates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_survives_the_death_of_the_replica_answering() {
     let cluster = Cluster::on_postgres().await;
@@ -924,6 +925,8 @@ async fn a_queue_survives_the_death_of_the_replica_answering() {
     cluster.llm.push(Reply::text("A2"));
     let second = chat_in_background(&cluster, &b, "Q2");
     until_queued(&cluster, &b, 1).await;
+    // A has streamed (and stored) part of Q1's answer when it dies.
+    tokio::time::sleep(Duration::from_millis(800)).await;
     a.kill();
     let killed = Instant::now();
     let answered = tokio::time::timeout(Duration::from_secs(OWNER_TIMEOUT_SECONDS + 15), second)
@@ -934,8 +937,26 @@ async fn a_queue_survives_the_death_of_the_replica_answering() {
     eprintln!("Q2 answered {:?} after A was killed", killed.elapsed());
     let (messages, queued) = conversation_c1(&cluster, &b).await;
     let roles: Vec<&str> = messages.iter().map(|(role, _)| role.as_str()).collect();
-    assert_eq!(roles, ["user", "user", "assistant"], "{messages:?}");
-    assert_eq!(messages[2].1, "A2");
+    assert_eq!(
+        roles,
+        ["user", "assistant", "user", "assistant"],
+        "{messages:?}"
+    );
+    assert_eq!(messages[0].1, "Q1");
+    let cut_off = &messages[1].1;
+    assert!(cut_off.starts_with("w1 w2"), "{cut_off}");
+    assert!(
+        cut_off.ends_with("\n\n[Answer cut off: the server answering it stopped.]"),
+        "{cut_off}"
+    );
+    assert!(!cut_off.contains("w100"), "{cut_off}");
+    assert_eq!(
+        messages[2..],
+        [
+            ("user".into(), "Q2".into()),
+            ("assistant".into(), "A2".into())
+        ]
+    );
     assert!(queued.is_empty());
 }
 

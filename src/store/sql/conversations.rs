@@ -123,6 +123,55 @@ impl From<MessageRow> for StoredMessage {
 /// Implements [`ConversationStore`](crate::store::ConversationStore) for a backend.
 macro_rules! impl_conversation_store {
     ($store:ty, $db:ty) => {
+        impl $store {
+            /// Appends `messages` to the user's conversation inside `tx`, numbered after its
+            /// last one; returns their numbers.
+            pub(crate) async fn append_messages_in(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                user_id: &str,
+                conversation_id: &str,
+                messages: &[$crate::store::NewMessage],
+            ) -> Result<Vec<i64>, $crate::store::StoreError> {
+                use $crate::store::sql::{ROWS_PER_INSERT, at, conversations as sql};
+                let Some(last) = messages.last() else {
+                    return Ok(Vec::new());
+                };
+                let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
+                let reserved: Option<i64> = sqlx::query_scalar(sql::RESERVE_MESSAGE_SEQS)
+                    .bind(user_id)
+                    .bind(conversation_id)
+                    .bind(count)
+                    .bind(at(last.created_at))
+                    .fetch_optional(&mut **tx)
+                    .await?;
+                let Some(last_seq) = reserved else {
+                    return Err($crate::store::StoreError::NotFound {
+                        what: "conversation",
+                        id: conversation_id.to_string(),
+                    });
+                };
+                let seqs: Vec<i64> = (last_seq - count + 1..=last_seq).collect();
+                let numbered: Vec<_> = seqs.iter().zip(messages).collect();
+                for chunk in numbered.chunks(ROWS_PER_INSERT) {
+                    let mut insert = sqlx::QueryBuilder::<$db>::new(sql::INSERT_MESSAGES);
+                    insert.push_values(chunk, |mut row, (seq, message)| {
+                        row.push_bind(user_id)
+                            .push_bind(conversation_id)
+                            .push_bind(**seq)
+                            .push_bind(&message.role)
+                            .push_bind(&message.content)
+                            .push_bind(message.tool_calls.as_ref().map(sqlx::types::Json))
+                            .push_bind(&message.tool_call_id)
+                            .push_bind(&message.reasoning)
+                            .push_bind(at(message.created_at))
+                            .push_bind(message.attachments.as_ref().map(sqlx::types::Json));
+                    });
+                    insert.build().execute(&mut **tx).await?;
+                }
+                Ok(seqs)
+            }
+        }
+
         #[async_trait::async_trait]
         impl $crate::store::ConversationStore for $store {
             async fn create_conversation(
@@ -287,43 +336,12 @@ macro_rules! impl_conversation_store {
                 conversation_id: &str,
                 messages: &[$crate::store::NewMessage],
             ) -> Result<Vec<i64>, $crate::store::StoreError> {
-                use $crate::store::sql::{ROWS_PER_INSERT, at, conversations as sql};
-                let Some(last) = messages.last() else {
+                if messages.is_empty() {
                     return Ok(Vec::new());
-                };
-                let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
-                let mut tx = self.begin_write().await?;
-                let reserved: Option<i64> = sqlx::query_scalar(sql::RESERVE_MESSAGE_SEQS)
-                    .bind(user_id)
-                    .bind(conversation_id)
-                    .bind(count)
-                    .bind(at(last.created_at))
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                let Some(last_seq) = reserved else {
-                    return Err($crate::store::StoreError::NotFound {
-                        what: "conversation",
-                        id: conversation_id.to_string(),
-                    });
-                };
-                let seqs: Vec<i64> = (last_seq - count + 1..=last_seq).collect();
-                let numbered: Vec<_> = seqs.iter().zip(messages).collect();
-                for chunk in numbered.chunks(ROWS_PER_INSERT) {
-                    let mut insert = sqlx::QueryBuilder::<$db>::new(sql::INSERT_MESSAGES);
-                    insert.push_values(chunk, |mut row, (seq, message)| {
-                        row.push_bind(user_id)
-                            .push_bind(conversation_id)
-                            .push_bind(**seq)
-                            .push_bind(&message.role)
-                            .push_bind(&message.content)
-                            .push_bind(message.tool_calls.as_ref().map(sqlx::types::Json))
-                            .push_bind(&message.tool_call_id)
-                            .push_bind(&message.reasoning)
-                            .push_bind(at(message.created_at))
-                            .push_bind(message.attachments.as_ref().map(sqlx::types::Json));
-                    });
-                    insert.build().execute(&mut *tx).await?;
                 }
+                let mut tx = self.begin_write().await?;
+                let seqs =
+                    Self::append_messages_in(&mut tx, user_id, conversation_id, messages).await?;
                 tx.commit().await?;
                 Ok(seqs)
             }

@@ -14,13 +14,22 @@ pub const LIST_REPLICAS: &str =
     "SELECT id, host, pid, started_at, heartbeat_at FROM replicas ORDER BY started_at";
 
 /// `$1` NULL: only runs whose owner has no replica row (a NULL comparison is never true).
-pub const ORPHANED_RUNS: &str = "SELECT r.id, r.owner, r.created_at FROM runs r \
+/// `answering`: the run holds its conversation's turn.
+pub const ORPHANED_RUNS: &str = "SELECT r.id, r.owner, r.created_at, EXISTS (SELECT 1 \
+     FROM conversation_turns t WHERE t.run_id = r.id AND t.state = 'answering') AS answering \
+     FROM runs r \
      LEFT JOIN replicas p ON p.id = r.owner \
      WHERE r.status = 'running' AND (p.id IS NULL OR p.heartbeat_at < $1) \
      ORDER BY r.created_at LIMIT $2";
 pub const END_ORPHANED_RUN: &str = "UPDATE runs SET status = 'failed', exit_reason = 'owner_lost', \
      success = $2, error = $3, finished_at = $4, duration_ms = $5, result = $6 \
      WHERE id = $1 AND status = 'running'";
+/// The conversation whose turn the run holds.
+pub const ANSWERING_TURN: &str = "SELECT user_id, conversation_id FROM conversation_turns \
+     WHERE run_id = $1 AND state = 'answering'";
+/// The role of the conversation's last message.
+pub const LAST_MESSAGE_ROLE: &str = "SELECT role FROM messages \
+     WHERE user_id = $1 AND conversation_id = $2 ORDER BY seq DESC LIMIT 1";
 
 pub const CLAIM_REQUEST: &str = "INSERT INTO run_requests (user_key, request_id, run_id, created_at) \
      VALUES ($1, $2, $3, $4) ON CONFLICT (user_key, request_id) DO NOTHING";
@@ -67,6 +76,7 @@ pub struct OrphanRow {
     id: String,
     owner: Option<String>,
     created_at: DateTime<Utc>,
+    answering: bool,
 }
 
 impl From<OrphanRow> for OrphanedRun {
@@ -75,6 +85,7 @@ impl From<OrphanRow> for OrphanedRun {
             id: row.id,
             owner: row.owner,
             created_at: row.created_at,
+            answering: row.answering,
         }
     }
 }
@@ -97,6 +108,44 @@ impl From<CancelRow> for PendingCancel {
 /// Implements [`ReplicaStore`](crate::store::ReplicaStore) for a backend.
 macro_rules! impl_replica_store {
     ($store:ty, $db:ty) => {
+        impl $store {
+            /// Inside the transaction that ended the run `owner_lost`: when it held its
+            /// conversation's turn and the conversation ends with the user's message, stores
+            /// `answer` as the assistant's reply to it, then gives the turn back, so the queue
+            /// moves on with a history that alternates.
+            async fn answer_lost_turn(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                run_id: &str,
+                answer: &str,
+                at: chrono::DateTime<chrono::Utc>,
+            ) -> Result<(), $crate::store::StoreError> {
+                use $crate::store::sql::replicas as sql;
+                let seat: Option<(String, String)> = sqlx::query_as(sql::ANSWERING_TURN)
+                    .bind(run_id)
+                    .fetch_optional(&mut **tx)
+                    .await?;
+                let Some((user_id, conversation_id)) = seat else {
+                    return Ok(());
+                };
+                let last_role: Option<String> = sqlx::query_scalar(sql::LAST_MESSAGE_ROLE)
+                    .bind(&user_id)
+                    .bind(&conversation_id)
+                    .fetch_optional(&mut **tx)
+                    .await?;
+                let user = $crate::store::conversations::role_name($crate::llm::Role::User);
+                if last_role.as_deref() == Some(user) {
+                    let reply = $crate::llm::ChatMessage::assistant(answer);
+                    let message = $crate::store::NewMessage::from_chat(&reply, at);
+                    Self::append_messages_in(tx, &user_id, &conversation_id, &[message]).await?;
+                }
+                sqlx::query($crate::store::sql::turns::END_TURN)
+                    .bind(run_id)
+                    .execute(&mut **tx)
+                    .await?;
+                Ok(())
+            }
+        }
+
         #[async_trait::async_trait]
         impl $crate::store::ReplicaStore for $store {
             async fn register_replica(
@@ -184,6 +233,9 @@ macro_rules! impl_replica_store {
                 if ended.rows_affected() == 0 {
                     tx.rollback().await?;
                     return Ok(false);
+                }
+                if let Some(answer) = &end.lost_answer {
+                    Self::answer_lost_turn(&mut tx, &end.run_id, answer, end.finished_at).await?;
                 }
                 Self::notify_runs(&mut tx, &[end.run_id.as_str()]).await?;
                 tx.commit().await?;
