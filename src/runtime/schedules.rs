@@ -290,21 +290,21 @@ impl Runtime {
     }
 }
 
-/// Fires due schedules until `stop`: sleeps until the earliest is due (looking again at least
-/// every [`SCHEDULE_IDLE_POLL`], every [`SCHEDULE_POLL`] while a due time waits `queued` for its
-/// previous run) or this replica changes a schedule. Nothing else is read while nothing is due.
+/// Fires due schedules until `stop`: sleeps until the earliest is due (reading when that is at
+/// least every [`SCHEDULE_IDLE_POLL`]; looking for startable queued due times every
+/// [`SCHEDULE_POLL`] while one waits for its previous run) or this replica changes a schedule.
+/// Only that one unbound statement is read while nothing is due.
 pub(super) async fn fire_forever(runtime: Arc<Runtime>, stop: CancellationToken) {
     loop {
-        let wait = runtime.until_schedule_work().await;
+        let (wait, queued) = runtime.until_schedule_work().await;
         if !wait.is_zero() {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = runtime.store.schedule_wakeup().notified() => {}
-                _ = tokio::time::sleep(wait) => {}
+                // Due now, or another look (another replica may have changed a schedule);
+                // while a due time is queued, its previous run may have ended: look for it.
+                _ = tokio::time::sleep(wait) => if !queued { continue },
             }
-        }
-        if stop.is_cancelled() {
-            return;
         }
         if let Err(error) = runtime.fire_due_schedules().await {
             warn!(%error, "looking for due schedules failed; trying again shortly");
@@ -319,13 +319,14 @@ pub(super) async fn fire_forever(runtime: Arc<Runtime>, stop: CancellationToken)
 impl Runtime {
     /// How long until the schedule loop has work: zero when a schedule is due now,
     /// [`SCHEDULE_POLL`] while a due time is queued, else until the earliest next due time (at
-    /// most [`SCHEDULE_IDLE_POLL`], also when the store cannot say).
-    async fn until_schedule_work(&self) -> Duration {
+    /// most [`SCHEDULE_IDLE_POLL`], also when the store cannot say); and whether to look for
+    /// queued due times after that wait (true when some wait, or the store cannot say).
+    async fn until_schedule_work(&self) -> (Duration, bool) {
         let work = match self.store.schedule_work().await {
             Ok(work) => work,
             Err(error) => {
                 warn!(%error, "could not read when the next schedule is due");
-                return SCHEDULE_IDLE_POLL;
+                return (SCHEDULE_IDLE_POLL, true);
             }
         };
         let until_due = work.next_due_at.map_or(SCHEDULE_IDLE_POLL, |due| {
@@ -336,6 +337,6 @@ impl Runtime {
         } else {
             SCHEDULE_IDLE_POLL
         };
-        until_due.min(ceiling)
+        (until_due.min(ceiling), work.queued)
     }
 }
