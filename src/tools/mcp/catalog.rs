@@ -288,6 +288,34 @@ mod tests {
     }
 
     #[test]
+    fn sources_are_the_http_links_a_result_names_once_each_in_order() {
+        let result: CallToolResult = serde_json::from_value(json!({"content": [
+            {"type": "text", "text": "see https://not-a-link.example"},
+            {"type": "resource_link", "uri": "https://example.org/a", "name": "a", "title": "A page"},
+            {"type": "resource_link", "uri": "file:///etc/hosts", "name": "hosts"},
+            {"type": "resource_link", "uri": "https://example.org/a", "name": "again"},
+            {"type": "resource", "resource": {"uri": "HTTP://example.org/b", "text": "b"}},
+            {"type": "resource_link", "uri": "https://example.org/c", "name": "c"},
+        ]}))
+        .expect("result");
+        let sources: Vec<(String, Option<String>)> = sources_of(&result)
+            .into_iter()
+            .map(|source| (source.url, source.title))
+            .collect();
+        assert_eq!(
+            sources,
+            [
+                (
+                    "https://example.org/a".to_string(),
+                    Some("A page".to_string())
+                ),
+                ("HTTP://example.org/b".to_string(), None),
+                ("https://example.org/c".to_string(), Some("c".to_string())),
+            ]
+        );
+    }
+
+    #[test]
     fn filters_are_case_insensitive_with_wildcards_and_deny_wins() {
         let all = filter(None, json!([]));
         assert!(all.allows("Anything"));
