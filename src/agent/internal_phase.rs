@@ -105,6 +105,7 @@ pub(super) async fn record_task_status(
                     done: status.done.clone(),
                     pending: status.pending.clone(),
                     now: status.now.clone(),
+                    call_id: None,
                 })))
                 .await;
             if status.completes_the_task() {

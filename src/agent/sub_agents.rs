@@ -115,7 +115,7 @@ pub(super) async fn call_sub_agent(
         (_, _, true) => Err("`prompt` must be a non-empty string".to_string()),
         (None, _, _) => Err(format!("unknown tool {:?}", call.name)),
         (Some(sub_agents), false, false) => {
-            Ok(run_child(runner, sub_agents, facts, child.clone(), prompt).await)
+            Ok(run_child(runner, sub_agents, facts, call, child.clone(), prompt).await)
         }
     };
     let child_accounting = match &outcome {
@@ -169,19 +169,18 @@ async fn run_child(
     runner: &ToolRunner<'_>,
     sub_agents: &SubAgents,
     facts: &RunFacts,
+    call: &ToolCall,
     child: Arc<AgentSpec>,
     prompt: String,
 ) -> AgentResult {
     let call_path = format!("{}:{}", facts.call_path, child.name);
     let request = facts.request.child(&facts.call_path, child.clone(), prompt);
-    emit_agent_progress(
-        runner.events,
-        &child.name,
-        &call_path,
-        "agent_started",
-        None,
-    )
-    .await;
+    let progress = |kind: &str, message: Option<String>| {
+        let mut progress = agent_progress(&child.name, &call_path, kind, message);
+        progress.call_id = Some(call.id.clone());
+        AgentEvent::Progress(Box::new(progress))
+    };
+    runner.events.emit(progress("agent_started", None)).await;
     let control = runner.control.for_child();
     let result = sub_agents.runner.run_child(request, control).await;
     let status = if result.success {
@@ -189,14 +188,10 @@ async fn run_child(
     } else {
         result.exit_reason.as_str()
     };
-    emit_agent_progress(
-        runner.events,
-        &child.name,
-        &call_path,
-        "agent_finished",
-        Some(status.to_string()),
-    )
-    .await;
+    runner
+        .events
+        .emit(progress("agent_finished", Some(status.to_string())))
+        .await;
     result
 }
 
@@ -209,14 +204,22 @@ pub async fn emit_agent_progress(
     message: Option<String>,
 ) {
     events
-        .emit(AgentEvent::Progress(Box::new(Progress {
-            kind: kind.into(),
-            agent: agent.into(),
-            call_path: call_path.into(),
-            message,
-            done: None,
-            pending: None,
-            now: None,
-        })))
+        .emit(AgentEvent::Progress(Box::new(agent_progress(
+            agent, call_path, kind, message,
+        ))))
         .await;
+}
+
+/// The `progress` event `kind` of a child agent at `call_path`.
+fn agent_progress(agent: &str, call_path: &str, kind: &str, message: Option<String>) -> Progress {
+    Progress {
+        kind: kind.into(),
+        agent: agent.into(),
+        call_path: call_path.into(),
+        message,
+        done: None,
+        pending: None,
+        now: None,
+        call_id: None,
+    }
 }

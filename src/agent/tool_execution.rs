@@ -353,6 +353,7 @@ impl ToolRunner<'_> {
                         done: None,
                         pending: None,
                         now: None,
+                        call_id: None,
                     })))
                     .await;
             }

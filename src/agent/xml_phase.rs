@@ -342,6 +342,7 @@ async fn emit_progress(runner: &ToolRunner<'_>, facts: &RunFacts, message: Strin
             done: None,
             pending: None,
             now: None,
+            call_id: None,
         })))
         .await;
 }

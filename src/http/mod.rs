@@ -179,6 +179,7 @@ pub fn routes() -> OpenApiRouter<Arc<Runtime>> {
         .routes(routes!(secrets::put_secret, secrets::delete_secret))
         .routes(routes!(ai_sdk::resume_stream))
         .routes(routes!(ag_ui::run))
+        .routes(routes!(ag_ui::capabilities::capabilities))
         .routes(routes!(web::page))
         .routes(routes!(web::asset))
         .routes(routes!(web::markdown))

@@ -247,6 +247,7 @@ fn queued_event(agent: &str, ahead: usize) -> AgentEvent {
         done: None,
         pending: Some(ahead.to_string()),
         now: None,
+        call_id: None,
     }))
 }
 

@@ -80,6 +80,10 @@ pub struct Progress {
     pub pending: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub now: Option<String>,
+    /// For a sub-agent's `agent_started` / `agent_finished`: the model's call of its
+    /// `agent__{name}` tool, which tells two calls of one agent in one turn apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use crate::mcp_headend::{app_with_agents, run_python};
 use crate::support::TestApp;
 use crate::support::mock_llm::Reply;
+use crate::support::python_tool::{PythonTool, installed};
 
 /// The A2A SDK the tests use, pinned (installed by `.ci/run`).
 const A2A_SDK: &str = "a2a-sdk[http-server]==1.3.0";
@@ -630,4 +631,64 @@ async fn the_address_guard_refuses_a_loopback_push_receiver() {
         json!([]),
         "no task started: {listed}"
     );
+}
+
+/// PyPI's `a2a-lint` (the A2A TCK is not on a registry), installed by `scripts/test` into its
+/// own venv.
+const A2A_LINT: PythonTool = PythonTool {
+    binary: "a2a-lint",
+    package: "a2a-lint",
+    version: "0.1.1",
+    env_var: "AGENTD_TEST_A2A_LINT",
+};
+
+/// Runs `a2a-lint` on `url` (with `--live`: a real message/send, and message/stream since the
+/// card declares streaming) and gives its JSON report.
+async fn a2a_lint(url: &str, live: bool) -> Value {
+    let lint = tokio::task::spawn_blocking(|| installed(&A2A_LINT))
+        .await
+        .expect("a2a-lint");
+    let mut command = tokio::process::Command::new(lint);
+    command.arg(url).arg("--json").arg("--strict");
+    if live {
+        command.arg("--live");
+    }
+    let output = command.output().await.expect("a2a-lint runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| {
+        panic!(
+            "a2a-lint printed no JSON report: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert!(
+        output.status.success(),
+        "a2a-lint found problems (--strict: warnings too): {report:#}"
+    );
+    report
+}
+
+/// The A2A linter finds no error and no warning on the server's card or an agent's, and the
+/// agent answers its live message/send and message/stream. (It cannot send a key: the app is
+/// open, as a local agentd without keys is.)
+#[tokio::test]
+async fn a2a_lint_passes_the_cards_and_a_live_round_trip() {
+    let app = crate::support::spawn_app().await;
+    app.llm.push(Reply::text("Hello from the mock upstream!"));
+    app.llm.push(Reply::text("Hello again, streamed."));
+    let agent = a2a_lint(&app.url("/a2a/chat"), true).await;
+    assert_eq!(agent["ok"], true, "{agent:#}");
+    assert_eq!(agent["summary"]["errors"], 0, "{agent:#}");
+    assert_eq!(agent["summary"]["warnings"], 0, "{agent:#}");
+    assert!(
+        agent["liveRoundTripMs"].is_u64(),
+        "the live send ran: {agent:#}"
+    );
+    assert!(
+        agent["streamEvents"].as_u64().is_some_and(|n| n >= 2),
+        "the stream delivered events: {agent:#}"
+    );
+    let server = a2a_lint(&app.address, false).await;
+    assert_eq!(server["summary"]["errors"], 0, "{server:#}");
+    assert_eq!(server["summary"]["warnings"], 0, "{server:#}");
 }

@@ -186,6 +186,9 @@ fn probe(method: &str, template: &str, objects: &Objects) -> Option<Vec<Probe>> 
         }
         ("get", "/v1/models/{model}") => one(get, "/v1/models/chat".into(), None, OwnBehalf),
         ("get", "/v1/agents/{agent}") => one(get, "/v1/agents/chat".into(), None, OwnBehalf),
+        ("get", "/ag-ui/{agent}/capabilities") => {
+            one(get, "/ag-ui/chat/capabilities".into(), None, OwnBehalf)
+        }
         ("get", "/a2a/{agent}/.well-known/agent-card.json") => one(
             get,
             "/a2a/chat/.well-known/agent-card.json".into(),

@@ -13,6 +13,7 @@ mod support;
 mod a2a;
 mod a2a_remote;
 mod ag_ui;
+mod ag_ui_discovery;
 mod ai_sdk;
 mod anthropic;
 mod approvals;

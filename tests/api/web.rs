@@ -31,7 +31,7 @@ pub(crate) async fn spawn_web_app() -> (TestApp, tempfile::TempDir) {
 }
 
 /// [`spawn_web_app`] with more agent files (`(file name, text)`).
-async fn spawn_web_app_with(agents: &[(&str, &str)]) -> (TestApp, tempfile::TempDir) {
+pub(crate) async fn spawn_web_app_with(agents: &[(&str, &str)]) -> (TestApp, tempfile::TempDir) {
     let extra = tempfile::tempdir().expect("dir");
     std::fs::write(extra.path().join("tooly.ai"), TOOL_AGENT).expect("agent");
     std::fs::write(extra.path().join("approver.ai"), APPROVER_AGENT).expect("agent");

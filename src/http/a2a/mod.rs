@@ -241,7 +241,12 @@ fn card(name: &str, description: &str, url: &str, skills: Vec<Value>) -> Value {
         "protocolVersion": "0.3.0",
         "preferredTransport": "JSONRPC",
         "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": true},
-        "securitySchemes": {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}},
+        // 1.0's shape (`httpAuthSecurityScheme`) beside 0.3's (`type`, `scheme`): a 1.0 client
+        // ignores the 0.3 fields (the a2a-sdk maps them), a 0.3 one the 1.0 field.
+        "securitySchemes": {"bearer": {
+            "type": "http", "scheme": "Bearer",
+            "httpAuthSecurityScheme": {"scheme": "Bearer"},
+        }},
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain", "application/json"],
         "skills": skills,

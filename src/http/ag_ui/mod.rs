@@ -10,6 +10,8 @@
 //! resumes the run; [`wire`] renders the frames from the shared [`ui`](super::shared::ui)
 //! parts.
 
+pub mod capabilities;
+mod subagents;
 pub mod wire;
 
 use std::convert::Infallible;
@@ -38,6 +40,7 @@ use crate::runtime::{
     CLIENT_CONVERSATION_ID_RULE, ConversationTurn, Runtime, WaitingCallRef,
     is_client_conversation_id,
 };
+use subagents::Subagents;
 use wire::{
     AgUiMessage, AgUiPath, FrameIds, INTERRUPT_PREFIX, RunAgentInput, frames, interrupt_snapshots,
     snapshot_message,
@@ -315,6 +318,10 @@ fn check_input(input: &RunAgentInput) -> Result<(), ApiError> {
     if input.run_id.is_empty() {
         return Err(ApiError::invalid_request("`runId` must not be empty").with_param("runId"));
     }
+    subagents::requested(input.forwarded_props.as_ref()).map_err(|message| {
+        ApiError::invalid_request(message)
+            .with_param(format!("forwardedProps.{}", subagents::REQUEST_FIELD))
+    })?;
     Ok(())
 }
 
@@ -504,6 +511,8 @@ struct AgUi {
     /// Calls the interrupted run proposed and this resumed one answers: AG-UI 1.0 has their
     /// `TOOL_CALL_START`/`_ARGS`/`_END` sent once, by the run that proposed them.
     proposed_before: Vec<String>,
+    /// The sub-agents' lifecycle events, for a client that asked for them.
+    subagents: Option<std::cell::RefCell<Subagents>>,
 }
 
 /// A run's messages as AG-UI messages: one assistant message (its text and tool calls) and a
@@ -580,6 +589,10 @@ impl AgUi {
                 .collect(),
             said: std::cell::RefCell::new(RunMessages::default()),
             proposed_before: Vec::new(),
+            // Checked by `check_input`: anything but `true` sends none.
+            subagents: subagents::requested(input.forwarded_props.as_ref())
+                .unwrap_or(false)
+                .then(|| std::cell::RefCell::new(Subagents::new(&input.run_id))),
         }
     }
 
@@ -594,6 +607,20 @@ impl AgUi {
     /// A call the interrupted run already proposed: its result follows, not the call again.
     fn was_proposed(&self, part: &UiPart) -> bool {
         matches!(part, UiPart::ToolCall { call_id, .. } if self.proposed_before.contains(call_id))
+    }
+
+    /// The sub-agent events a part brings, when the client asked for them: those that close the
+    /// open sub-agents before the run's end, and those after a `progress` part.
+    fn subagent_events(&self, part: &UiPart) -> (Vec<Value>, Vec<Value>) {
+        let Some(subagents) = &self.subagents else {
+            return (Vec::new(), Vec::new());
+        };
+        let mut subagents = subagents.borrow_mut();
+        match part {
+            UiPart::Finished(end) => (subagents.close_all(end), Vec::new()),
+            UiPart::Progress(progress) => (Vec::new(), subagents.progress(progress)),
+            _ => (Vec::new(), Vec::new()),
+        }
     }
 
     /// The snapshots before an interrupting `RUN_FINISHED`: none for any other part.
@@ -620,8 +647,10 @@ impl UiRender for AgUi {
             thread_id: &self.thread_id,
             run_id: &self.run_id,
         };
+        let (closing, lifecycle) = self.subagent_events(&part);
         let snapshots = self.snapshots_before(&part);
         let mut rendered = frames(part, &ids);
+        rendered.extend(lifecycle);
         // AG-UI 1.0: a run that stopped at calls of the client's tools finished as success,
         // naming the calls the client is to answer.
         for frame in &mut rendered {
@@ -633,8 +662,9 @@ impl UiRender for AgUi {
             }
         }
         out.extend(
-            snapshots
+            closing
                 .into_iter()
+                .chain(snapshots)
                 .chain(rendered)
                 .map(|frame| Frame::data(frame.to_string())),
         );
