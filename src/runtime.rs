@@ -23,6 +23,7 @@ mod reload;
 pub mod retention;
 mod run_events;
 mod run_metrics;
+mod run_watch;
 pub mod schedules;
 pub mod tool_files;
 mod turns;

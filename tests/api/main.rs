@@ -48,6 +48,7 @@ mod mcp;
 mod mcp_2026;
 mod mcp_2026_calls;
 mod mcp_headend;
+mod mcp_subscriptions;
 mod mcp_tasks;
 mod metrics_scrape;
 mod openai_clients;

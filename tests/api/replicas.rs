@@ -1268,3 +1268,103 @@ async fn schedule_fire_delays_and_exactly_once_with_a_replica_killed_are_measure
     assert!(fires_per_due.values().all(|n| *n == 1), "{fires_per_due:?}");
     assert_eq!(count, 2 * SCHEDULES, "one run per due time: {runs}");
 }
+
+/// A 2026-07-28 MCP request with the Tasks extension declared.
+async fn mcp_2026(
+    cluster: &Cluster,
+    replica: &impl Endpoint,
+    id: u64,
+    method: &str,
+    params: Value,
+) -> reqwest::Response {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    });
+    let mut request = cluster
+        .client
+        .post(replica.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    if let Some(name) = params
+        .get("name")
+        .or_else(|| params.get("taskId"))
+        .and_then(Value::as_str)
+    {
+        request = request.header("mcp-name", name.to_string());
+    }
+    request
+        .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("sent")
+}
+
+/// MCP's `subscriptions/listen` on one replica hears a task that runs on another, from working
+/// to completed with its result, then ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_subscription_on_one_replica_hears_a_task_running_on_another() {
+    let cluster = Cluster::on_postgres().await;
+    let a = cluster.replica().await;
+    let b = cluster.replica().await;
+    cluster.llm.push(slow_answer(20, Duration::from_millis(50)));
+    let created: Value = mcp_2026(
+        &cluster,
+        &a,
+        1,
+        "tools/call",
+        json!({"name": "chat", "arguments": {"prompt": "count slowly"}}),
+    )
+    .await
+    .json()
+    .await
+    .expect("json");
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task = created["result"]["taskId"]
+        .as_str()
+        .expect("task id")
+        .to_string();
+    let listen = mcp_2026(
+        &cluster,
+        &b,
+        2,
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [task]}}),
+    )
+    .await;
+    assert_eq!(listen.status(), 200);
+    let body = tokio::time::timeout(Duration::from_secs(30), listen.text())
+        .await
+        .expect("the subscription ends with the task")
+        .expect("body");
+    let messages: Vec<Value> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str(data.trim()).ok())
+        .collect();
+    assert_eq!(
+        messages[0]["params"]["notifications"]["taskIds"],
+        json!([task]),
+        "{body}"
+    );
+    let statuses: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/tasks")
+        .filter_map(|m| m["params"]["status"].as_str())
+        .collect();
+    assert_eq!(statuses.first(), Some(&"working"), "{body}");
+    assert_eq!(statuses.last(), Some(&"completed"), "{body}");
+    let completed = messages
+        .iter()
+        .find(|m| m["params"]["status"] == "completed")
+        .expect("completed");
+    let text = completed["params"]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!text.is_empty(), "the result is inlined: {body}");
+    let last = messages.last().expect("messages");
+    assert_eq!(last["id"], 2, "{body}");
+    assert_eq!(last["result"]["resultType"], "complete", "{body}");
+}

@@ -13,6 +13,7 @@ mod calls;
 mod modern;
 mod param_headers;
 mod progress;
+mod subscriptions;
 mod tasks_2025;
 mod tools;
 

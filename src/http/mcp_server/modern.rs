@@ -129,6 +129,8 @@ enum Method {
     GetTask,
     UpdateTask,
     CancelTask,
+    /// `subscriptions/listen`: task status notifications ([`super::subscriptions`]).
+    Listen,
 }
 
 impl Method {
@@ -140,6 +142,7 @@ impl Method {
             "tasks/get" => Self::GetTask,
             "tasks/update" => Self::UpdateTask,
             "tasks/cancel" => Self::CancelTask,
+            "subscriptions/listen" => Self::Listen,
             _ => return None,
         })
     }
@@ -153,7 +156,7 @@ impl Method {
         match self {
             Self::CallTool => Some("name"),
             Self::GetTask | Self::UpdateTask | Self::CancelTask => Some("taskId"),
-            Self::Discover | Self::ListTools => None,
+            Self::Discover | Self::ListTools | Self::Listen => None,
         }
     }
 }
@@ -360,7 +363,7 @@ async fn dispatch(
         status: StatusCode::NOT_FOUND,
         ..McpError::new(
             code::METHOD_NOT_FOUND,
-            format!("Method not found: `{method_name}` (this server serves tools and tasks)"),
+            format!("Method not found: `{method_name}` (this server serves tools, tasks and task subscriptions)"),
         )
     })?;
     let params = message.get("params").cloned().unwrap_or_else(|| json!({}));
@@ -379,6 +382,11 @@ async fn dispatch(
         Method::GetTask => {
             let run = task_run(runtime, caller, &task_id(&params)?).await?;
             complete(task_view(runtime, &run).await?)
+        }
+        Method::Listen => {
+            let id = message.get("id").cloned().unwrap_or(Value::Null);
+            let stream = super::subscriptions::listen(runtime, caller, &params, id).await?;
+            return Ok(Reply::Stream(stream));
         }
         Method::UpdateTask => update_task(runtime, caller, &params).await?,
         Method::CancelTask => cancel_task(runtime, caller, &params).await?,
@@ -426,7 +434,7 @@ fn task_support(agent: &AgentSpec) -> &'static str {
 }
 
 /// The -32021 error of a request the client cannot be served without the Tasks extension.
-fn missing_tasks_extension(why: String) -> McpError {
+pub(super) fn missing_tasks_extension(why: String) -> McpError {
     McpError::bad_request(
         code::MISSING_CAPABILITY,
         format!(
@@ -464,7 +472,7 @@ fn check_param_headers(
 }
 
 /// Whether the request's client capabilities declare the Tasks extension.
-fn wants_tasks(params: &Value) -> bool {
+pub(super) fn wants_tasks(params: &Value) -> bool {
     params
         .get("_meta")
         .and_then(|m| m.get(META_CAPABILITIES))
@@ -702,7 +710,7 @@ pub(super) fn approval_request(tool: &str, server: &str, arguments: &Value) -> V
 }
 
 /// The detailed task `tasks/get` answers: with its result, error or input requests.
-async fn task_view(runtime: &Runtime, run: &RunRecord) -> Result<Value, McpError> {
+pub(super) async fn task_view(runtime: &Runtime, run: &RunRecord) -> Result<Value, McpError> {
     let mut task = task_base(run);
     match run.status {
         RunStatus::Completed | RunStatus::Failed if run.success.is_some() => {
