@@ -919,6 +919,34 @@ async fn the_page_shows_a_message_sent_while_answering_as_queued_then_answers_it
     assert!(out.lines().any(|l| l == "queue ok"), "{out}");
 }
 
+/// SPEC §13 on the console (tests/web/schedules.py): the Schedules tab lists the schedules, a
+/// schedule opens with its due times, Run now fires it and links its run, Pause turns it off.
+#[tokio::test]
+async fn the_console_lists_schedules_runs_one_now_and_pauses_it() {
+    let app = crate::support::spawn_app().await;
+    for (prompt, cron, timezone) in [
+        ("Weekly report", "0 9 * * 1", "Europe/Paris"),
+        ("Half-hourly check", "*/30 * * * *", "UTC"),
+    ] {
+        let created = app
+            .post_json(
+                "/v1/schedules",
+                &json!({"agent": "chat", "prompt": prompt, "cron": cron, "timezone": timezone}),
+            )
+            .await;
+        assert_eq!(created.status(), 201, "{prompt}");
+    }
+    app.llm.push(Reply::text("The weekly report is ready."));
+    let shots = repo().join("target/web-screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let out = run_python(
+        "tests/web/schedules.py",
+        &[app.address.clone(), shots.display().to_string()],
+    )
+    .await;
+    assert!(out.lines().any(|l| l == "schedules ok"), "{out}");
+}
+
 /// SPEC §11 on the page (tests/web/attachments.py): a PNG attached with the Attach button, an
 /// image pasted and removed, a text file dropped, a refused file named with its reason; the
 /// upstream receives the PNG's bytes as OpenAI's `image_url` data URL and the text file as

@@ -11,6 +11,8 @@
 //   queue        (§13) sendWhileBusy(text) → true when the message was sent and is shown as
 //                queued (render it with showQueued(text) / clearQueued()); answerFinished()
 //                when the answer in progress ended (the queued one's answer follows).
+//   schedules    (§13) mount(view) in #schedules-view, shown by the Schedules tab; show() (re)loads
+//                it.
 //   usage        (§14) mount(view) in #usage-view, shown by the Usage tab; show() (re)loads it.
 import { $, el } from "./dom.js";
 
@@ -32,6 +34,11 @@ export function mountHooks() {
   if (attachments && attachments.mount) {
     $("attachments-slot").hidden = false;
     attachments.mount($("attachments-slot"));
+  }
+  const schedules = hooks.get("schedules");
+  if (schedules && schedules.mount) {
+    $("tab-schedules").hidden = false;
+    schedules.mount($("schedules-view"));
   }
   const usage = hooks.get("usage");
   if (usage && usage.mount) {

@@ -11,6 +11,7 @@ import { closeRun, loadRuns, newerRuns, olderRuns, openRun, setRunFilter } from 
 import { notify, showTab, wireSidebar } from "./ui.js";
 // Features that plug into the hooks import themselves here.
 import "./signin.js";
+import "./schedules.js";
 import "./usage.js";
 import "./queue.js";
 import "./attachments.js";
@@ -69,7 +70,8 @@ async function loadAgents() {
   if (state.agents.includes("chat")) $("agent").value = "chat";
 }
 
-// #runs, #runs?conversation=ID, #run=ID, #conversation=ID, #usage; anything else is the chat.
+// #runs, #runs?conversation=ID, #run=ID, #conversation=ID, #schedules, #usage; anything else is
+// the chat.
 function route() {
   const hash = decodeURIComponent(location.hash.slice(1));
   if (hash.startsWith("run=")) {
@@ -85,6 +87,9 @@ function route() {
   } else if (hash.startsWith("conversation=")) {
     showTab("chat");
     openConversation(hash.slice("conversation=".length));
+  } else if (hash === "schedules" && hooks.get("schedules")) {
+    showTab("schedules");
+    hooks.get("schedules").show();
   } else if (hash === "usage" && hooks.get("usage")) {
     showTab("usage");
     hooks.get("usage").show();

@@ -43,7 +43,7 @@ export function wireSidebar() {
   layout();
 }
 
-const TABS = ["chat", "runs", "usage"];
+const TABS = ["chat", "runs", "schedules", "usage"];
 
 export function showTab(name) {
   document.body.dataset.view = name;
