@@ -214,13 +214,22 @@ impl Runtime {
             return;
         }
         let answer = NewMessage::from_chat(&ChatMessage::assistant(text), Utc::now());
-        let conversation_id = &seat.conversation_id;
-        if let Err(error) = self
+        let (conversation_id, run_id) = (&seat.conversation_id, &result.run_id);
+        match self
             .store
-            .append_messages(&seat.user_id, conversation_id, &[answer])
+            .append_answer_holding_turn(&seat.user_id, conversation_id, run_id, &[answer])
             .await
         {
-            tracing::error!(%error, %conversation_id, "could not store the assistant's answer");
+            Ok(true) => {}
+            // Its replica was taken for dead and the next message has the turn: an answer
+            // stored now would follow that message.
+            Ok(false) => tracing::warn!(
+                %conversation_id, %run_id,
+                "the answer is not stored: the conversation's turn had passed on"
+            ),
+            Err(error) => {
+                tracing::error!(%error, %conversation_id, "could not store the assistant's answer")
+            }
         }
     }
 }

@@ -80,6 +80,16 @@ pub trait TurnStore: Send + Sync {
     async fn start_turn(&self, run_id: &str) -> Result<bool, StoreError>;
     /// Removes the run's row (its answer is stored, or it ended); whether there was one.
     async fn end_turn(&self, run_id: &str) -> Result<bool, StoreError>;
+    /// Appends the run's answer to its conversation only while the run holds the conversation's
+    /// turn (its row `answering`), in one transaction: an answer whose turn was passed on (its
+    /// replica was taken for dead) is never stored after the next message. Whether it was.
+    async fn append_answer_holding_turn(
+        &self,
+        user_id: &str,
+        conversation_id: &str,
+        run_id: &str,
+        messages: &[super::NewMessage],
+    ) -> Result<bool, StoreError>;
     /// Removes the run's row while it is still `queued` in the user's conversation; whether it was.
     async fn withdraw_turn(
         &self,

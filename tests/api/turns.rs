@@ -728,3 +728,43 @@ async fn interrupt_ends_the_previous_response_and_continues_after_it() {
         .expect("json");
     assert_eq!(ended["status"], "cancelled", "{ended}");
 }
+
+/// An answer is stored only while its run holds the conversation's turn: when the turn was
+/// passed on meanwhile (as another replica does for a run whose replica it takes for dead), the
+/// late answer is not stored after the messages that came next. Its caller still gets it.
+#[tokio::test]
+async fn an_answer_whose_turn_was_passed_on_is_not_stored() {
+    let app = spawn_app().await;
+    let first = first_message_in_progress(&app, "c-passed-on").await;
+    let turns = app
+        .runtime
+        .store()
+        .conversation_turns("ada", "c-passed-on")
+        .await
+        .expect("turns");
+    let holder = turns.first().expect("the first message holds the turn");
+    assert!(
+        app.runtime
+            .store()
+            .end_turn(&holder.run_id)
+            .await
+            .expect("turn ended"),
+        "the turn was passed on"
+    );
+    let (status, answer) = first.await.expect("first");
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["response"], "A1", "the caller still gets its answer");
+    assert_eq!(
+        history(&app, "c-passed-on").await,
+        pairs(&[("user", "Q1")]),
+        "the late answer is not stored"
+    );
+    // While the run holds its turn, its answer is stored as before.
+    app.llm.push(Reply::text("A2"));
+    let (status, _) = chat(&app, json!({"message": "Q2", "conversation_id": "c-held"})).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        history(&app, "c-held").await,
+        pairs(&[("user", "Q2"), ("assistant", "A2")])
+    );
+}

@@ -18,6 +18,11 @@ pub const START_TURN: &str =
 
 pub const END_TURN: &str = "DELETE FROM conversation_turns WHERE run_id = $1";
 
+/// Touches the run's row while it holds the turn: in a transaction this locks the row (on
+/// PostgreSQL; SQLite's writer is one), so the turn cannot be passed on before the commit.
+pub const HOLD_TURN: &str = "UPDATE conversation_turns SET state = 'answering' \
+     WHERE user_id = $1 AND conversation_id = $2 AND run_id = $3 AND state = 'answering'";
+
 pub const WITHDRAW_TURN: &str = "DELETE FROM conversation_turns \
      WHERE user_id = $1 AND conversation_id = $2 AND run_id = $3 AND state = 'queued'";
 
@@ -128,6 +133,29 @@ macro_rules! impl_turn_store {
                     .execute(&self.writer)
                     .await?;
                 Ok(done.rows_affected() > 0)
+            }
+
+            async fn append_answer_holding_turn(
+                &self,
+                user_id: &str,
+                conversation_id: &str,
+                run_id: &str,
+                messages: &[$crate::store::NewMessage],
+            ) -> Result<bool, $crate::store::StoreError> {
+                use $crate::store::sql::turns as sql;
+                let mut tx = self.begin_write().await?;
+                let held = sqlx::query(sql::HOLD_TURN)
+                    .bind(user_id)
+                    .bind(conversation_id)
+                    .bind(run_id)
+                    .execute(&mut *tx)
+                    .await?;
+                if held.rows_affected() == 0 {
+                    return Ok(false);
+                }
+                Self::append_messages_in(&mut tx, user_id, conversation_id, messages).await?;
+                tx.commit().await?;
+                Ok(true)
             }
 
             async fn withdraw_turn(
