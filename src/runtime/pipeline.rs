@@ -653,6 +653,9 @@ impl Runtime {
         } else {
             outcome.notices = self.run_notices(event, &new_run, Some(&result), webhook.as_deref());
         }
+        // A2A push notices of the end, from the run as it is about to be stored.
+        let ended = crate::store::RunRecord::ended(&new_run, &outcome);
+        outcome.notices.extend(self.push_notices(&ended).await);
         let closing = std::mem::take(&mut tail.held_records);
         let stored = self
             .recorder
@@ -673,8 +676,6 @@ impl Runtime {
         self.live.finished(&run_id);
         let _ = result_tx.send(result);
         drop(tail.release(live).await);
-        // Once the end is stored: A2A push notifications read the task as it ended.
-        self.push_task_state(&run_id).await;
         self.live.retired(&run_id);
     }
 }

@@ -67,23 +67,39 @@ impl Runtime {
     /// Puts a notice of the task's state in the outbox for each of its push-notification
     /// configs, if the task has ended or waits for a person; at most once per config and state.
     pub async fn push_task_state(&self, run_id: &str) {
-        let Some(render) = self.task_renderer.get().copied() else {
-            return;
-        };
-        let configs = match self.store.list_push_configs(run_id, None).await {
-            Ok(configs) if !configs.is_empty() => configs,
-            Ok(_) => return,
-            Err(error) => {
-                tracing::error!(%error, %run_id, "could not read the task's push-notification configs");
-                return;
-            }
-        };
         let run = match self.store.get_run(run_id).await {
-            Ok(Some(run)) if announced(run.status) => run,
-            Ok(_) => return,
+            Ok(Some(run)) => run,
+            Ok(None) => return,
             Err(error) => {
                 tracing::error!(%error, %run_id, "could not read the task to announce it");
                 return;
+            }
+        };
+        let deliveries = self.push_notices(&run).await;
+        if deliveries.is_empty() {
+            return;
+        }
+        if let Err(error) = self.store.enqueue_deliveries(&deliveries).await {
+            tracing::error!(%error, %run_id, "could not put push notifications in the outbox");
+        }
+    }
+
+    /// The notices of `run` as it is (or, at its end, is about to be stored) for each of its
+    /// push-notification configs: none unless it has ended or waits for a person. A run's end
+    /// puts them in the outbox in the transaction that stores it.
+    pub(super) async fn push_notices(&self, run: &RunRecord) -> Vec<NewDelivery> {
+        let Some(render) = self.task_renderer.get().copied() else {
+            return Vec::new();
+        };
+        if !announced(run.status) {
+            return Vec::new();
+        }
+        let configs = match self.store.list_push_configs(&run.id, None).await {
+            Ok(configs) => configs,
+            Err(error) => {
+                let run_id = &run.id;
+                tracing::error!(%error, %run_id, "could not read the task's push-notification configs");
+                return Vec::new();
             }
         };
         let signer = if self.config.webhook_delivery.secret.is_some() {
@@ -92,22 +108,19 @@ impl Runtime {
             Signer::Unsigned
         };
         let now = Utc::now();
-        let deliveries: Vec<NewDelivery> = configs
+        configs
             .iter()
             .map(|config| NewDelivery {
-                id: message_id(config, &run),
+                id: message_id(config, run),
                 url: config.url.clone(),
                 signer,
                 event: PUSH_EVENT.to_string(),
-                payload: render(&run, &config.dialect),
+                payload: render(run, &config.dialect),
                 user_id: Some(config.owner.clone()),
                 run_id: Some(run.id.clone()),
                 headers: headers(config),
                 created_at: now,
             })
-            .collect();
-        if let Err(error) = self.store.enqueue_deliveries(&deliveries).await {
-            tracing::error!(%error, %run_id, "could not put push notifications in the outbox");
-        }
+            .collect()
     }
 }

@@ -57,6 +57,36 @@ pub struct RunRecord {
     pub acted_by: Option<String>,
 }
 
+impl RunRecord {
+    /// The record `run` has once `outcome` is stored: what a notice put in the outbox in the
+    /// same transaction reads.
+    pub fn ended(run: &NewRun, outcome: &RunOutcome) -> Self {
+        Self {
+            id: run.id.clone(),
+            agent: run.agent.clone(),
+            user_id: run.user_id.clone(),
+            conversation_id: run.conversation_id.clone(),
+            status: outcome.status,
+            exit_reason: Some(outcome.exit_reason.to_string()),
+            success: Some(outcome.success),
+            error: outcome.error.clone(),
+            final_report: outcome.final_report.as_ref().map(JsonText::to_value),
+            input_tokens: outcome.input_tokens,
+            output_tokens: outcome.output_tokens,
+            cached_tokens: outcome.cached_tokens,
+            total_tokens: outcome.total_tokens,
+            cost_usd: outcome.cost_usd,
+            turns: outcome.turns,
+            created_at: run.created_at,
+            finished_at: Some(outcome.finished_at),
+            duration_ms: Some(outcome.duration_ms),
+            result: outcome.result.as_ref().map(JsonText::to_value),
+            owner: run.owner.clone(),
+            acted_by: run.acted_by.clone(),
+        }
+    }
+}
+
 /// What is written when a run ends.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {

@@ -692,3 +692,50 @@ async fn a2a_lint_passes_the_cards_and_a_live_round_trip() {
     assert_eq!(server["summary"]["errors"], 0, "{server:#}");
     assert_eq!(server["summary"]["warnings"], 0, "{server:#}");
 }
+
+/// A task's push notice of its end is put in the outbox in the transaction that stores the end:
+/// the moment the task reads as ended, its notice is there (a replica dying right after storing
+/// the end loses no notice).
+#[tokio::test]
+async fn a_tasks_end_and_its_push_notice_are_stored_together() {
+    let app = push_app().await;
+    let store = app.runtime.store().clone();
+    for round in 0..4 {
+        app.llm.push(
+            Reply::text("Pushed hello")
+                .with_first_byte_delay(std::time::Duration::from_millis(300)),
+        );
+        let sent = rpc_as(
+            &app,
+            "chat-key",
+            "SendMessage",
+            json!({"message": {"messageId": format!("m-txn-{round}"), "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+                   "configuration": {"returnImmediately": true,
+                     "taskPushNotificationConfig": {"url": "http://127.0.0.1:9/hook", "token": "t"}}}),
+        )
+        .await;
+        let task = sent["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a task: {sent}"))
+            .to_string();
+        let ended = loop {
+            if let Some(run) = store.get_run(&task).await.expect("run read")
+                && run.status.is_terminal()
+            {
+                break run;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        };
+        let deliveries = store
+            .list_deliveries(Some("alice"), 100)
+            .await
+            .expect("deliveries");
+        assert!(
+            deliveries
+                .iter()
+                .any(|d| d.run_id.as_deref() == Some(task.as_str()) && d.event == "a2a.task"),
+            "round {round}: the task reads {:?} but its notice is not in the outbox",
+            ended.status
+        );
+    }
+}
