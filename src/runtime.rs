@@ -407,10 +407,14 @@ impl Runtime {
             }
             pipeline::SessionStart::Resumed {
                 request,
-                checkpoint,
+                mut checkpoint,
                 decisions,
                 ..
             } => {
+                // The checkpoint names its files (images, PDFs, a tool's files); their content
+                // is read again from the store, wherever the run resumes.
+                self.load_attachments(&agent_spec, &mut checkpoint.conversation, &mut [])
+                    .await;
                 let session = self
                     .session_for(&agent_spec, sink, control)
                     .waiting_for_approvals()

@@ -125,3 +125,71 @@ async fn an_agent_called_over_mcp_takes_files_in_its_attachments() {
                {"type": "image_url", "image_url": {"url": png_data_url()}}])
     );
 }
+
+/// A run that waited for a tool approval resumes with its files: the image of its prompt, named
+/// by the checkpoint, is read again from the store, so the model's request after the decision
+/// still carries its bytes.
+#[tokio::test]
+async fn a_run_resumed_after_an_approval_still_sends_its_image() {
+    use base64::Engine;
+    let approver = "---\ndescription: Echoes, with a person approving\nmodels: llm/upstream-model\nfinalization: text\ntools: [test]\napprove: [test__echo]\n---\nYou echo.\n";
+    let (app, _dir) =
+        crate::support::spawn_app_with_agents_and(&[("approver.ai", approver)], |config| {
+            config["mcpServers"] =
+                json!({"test": crate::support::mcp::test_server_config(json!({}))});
+        })
+        .await;
+    app.llm.push(Reply::tool_calls(vec![
+        crate::support::mock_llm::ToolCall::new(
+            "call-1",
+            "test__echo",
+            json!({"text": "a pixel"}).to_string(),
+        ),
+    ]));
+    app.llm.push(Reply::text("It is a pixel."));
+    let png64 = base64::engine::general_purpose::STANDARD.encode(crate::attachments::PNG);
+    let body = json!({"message": "what is this?", "agent": "approver",
+        "attachments": [{"name": "pixel.png", "media_type": "image/png", "data": png64.clone()}]});
+    let client = app.client.clone();
+    let url = app.url("/api/alice/chat");
+    // The chat answers once the run has; the call is decided meanwhile.
+    let chat = tokio::spawn(async move {
+        let response = client.post(url).json(&body).send().await.expect("sent");
+        response.json::<Value>().await.expect("answer")
+    });
+    let waiting = loop {
+        let listed: Value = app
+            .get("/api/alice/approvals")
+            .await
+            .json()
+            .await
+            .expect("approvals");
+        if let Some(first) = listed["data"].get(0) {
+            break first.clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    };
+    let run_id = waiting["run_id"].as_str().expect("run id").to_string();
+    let decided = app
+        .post_json(
+            &format!("/v1/runs/{run_id}/approvals/call-1"),
+            &json!({"decision": "approve"}),
+        )
+        .await;
+    assert!(decided.status().is_success(), "{}", decided.status());
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(30), chat)
+        .await
+        .expect("answered after the decision")
+        .expect("chat");
+    assert_eq!(answer["response"], "It is a pixel.", "{answer}");
+    let requests = app.llm.requests();
+    let resumed = requests
+        .get(1)
+        .expect("the model is asked again after the decision");
+    let asked = message_with(resumed, "what is this?");
+    assert_eq!(
+        asked["content"][1]["image_url"]["url"],
+        format!("data:image/png;base64,{png64}"),
+        "{asked}"
+    );
+}
