@@ -28,8 +28,10 @@ fn announced(status: RunStatus) -> bool {
     !matches!(status, RunStatus::Queued | RunStatus::Running)
 }
 
-/// The message id of `config`'s notice of the run as it is now.
-fn message_id(config: &PushConfig, run: &RunRecord) -> String {
+/// The message id of `config`'s notice of the run as it is now. `wait` tells the waits of one
+/// run apart (the calls it waits for): a waiting run's stored row does not count its turns yet,
+/// so without it a second wait would share the first one's id and its notice be dropped.
+fn message_id(config: &PushConfig, run: &RunRecord, wait: &str) -> String {
     let mut hash = Sha256::new();
     for part in [
         run.id.as_str(),
@@ -37,6 +39,7 @@ fn message_id(config: &PushConfig, run: &RunRecord) -> String {
         config.id.as_str(),
         run.status.as_str(),
         &run.turns.to_string(),
+        wait,
     ] {
         hash.update(part.as_bytes());
         hash.update([0]);
@@ -94,6 +97,14 @@ impl Runtime {
         if !announced(run.status) {
             return Vec::new();
         }
+        let wait = match self.wait_of(run).await {
+            Ok(wait) => wait,
+            Err(error) => {
+                let run_id = &run.id;
+                tracing::error!(%error, %run_id, "could not read the calls the task waits for");
+                return Vec::new();
+            }
+        };
         let configs = match self.store.list_push_configs(&run.id, None).await {
             Ok(configs) => configs,
             Err(error) => {
@@ -111,7 +122,7 @@ impl Runtime {
         configs
             .iter()
             .map(|config| NewDelivery {
-                id: message_id(config, run),
+                id: message_id(config, run, &wait),
                 url: config.url.clone(),
                 signer,
                 event: PUSH_EVENT.to_string(),
@@ -122,5 +133,82 @@ impl Runtime {
                 created_at: now,
             })
             .collect()
+    }
+
+    /// What tells this wait of `run` from its others: the calls it waits for, in order; empty
+    /// for a run that does not wait for approvals.
+    async fn wait_of(&self, run: &RunRecord) -> Result<String, crate::store::StoreError> {
+        if run.status != RunStatus::WaitingApproval {
+            return Ok(String::new());
+        }
+        let mut calls: Vec<String> = self
+            .pending_approvals(&run.id)
+            .await?
+            .into_iter()
+            .map(|approval| approval.call_id)
+            .collect();
+        calls.sort();
+        Ok(calls.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting_run() -> RunRecord {
+        RunRecord {
+            id: "run-1".into(),
+            agent: "approver".into(),
+            user_id: Some("alice".into()),
+            conversation_id: None,
+            status: RunStatus::WaitingApproval,
+            exit_reason: None,
+            success: None,
+            error: None,
+            final_report: None,
+            input_tokens: 0,
+            output_tokens: 0,
+            cached_tokens: 0,
+            total_tokens: 0,
+            cost_usd: 0.0,
+            turns: 0,
+            created_at: Utc::now(),
+            finished_at: None,
+            duration_ms: None,
+            result: None,
+            owner: None,
+            acted_by: None,
+        }
+    }
+
+    fn config() -> PushConfig {
+        PushConfig {
+            id: "c1".into(),
+            task_id: "run-1".into(),
+            owner: "user:alice".into(),
+            url: "https://hooks.example.com/a2a".into(),
+            token: None,
+            auth_scheme: None,
+            auth_credentials: None,
+            dialect: "1.0".into(),
+            created_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn two_waits_of_one_run_are_two_messages_and_one_wait_is_one() {
+        let (run, config) = (waiting_run(), config());
+        let first = message_id(&config, &run, "call-1");
+        assert_eq!(
+            first,
+            message_id(&config, &run, "call-1"),
+            "the same wait: one message"
+        );
+        assert_ne!(
+            first,
+            message_id(&config, &run, "call-2"),
+            "a later wait: its own message"
+        );
     }
 }
