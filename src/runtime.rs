@@ -25,6 +25,7 @@ mod run_events;
 mod run_metrics;
 mod run_watch;
 pub mod schedules;
+mod steering;
 pub mod tool_files;
 mod turns;
 mod waits;
@@ -367,6 +368,20 @@ impl Runtime {
         })
     }
 
+    /// The inbox of a run that holds its conversation's turn: `steer` messages join it.
+    fn conversation_inbox(
+        self: &Arc<Self>,
+        seat: turns::ConversationSeat,
+        request: &SessionRequest,
+    ) -> Arc<dyn crate::agent::inbox::Inbox> {
+        Arc::new(steering::ConversationInbox {
+            runtime: Arc::clone(self),
+            seat,
+            run_id: request.run_id.clone(),
+            agent: request.agent.clone(),
+        })
+    }
+
     /// Runs the session (or answers from the cache), counts it in the metrics and remembers a
     /// cacheable answer.
     async fn run_measured(
@@ -375,8 +390,10 @@ impl Runtime {
         sink: EventSink,
         control: RunControl,
         meter: Option<Arc<dyn crate::vocabulary::budget::SpendMeter>>,
+        seat: Option<turns::ConversationSeat>,
     ) -> SessionEnd {
         let request = start.request();
+        let inbox = seat.map(|seat| self.conversation_inbox(seat, request));
         let agent = request.agent.name.clone();
         let agent_spec = request.agent.clone();
         self.metrics.sessions_active.inc();
@@ -399,7 +416,8 @@ impl Runtime {
                         let session = self
                             .session_for(&agent_spec, sink, control)
                             .waiting_for_approvals()
-                            .with_spend_meter(meter);
+                            .with_spend_meter(meter)
+                            .with_inbox(inbox);
                         Box::pin(session.run_or_wait(request)).await
                     }
                 };
@@ -418,7 +436,8 @@ impl Runtime {
                 let session = self
                     .session_for(&agent_spec, sink, control)
                     .waiting_for_approvals()
-                    .with_spend_meter(meter);
+                    .with_spend_meter(meter)
+                    .with_inbox(inbox);
                 let end = Box::pin(session.resume(request, *checkpoint, decisions)).await;
                 (end, None)
             }

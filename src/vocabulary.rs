@@ -8,10 +8,12 @@ use serde::{Deserialize, Serialize};
 
 pub mod attachment;
 pub mod budget;
+pub mod busy;
 pub mod events;
 pub mod result;
 
 pub use attachment::{Attachment, AttachmentKind};
+pub use busy::BusyPolicy;
 pub use events::{AgentEvent, RunEvent};
 
 /// Why a run ended (SPEC §4.2).

@@ -106,6 +106,7 @@ pub(super) async fn record_task_status(
                     pending: status.pending.clone(),
                     now: status.now.clone(),
                     call_id: None,
+                    joined_run_id: None,
                 })))
                 .await;
             if status.completes_the_task() {

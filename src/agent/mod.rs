@@ -12,6 +12,7 @@ mod ending;
 pub mod events;
 pub mod final_report;
 mod guard_phase;
+pub mod inbox;
 mod internal_phase;
 pub mod internal_tools;
 mod llm_call;

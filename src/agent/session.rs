@@ -22,6 +22,7 @@ use super::ending::{Ending, Transcript, assemble};
 use super::events::{AgentEvent, EventSink, RunStarted, TextDelta, TurnStarted};
 use super::final_report::{self, FinalReportSpec};
 use super::guard_phase::{self, ContextAccount, PreparedTurn};
+use super::inbox::{Inbox, JoinedMessage, joined_event};
 use super::internal_tools::{batch_definition, task_status_definition};
 use super::llm_call::{AttemptOutcome, LlmAccess, LlmAttempt};
 use super::observer::SessionObserver;
@@ -34,7 +35,7 @@ use super::xml_phase::{Step, XmlTransport, handle_xml_response};
 use super::{ProviderSet, SessionRequest};
 use crate::config::agent_file::Finalization;
 use crate::config::models::ModelCatalog;
-use crate::llm::{ChatMessage, LlmError, ToolDefinition};
+use crate::llm::{ChatMessage, LlmError, Role, ToolDefinition};
 use crate::tools::ToolRegistry;
 use crate::tools::result_cache::ToolResultCache;
 use crate::vocabulary::budget;
@@ -49,6 +50,9 @@ pub const EMPTY_TEXT_RESPONSE_NOTICE: &str =
 pub const FINAL_TURN_REPORT_NOTICE: &str = "System notice: this is the final turn. Call agent__final_report now with your answer, \
      using the information you already have; no other tools are available.";
 pub const FINAL_TURN_TEXT_NOTICE: &str = "System notice: this is the final turn. Answer the user now in plain text; no tools are available.";
+/// The reply to a final report that a message joined since supersedes.
+const SUPERSEDED_REPORT_NOTICE: &str = "Not delivered: the user sent another message meanwhile. \
+     Answer all of their messages in one report.";
 /// Longest wait after a cycle in which every target was rate-limited.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -122,6 +126,8 @@ pub struct Session {
     spend_meter: Option<Arc<dyn budget::SpendMeter>>,
     /// Keeps the files tools' results carry (none: the model gets a note naming them).
     file_keeper: Option<Arc<dyn super::tool_files::FileKeeper>>,
+    /// Messages sent while the session runs (`busy: steer`), joined at turn boundaries.
+    inbox: Option<Arc<dyn Inbox>>,
 }
 
 /// What the turn loop came to.
@@ -166,7 +172,15 @@ impl Session {
             child_runner: None,
             spend_meter: None,
             file_keeper: None,
+            inbox: None,
         }
+    }
+
+    /// Joins the messages `inbox` holds to the conversation before each turn and when the
+    /// model answers with turns left, so one answer covers them (SPEC §13 `busy: steer`).
+    pub fn with_inbox(mut self, inbox: Option<Arc<dyn Inbox>>) -> Self {
+        self.inbox = inbox;
+        self
     }
 
     /// Charges `meter` with each model call's spending and ends the run once the budget it
@@ -454,6 +468,7 @@ impl Session {
             if run.plan.forced_final.is_some() {
                 run.plan.max_turns = turn;
             }
+            self.join_waiting_messages(run).await;
             let prepared = self
                 .prepare_turn(run, turn, turn == run.plan.max_turns)
                 .await;
@@ -465,7 +480,11 @@ impl Session {
             {
                 TurnEnd::Next => {}
                 TurnEnd::Wait => return Stop::Waiting,
-                TurnEnd::End(ending) => return Stop::Ended(ending),
+                TurnEnd::End(ending) => {
+                    if !self.answer_again_for_joined(run, turn, &ending).await {
+                        return Stop::Ended(ending);
+                    }
+                }
                 TurnEnd::ProviderFailure(error) => return Stop::Ended(exhausted(&error)),
                 TurnEnd::NoUsableResponse if !is_final => {
                     run.plan.forced_final = Some(ForcedFinal::RetryExhaustion)
@@ -503,6 +522,50 @@ impl Session {
             metadata_reason,
             message,
         ))
+    }
+
+    /// Adds the messages waiting in the inbox to the conversation.
+    async fn join_waiting_messages(&self, run: &mut Run) {
+        if let Some(inbox) = &self.inbox {
+            let joined = inbox.take().await;
+            self.add_joined(run, joined).await;
+        }
+    }
+
+    /// When the model answered with turns left and messages joined meanwhile: the answer
+    /// becomes a draft the model sees, and the next turn answers all the messages. False: the
+    /// run ends with `ending`.
+    async fn answer_again_for_joined(&self, run: &mut Run, turn: u32, ending: &Ending) -> bool {
+        let answered = ending.success
+            && ending.exit_reason == ExitReason::FinalAnswer
+            && ending.report.is_some()
+            && !ending.answer_streamed;
+        let turns_left = turn < run.plan.max_turns && run.plan.forced_final.is_none();
+        let Some(inbox) = self.inbox.as_ref().filter(|_| answered && turns_left) else {
+            return false;
+        };
+        if self.control.abort.is_cancelled() {
+            return false;
+        }
+        let joined = inbox.take().await;
+        if joined.is_empty() {
+            return false;
+        }
+        let superseded = superseded_report_replies(&run.transcript.conversation);
+        run.transcript.conversation.extend(superseded);
+        self.add_joined(run, joined).await;
+        true
+    }
+
+    /// Tells the followers of each joined message and adds it to the conversation.
+    async fn add_joined(&self, run: &mut Run, joined: Vec<JoinedMessage>) {
+        let agent = &run.facts.request.agent.name;
+        for message in &joined {
+            self.events.emit(joined_event(agent, message)).await;
+        }
+        run.transcript
+            .conversation
+            .extend(joined.into_iter().map(|joined| joined.message));
     }
 
     /// The tools of the turn about to start, after the context guard's `turn_preflight` (which
@@ -743,6 +806,22 @@ impl Session {
 }
 
 /// The final report's definition alone (nothing in text mode).
+/// Replies to the final-report calls of the conversation's last message, which a message
+/// that joined since supersedes: a model call must find each of its calls answered.
+fn superseded_report_replies(conversation: &[ChatMessage]) -> Vec<ChatMessage> {
+    let Some(last) = conversation.last() else {
+        return Vec::new();
+    };
+    last.tool_calls
+        .iter()
+        .map(|call| {
+            let mut reply = ChatMessage::new(Role::Tool, SUPERSEDED_REPORT_NOTICE);
+            reply.tool_call_id = Some(call.id.clone());
+            reply
+        })
+        .collect()
+}
+
 fn final_turn_tools(facts: &RunFacts) -> Vec<ToolDefinition> {
     facts
         .report

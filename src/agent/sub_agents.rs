@@ -221,5 +221,6 @@ fn agent_progress(agent: &str, call_path: &str, kind: &str, message: Option<Stri
         pending: None,
         now: None,
         call_id: None,
+        joined_run_id: None,
     }
 }

@@ -354,6 +354,7 @@ impl ToolRunner<'_> {
                         pending: None,
                         now: None,
                         call_id: None,
+                        joined_run_id: None,
                     })))
                     .await;
             }

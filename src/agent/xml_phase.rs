@@ -343,6 +343,7 @@ async fn emit_progress(runner: &ToolRunner<'_>, facts: &RunFacts, message: Strin
             pending: None,
             now: None,
             call_id: None,
+            joined_run_id: None,
         })))
         .await;
 }

@@ -7,7 +7,6 @@
 pub mod agent_file;
 pub mod approvals;
 pub mod attachments;
-pub mod busy;
 pub mod cache;
 pub mod caller;
 pub mod cors;
@@ -42,7 +41,7 @@ pub use crate::llm::settings::reasoning::{
     self, ReasoningLevel, ReasoningMapping, ReasoningTokens, ReasoningValue,
 };
 pub use crate::llm::settings::sampling::{self, SamplingParams};
-pub use busy::BusyPolicy;
+pub use crate::vocabulary::busy::BusyPolicy;
 use duration::HumanDuration;
 pub use registry::{AgentRegistry, AgentSpec, RegistryError, Target};
 pub use tools::{A2aAgentConfig, McpServerConfig, McpTransport, QueueConfig, RestToolConfig};

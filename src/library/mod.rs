@@ -39,6 +39,7 @@ pub use crate::agent::events::{
     ApprovalDecided, ApprovalRequested, ErrorEvent, Progress, RunStarted, TextDelta, ToolFinished,
     ToolStarted, TurnStarted,
 };
+pub use crate::agent::inbox::{Inbox, JoinedMessage};
 pub use crate::agent::{AgentEvent, AgentResult};
 use crate::agent::{EventSink, ProviderSet, RunControl, Session, SessionRequest};
 use crate::config::agent_file::{AgentFileError, parse_agent_file};
@@ -143,6 +144,8 @@ pub struct Agent {
     tool_instructions: Vec<(String, String)>,
     catalog: Arc<ModelCatalog>,
     observer: Option<Arc<dyn Observer>>,
+    /// Where messages for its running sessions wait (`None`: no message joins a run).
+    inbox: Option<Arc<dyn Inbox>>,
     /// The MCP servers the agent's tools came from, kept connected while the agent lives.
     hub: Option<Arc<ToolHub>>,
 }
@@ -260,6 +263,7 @@ impl Agent {
             tool_instructions,
             catalog: Arc::new(ModelCatalog::from_config(config)),
             observer: None,
+            inbox: None,
             hub,
         })
     }
@@ -287,6 +291,42 @@ impl Agent {
     /// ```
     pub fn with_observer(mut self, observer: impl Observer + 'static) -> Self {
         self.observer = Some(Arc::new(observer));
+        self
+    }
+
+    /// Gives every run of this agent `inbox`: before each turn (and when the model answers with
+    /// turns left) the session takes the messages it holds and they join the conversation, so
+    /// one answer covers them. A channel makes a run steerable while it goes.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use std::sync::Mutex;
+    /// use agentd::library::{Agent, ChatMessage, Inbox, JoinedMessage};
+    ///
+    /// struct OneMore(Mutex<Option<String>>);
+    ///
+    /// #[async_trait::async_trait]
+    /// impl Inbox for OneMore {
+    ///     async fn take(&self) -> Vec<JoinedMessage> {
+    ///         let text = self.0.lock().unwrap().take();
+    ///         text.map(|text| JoinedMessage { sender: "me".into(), message: ChatMessage::user(text) })
+    ///             .into_iter()
+    ///             .collect()
+    ///     }
+    /// }
+    ///
+    /// let agent = Agent::builder("steered")
+    ///     .scripted_model("echo")
+    ///     .build()
+    ///     .await?
+    ///     .with_inbox(OneMore(Mutex::new(Some("and in French".into()))));
+    /// let result = agent.run("say hello").await;
+    /// assert!(result.answer_text().contains("and in French"));
+    /// # Ok::<(), agentd::library::LibraryError>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn with_inbox(mut self, inbox: impl Inbox + 'static) -> Self {
+        self.inbox = Some(Arc::new(inbox));
         self
     }
 
@@ -348,6 +388,7 @@ impl Agent {
         )
         .with_catalog(Arc::clone(&self.catalog))
         .with_tool_instructions(self.tool_instructions.clone())
+        .with_inbox(self.inbox.clone())
     }
 }
 

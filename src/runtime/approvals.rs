@@ -268,6 +268,7 @@ impl Runtime {
             key_reservation,
             new_run,
             conversation: _,
+            answered_by: _,
             webhook,
             announced_response,
             result,

@@ -194,8 +194,7 @@ impl Runtime {
     }
 
     /// Stores a successful run's answer in its conversation. A failed run adds nothing; a run
-    /// cancelled by a message with `busy: interrupt` keeps its partial answer (one cancelled by
-    /// `steer` does not: the next answer covers both messages).
+    /// cancelled by a message with `busy: interrupt` keeps its partial answer.
     pub(super) async fn save_answer(
         &self,
         seat: &super::turns::ConversationSeat,

@@ -22,7 +22,7 @@ use tracing::Instrument;
 use super::admission::{Overloaded, SessionSlot};
 use super::continuation::ClientToolError;
 use super::conversation::ConversationTurn;
-use super::turns::{ConversationSeat, TurnLost};
+use super::turns::{ConversationSeat, TurnLost, TurnTaken};
 use super::{Runtime, run_events, session_span};
 use crate::agent::SessionRequest;
 use crate::agent::approval::{Checkpoint, DecidedCall, SessionEnd};
@@ -298,6 +298,8 @@ pub(super) struct RunEnding {
     pub new_run: NewRun,
     /// `(user, conversation)` whose answer is saved.
     pub conversation: Option<(String, String)>,
+    /// The run whose answer covers this run's message (`busy: steer`): it stores that answer.
+    pub answered_by: Option<String>,
     /// The run's own webhook URL.
     pub webhook: Option<String>,
     /// Whether the run answers a background response whose end is announced.
@@ -447,7 +449,11 @@ impl Runtime {
                     conversation_id: id,
                 };
                 let policy = submission.busy.unwrap_or(agent.busy);
-                self.ask_for_turn(&seat, &run_id, &agent.name, &submission.prompt, policy)
+                let message = (
+                    submission.prompt.as_str(),
+                    submission.attachments.as_slice(),
+                );
+                self.ask_for_turn(&seat, &run_id, &agent.name, message, policy)
                     .await?;
                 Some((seat.user_id, seat.conversation_id))
             }
@@ -564,6 +570,7 @@ impl Runtime {
             key_reservation,
             new_run,
             conversation,
+            answered_by: None,
             webhook,
             announced_response,
             result: result_tx,
@@ -576,9 +583,7 @@ impl Runtime {
         };
         let runtime = Arc::clone(self);
         let session_control = control.clone();
-        let turn = awaits_turn
-            .then(|| conversation_seat(ending.conversation.as_ref()))
-            .flatten();
+        let seat = conversation_seat(ending.conversation.as_ref());
         let start = Box::new(start);
         let task = async move {
             if first_seq == 0 {
@@ -588,8 +593,16 @@ impl Runtime {
             // Boxed: the session's state machine is ~25 KB, and unboxed it made the task
             // itself that large, copied three times on every spawn (callgrind: ~15 % of
             // agentd's instructions per request went to those copies).
-            let run = Box::pin(runtime.run_in_turn(turn, start, sink, session_control, meter));
-            let (end, tail) = tokio::join!(run, tee);
+            let run = Box::pin(runtime.run_in_turn(
+                (seat, awaits_turn),
+                start,
+                sink,
+                session_control,
+                meter,
+            ));
+            let ((end, answered_by), tail) = tokio::join!(run, tee);
+            let mut ending = ending;
+            ending.answered_by = answered_by;
             match end {
                 // Boxed too: saving a conversation's answer would otherwise grow every task.
                 SessionEnd::Finished(result) => {
@@ -638,6 +651,7 @@ impl Runtime {
             key_reservation,
             new_run,
             conversation,
+            answered_by,
             webhook,
             announced_response,
             result: result_tx,
@@ -662,7 +676,9 @@ impl Runtime {
             .run_finished_with(new_run, outcome, closing)
             .await;
         if let Some(seat) = conversation_seat(conversation.as_ref()) {
-            self.save_answer(&seat, &result).await;
+            if answered_by.is_none() {
+                self.save_answer(&seat, &result).await;
+            }
             // After the answer: the next message is stored after it.
             self.release_turn(&run_id).await;
         }
@@ -682,27 +698,30 @@ impl Runtime {
 
 impl Runtime {
     /// Runs the session once the run's message holds its conversation's turn (when it waits
-    /// for one): the message is stored then, after the history the run answers.
+    /// for one): the message is stored then, after the history the run answers. A message that
+    /// joined the answer in progress instead follows that answer; the run that answered it is
+    /// returned with the end.
     async fn run_in_turn(
         self: &Arc<Self>,
-        turn: Option<ConversationSeat>,
+        (seat, awaits_turn): (Option<ConversationSeat>, bool),
         mut start: Box<SessionStart>,
         sink: EventSink,
         control: RunControl,
         meter: Option<Arc<dyn crate::vocabulary::budget::SpendMeter>>,
-    ) -> SessionEnd {
-        if let Some(seat) = turn {
-            let request = match &mut *start {
-                SessionStart::New(request) => request,
-                SessionStart::Resumed { .. } => {
-                    return self.run_measured(*start, sink, control, meter).await;
-                }
-            };
+    ) -> (SessionEnd, Option<String>) {
+        let waiting_seat = seat.as_ref().filter(|_| awaits_turn);
+        if let (Some(seat), SessionStart::New(request)) = (waiting_seat, &mut *start) {
             let opened = match self
-                .await_turn(&seat, &request.run_id, &request.agent.name, &sink, &control)
+                .await_turn(seat, &request.run_id, &request.agent.name, &sink, &control)
                 .await
             {
-                Ok(()) => self
+                Ok(TurnTaken::Joined { head }) => {
+                    let result = self
+                        .answer_as_joined(&head, &request.run_id, &sink, &control)
+                        .await;
+                    return (SessionEnd::Finished(Box::new(result)), Some(head));
+                }
+                Ok(TurnTaken::Holding) => self
                     .take_the_floor(
                         &request.agent,
                         &seat.user_id,
@@ -720,11 +739,13 @@ impl Runtime {
                     request.history = history;
                 }
                 Err(lost) => {
-                    return SessionEnd::Finished(Box::new(lost.result(&request.run_id)));
+                    let result = lost.result(&request.run_id);
+                    return (SessionEnd::Finished(Box::new(result)), None);
                 }
             }
         }
-        self.run_measured(*start, sink, control, meter).await
+        let end = self.run_measured(*start, sink, control, meter, seat).await;
+        (end, None)
     }
 }
 

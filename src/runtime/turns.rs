@@ -5,8 +5,9 @@
 //! the lock are rows in the store, so they hold across replicas; a run that ended without giving
 //! its turn back (its replica died) is found ended in the store and its turn passed on.
 //! `busy` decides what a message to a busy conversation does: wait (`enqueue`), be refused
-//! (`reject`), or stop the answer in progress (`interrupt` keeps its partial answer, `steer`
-//! drops it so that one answer covers both messages).
+//! (`reject`), stop the answer in progress (`interrupt`, which keeps its partial answer) or
+//! join it (`steer`: the running session takes the message at its next turn, see
+//! [`super::steering`], and the message's own run follows that answer as its own).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,8 +20,8 @@ use super::pipeline::StartError;
 use crate::agent::{AgentResult, EventSink, RunControl};
 use crate::config::BusyPolicy;
 use crate::store::{NewTurn, StoreError, Turn, TurnState};
-use crate::vocabulary::ExitReason;
 use crate::vocabulary::events::{AgentEvent, Progress};
+use crate::vocabulary::{Attachment, ExitReason};
 
 /// How often a queued run looks at its conversation's queue in the store.
 const TURN_POLL: Duration = Duration::from_millis(50);
@@ -32,6 +33,15 @@ pub const QUEUED_PROGRESS_KIND: &str = "queued";
 pub(super) struct ConversationSeat {
     pub user_id: String,
     pub conversation_id: String,
+}
+
+/// How a run's message came to be answered.
+#[derive(Debug)]
+pub(super) enum TurnTaken {
+    /// The message holds the conversation's turn: it is stored, and this run answers it.
+    Holding,
+    /// The message joined the answer of run `head` (`busy: steer`), which stored it.
+    Joined { head: String },
 }
 
 /// Why a queued message was never answered.
@@ -71,13 +81,13 @@ impl TurnLost {
 impl Runtime {
     /// Queues the run's message for its conversation's turn. `reject` refuses it (409
     /// `conversation_busy`) when the conversation has a message answering or queued;
-    /// `interrupt` and `steer` cancel the answer in progress.
+    /// `interrupt` cancels the answer in progress; `steer` waits for it to join the message.
     pub(super) async fn ask_for_turn(
         self: &Arc<Self>,
         seat: &ConversationSeat,
         run_id: &str,
         agent: &str,
-        message: &str,
+        (message, attachments): (&str, &[Attachment]),
         policy: BusyPolicy,
     ) -> Result<(), StartError> {
         let turn = NewTurn {
@@ -87,6 +97,9 @@ impl Runtime {
             agent: agent.to_string(),
             message: message.to_string(),
             busy: policy.as_str().to_string(),
+            attachments: (!attachments.is_empty())
+                .then(|| serde_json::to_value(attachments).ok())
+                .flatten(),
             created_at: Utc::now(),
         };
         let only_when_free = policy == BusyPolicy::Reject;
@@ -109,14 +122,17 @@ impl Runtime {
             .store
             .conversation_turns(&seat.user_id, &seat.conversation_id)
             .await?;
-        if let Some(head) = turns.first().filter(|head| head.run_id != run_id) {
+        let head = turns
+            .iter()
+            .find(|turn| turn.state == TurnState::Answering && turn.run_id != run_id);
+        if let Some(head) = head {
             self.cancel_run(&head.run_id, CancelMode::Abort).await?;
         }
         Ok(())
     }
 
-    /// Waits until the run's message holds its conversation's turn. A run that must wait says
-    /// so once with a `progress` event of kind `queued`.
+    /// Waits until the run's message holds its conversation's turn, or joined the answer in
+    /// progress. A run that must wait says so once with a `progress` event of kind `queued`.
     pub(super) async fn await_turn(
         &self,
         seat: &ConversationSeat,
@@ -124,7 +140,7 @@ impl Runtime {
         agent: &str,
         sink: &EventSink,
         control: &RunControl,
-    ) -> Result<(), TurnLost> {
+    ) -> Result<TurnTaken, TurnLost> {
         let mut announced = false;
         loop {
             if control.abort.is_cancelled() {
@@ -137,12 +153,15 @@ impl Runtime {
             let Some(place) = turns.iter().position(|turn| turn.run_id == run_id) else {
                 return Err(TurnLost::Withdrawn);
             };
+            if let Some(head) = turns[place].joined_to.clone() {
+                return Ok(TurnTaken::Joined { head });
+            }
             if place == 0 {
                 let mine = &turns[0];
                 let held =
                     mine.state == TurnState::Answering || self.store.start_turn(run_id).await?;
                 return if held {
-                    Ok(())
+                    Ok(TurnTaken::Holding)
                 } else {
                     Err(TurnLost::Withdrawn)
                 };
@@ -248,6 +267,7 @@ fn queued_event(agent: &str, ahead: usize) -> AgentEvent {
         pending: Some(ahead.to_string()),
         now: None,
         call_id: None,
+        joined_run_id: None,
     }))
 }
 

@@ -84,6 +84,10 @@ pub struct Progress {
     /// `agent__{name}` tool, which tells two calls of one agent in one turn apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
+    /// For `message_joined` (SPEC §13 `busy: steer`): the run whose message joined this
+    /// answer, which follows it as its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joined_run_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

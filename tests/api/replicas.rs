@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::store::backends::Backend;
 use crate::support::binary::{self, Served};
-use crate::support::mock_llm::{MockLlm, Reply};
+use crate::support::mock_llm::{MockLlm, Reply, ToolCall};
 
 /// Short enough for tests, two heartbeats apart as the config requires.
 const HEARTBEAT_SECONDS: u64 = 1;
@@ -807,10 +807,20 @@ fn chat_in_background(
     replica: &impl Endpoint,
     message: &str,
 ) -> tokio::task::JoinHandle<Value> {
+    let body = json!({"message": message, "conversation_id": "c1"});
+    send_chat_in_background(cluster, replica, body)
+}
+
+/// `POST /api/ada/chat` of `body` on `replica`, in the background.
+fn send_chat_in_background(
+    cluster: &Cluster,
+    replica: &impl Endpoint,
+    body: Value,
+) -> tokio::task::JoinHandle<Value> {
     let request = cluster
         .client
         .post(replica.url("/api/ada/chat"))
-        .json(&json!({"message": message, "conversation_id": "c1"}));
+        .json(&body);
     tokio::spawn(async move {
         // A killed replica's client gets no answer.
         let Ok(response) = request.send().await else {
@@ -903,6 +913,44 @@ async fn a_conversations_messages_on_two_replicas_are_answered_in_arrival_order(
         .collect();
     assert_eq!(messages, expected);
     assert!(queued.is_empty());
+}
+
+/// `busy: steer` across replicas: a message sent to B joins the answer A is running, at its
+/// next turn (after the tool call it was making); B's request answers with that one answer,
+/// the model is asked twice in all, and the history reads Q1, Q2, the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steering_message_on_one_replica_joins_the_answer_running_on_another() {
+    let cluster = Cluster::on_postgres().await;
+    let a = cluster.replica().await;
+    let b = cluster.replica().await;
+    cluster.llm.push(
+        Reply::tool_calls(vec![ToolCall::new("call-1", "nope__lookup", "{}")])
+            .with_first_byte_delay(Duration::from_millis(1500)),
+    );
+    let first = chat_in_background(&cluster, &a, "Q1");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while conversation_c1(&cluster, &b).await.0.is_empty() {
+        assert!(Instant::now() < deadline, "Q1 never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cluster.llm.push(Reply::text("Both answered"));
+    let body = json!({"message": "Q2", "conversation_id": "c1", "busy": "steer"});
+    let second = send_chat_in_background(&cluster, &b, body);
+    let (first, second) = (first.await.expect("first"), second.await.expect("second"));
+    assert_eq!(first["response"], "Both answered", "{first}");
+    assert_eq!(second["response"], "Both answered", "{second}");
+    let (messages, queued) = conversation_c1(&cluster, &a).await;
+    let expected: Vec<(String, String)> = [
+        ("user", "Q1"),
+        ("user", "Q2"),
+        ("assistant", "Both answered"),
+    ]
+    .iter()
+    .map(|(role, text)| (role.to_string(), text.to_string()))
+    .collect();
+    assert_eq!(messages, expected);
+    assert!(queued.is_empty());
+    assert_eq!(cluster.llm.requests().len(), 2, "one session answered both");
 }
 
 /// A replica that dies while answering leaves the conversation to the others: the run it held

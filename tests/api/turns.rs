@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::mock_llm::Reply;
+use crate::support::mock_llm::{Reply, ToolCall};
 use crate::support::{TestApp, spawn_app};
 
 /// How long the first answer takes before its first byte: the second message lands inside it.
@@ -79,7 +79,12 @@ async fn first_message_in_progress(
         let status = response.status().as_u16();
         (status, response.json().await.unwrap_or(Value::Null))
     });
-    // The first message is stored once it holds the turn.
+    until_started(app, id).await;
+    first
+}
+
+/// Waits until the conversation's first message is stored: it holds the turn.
+async fn until_started(app: &TestApp, id: &str) {
     for _ in 0..200 {
         if app
             .get(&format!("/api/ada/conversations/{id}"))
@@ -88,7 +93,7 @@ async fn first_message_in_progress(
             == 200
             && !history(app, id).await.is_empty()
         {
-            return first;
+            return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -296,7 +301,9 @@ async fn interrupt_cancels_the_answer_in_progress_and_answers_next() {
     );
 }
 
-/// `busy: steer` stops the answer in progress without keeping it; one answer covers both.
+/// `busy: steer` joins the answer in progress: the model has just answered Q1 with turns left,
+/// so that answer becomes a draft and one more turn answers both. Both requests get that one
+/// answer; the first run is not cancelled.
 #[tokio::test]
 async fn steer_has_one_answer_cover_both_messages() {
     let app = spawn_app().await;
@@ -307,15 +314,108 @@ async fn steer_has_one_answer_cover_both_messages() {
         json!({"message": "Q2", "conversation_id": "c-steer", "busy": "steer"}),
     )
     .await;
-    assert_eq!(status, 200, "{second}");
-    first.await.expect("first");
+    assert_eq!(
+        (status, second["response"].as_str()),
+        (200, Some("A for both")),
+        "{second}"
+    );
+    let (_, first) = first.await.expect("first");
+    assert_eq!(first["response"], "A for both", "{first}");
     assert_eq!(
         history_of_length(&app, "c-steer", 3).await,
         pairs(&[("user", "Q1"), ("user", "Q2"), ("assistant", "A for both")])
     );
-    let seen = app.llm.requests().last().cloned().expect("a request");
-    let text = seen["messages"].to_string();
-    assert!(text.contains("Q1") && text.contains("Q2"), "{text}");
+    let requests = app.llm.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "the first answer went on, it did not start over"
+    );
+    let text = requests[1]["messages"].to_string();
+    let (q1, draft, q2) = (text.find("Q1"), text.find("A1"), text.find("Q2"));
+    assert!(
+        q1 < draft && draft < q2,
+        "Q1, the draft answer, then Q2: {text}"
+    );
+}
+
+/// A steering message joins at the running session's next turn: the work done so far (a tool
+/// call and its result) is kept, the message follows it, and the steering request streams the
+/// answer from there, told first that its message joined.
+#[tokio::test]
+async fn a_steering_message_joins_the_next_turn_of_the_answer_in_progress() {
+    let app = spawn_app().await;
+    app.llm.push(
+        Reply::tool_calls(vec![ToolCall::new("call-1", "nope__lookup", "{}")])
+            .with_first_byte_delay(SLOW_ANSWER),
+    );
+    let first = send_in_background(&app, json!({"message": "Q1", "conversation_id": "c-join"}));
+    until_started(&app, "c-join").await;
+    app.llm.push(Reply::text("Both answered"));
+    let response = app
+        .post_json(
+            "/api/ada/chat",
+            &json!({"message": "Q2", "conversation_id": "c-join", "busy": "steer", "stream": true}),
+        )
+        .await;
+    let body = response.text().await.expect("body");
+    let frames = crate::support::numbered_frames(&body);
+    let joined_at = frames
+        .iter()
+        .position(|(_, event, data)| event == "progress" && data["kind"] == "message_joined")
+        .unwrap_or_else(|| panic!("a message_joined progress: {body}"));
+    let output_at = frames.iter().position(|(_, event, _)| event == "output");
+    assert!(Some(joined_at) < output_at, "{body}");
+    assert!(body.contains("Both answered"), "{body}");
+    let (_, first) = first.await.expect("first");
+    assert_eq!(first["response"], "Both answered", "{first}");
+    assert_eq!(
+        history_of_length(&app, "c-join", 3).await,
+        pairs(&[
+            ("user", "Q1"),
+            ("user", "Q2"),
+            ("assistant", "Both answered")
+        ])
+    );
+    let requests = app.llm.requests();
+    assert_eq!(requests.len(), 2, "one session: {requests:?}");
+    let messages = requests[1]["messages"].as_array().expect("messages");
+    let tool_at = messages.iter().position(|m| m["role"] == "tool");
+    let q2_at = messages.iter().position(|m| m["content"] == "Q2");
+    assert!(tool_at.is_some() && tool_at < q2_at, "{messages:?}");
+}
+
+/// A steering message does not jump the queue: behind a message that waits (`enqueue`) it
+/// joins that message's answer, not the one in progress.
+#[tokio::test]
+async fn a_steering_message_behind_a_queued_one_joins_that_answer() {
+    let app = spawn_app().await;
+    let first = first_message_in_progress(&app, "c-order").await;
+    app.llm
+        .push(Reply::text("A2 and A3").with_first_byte_delay(Duration::from_millis(300)));
+    let second = send_in_background(&app, json!({"message": "Q2", "conversation_id": "c-order"}));
+    queued(&app, "c-order", 1).await;
+    let third = send_in_background(
+        &app,
+        json!({"message": "Q3", "conversation_id": "c-order", "busy": "steer"}),
+    );
+    queued(&app, "c-order", 2).await;
+    let (_, first) = first.await.expect("first");
+    assert_eq!(first["response"], "A1", "{first}");
+    let (_, second) = second.await.expect("second");
+    let (_, third) = third.await.expect("third");
+    assert_eq!(second["response"], "A2 and A3", "{second}");
+    assert_eq!(third["response"], "A2 and A3", "{third}");
+    assert_eq!(
+        history_of_length(&app, "c-order", 5).await,
+        pairs(&[
+            ("user", "Q1"),
+            ("assistant", "A1"),
+            ("user", "Q2"),
+            ("user", "Q3"),
+            ("assistant", "A2 and A3")
+        ])
+    );
 }
 
 /// A queued message can be withdrawn: it is never stored or answered, its run ends

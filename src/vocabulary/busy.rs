@@ -15,8 +15,9 @@ pub enum BusyPolicy {
     /// The answer in progress ends `cancelled` with its partial answer stored, then this
     /// message is answered.
     Interrupt,
-    /// The answer in progress stops without storing its partial answer and one answer covers
-    /// both messages.
+    /// The message joins the answer in progress at its next turn (or, when the model has
+    /// just answered with turns left, that turn is answered again) and one answer covers both
+    /// messages. A run on its final turn answers first; the message is then answered after it.
     Steer,
 }
 
@@ -40,7 +41,7 @@ impl BusyPolicy {
 
     /// Whether a message with this policy stops the answer in progress.
     pub fn stops_the_answer(self) -> bool {
-        matches!(self, Self::Interrupt | Self::Steer)
+        self == Self::Interrupt
     }
 }
 
