@@ -308,6 +308,11 @@ impl Runtime {
         } else {
             RunStatus::WaitingApproval
         };
+        let mut notices = notices;
+        notices.extend(
+            self.waiting_push_notices(&checkpoint, &run_id, status)
+                .await,
+        );
         let parked = ParkedRun {
             run_id: run_id.clone(),
             user_id: new_run.user_id.clone(),
@@ -337,10 +342,35 @@ impl Runtime {
         }
         drop(slot);
         drop(key_reservation);
-        self.push_task_state(&run_id).await;
         self.live.finished(&run_id);
         self.live.retired(&run_id);
         tokio::spawn(Arc::clone(self).relay_after_wait(run_id, last_seq, client, result));
+    }
+
+    /// The A2A push notices of the run as it is parked (`status`), for the transaction that
+    /// parks it: a replica that dies right after parking loses no notice.
+    async fn waiting_push_notices(
+        &self,
+        checkpoint: &Checkpoint,
+        run_id: &str,
+        status: RunStatus,
+    ) -> Vec<crate::store::NewDelivery> {
+        let mut run = match self.store.get_run(run_id).await {
+            Ok(Some(run)) => run,
+            Ok(None) => return Vec::new(),
+            Err(error) => {
+                error!(%error, %run_id, "could not read the task to announce its wait");
+                return Vec::new();
+            }
+        };
+        run.status = status;
+        let wait = if status == RunStatus::WaitingApproval {
+            let calls = checkpoint.waiting.pending.iter().map(|p| p.call_id.clone());
+            super::push::wait_name(calls)
+        } else {
+            String::new()
+        };
+        self.push_notices_of_wait(&run, &wait).await
     }
 
     /// Feeds the headend that started a run with its events after a wait, read from the store

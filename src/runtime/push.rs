@@ -61,6 +61,13 @@ fn headers(config: &PushConfig) -> Option<String> {
     (!headers.is_empty()).then(|| serde_json::to_string(&headers).unwrap_or_default())
 }
 
+/// The calls a task waits for, as one part of its notice's id: sorted, comma-separated.
+pub(super) fn wait_name(calls: impl IntoIterator<Item = String>) -> String {
+    let mut calls: Vec<String> = calls.into_iter().collect();
+    calls.sort();
+    calls.join(",")
+}
+
 impl Runtime {
     /// Registers how tasks are spelled in push notifications (the A2A headend does, once).
     pub fn set_task_renderer(&self, renderer: TaskRenderer) {
@@ -91,10 +98,7 @@ impl Runtime {
     /// push-notification configs: none unless it has ended or waits for a person. A run's end
     /// puts them in the outbox in the transaction that stores it.
     pub(super) async fn push_notices(&self, run: &RunRecord) -> Vec<NewDelivery> {
-        let Some(render) = self.task_renderer.get().copied() else {
-            return Vec::new();
-        };
-        if !announced(run.status) {
+        if self.task_renderer.get().is_none() || !announced(run.status) {
             return Vec::new();
         }
         let wait = match self.wait_of(run).await {
@@ -105,6 +109,22 @@ impl Runtime {
                 return Vec::new();
             }
         };
+        self.push_notices_of_wait(run, &wait).await
+    }
+
+    /// The notices of `run` as it is about to be stored (`wait`: the calls it waits for, as
+    /// [`wait_name`] spells them), for the transaction that stores it.
+    pub(super) async fn push_notices_of_wait(
+        &self,
+        run: &RunRecord,
+        wait: &str,
+    ) -> Vec<NewDelivery> {
+        let Some(render) = self.task_renderer.get().copied() else {
+            return Vec::new();
+        };
+        if !announced(run.status) {
+            return Vec::new();
+        }
         let configs = match self.store.list_push_configs(&run.id, None).await {
             Ok(configs) => configs,
             Err(error) => {
@@ -122,7 +142,7 @@ impl Runtime {
         configs
             .iter()
             .map(|config| NewDelivery {
-                id: message_id(config, run, &wait),
+                id: message_id(config, run, wait),
                 url: config.url.clone(),
                 signer,
                 event: PUSH_EVENT.to_string(),
@@ -141,14 +161,12 @@ impl Runtime {
         if run.status != RunStatus::WaitingApproval {
             return Ok(String::new());
         }
-        let mut calls: Vec<String> = self
+        let calls = self
             .pending_approvals(&run.id)
             .await?
             .into_iter()
-            .map(|approval| approval.call_id)
-            .collect();
-        calls.sort();
-        Ok(calls.join(","))
+            .map(|approval| approval.call_id);
+        Ok(wait_name(calls))
     }
 }
 

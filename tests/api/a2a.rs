@@ -693,6 +693,77 @@ async fn a2a_lint_passes_the_cards_and_a_live_round_trip() {
     assert_eq!(server["summary"]["warnings"], 0, "{server:#}");
 }
 
+/// A task's push notice of its wait for an approval is put in the outbox in the transaction
+/// that parks it: the moment the task reads `waiting_approval`, its notice is there.
+#[tokio::test]
+async fn a_tasks_wait_and_its_push_notice_are_stored_together() {
+    let agents = tempfile::tempdir().expect("agents");
+    std::fs::write(
+        agents.path().join("guarded.ai"),
+        "---\ndescription: Looks things up, with approval\nmodels: llm/upstream-model\nfinalization: text\ntransport: native\ntools: [rest__lookup]\napprove: [rest__lookup]\n---\nYou look up.\n",
+    )
+    .expect("agent");
+    let path = agents.path().display().to_string();
+    let app = crate::support::spawn_app_with(move |config| {
+        config["agents"]
+            .as_array_mut()
+            .expect("agents")
+            .push(json!(path));
+        config["restTools"] =
+            json!({"lookup": {"url": "http://127.0.0.1:9/lookup", "description": "Looks up"}});
+        config["auth"] = json!({"keys": [{"key": "alice-key", "userId": "alice"}]});
+        config["webhookDelivery"] = json!({"allowPrivateAddresses": true});
+    })
+    .await;
+    let store = app.runtime.store().clone();
+    for round in 0..3 {
+        app.llm.push(
+            Reply::tool_calls(vec![crate::support::mock_llm::ToolCall::new(
+                "call-1",
+                "rest__lookup",
+                "{}",
+            )])
+            .with_first_byte_delay(std::time::Duration::from_millis(200)),
+        );
+        let params = json!({"message": {"messageId": format!("m-wait-{round}"), "role": "ROLE_USER",
+                "parts": [{"text": "look it up"}]},
+            "configuration": {"returnImmediately": true,
+                "taskPushNotificationConfig": {"url": "http://127.0.0.1:9/hook", "token": "t"}}});
+        let sent: Value = app
+            .client
+            .post(app.url("/a2a/guarded"))
+            .bearer_auth("alice-key")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}))
+            .send()
+            .await
+            .expect("sent")
+            .json()
+            .await
+            .expect("json");
+        let task = sent["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a task: {sent}"))
+            .to_string();
+        loop {
+            let run = store.get_run(&task).await.expect("run read");
+            if run.is_some_and(|run| run.status == agentd::vocabulary::RunStatus::WaitingApproval) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let deliveries = store
+            .list_deliveries(Some("alice"), 100)
+            .await
+            .expect("deliveries");
+        assert!(
+            deliveries
+                .iter()
+                .any(|d| d.run_id.as_deref() == Some(task.as_str()) && d.event == "a2a.task"),
+            "round {round}: the task waits but its notice is not in the outbox"
+        );
+    }
+}
+
 /// A task's push notice of its end is put in the outbox in the transaction that stores the end:
 /// the moment the task reads as ended, its notice is there (a replica dying right after storing
 /// the end loses no notice).
