@@ -270,8 +270,9 @@ async fn the_0_3_method_names_answer_in_0_3_shapes_and_errors_name_what_is_wrong
     assert_eq!(skills, ["chat"], "only the agents this key may use");
 }
 
-#[tokio::test]
-async fn a_task_waiting_for_a_tool_approval_is_input_required() {
+/// An app with agent `guarded`, whose `rest__lookup` waits for approval (config adjusted by
+/// `adjust`); keep the directory alive.
+async fn guarded_app(adjust: impl FnOnce(&mut Value)) -> (TestApp, tempfile::TempDir) {
     let agents = tempfile::tempdir().expect("agents");
     std::fs::write(
         agents.path().join("guarded.ai"),
@@ -286,8 +287,15 @@ async fn a_task_waiting_for_a_tool_approval_is_input_required() {
             .push(json!(path));
         config["restTools"] =
             json!({"lookup": {"url": "http://127.0.0.1:9/lookup", "description": "Looks up"}});
+        adjust(config);
     })
     .await;
+    (app, agents)
+}
+
+#[tokio::test]
+async fn a_task_waiting_for_a_tool_approval_is_input_required() {
+    let (app, _agents) = guarded_app(|_| {}).await;
     app.llm.push(Reply::tool_calls(vec![
         crate::support::mock_llm::ToolCall::new("call-1", "rest__lookup", "{}"),
     ]));
@@ -697,20 +705,7 @@ async fn a2a_lint_passes_the_cards_and_a_live_round_trip() {
 /// that parks it: the moment the task reads `waiting_approval`, its notice is there.
 #[tokio::test]
 async fn a_tasks_wait_and_its_push_notice_are_stored_together() {
-    let agents = tempfile::tempdir().expect("agents");
-    std::fs::write(
-        agents.path().join("guarded.ai"),
-        "---\ndescription: Looks things up, with approval\nmodels: llm/upstream-model\nfinalization: text\ntransport: native\ntools: [rest__lookup]\napprove: [rest__lookup]\n---\nYou look up.\n",
-    )
-    .expect("agent");
-    let path = agents.path().display().to_string();
-    let app = crate::support::spawn_app_with(move |config| {
-        config["agents"]
-            .as_array_mut()
-            .expect("agents")
-            .push(json!(path));
-        config["restTools"] =
-            json!({"lookup": {"url": "http://127.0.0.1:9/lookup", "description": "Looks up"}});
+    let (app, _agents) = guarded_app(|config| {
         config["auth"] = json!({"keys": [{"key": "alice-key", "userId": "alice"}]});
         config["webhookDelivery"] = json!({"allowPrivateAddresses": true});
     })
