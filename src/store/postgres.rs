@@ -114,7 +114,12 @@ super::sql::usage::impl_usage_store!(
     sqlx::Postgres,
     "to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
 );
-super::sql::user_data::impl_user_data_store!(PostgresStore, sqlx::Postgres, "(value->>'run_id')");
+super::sql::user_data::impl_user_data_store!(
+    PostgresStore,
+    sqlx::Postgres,
+    "(value->>'run_id')",
+    Some(super::sql::user_data::LOCK_RUNS_POSTGRES)
+);
 
 #[cfg(test)]
 mod tests {

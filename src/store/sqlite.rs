@@ -169,7 +169,8 @@ super::sql::usage::impl_usage_store!(SqliteStore, sqlx::Sqlite, "substr(r.create
 super::sql::user_data::impl_user_data_store!(
     SqliteStore,
     sqlx::Sqlite,
-    "json_extract(value, '$.run_id')"
+    "json_extract(value, '$.run_id')",
+    None
 );
 
 #[cfg(test)]

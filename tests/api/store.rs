@@ -62,6 +62,12 @@ on_both_backends!(
     the_schedule_loop_reads_its_next_work_in_one_look,
 );
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outbox_postgres_a_run_being_inserted_holds_off_the_users_erasure() {
+    let backend = Backend::postgres().await;
+    outbox_conformance::a_run_being_inserted_holds_off_the_users_erasure(&backend).await;
+}
+
 on_both_backends!(
     response_checks => responses_sqlite, responses_postgres:
     responses_are_kept_per_user_and_deleted_once,

@@ -100,10 +100,17 @@ pub fn statements(cache_run_id: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// PostgreSQL: taken first by the erasing transaction. It waits for transactions inserting
+/// runs to commit and holds new ones off until the erasure commits, so the checks inside it see
+/// every run there will be; two erasures take turns (the mode conflicts with itself). SQLite
+/// needs none: its one writer already runs the erasure alone.
+pub const LOCK_RUNS_POSTGRES: &str = "LOCK TABLE runs IN SHARE ROW EXCLUSIVE MODE";
+
 /// Implements [`UserDataStore`](crate::store::UserDataStore) for a backend whose expression for
-/// a cache entry's run id is `$cache_run_id`.
+/// a cache entry's run id is `$cache_run_id` and whose statement holding off new runs is
+/// `$lock_runs` (none: `None`).
 macro_rules! impl_user_data_store {
-    ($store:ty, $db:ty, $cache_run_id:literal) => {
+    ($store:ty, $db:ty, $cache_run_id:literal, $lock_runs:expr) => {
         impl $store {
             /// The ids `statement` finds for `user_id`, read in `tx`.
             async fn user_runs(
@@ -152,6 +159,10 @@ macro_rules! impl_user_data_store {
                 use $crate::store::sql::user_data as sql;
                 let mut erased = $crate::store::Erased::default();
                 let mut tx = self.begin_write().await?;
+                let lock_runs: Option<&'static str> = $lock_runs;
+                if let Some(lock) = lock_runs {
+                    sqlx::query(lock).execute(&mut *tx).await?;
+                }
                 let unfinished = Self::user_runs(&mut tx, sql::UNFINISHED, user_id).await?;
                 if !unfinished.is_empty() {
                     tx.rollback().await?;
@@ -179,8 +190,8 @@ macro_rules! impl_user_data_store {
                         _ => {}
                     }
                 }
-                // A run that started after the check (on another replica) is not erased
-                // under it: the whole erasure is undone.
+                // A run that started after the check is not erased under it: the whole erasure
+                // is undone (the lock above already holds new runs off on PostgreSQL).
                 let left = Self::user_runs(&mut tx, sql::LEFT, user_id).await?;
                 if !left.is_empty() {
                     tx.rollback().await?;

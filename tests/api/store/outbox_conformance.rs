@@ -275,3 +275,53 @@ pub async fn the_schedule_loop_reads_its_next_work_in_one_look(backend: &Backend
         .expect("fired");
     assert!(!store.schedule_work().await.expect("read").queued);
 }
+
+/// PostgreSQL: a run another replica is inserting while a user is erased (its transaction not
+/// yet committed) holds the erasure off until it commits; the erasure then finds it running and
+/// erases nothing. Without the lock the erasure could not see the run and erased the user under
+/// it.
+pub async fn a_run_being_inserted_holds_off_the_users_erasure(backend: &Backend) {
+    use sqlx::Connection;
+    let store = backend.open().await;
+    store
+        .create_conversation(&NewConversation {
+            id: "c1".into(),
+            user_id: "erin".into(),
+            agent: "chat".into(),
+            title: None,
+            created_at: Utc::now(),
+        })
+        .await
+        .expect("conversation");
+    let mut replica = sqlx::PgConnection::connect(&backend.url)
+        .await
+        .expect("second connection");
+    let mut inserting = replica.begin().await.expect("begin");
+    sqlx::query(
+        "INSERT INTO runs (id, agent, user_id, status, created_at) \
+         VALUES ('run-race', 'chat', 'erin', 'running', now())",
+    )
+    .execute(&mut *inserting)
+    .await
+    .expect("insert");
+    let erasing = tokio::spawn({
+        let store = store.clone();
+        async move { store.erase_user("erin").await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        !erasing.is_finished(),
+        "the erasure waits for the run being inserted"
+    );
+    inserting.commit().await.expect("commit");
+    let erasure = erasing.await.expect("joined").expect("erase");
+    assert_eq!(erasure, Erasure::RunsInProgress(vec!["run-race".into()]));
+    assert!(
+        store
+            .get_conversation("erin", "c1")
+            .await
+            .expect("read")
+            .is_some(),
+        "nothing of the user is erased"
+    );
+}
