@@ -1,8 +1,8 @@
 //! Erasing a user (SPEC §14, data rights): refused while one of the user's runs is in progress
 //! (checked before, and again inside the erasing transaction, which on PostgreSQL first holds
 //! off new runs until it commits); otherwise every row the store keeps of the user goes in one
-//! transaction, then the response
-//! cache entries of the user's runs kept outside the store (Redis).
+//! transaction, then the response cache entries of the user's runs kept outside the store
+//! (Redis).
 
 use super::Runtime;
 use crate::store::{Erased, Erasure, StoreError};

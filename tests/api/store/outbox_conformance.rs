@@ -71,16 +71,7 @@ pub async fn a_runs_end_is_stored_with_its_notices_and_no_secret(backend: &Backe
 
 pub async fn erasing_a_user_leaves_everything_while_a_run_has_not_ended(backend: &Backend) {
     let store = backend.open().await;
-    store
-        .create_conversation(&NewConversation {
-            id: "c1".into(),
-            user_id: "erin".into(),
-            agent: "chat".into(),
-            title: None,
-            created_at: Utc::now(),
-        })
-        .await
-        .expect("conversation");
+    erins_conversation(&*store).await;
     // Started on another replica after the runtime looked for unfinished runs: the store's
     // own erasure must find it.
     let run = new_run("run-e", Some("erin"));
@@ -283,16 +274,7 @@ pub async fn the_schedule_loop_reads_its_next_work_in_one_look(backend: &Backend
 pub async fn a_run_being_inserted_holds_off_the_users_erasure(backend: &Backend) {
     use sqlx::Connection;
     let store = backend.open().await;
-    store
-        .create_conversation(&NewConversation {
-            id: "c1".into(),
-            user_id: "erin".into(),
-            agent: "chat".into(),
-            title: None,
-            created_at: Utc::now(),
-        })
-        .await
-        .expect("conversation");
+    erins_conversation(&*store).await;
     let mut replica = sqlx::PgConnection::connect(&backend.url)
         .await
         .expect("second connection");
@@ -324,4 +306,18 @@ pub async fn a_run_being_inserted_holds_off_the_users_erasure(backend: &Backend)
             .is_some(),
         "nothing of the user is erased"
     );
+}
+
+/// Gives `erin` conversation `c1`, something of hers to erase.
+async fn erins_conversation(store: &dyn agentd::store::Store) {
+    store
+        .create_conversation(&NewConversation {
+            id: "c1".into(),
+            user_id: "erin".into(),
+            agent: "chat".into(),
+            title: None,
+            created_at: Utc::now(),
+        })
+        .await
+        .expect("conversation");
 }
