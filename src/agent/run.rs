@@ -19,7 +19,7 @@ use super::xml_phase::XmlTransport;
 use crate::config::agent_file::{Finalization, Transport};
 use crate::config::models::ModelCatalog;
 use crate::config::{AgentSpec, Target};
-use crate::llm::tokens::Tokenizer;
+use crate::llm::tokens::{ImageBilling, Tokenizer};
 use crate::llm::{ChatMessage, SamplingParams, ToolDefinition};
 use crate::vocabulary::result::{ExitReason, Lineage};
 
@@ -372,12 +372,14 @@ pub fn opening_conversation(
     conversation
 }
 
-/// The tokenizer of the agent's first model target (configured, else guessed from the id).
+/// The tokenizer of the agent's first model target (configured, else guessed from the id),
+/// counting images as the vendor of all its targets bills them (the highest bill when they are
+/// of several vendors, or one is unknown).
 pub fn tokenizer_of(agent: &AgentSpec, catalog: &ModelCatalog) -> Tokenizer {
-    agent
+    let text = agent
         .targets
         .first()
-        .map_or(Tokenizer::Approximate, |target| {
+        .map_or(Tokenizer::APPROXIMATE, |target| {
             Tokenizer::resolve(
                 catalog
                     .facts(&target.provider, &target.model)
@@ -385,7 +387,13 @@ pub fn tokenizer_of(agent: &AgentSpec, catalog: &ModelCatalog) -> Tokenizer {
                     .as_deref(),
                 &target.model,
             )
-        })
+        });
+    let billings = agent.targets.iter().map(|target| {
+        catalog
+            .provider_kind(&target.provider)
+            .map_or(ImageBilling::AnyVendor, ImageBilling::of)
+    });
+    text.billing_images(ImageBilling::shared(billings))
 }
 
 fn system_prompt(request: &SessionRequest, instructions: &[(String, String)]) -> String {

@@ -214,6 +214,11 @@ impl ModelCatalog {
             .map(|price| price.cost(characters))
     }
 
+    /// The kind of the configured provider `provider` (`None`: not configured).
+    pub fn provider_kind(&self, provider: &str) -> Option<super::ProviderKind> {
+        self.providers.get(provider).and_then(|facts| facts.kind)
+    }
+
     /// What `provider/model` reads besides text (see `model_input`).
     pub fn input(&self, provider: &str, model: &str) -> Vec<crate::vocabulary::AttachmentKind> {
         let Some(facts) = self.providers.get(provider) else {

@@ -951,3 +951,42 @@ async fn a_chat_form_is_held_to_the_attachment_limits_naming_the_part() {
     assert_eq!(status, 403);
     assert_eq!(files_of(&app, BOB).await.len(), before, "nothing stored");
 }
+
+/// The context guard counts an image as its vendor bills it, by its size: a one-pixel PNG fits
+/// `tight`'s 1,000-token window (it was counted at a flat 1,600 tokens), and a 1024×1024 one (at
+/// least 1,399 tokens on any vendor) does not, so that turn is the final one.
+#[tokio::test]
+async fn the_context_guard_counts_an_image_by_its_size() {
+    use base64::Engine;
+    let app = crate::support::spawn_app().await;
+    let ask = |png: &[u8]| {
+        let png64 = base64::engine::general_purpose::STANDARD.encode(png);
+        json!({"model": "tight", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{png64}")}},
+        ]}]})
+    };
+    app.llm
+        .push(crate::support::mock_llm::Reply::text("a pixel"));
+    let small = app.post_json("/v1/chat/completions", &ask(PNG)).await;
+    let small: Value = small.json().await.expect("json");
+    assert_eq!(
+        small["choices"][0]["message"]["content"], "a pixel",
+        "{small}"
+    );
+    let mut large = PNG.to_vec();
+    // The header's width and height (bytes 16..24): 1024×1024.
+    large[16..24].copy_from_slice(&[0, 0, 4, 0, 0, 0, 4, 0]);
+    app.llm
+        .push(crate::support::mock_llm::Reply::text("a square"));
+    let answered = app.post_json("/v1/chat/completions", &ask(&large)).await;
+    assert_eq!(answered.status(), 200);
+    let requests = app.llm.requests();
+    let final_turn = |request: &Value| request.to_string().contains("this is the final turn");
+    assert!(!final_turn(&requests[0]), "the pixel fits: {}", requests[0]);
+    assert!(
+        final_turn(&requests[1]),
+        "the large image fills the window: {}",
+        requests[1]
+    );
+}

@@ -13,7 +13,7 @@ use crate::support::scripted::{Harness, agent, calls, final_report};
 
 /// The guard's estimate of a request as the provider received it (model `m1` → approximate).
 fn request_tokens(request: &LlmRequest) -> u64 {
-    let tokenizer = Tokenizer::Approximate;
+    let tokenizer = Tokenizer::APPROXIMATE;
     tokenizer.messages(&request.messages) + tokenizer.tools(&request.tools)
 }
 

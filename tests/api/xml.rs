@@ -419,7 +419,7 @@ async fn xml_next_counts_toward_the_context_guard() {
         ))
         .await;
     let request = &probe.llm.requests()[0];
-    let tokenizer = agentd::llm::tokens::Tokenizer::Approximate;
+    let tokenizer = agentd::llm::tokens::Tokenizer::APPROXIMATE;
     let with_next = tokenizer.messages(&request.messages) + tokenizer.tools(&request.tools);
     let without_next = with_next - tokenizer.message(request.messages.last().expect("XML-NEXT"));
     assert!(with_next - without_next > 60, "XML-NEXT is substantial");

@@ -13,7 +13,7 @@
 //! text`, one call per answer), the `agent__final_report` tool, or the XML FINAL tag; and when
 //! the expected report is `json` the answer is a document valid against its schema (see
 //! `schema_fill`). Every response streams in several pieces and reports estimated usage
-//! (`tokens::Tokenizer::Approximate`), so accounting and metrics work as with a real model.
+//! (`tokens::Tokenizer::APPROXIMATE`), so accounting and metrics work as with a real model.
 
 mod reading;
 mod schema_fill;
@@ -345,7 +345,7 @@ fn pieces(text: &str) -> impl Iterator<Item = String> {
 
 /// Estimated usage: the request's messages and tools in, everything streamed out.
 fn usage(request: &LlmRequest, out: &[LlmDelta]) -> Usage {
-    let tokenizer = Tokenizer::Approximate;
+    let tokenizer = Tokenizer::APPROXIMATE;
     let output: u64 = out
         .iter()
         .map(|delta| match delta {
