@@ -11,6 +11,7 @@ mod budget_waits;
 mod cached;
 pub mod continuation;
 mod conversation;
+mod data_export;
 mod data_rights;
 mod follow;
 mod live;
@@ -25,6 +26,7 @@ mod run_events;
 mod run_metrics;
 mod run_watch;
 pub mod schedules;
+pub mod schedules_api;
 mod steering;
 pub mod tool_files;
 mod turns;
@@ -65,6 +67,7 @@ pub use conversation::{
     CLIENT_CONVERSATION_ID_RULE, ConversationTurn, MAX_CLIENT_CONVERSATION_ID_CHARS,
     is_client_conversation_id,
 };
+pub use data_export::UserExport;
 pub use data_rights::EraseError;
 pub use follow::{CancelMode, CancelOutcome, FollowError};
 pub use ownership::ReplicaIdentity;

@@ -336,7 +336,7 @@ pub async fn audit_admin_reads(
             format!("user:{user}"),
         )
         .with_details(serde_json::json!({ "route": route }));
-        crate::audit::record_or_log(runtime.store().as_ref(), event).await;
+        runtime.audit(event).await;
     }
     response
 }

@@ -20,6 +20,7 @@ use super::wire::ListObject;
 use crate::audit::{AuditAction, AuditEvent};
 use crate::runtime::Runtime;
 use crate::runtime::schedules::{Missed, Overlap, Timetable};
+use crate::runtime::schedules_api::RunNowError;
 use crate::store::{ScheduleFire, ScheduleRecord};
 
 const NO_SUCH_SCHEDULE: &str = "No such schedule: GET /v1/schedules lists yours";
@@ -244,8 +245,7 @@ async fn reachable(
     id: &str,
 ) -> Result<ScheduleRecord, ApiError> {
     runtime
-        .store()
-        .get_schedule(id)
+        .schedule(id)
         .await
         .map_err(ApiError::store)?
         .filter(|s| caller.may_reach(s.owner.as_deref()))
@@ -265,7 +265,7 @@ async fn audit_change(
         format!("schedule:{id}"),
     )
     .with_details(serde_json::json!({"change": change}));
-    crate::audit::record_or_log(runtime.store().as_ref(), event).await;
+    runtime.audit(event).await;
 }
 
 #[utoipa::path(post, path = "/v1/schedules", tag = "schedules", summary = "Create a schedule",
@@ -279,8 +279,7 @@ pub async fn create_schedule(
 ) -> Result<Response, ApiError> {
     let schedule = applied(&runtime, &caller, None, request)?;
     runtime
-        .store()
-        .put_schedule(&schedule)
+        .save_schedule(&schedule)
         .await
         .map_err(ApiError::store)?;
     audit_change(&runtime, &caller, &headers, &schedule.id, "created").await;
@@ -304,11 +303,7 @@ pub async fn list_schedules(
     } else {
         Some(owner.as_deref().unwrap_or_default())
     };
-    let schedules = runtime
-        .store()
-        .list_schedules(filter)
-        .await
-        .map_err(ApiError::store)?;
+    let schedules = runtime.schedules(filter).await.map_err(ApiError::store)?;
     Ok(axum::Json(ScheduleList {
         object: ListObject::List,
         data: schedules.iter().map(ScheduleView::from).collect(),
@@ -341,8 +336,7 @@ pub async fn update_schedule(
     let base = reachable(&runtime, &caller, &id).await?;
     let schedule = applied(&runtime, &caller, Some(base), request)?;
     runtime
-        .store()
-        .put_schedule(&schedule)
+        .save_schedule(&schedule)
         .await
         .map_err(ApiError::store)?;
     audit_change(&runtime, &caller, &headers, &id, "updated").await;
@@ -360,7 +354,6 @@ pub async fn delete_schedule(
 ) -> Result<Response, ApiError> {
     reachable(&runtime, &caller, &id).await?;
     runtime
-        .store()
         .delete_schedule(&id)
         .await
         .map_err(ApiError::store)?;
@@ -378,23 +371,12 @@ pub async fn run_schedule_now(
 ) -> Result<Response, ApiError> {
     let schedule = reachable(&runtime, &caller, &id).await?;
     let run_id = runtime
-        .start_scheduled_run(&schedule)
+        .run_schedule_now(&schedule)
         .await
-        .map_err(|error| ApiError::conflict(format!("The run could not start: {error}")))?;
-    let now = Utc::now();
-    let fire = ScheduleFire {
-        schedule_id: id,
-        due_at: now,
-        replica: runtime.replica_id().to_string(),
-        status: "fired".into(),
-        run_id: Some(run_id.clone()),
-        fired_at: now,
-    };
-    runtime
-        .store()
-        .claim_fire(&fire)
-        .await
-        .map_err(ApiError::store)?;
+        .map_err(|error| match error {
+            RunNowError::NotStarted(_) => ApiError::conflict(error.to_string()),
+            RunNowError::Store(error) => ApiError::store(error),
+        })?;
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(serde_json::json!({"run_id": run_id})),
@@ -412,8 +394,7 @@ pub async fn schedule_runs(
 ) -> Result<Response, ApiError> {
     reachable(&runtime, &caller, &id).await?;
     let fires = runtime
-        .store()
-        .list_fires(&id, 100)
+        .schedule_history(&id)
         .await
         .map_err(ApiError::store)?;
     Ok(axum::Json(ScheduleRunList {

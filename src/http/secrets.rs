@@ -149,7 +149,7 @@ async fn audit_secret(
     name: &str,
 ) {
     let event = AuditEvent::new(actor, action, format!("user:{user_id}/secret:{name}"));
-    crate::audit::record_or_log(runtime.store().as_ref(), event).await;
+    runtime.audit(event).await;
 }
 
 #[utoipa::path(

@@ -39,7 +39,7 @@ const FIRES_LOOKED_AT: u32 = 50;
 
 /// How one due time went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FireStatus {
+pub(super) enum FireStatus {
     Claimed,
     Queued,
     Fired,
@@ -48,7 +48,7 @@ enum FireStatus {
 }
 
 impl FireStatus {
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Self::Claimed => "claimed",
             Self::Queued => "queued",

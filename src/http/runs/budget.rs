@@ -53,7 +53,7 @@ pub async fn raise_budget(
         format!("run:{run_id}"),
     )
     .with_details(serde_json::json!({ "raise": request.raise, "budget": raised.budget }));
-    crate::audit::record_or_log(runtime.store().as_ref(), audited).await;
+    runtime.audit(audited).await;
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(BudgetRaiseAnswer {

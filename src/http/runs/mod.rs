@@ -370,7 +370,7 @@ pub async fn cancel_run(
         format!("run:{run_id}"),
     )
     .with_details(serde_json::json!({ "mode": runtime_mode.as_str() }));
-    crate::audit::record_or_log(runtime.store().as_ref(), audited).await;
+    runtime.audit(audited).await;
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(CancelAnswer {
