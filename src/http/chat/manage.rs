@@ -13,8 +13,7 @@ use super::wire::{ConversationPatch, ConversationPath, ConversationSummary, Queu
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use crate::runtime::Runtime;
-use crate::store::{RunFilter, RunOwnerFilter, StoreError};
-use crate::vocabulary::RunStatus;
+use crate::store::StoreError;
 
 /// The longest title a conversation takes (and the longest title search), in characters.
 pub const MAX_TITLE_CHARS: usize = 200;
@@ -59,7 +58,6 @@ pub async fn rename_conversation(
     check_user(&caller, &user_id)?;
     let title = checked_title(&patch.title, "title")?;
     let renamed = runtime
-        .store()
         .rename_conversation(&user_id, &id, title)
         .await
         .map_err(ApiError::store)?
@@ -123,8 +121,7 @@ pub(crate) async fn rewind_for_edit(
         .await
         .map_err(ApiError::store)?;
     let exists = runtime
-        .store()
-        .get_conversation(user_id, conversation_id)
+        .conversation(user_id, conversation_id)
         .await
         .map_err(ApiError::store)?
         .is_some();
@@ -147,71 +144,23 @@ pub(crate) async fn rewind_for_edit(
             .with_param("replace_from"));
         }
     }
-    if conversation_busy(runtime, user_id, conversation_id).await? {
+    let answering = runtime
+        .conversation_is_answering(user_id, conversation_id)
+        .await
+        .map_err(ApiError::store)?;
+    if answering {
         return Err(ApiError::conversation_busy(
             "An answer in this conversation is still in progress: stop it or wait, then edit",
         ));
     }
     match runtime
-        .store()
-        .truncate_messages(user_id, conversation_id, seq)
+        .cut_conversation_from(user_id, conversation_id, seq)
         .await
     {
         Ok(_) => Ok(()),
         Err(StoreError::NotFound { .. }) => Err(ApiError::not_found(NO_SUCH_CONVERSATION)),
         Err(error) => Err(ApiError::store(error)),
     }
-}
-
-/// How often, and how far apart, a conversation found busy is looked at again: a run whose
-/// answer the client has just read may not have its end in the store yet (the recorder writes
-/// in batches), so it gets up to a second to get there before the edit is refused.
-const BUSY_CHECKS: u32 = 10;
-const BUSY_RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Whether a run of the conversation is queued, running or waiting for a decision, once what
-/// this process has queued for the store is written.
-async fn conversation_busy(
-    runtime: &Runtime,
-    user_id: &str,
-    conversation_id: &str,
-) -> Result<bool, ApiError> {
-    for check in 1..=BUSY_CHECKS {
-        runtime.flush_recorder().await;
-        if !runs_in_progress(runtime, user_id, conversation_id).await? {
-            return Ok(false);
-        }
-        if check < BUSY_CHECKS {
-            tokio::time::sleep(BUSY_RECHECK).await;
-        }
-    }
-    Ok(true)
-}
-
-/// Whether the store lists a run of the conversation as queued, running or waiting.
-async fn runs_in_progress(
-    runtime: &Runtime,
-    user_id: &str,
-    conversation_id: &str,
-) -> Result<bool, ApiError> {
-    let filter = RunFilter {
-        owner: RunOwnerFilter::User(Some(user_id.to_string())),
-        agent: None,
-        agents_allowed: None,
-        statuses: RunStatus::NOT_ENDED
-            .iter()
-            .map(|s| s.as_str().to_string())
-            .collect(),
-        conversation_id: Some(conversation_id.to_string()),
-        after: None,
-        limit: 1,
-    };
-    let running = runtime
-        .store()
-        .list_runs(&filter)
-        .await
-        .map_err(ApiError::store)?;
-    Ok(!running.is_empty())
 }
 
 #[cfg(test)]

@@ -160,11 +160,7 @@ async fn readable_file(
     caller: &Caller,
     file_id: &str,
 ) -> Result<FileRecord, ApiError> {
-    let file = runtime
-        .store()
-        .file_by_id(file_id)
-        .await
-        .map_err(ApiError::store)?;
+    let file = runtime.file(file_id).await.map_err(ApiError::store)?;
     file.filter(|file| may_read(caller, file))
         .ok_or_else(|| ApiError::not_found(format!("No file {file_id:?}")).with_param("file_id"))
 }
@@ -191,9 +187,8 @@ pub async fn list_files(
     }
     let owner = owner_of(&caller);
     let mut files = runtime
-        .store()
         // One more than the page tells whether another follows (within the store's page size).
-        .list_files(
+        .files(
             &owner,
             (limit + 1).min(crate::store::MAX_PAGE_SIZE),
             query.after.as_deref().filter(|after| !after.is_empty()),
@@ -249,16 +244,9 @@ pub async fn file_content(
     ApiPath(FilePath { file_id }): ApiPath<FilePath>,
 ) -> Result<Response, ApiError> {
     let file = readable_file(&runtime, &caller, &file_id).await?;
-    let store = runtime.store().clone();
-    let sha256 = file.sha256.clone();
-    let chunks = async_stream::try_stream! {
-        let mut seq = 0;
-        while let Some(chunk) = store.blob_chunk(&sha256, seq).await? {
-            yield bytes::Bytes::from(chunk);
-            seq += 1;
-        }
-    };
-    let chunks = chunks.map_err(|error: crate::store::StoreError| std::io::Error::other(error));
+    let chunks = runtime
+        .file_content(&file)
+        .map_err(|error: crate::store::StoreError| std::io::Error::other(error));
     let mut response = Response::new(Body::from_stream(chunks));
     let headers = response.headers_mut();
     if let Ok(value) = HeaderValue::from_str(&file.media_type) {
@@ -290,7 +278,6 @@ pub async fn delete_file(
 ) -> Result<Response, ApiError> {
     let file = readable_file(&runtime, &caller, &file_id).await?;
     let deleted = runtime
-        .store()
         .delete_file(&file.user_id, &file.id)
         .await
         .map_err(ApiError::store)?;

@@ -166,8 +166,7 @@ async fn owned(
     param: &str,
 ) -> Result<Conversation, ApiError> {
     runtime
-        .store()
-        .get_conversation(&user_key(caller), id)
+        .conversation(&user_key(caller), id)
         .await
         .map_err(ApiError::store)?
         .ok_or_else(|| {
@@ -248,8 +247,7 @@ async fn append(
         return Ok(Vec::new());
     }
     let seqs = runtime
-        .store()
-        .append_messages(user, conversation_id, messages)
+        .append_to_conversation(user, conversation_id, messages)
         .await
         .map_err(ApiError::store)?;
     let now = Utc::now();
@@ -409,7 +407,6 @@ pub async fn create_conversation(
         created_at: Utc::now(),
     };
     let conversation = runtime
-        .store()
         .create_conversation(&new)
         .await
         .map_err(ApiError::store)?;
@@ -456,7 +453,6 @@ pub async fn delete_conversation(
     ApiPath(ConversationIdPath { conversation_id }): ApiPath<ConversationIdPath>,
 ) -> Result<axum::Json<DeletedConversation>, ApiError> {
     let deleted = runtime
-        .store()
         .delete_conversation(&user_key(&caller), &conversation_id)
         .await
         .map_err(ApiError::store)?;
