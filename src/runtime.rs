@@ -22,6 +22,7 @@ mod orchestration;
 mod ownership;
 mod pipeline;
 pub mod push;
+mod records_api;
 mod reload;
 pub mod retention;
 mod run_events;

@@ -264,8 +264,7 @@ pub async fn list_audit(
     let mut more = false;
     loop {
         let page = runtime
-            .store()
-            .list_audit(&filter)
+            .audit_entries(&filter)
             .await
             .map_err(ApiError::store)?;
         let full = page.len() == STORE_PAGE as usize;
@@ -310,9 +309,7 @@ pub async fn verify_audit(
     Extension(caller): Extension<Caller>,
 ) -> Result<Response, ApiError> {
     require_admin(&caller)?;
-    let verification = crate::audit::verify(runtime.store().as_ref())
-        .await
-        .map_err(ApiError::store)?;
+    let verification = runtime.verify_audit().await.map_err(ApiError::store)?;
     Ok(axum::Json(verification).into_response())
 }
 

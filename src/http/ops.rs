@@ -61,7 +61,7 @@ pub async fn ready(State(runtime): State<Arc<Runtime>>) -> Result<axum::Json<Rea
         return Err(ApiError::shutting_down());
     }
     // Answered within READY_TIMEOUT whatever the store does: a load balancer waits no longer.
-    match tokio::time::timeout(READY_TIMEOUT, runtime.store().ping()).await {
+    match tokio::time::timeout(READY_TIMEOUT, runtime.store_answers()).await {
         Ok(Ok(())) => {}
         Ok(Err(error)) => {
             warn!(%error, "readiness check: store unreachable");

@@ -152,13 +152,7 @@ pub async fn usage(
         to,
         user: whose(&caller, params.user)?,
     };
-    // Runs this replica ended a moment ago are counted too.
-    runtime.flush_recorder().await;
-    let rows = runtime
-        .store()
-        .usage(&query)
-        .await
-        .map_err(ApiError::store)?;
+    let rows = runtime.usage(&query).await.map_err(ApiError::store)?;
     Ok(axum::Json(UsageReport {
         object: ListObject::List,
         group_by,

@@ -143,8 +143,7 @@ pub async fn list_deliveries(
         }
     };
     let deliveries = runtime
-        .store()
-        .list_deliveries(user, limit)
+        .webhook_deliveries(user, limit)
         .await
         .map_err(ApiError::store)?;
     Ok(axum::Json(DeliveryList {

@@ -1,13 +1,15 @@
 //! What the conversation routes read and change besides running a message (per-user chat's
-//! rename, edit and busy check, the Responses API's conversation objects): one user's
-//! conversations by id, created, renamed, appended to, cut back for an edit and deleted. Which
+//! listing, search, rename, edit and busy check, the Responses API's conversation objects and
+//! stored responses): one user's conversations by id, listed, created, renamed, appended to,
+//! cut back for an edit and deleted. Which
 //! user a caller may act for is the route's; everything here is keyed by that user.
 
 use std::time::Duration;
 
 use super::Runtime;
 use crate::store::{
-    Conversation, NewConversation, NewMessage, RunFilter, RunOwnerFilter, StoreError,
+    Conversation, ConversationCursor, NewConversation, NewMessage, RunFilter, RunOwnerFilter,
+    StoreError, StoredResponse,
 };
 use crate::vocabulary::RunStatus;
 
@@ -61,6 +63,48 @@ impl Runtime {
         from_seq: i64,
     ) -> Result<u64, StoreError> {
         self.store.truncate_messages(user_id, id, from_seq).await
+    }
+
+    /// The user's conversations, most recently updated first, `limit` after the cursor; only
+    /// those whose title holds `query` when given.
+    pub async fn conversations(
+        &self,
+        user_id: &str,
+        query: Option<&str>,
+        before: Option<&ConversationCursor>,
+        limit: u32,
+    ) -> Result<Vec<Conversation>, StoreError> {
+        match query {
+            Some(text) => {
+                self.store
+                    .search_conversations(user_id, text, before, limit)
+                    .await
+            }
+            None => self.store.list_conversations(user_id, before, limit).await,
+        }
+    }
+
+    /// A stored Responses API response of the caller (`user_key`).
+    pub async fn stored_response(
+        &self,
+        user_key: &str,
+        id: &str,
+    ) -> Result<Option<StoredResponse>, StoreError> {
+        self.store.get_response(user_key, id).await
+    }
+
+    /// Keeps a Responses API response for `previous_response_id` and retrieval.
+    pub async fn store_response(&self, response: &StoredResponse) -> Result<(), StoreError> {
+        self.store.put_response(response).await
+    }
+
+    /// Deletes a stored response; whether there was one.
+    pub async fn delete_stored_response(
+        &self,
+        user_key: &str,
+        id: &str,
+    ) -> Result<bool, StoreError> {
+        self.store.delete_response(user_key, id).await
     }
 
     /// Deletes it with its messages; false when the user has no such conversation.

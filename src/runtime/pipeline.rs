@@ -37,6 +37,10 @@ use crate::vocabulary::RunEvent;
 
 /// The longest `requestId` kept: ids are stored for a day, so their size is bounded.
 pub const MAX_REQUEST_ID_CHARS: usize = 256;
+/// How long a run whose id is handed out before its end waits for its start to be stored.
+const STORED_WAIT: Duration = Duration::from_secs(2);
+/// How often it looks meanwhile (its session task may not have queued the start yet).
+const STORED_POLL: Duration = Duration::from_millis(2);
 /// How long a run's end waits to be written before followers here are sent to the store.
 const END_WRITE_WAIT: Duration = Duration::from_secs(10);
 /// How long a submission repeating a `requestId` waits for the run of the first to be
@@ -104,6 +108,11 @@ pub struct RunSubmission {
     pub announced_response: bool,
     /// Files sent with the prompt (SPEC §11), stored already; kept with the user's message.
     pub attachments: Vec<crate::vocabulary::Attachment>,
+    /// The run's id is handed to the client before the run ends (a background run or response,
+    /// an A2A task), to be asked about later: the run is in the store before
+    /// [`Runtime::start_run`] returns, so a replica that dies at once leaves it to be found
+    /// (and ended `owner_lost`) instead of unknown.
+    pub handed_out: bool,
 }
 
 impl RunSubmission {
@@ -130,6 +139,7 @@ impl RunSubmission {
             webhook: None,
             announced_response: false,
             attachments: Vec::new(),
+            handed_out: false,
         }
     }
 }
@@ -335,8 +345,36 @@ impl Runtime {
             // Joined without being counted: the first submission was admitted.
             return Err(StartError::AlreadySubmitted { run_id: joined });
         }
-        self.admit_and_spawn(run_id, submission, request.as_ref())
-            .await
+        let handed_out = submission.handed_out;
+        let handle = self
+            .admit_and_spawn(run_id, submission, request.as_ref())
+            .await?;
+        if handed_out {
+            self.until_stored(&handle.run_id).await;
+        }
+        Ok(handle)
+    }
+
+    /// Waits (up to [`STORED_WAIT`]) until the run's start is in the store.
+    async fn until_stored(&self, run_id: &str) {
+        let deadline = tokio::time::Instant::now() + STORED_WAIT;
+        loop {
+            self.recorder.flush().await;
+            match self.store.get_run(run_id).await {
+                Ok(Some(_)) => return,
+                Ok(None) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(STORED_POLL).await;
+                }
+                Ok(None) => {
+                    tracing::warn!(%run_id, "the run's start is not stored yet; its id is handed out anyway");
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, %run_id, "could not check that the run's start is stored");
+                    return;
+                }
+            }
+        }
     }
 
     /// Records `request` as this admitted run's in the store (every replica sees it, restarts

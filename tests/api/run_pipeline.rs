@@ -87,3 +87,29 @@ async fn a_chat_answer_is_saved_before_shutdown_completes() {
     );
     store.close().await;
 }
+
+/// A run whose id is handed out before it ends (a background run, an A2A task) is in the store
+/// when the client gets its id: a replica that died right after answering would leave it to be
+/// found ended `owner_lost`, not unknown. Before, its start waited for the recorder's next batch.
+#[tokio::test]
+async fn a_handed_out_run_is_stored_before_its_id_is() {
+    let app = spawn_app_with(|_| {}).await;
+    let store = app.runtime.store().clone();
+    for round in 0..5 {
+        app.llm
+            .push(Reply::text("later").with_first_byte_delay(Duration::from_millis(200)));
+        let response = app
+            .post_json(
+                "/v1/agents/chat/runs",
+                &json!({"prompt": format!("go {round}"), "background": true}),
+            )
+            .await;
+        assert_eq!(response.status().as_u16(), 202);
+        let body: Value = response.json().await.expect("json");
+        let run_id = body["run_id"].as_str().expect("run id");
+        assert!(
+            store.get_run(run_id).await.expect("read").is_some(),
+            "round {round}: run {run_id} is not in the store yet"
+        );
+    }
+}

@@ -436,8 +436,7 @@ async fn dispatch(
             let task = params::<push::ListParams>(p)?.task(dialect)?;
             task_run(runtime, caller, &agent, &task).await?;
             let configs = runtime
-                .store()
-                .list_push_configs(&task, Some(&push::owner(caller)))
+                .push_configs(&task, &push::owner(caller))
                 .await
                 .map_err(|_| RpcError::new(code::INTERNAL, "the configs could not be listed"))?;
             let configs: Vec<Value> = configs.iter().map(|c| push::to_json(c, dialect)).collect();
@@ -450,7 +449,6 @@ async fn dispatch(
             let (task, id) = params::<push::ConfigRef>(p)?.names(dialect)?;
             task_run(runtime, caller, &agent, &task).await?;
             let deleted = runtime
-                .store()
                 .delete_push_config(&task, &push::owner(caller), &id)
                 .await
                 .map_err(|_| RpcError::new(code::INTERNAL, "the config could not be deleted"))?;
@@ -615,8 +613,10 @@ fn submission(
         submission.user_id = Some(KEYLESS_A2A_USER.to_string());
     }
     submission.request_id = message.message_id.clone().filter(|id| !id.is_empty());
-    // A task runs on when its client leaves; CancelTask ends it.
+    // A task runs on when its client leaves; CancelTask ends it. Its id is the client's to
+    // ask about later.
     submission.on_disconnect = OnDisconnect::Continue;
+    submission.handed_out = true;
     submission.conversation = Some(match message.context_id.as_deref() {
         Some(id) if !id.is_empty() => ConversationTurn::Continue(id.to_string()),
         _ => ConversationTurn::Start,

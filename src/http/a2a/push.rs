@@ -202,8 +202,7 @@ pub(super) async fn store(runtime: &Runtime, config: &PushConfig) -> Result<(), 
         )
     };
     let existing = runtime
-        .store()
-        .list_push_configs(&config.task_id, Some(&config.owner))
+        .push_configs(&config.task_id, &config.owner)
         .await
         .map_err(unreadable)?;
     let replaces = existing.iter().any(|c| c.id == config.id);
@@ -215,7 +214,7 @@ pub(super) async fn store(runtime: &Runtime, config: &PushConfig) -> Result<(), 
             ),
         ));
     }
-    runtime.store().put_push_config(config).await.map_err(|_| {
+    runtime.save_push_config(config).await.map_err(|_| {
         RpcError::new(
             code::INTERNAL,
             "the push-notification config could not be stored",
@@ -255,7 +254,6 @@ pub(super) async fn find(
     id: &str,
 ) -> Result<PushConfig, RpcError> {
     runtime
-        .store()
         .push_config(task_id, &owner(caller), id)
         .await
         .map_err(|_| {

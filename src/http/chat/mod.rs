@@ -271,21 +271,15 @@ pub async fn list_conversations(
         );
     }
     let before = query.before.as_deref().map(parse_cursor).transpose()?;
-    let store = runtime.store();
-    let page = match query.q.as_deref() {
-        Some(text) => {
-            let text = manage::checked_title(text, "q")?;
-            store
-                .search_conversations(&user_id, text, before.as_ref(), limit)
-                .await
-        }
-        None => {
-            store
-                .list_conversations(&user_id, before.as_ref(), limit)
-                .await
-        }
-    }
-    .map_err(ApiError::store)?;
+    let text = query
+        .q
+        .as_deref()
+        .map(|text| manage::checked_title(text, "q"))
+        .transpose()?;
+    let page = runtime
+        .conversations(&user_id, text, before.as_ref(), limit)
+        .await
+        .map_err(ApiError::store)?;
     let next = (page.len() as u32 == limit)
         .then(|| page.last().map(|c| PageCursor::encode(c.updated_at, &c.id)))
         .flatten();
@@ -329,8 +323,7 @@ pub async fn get_conversation(
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
     let conversation = runtime
-        .store()
-        .get_conversation(&user_id, &id)
+        .conversation(&user_id, &id)
         .await
         .map_err(ApiError::store)?
         .ok_or_else(|| {
@@ -370,7 +363,6 @@ pub async fn delete_conversation(
 ) -> Result<Response, ApiError> {
     check_user(&caller, &user_id)?;
     let deleted = runtime
-        .store()
         .delete_conversation(&user_id, &id)
         .await
         .map_err(ApiError::store)?;

@@ -134,7 +134,7 @@ pub async fn forget(runtime: &Runtime, caller: &Caller, files: &[FormFile]) {
     let owner = owner_of(caller);
     for file in files {
         let id = &file.attachment.file_id;
-        if let Err(error) = runtime.store().delete_file(&owner, id).await {
+        if let Err(error) = runtime.delete_file(&owner, id).await {
             tracing::warn!(%error, file = %id, "a refused form's file remains");
         }
     }

@@ -248,8 +248,7 @@ async fn stored_response(
     param: &str,
 ) -> Result<StoredResponse, ApiError> {
     runtime
-        .store()
-        .get_response(&user_key(caller), id)
+        .stored_response(&user_key(caller), id)
         .await
         .map_err(ApiError::store)?
         .ok_or_else(|| ApiError::not_found(format!("No response with id `{id}`")).with_param(param))
@@ -394,6 +393,7 @@ pub async fn create_response(
     if echo.background {
         submission.on_disconnect = OnDisconnect::Continue;
         submission.announced_response = true;
+        submission.handed_out = true;
         submission.webhook = crate::http::webhooks::checked_webhook(&runtime, body.webhook)?;
     }
     let handle = runtime.start_run(submission).await.map_err(|error| {
@@ -448,8 +448,7 @@ async fn answer(
             created_at: chrono::Utc::now(),
         };
         runtime
-            .store()
-            .put_response(&stored)
+            .store_response(&stored)
             .await
             .map_err(ApiError::store)?;
     }
@@ -710,8 +709,7 @@ pub async fn delete_response(
     ApiPath(ResponsePath { response_id }): ApiPath<ResponsePath>,
 ) -> Result<axum::Json<DeletedResponse>, ApiError> {
     let deleted = runtime
-        .store()
-        .delete_response(&user_key(&caller), &response_id)
+        .delete_stored_response(&user_key(&caller), &response_id)
         .await
         .map_err(ApiError::store)?;
     if !deleted {

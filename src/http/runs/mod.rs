@@ -122,6 +122,7 @@ pub async fn create_run(
     submission.schema = body.schema;
     submission.request_id = body.request_id;
     submission.on_disconnect = on_disconnect;
+    submission.handed_out = background;
     submission.webhook = crate::http::webhooks::checked_webhook(&runtime, body.webhook)?;
     let handle = match runtime.start_run(submission).await {
         Ok(handle) => handle,
@@ -243,8 +244,7 @@ async fn run_status<'a>(
 ) -> Result<RunStatus<'a>, ApiError> {
     let accounting = match &run.result {
         Some(_) => runtime
-            .store()
-            .list_accounting(&run.id)
+            .run_accounting(&run.id)
             .await
             .map_err(ApiError::store)?,
         None => Vec::new(),

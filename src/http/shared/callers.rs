@@ -56,8 +56,7 @@ pub async fn conversation_agent(
     conversation_id: &str,
 ) -> Result<Option<String>, ApiError> {
     let conversation = runtime
-        .store()
-        .get_conversation(user_id, conversation_id)
+        .conversation(user_id, conversation_id)
         .await
         .map_err(ApiError::store)?;
     Ok(conversation.map(|c| c.agent))
