@@ -233,6 +233,9 @@ impl Runtime {
                 }
                 // Every event is in memory until the run's end is stored (it then retires).
                 let mut finished = false;
+                // Set once the server stops: what the run appended before still reaches the
+                // follower (one more look), then the stream ends with `ShuttingDown`.
+                let mut stopping = false;
                 loop {
                     let woken = live.appended();
                     tokio::pin!(woken);
@@ -248,12 +251,14 @@ impl Runtime {
                     if retired {
                         break;
                     }
+                    if stopping {
+                        yield Err(FollowError::ShuttingDown);
+                        return;
+                    }
                     tokio::select! {
+                        biased;
                         () = woken => {}
-                        () = runtime.shutdown.cancelled() => {
-                            yield Err(FollowError::ShuttingDown);
-                            return;
-                        }
+                        () = runtime.shutdown.cancelled() => stopping = true,
                     }
                 }
             }
@@ -264,6 +269,7 @@ impl Runtime {
             // The run as stored once it was seen ended: its events are read once more to the
             // end (its last ones may be written with its end), then it ends.
             let mut ended: Option<RunRecord> = None;
+            let mut stopping = false;
             loop {
                 let woken = follower.woken();
                 tokio::pin!(woken);
@@ -311,12 +317,14 @@ impl Runtime {
                         return;
                     }
                 }
+                if stopping {
+                    yield Err(FollowError::ShuttingDown);
+                    return;
+                }
                 tokio::select! {
+                    biased;
                     _ = tokio::time::timeout(SAFETY_POLL, woken) => {}
-                    () = runtime.shutdown.cancelled() => {
-                        yield Err(FollowError::ShuttingDown);
-                        return;
-                    }
+                    () = runtime.shutdown.cancelled() => stopping = true,
                 }
             }
         }
