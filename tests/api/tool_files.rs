@@ -15,8 +15,8 @@ use crate::support::{TestApp, spawn_app_with};
 
 const SNAP_AGENT: &str = "---\ndescription: Looks at pages\nmodels: llm/upstream-model\ntools: [pictures]\nfinalization: text\n---\nYou look.\n";
 
-/// The app with the `pictures` MCP server, `snap` on the OpenAI-compatible upstream and
-/// `snapc` on an Anthropic one (both served by the mock).
+/// The app with the `pictures` MCP server, `snap` on the OpenAI-compatible upstream, `snapc`
+/// on an Anthropic one, `snapg` on Gemini and `snapo` on Ollama (all served by the mock).
 async fn app_with_pictures() -> (TestApp, tempfile::TempDir) {
     app_with_pictures_limited(None).await
 }
@@ -31,8 +31,14 @@ async fn app_with_pictures_limited(max_file_bytes: Option<usize>) -> (TestApp, t
     let png = dir.path().join("pixel.png");
     std::fs::write(&png, PNG).expect("png");
     std::fs::write(dir.path().join("snap.ai"), SNAP_AGENT).expect("agent");
-    let claude = SNAP_AGENT.replace("llm/upstream-model", "claude/claude-x");
-    std::fs::write(dir.path().join("snapc.ai"), claude).expect("agent");
+    for (file, model) in [
+        ("snapc.ai", "claude/claude-x"),
+        ("snapg.ai", "gemini/gemini-x"),
+        ("snapo.ai", "local/llava"),
+    ] {
+        let agent = SNAP_AGENT.replace("llm/upstream-model", model);
+        std::fs::write(dir.path().join(file), agent).expect("agent");
+    }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/mcp_image_server.py");
     let agents = dir.path().display().to_string();
     let app = spawn_app_with(|config| {
@@ -43,6 +49,9 @@ async fn app_with_pictures_limited(max_file_bytes: Option<usize>) -> (TestApp, t
             .to_string();
         config["providers"]["claude"] =
             json!({"type": "anthropic", "baseUrl": origin, "apiKey": "k"});
+        config["providers"]["gemini"] =
+            json!({"type": "google", "baseUrl": format!("{origin}/v1beta"), "apiKey": "k"});
+        config["providers"]["local"] = json!({"type": "ollama", "baseUrl": origin});
         config["mcpServers"] = json!({"pictures": {
             "command": python.display().to_string(),
             "args": [script, png.display().to_string()],
@@ -187,6 +196,66 @@ async fn an_mcp_resource_reaches_anthropic_inside_the_tool_result() {
         finished[0]["attachments"][0]["name"], "home.png",
         "{finished:?}"
     );
+    app.runtime.close().await;
+}
+
+/// The run of `agent` that calls `pictures__screenshot` once and answers: the upstream's
+/// second request (the one after the tool's reply).
+async fn second_request_after_a_screenshot(app: &TestApp, agent: &str) -> Value {
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "call-1",
+        "pictures__screenshot",
+        r#"{"page": "home"}"#,
+    )]));
+    app.llm.push(Reply::text("A single pixel."));
+    let (_, response) = app
+        .start_run(
+            "/v1/chat/completions",
+            &json!({"model": agent, "messages": [{"role": "user", "content": "Look at home"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let requests = app.llm.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    requests[1].clone()
+}
+
+/// Gemini: the tool's image follows its `functionResponse` as `inline_data` in the same turn.
+#[tokio::test]
+async fn an_mcp_image_reaches_gemini_as_inline_data_after_the_function_response() {
+    let (app, _dir) = app_with_pictures().await;
+    let sent = second_request_after_a_screenshot(&app, "snapg").await;
+    let turns = sent["contents"].as_array().expect("contents");
+    let parts = turns
+        .iter()
+        .flat_map(|turn| turn["parts"].as_array().into_iter().flatten())
+        .collect::<Vec<_>>();
+    let at = parts
+        .iter()
+        .position(|part| part.get("functionResponse").is_some())
+        .unwrap_or_else(|| panic!("a functionResponse: {sent}"));
+    assert_eq!(
+        parts[at]["functionResponse"]["name"],
+        "pictures__screenshot"
+    );
+    let inline = &parts[at + 1]["inline_data"];
+    assert_eq!(inline["mime_type"], "image/png", "{sent}");
+    assert_eq!(inline["data"], png_base64());
+    app.runtime.close().await;
+}
+
+/// Ollama: the tool's image rides on the `tool` message as `images`.
+#[tokio::test]
+async fn an_mcp_image_reaches_ollama_as_images_of_the_tool_message() {
+    let (app, _dir) = app_with_pictures().await;
+    let sent = second_request_after_a_screenshot(&app, "snapo").await;
+    let messages = sent["messages"].as_array().expect("messages");
+    let reply = messages
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap_or_else(|| panic!("the tool's reply: {sent}"));
+    assert_eq!(reply["tool_name"], "pictures__screenshot");
+    assert_eq!(reply["images"], json!([png_base64()]), "{reply}");
     app.runtime.close().await;
 }
 
