@@ -229,6 +229,11 @@ impl Runtime {
             self.clone(),
             self.background.clone(),
         ));
+        self.background_tasks
+            .spawn(retention::sweep_uploads_forever(
+                self.clone(),
+                self.background.clone(),
+            ));
         self.background_tasks.spawn(schedules::fire_forever(
             self.clone(),
             self.background.clone(),

@@ -5,14 +5,14 @@
 //! upload costs a chunk of memory, not the file.
 
 use bytes::Bytes;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use futures_util::{Stream, StreamExt};
 use sha2::{Digest, Sha256};
 
 use super::AttachmentError;
 use super::sniff::{self, HEAD_BYTES, Utf8Check};
 use crate::config::attachments::AttachmentLimits;
-use crate::store::{BLOB_CHUNK_BYTES, FileRecord, FileStore};
+use crate::store::{BLOB_CHUNK_BYTES, FileRecord, FileStore, StoreError};
 
 /// What the attachments of one request have used of `limits.attachments.maxRequestBytes`.
 #[derive(Debug, Clone)]
@@ -115,6 +115,39 @@ pub struct Received {
     pub inspected: Inspected,
 }
 
+/// The prefix of the key an upload's chunks are written under until its hash is known.
+const UPLOAD_PREFIX: &str = "upload:";
+
+/// A new upload's key: a UUIDv7, so the key tells when the upload began.
+fn upload_key() -> String {
+    format!("{UPLOAD_PREFIX}{}", uuid::Uuid::now_v7().simple())
+}
+
+/// When the upload with this key began; `None` for a key that does not say (an older form).
+fn upload_began(key: &str) -> Option<DateTime<Utc>> {
+    let id = uuid::Uuid::parse_str(key.strip_prefix(UPLOAD_PREFIX)?).ok()?;
+    let (seconds, nanos) = id.get_timestamp()?.to_unix();
+    DateTime::from_timestamp(i64::try_from(seconds).ok()?, nanos)
+}
+
+/// Drops the chunks of uploads that began before `before` and never finished (their process
+/// died mid-upload: a finished or refused upload leaves none), and of uploads whose key does
+/// not say when they began. How many uploads were dropped.
+pub async fn discard_abandoned_uploads(
+    store: &(impl FileStore + ?Sized),
+    before: DateTime<Utc>,
+) -> Result<usize, StoreError> {
+    let mut dropped = 0;
+    for key in store.uploads_with_chunks().await? {
+        if upload_began(&key).is_some_and(|began| began >= before) {
+            continue;
+        }
+        store.discard_upload(&key).await?;
+        dropped += 1;
+    }
+    Ok(dropped)
+}
+
 /// Reads `stream` to its end as the request part `part`, writing it to the store as it comes.
 pub async fn receive<S, E>(
     store: &(impl FileStore + ?Sized),
@@ -129,7 +162,7 @@ where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let upload = format!("upload:{}", uuid::Uuid::new_v4().simple());
+    let upload = upload_key();
     let written = write_upload(store, &upload, stream, part, limits, budget).await;
     let inspected = written.and_then(|inspector| inspector.finish(declared, name));
     match inspected {

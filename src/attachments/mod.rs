@@ -16,7 +16,9 @@ use crate::outbound::{GuardedClient, OutboundError, OutboundPolicy};
 use crate::store::{FileRecord, FileStore, StoreError, read_blob};
 use crate::vocabulary::Attachment;
 
-pub use intake::{Inspected, Received, RequestBudget, receive, receive_bytes, save};
+pub use intake::{
+    Inspected, Received, RequestBudget, discard_abandoned_uploads, receive, receive_bytes, save,
+};
 
 /// The `purpose` of files stored from a message's inline content (OpenAI's for user input).
 pub const INLINE_PURPOSE: &str = "user_data";

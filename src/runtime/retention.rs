@@ -93,6 +93,31 @@ pub async fn sweep_once(
     Ok(report)
 }
 
+/// An upload with chunks this old never finished: its process died mid-upload.
+const UPLOAD_ABANDONED_AFTER: Duration = Duration::from_secs(3600);
+/// How often every replica looks for abandoned uploads (dropping one twice is harmless).
+const UPLOAD_SWEEP: Duration = Duration::from_secs(600);
+
+/// Drops the chunks of uploads abandoned mid-way (their replica died) until `stop`: always on,
+/// whatever the retention settings, as those chunks are nobody's data.
+pub(super) async fn sweep_uploads_forever(runtime: Arc<Runtime>, stop: CancellationToken) {
+    let mut ticks = tokio::time::interval(UPLOAD_SWEEP);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        let before =
+            Utc::now() - chrono::Duration::from_std(UPLOAD_ABANDONED_AFTER).unwrap_or_default();
+        match crate::attachments::discard_abandoned_uploads(runtime.store().as_ref(), before).await
+        {
+            Ok(0) => {}
+            Ok(dropped) => info!(dropped, "dropped the chunks of abandoned uploads"),
+            Err(error) => warn!(%error, "sweeping abandoned uploads failed; trying again later"),
+        }
+    }
+}
+
 /// Sweeps every `sweepSeconds` until `stop` (nothing when no kind has a retention).
 pub(super) async fn sweep_forever(runtime: Arc<Runtime>, stop: CancellationToken) {
     let config = runtime.config().retention.clone();

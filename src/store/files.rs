@@ -48,6 +48,9 @@ pub trait FileStore: Send + Sync {
     ) -> Result<bool, StoreError>;
     /// Drops the chunks of an upload that was refused or broke off.
     async fn discard_upload(&self, upload: &str) -> Result<(), StoreError>;
+    /// The keys of every upload with chunks still under its own key: in progress, or left by
+    /// a process that died mid-upload.
+    async fn uploads_with_chunks(&self) -> Result<Vec<String>, StoreError>;
     /// Chunk `seq` (from 0) of the blob, `None` past its end or for a blob not stored.
     async fn blob_chunk(&self, sha256: &str, seq: u32) -> Result<Option<Vec<u8>>, StoreError>;
     /// Records a file whose blob is stored.

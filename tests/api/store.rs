@@ -81,6 +81,7 @@ on_both_backends!(
 on_both_backends!(
     file_conformance => files_sqlite, files_postgres:
     blobs_are_stored_once_read_back_whole_and_go_with_their_last_file,
+    chunks_of_abandoned_uploads_are_swept_and_nothing_else,
     erasing_a_user_takes_their_files_and_content_no_one_else_has,
 );
 

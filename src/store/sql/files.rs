@@ -11,6 +11,11 @@ pub const INSERT_BLOB: &str =
 /// An upload's chunk, under the upload's own key until its hash is known.
 pub const INSERT_CHUNK: &str = "INSERT INTO blob_chunks (sha256, seq, data) VALUES ($1, $2, $3)";
 
+/// The uploads whose chunks are still under their own key (`upload:…`), as a key range the
+/// primary key serves (`;` follows `:`).
+pub const UPLOAD_KEYS: &str = "SELECT DISTINCT sha256 FROM blob_chunks \
+     WHERE sha256 >= 'upload:' AND sha256 < 'upload;'";
+
 /// The upload's chunks become the new blob's.
 pub const ADOPT_CHUNKS: &str = "UPDATE blob_chunks SET sha256 = $2 WHERE sha256 = $1";
 
@@ -139,6 +144,14 @@ macro_rules! impl_file_store {
                     .execute(&self.writer)
                     .await?;
                 Ok(())
+            }
+
+            async fn uploads_with_chunks(&self) -> Result<Vec<String>, $crate::store::StoreError> {
+                use $crate::store::sql::files as sql;
+                let keys: Vec<(String,)> = sqlx::query_as(sql::UPLOAD_KEYS)
+                    .fetch_all(&self.writer)
+                    .await?;
+                Ok(keys.into_iter().map(|(key,)| key).collect())
             }
 
             async fn blob_chunk(

@@ -190,3 +190,52 @@ pub async fn erasing_a_user_takes_their_files_and_content_no_one_else_has(backen
         "frank's file keeps its content"
     );
 }
+
+/// An upload whose process died mid-way leaves chunks under its own key; the sweep drops those
+/// of uploads that began before the cut-off (and of keys that do not say when they began),
+/// keeps an upload still in progress and never touches a finished blob.
+pub async fn chunks_of_abandoned_uploads_are_swept_and_nothing_else(backend: &Backend) {
+    let store = backend.open().await;
+    let began = |ago: TimeDelta| {
+        let at = Utc::now() - ago;
+        let timestamp = uuid::Timestamp::from_unix(
+            uuid::NoContext,
+            u64::try_from(at.timestamp()).expect("after 1970"),
+            at.timestamp_subsec_nanos(),
+        );
+        format!("upload:{}", uuid::Uuid::new_v7(timestamp).simple())
+    };
+    let abandoned = began(TimeDelta::hours(2));
+    let in_progress = began(TimeDelta::seconds(5));
+    let unknown = format!("upload:{}", uuid::Uuid::new_v4().simple());
+    let finished = began(TimeDelta::hours(3));
+    for (seq, key) in [&abandoned, &in_progress, &unknown, &finished]
+        .into_iter()
+        .enumerate()
+    {
+        store
+            .put_upload_chunk(key, 0, format!("chunk {seq}").as_bytes())
+            .await
+            .expect("chunk");
+    }
+    store
+        .finish_upload(&finished, "f1n15hed", 7)
+        .await
+        .expect("finished");
+    let dropped = agentd::attachments::discard_abandoned_uploads(
+        store.as_ref(),
+        Utc::now() - TimeDelta::hours(1),
+    )
+    .await
+    .expect("swept");
+    assert_eq!(dropped, 2, "the abandoned and the unknown upload");
+    assert_eq!(
+        store.uploads_with_chunks().await.expect("keys"),
+        [in_progress]
+    );
+    assert_eq!(
+        store.blob_chunk("f1n15hed", 0).await.expect("read"),
+        Some(b"chunk 3".to_vec()),
+        "a finished blob is untouched"
+    );
+}
