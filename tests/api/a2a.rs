@@ -701,6 +701,29 @@ async fn a2a_lint_passes_the_cards_and_a_live_round_trip() {
     assert_eq!(server["summary"]["warnings"], 0, "{server:#}");
 }
 
+/// The id of the task a `SendMessage` answer started.
+fn task_id(sent: &Value) -> String {
+    sent["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {sent}"))
+        .to_string()
+}
+
+/// Whether `owner`'s outbox holds an A2A push notice of `task`.
+async fn push_notice_stored(
+    store: &std::sync::Arc<dyn agentd::store::Store>,
+    owner: &str,
+    task: &str,
+) -> bool {
+    let deliveries = store
+        .list_deliveries(Some(owner), 100)
+        .await
+        .expect("deliveries");
+    deliveries
+        .iter()
+        .any(|d| d.run_id.as_deref() == Some(task) && d.event == "a2a.task")
+}
+
 /// A task's push notice of its wait for an approval is put in the outbox in the transaction
 /// that parks it: the moment the task reads `waiting_approval`, its notice is there.
 #[tokio::test]
@@ -735,10 +758,7 @@ async fn a_tasks_wait_and_its_push_notice_are_stored_together() {
             .json()
             .await
             .expect("json");
-        let task = sent["result"]["task"]["id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("a task: {sent}"))
-            .to_string();
+        let task = task_id(&sent);
         loop {
             let run = store.get_run(&task).await.expect("run read");
             if run.is_some_and(|run| run.status == agentd::vocabulary::RunStatus::WaitingApproval) {
@@ -746,14 +766,8 @@ async fn a_tasks_wait_and_its_push_notice_are_stored_together() {
             }
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
-        let deliveries = store
-            .list_deliveries(Some("alice"), 100)
-            .await
-            .expect("deliveries");
         assert!(
-            deliveries
-                .iter()
-                .any(|d| d.run_id.as_deref() == Some(task.as_str()) && d.event == "a2a.task"),
+            push_notice_stored(&store, "alice", &task).await,
             "round {round}: the task waits but its notice is not in the outbox"
         );
     }
@@ -780,10 +794,7 @@ async fn a_tasks_end_and_its_push_notice_are_stored_together() {
                      "taskPushNotificationConfig": {"url": "http://127.0.0.1:9/hook", "token": "t"}}}),
         )
         .await;
-        let task = sent["result"]["task"]["id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("a task: {sent}"))
-            .to_string();
+        let task = task_id(&sent);
         let ended = loop {
             if let Some(run) = store.get_run(&task).await.expect("run read")
                 && run.status.is_terminal()
@@ -792,14 +803,8 @@ async fn a_tasks_end_and_its_push_notice_are_stored_together() {
             }
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         };
-        let deliveries = store
-            .list_deliveries(Some("alice"), 100)
-            .await
-            .expect("deliveries");
         assert!(
-            deliveries
-                .iter()
-                .any(|d| d.run_id.as_deref() == Some(task.as_str()) && d.event == "a2a.task"),
+            push_notice_stored(&store, "alice", &task).await,
             "round {round}: the task reads {:?} but its notice is not in the outbox",
             ended.status
         );

@@ -95,22 +95,8 @@ async fn tool_finished(app: &TestApp, run_id: &str) -> Vec<Value> {
 #[tokio::test]
 async fn an_mcp_image_reaches_openai_as_a_user_image_after_the_tool_reply() {
     let (app, _dir) = app_with_pictures().await;
-    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
-        "call-1",
-        "pictures__screenshot",
-        r#"{"page": "home"}"#,
-    )]));
-    app.llm.push(Reply::text("A single pixel."));
-    let (run_id, response) = app
-        .start_run(
-            "/v1/chat/completions",
-            &json!({"model": "snap", "messages": [{"role": "user", "content": "Look at home"}]}),
-        )
-        .await;
-    assert_eq!(response.status(), 200);
-    let requests = app.llm.requests();
-    assert_eq!(requests.len(), 2);
-    let messages = requests[1]["messages"].as_array().expect("messages");
+    let (run_id, sent) = second_request_after_a_screenshot(&app, "snap").await;
+    let messages = sent["messages"].as_array().expect("messages");
     let at = messages
         .iter()
         .position(|m| m["role"] == "tool")
@@ -199,16 +185,16 @@ async fn an_mcp_resource_reaches_anthropic_inside_the_tool_result() {
     app.runtime.close().await;
 }
 
-/// The run of `agent` that calls `pictures__screenshot` once and answers: the upstream's
-/// second request (the one after the tool's reply).
-async fn second_request_after_a_screenshot(app: &TestApp, agent: &str) -> Value {
+/// A run of `agent` that calls `pictures__screenshot` once and answers: its id and the
+/// upstream's second request (the one after the tool's reply).
+async fn second_request_after_a_screenshot(app: &TestApp, agent: &str) -> (String, Value) {
     app.llm.push(Reply::tool_calls(vec![ToolCall::new(
         "call-1",
         "pictures__screenshot",
         r#"{"page": "home"}"#,
     )]));
     app.llm.push(Reply::text("A single pixel."));
-    let (_, response) = app
+    let (run_id, response) = app
         .start_run(
             "/v1/chat/completions",
             &json!({"model": agent, "messages": [{"role": "user", "content": "Look at home"}]}),
@@ -217,14 +203,14 @@ async fn second_request_after_a_screenshot(app: &TestApp, agent: &str) -> Value 
     assert_eq!(response.status(), 200);
     let requests = app.llm.requests();
     assert_eq!(requests.len(), 2, "{requests:?}");
-    requests[1].clone()
+    (run_id, requests[1].clone())
 }
 
 /// Gemini: the tool's image follows its `functionResponse` as `inline_data` in the same turn.
 #[tokio::test]
 async fn an_mcp_image_reaches_gemini_as_inline_data_after_the_function_response() {
     let (app, _dir) = app_with_pictures().await;
-    let sent = second_request_after_a_screenshot(&app, "snapg").await;
+    let (_, sent) = second_request_after_a_screenshot(&app, "snapg").await;
     let turns = sent["contents"].as_array().expect("contents");
     let parts = turns
         .iter()
@@ -248,7 +234,7 @@ async fn an_mcp_image_reaches_gemini_as_inline_data_after_the_function_response(
 #[tokio::test]
 async fn an_mcp_image_reaches_ollama_as_images_of_the_tool_message() {
     let (app, _dir) = app_with_pictures().await;
-    let sent = second_request_after_a_screenshot(&app, "snapo").await;
+    let (_, sent) = second_request_after_a_screenshot(&app, "snapo").await;
     let messages = sent["messages"].as_array().expect("messages");
     let reply = messages
         .iter()
