@@ -473,7 +473,7 @@ impl Session {
                 .prepare_turn(run, turn, turn == run.plan.max_turns)
                 .await;
             let is_final = prepared.is_final;
-            let span = tracing::info_span!("turn", ai.turn = turn, ai.turn.is_final = is_final);
+            let span = crate::telemetry::genai::turn_span(turn, is_final);
             match Box::pin(self.turn(run, turn, is_final, prepared.tools))
                 .instrument(span)
                 .await

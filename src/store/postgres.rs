@@ -59,6 +59,12 @@ impl PostgresStore {
         })
     }
 
+    /// A run batch, statement by statement in one transaction (PostgreSQL prepares one
+    /// statement per query).
+    async fn write_run_rows(&self, batch: &super::RunBatch) -> Result<(), sqlx::Error> {
+        self.write_run_batch_statements(batch).await
+    }
+
     /// Wakes the replicas following these runs, when the transaction commits (one statement
     /// for the whole batch; PostgreSQL folds repeats of a notification within a transaction).
     async fn notify_runs(

@@ -109,6 +109,52 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// A run batch in one round trip to the connection's thread instead of one per statement
+    /// (`BEGIN`, the run rows, accounting, events, `COMMIT`: five hand-offs between threads,
+    /// about a third of a recorded request's context switches): `BEGIN IMMEDIATE`, the
+    /// batch's statements and `COMMIT` as one query, whose statements sqlx-sqlite binds in
+    /// turn. (sqlx calls several statements in one query a deprecated SQLite-only behaviour,
+    /// launchbadge/sqlx#3108; `store::sqlite` tests write batches through it, so a sqlx that
+    /// drops it fails them.) A failed statement leaves the transaction open: it is rolled
+    /// back, and a connection that cannot roll back is closed. A batch that carries webhook
+    /// messages is written statement by statement.
+    async fn write_run_rows(&self, batch: &super::RunBatch) -> Result<(), sqlx::Error> {
+        let carries_messages = batch.runs.iter().any(|write| {
+            write
+                .outcome
+                .as_ref()
+                .is_some_and(|end| !end.notices.is_empty())
+        });
+        if carries_messages {
+            return self.write_run_batch_statements(batch).await;
+        }
+        let rows = super::sql::run_batch::BatchRows::of(batch);
+        let mut sql = sqlx::QueryBuilder::<Sqlite>::new("BEGIN IMMEDIATE;\n");
+        for statement in rows.statements(batch) {
+            Self::push_batch_statement(&mut sql, statement);
+            sql.push(";\n");
+        }
+        sql.push("COMMIT");
+        let mut writer = self.writer.acquire().await?;
+        // A one-run batch has few shapes (its events and accounting rows): worth a cached
+        // statement. Larger batches vary and would push the fixed statements out of the cache.
+        let written = sql
+            .build()
+            .persistent(batch.runs.len() <= 1)
+            .execute(&mut *writer)
+            .await;
+        if let Err(error) = written {
+            if let Err(rollback) = sqlx::query("ROLLBACK").execute(&mut *writer).await
+                && !rollback.to_string().contains("no transaction is active")
+            {
+                tracing::warn!(%rollback, "the SQLite writer could not roll back a failed run batch; it is replaced");
+                writer.close_on_drop();
+            }
+            return Err(error);
+        }
+        Ok(())
+    }
+
     /// One process: its followers are woken in memory, so there is no one to notify.
     async fn notify_runs(
         _tx: &mut Transaction<'static, Sqlite>,

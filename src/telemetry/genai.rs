@@ -125,7 +125,14 @@ pub fn record_agent_usage(span: &Span, input: u64, output: u64, cached: u64) {
 }
 
 /// The `llm` span of one model call: `chat {model}`.
+///
+/// Without an exporter the span is at `debug` (disabled by the default filter): a log line
+/// inside the call still carries the session's fields, and a request does not pay for a span
+/// nobody reads. `RUST_LOG=debug` shows it.
 pub fn chat_span(provider: &str, model: &str) -> Span {
+    if !exporting() {
+        return tracing::debug_span!("llm", ai.llm.provider = provider, ai.llm.model = model);
+    }
     let span = tracing::info_span!(
         "llm",
         otel.name = tracing::field::Empty,
@@ -133,13 +140,21 @@ pub fn chat_span(provider: &str, model: &str) -> Span {
         ai.llm.provider = provider,
         ai.llm.model = model,
     );
-    if exporting() {
-        name_for_export(&span, format_args!("chat {model}"), "client");
-        span.set_attribute("gen_ai.operation.name", Operation::Chat.as_str());
-        span.set_attribute("gen_ai.provider.name", provider.to_string());
-        span.set_attribute("gen_ai.request.model", model.to_string());
-    }
+    name_for_export(&span, format_args!("chat {model}"), "client");
+    span.set_attribute("gen_ai.operation.name", Operation::Chat.as_str());
+    span.set_attribute("gen_ai.provider.name", provider.to_string());
+    span.set_attribute("gen_ai.request.model", model.to_string());
     span
+}
+
+/// The span of one turn of a session: at `info` when traces are exported, else at `debug`
+/// (see [`chat_span`]).
+pub fn turn_span(turn: u32, is_final: bool) -> Span {
+    if exporting() {
+        tracing::info_span!("turn", ai.turn = turn, ai.turn.is_final = is_final)
+    } else {
+        tracing::debug_span!("turn", ai.turn = turn, ai.turn.is_final = is_final)
+    }
 }
 
 /// One finished model call: what it used, on its span and in the GenAI metrics.

@@ -303,13 +303,15 @@ pub fn start_agentd(
     if let Some(workers) = std::env::var_os("AGENTD_BENCH_AGENTD_WORKERS") {
         command.env("TOKIO_WORKER_THREADS", workers);
     }
+    // As shipped: agentd's default log level and format (RUST_LOG unset), unless
+    // AGENTD_BENCH_LOG names a filter (e.g. `warn`, what round two measured with).
+    match std::env::var("AGENTD_BENCH_LOG") {
+        Ok(filter) => command.env("RUST_LOG", filter),
+        Err(_) => command.env_remove("RUST_LOG"),
+    };
     let child = command
         .args(["serve", "--config"])
         .arg(&config_path)
-        .env(
-            "RUST_LOG",
-            std::env::var("AGENTD_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
-        )
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()

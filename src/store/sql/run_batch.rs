@@ -81,8 +81,61 @@ impl<'a> EndColumns<'a> {
     }
 }
 
-/// The accounting rows of the finished runs among `writes`: (run id, index, record).
-pub fn accounting_rows(writes: &[RunWrite]) -> Vec<(&str, i64, &crate::store::AccountingRecord)> {
+/// One accounting row: (run id, index in the run, record).
+pub type AccountingRow<'a> = (&'a str, i64, &'a crate::store::AccountingRecord);
+
+/// One multi-row statement of a run batch.
+pub enum BatchStatement<'a> {
+    Runs(&'a [RunWrite]),
+    Accounting(&'a [AccountingRow<'a>]),
+    Events(&'a [super::run_events::StoredRow<'a>]),
+}
+
+/// What a batch's statements bind besides its run rows: the accounting rows of its finished
+/// runs and its events packed into rows.
+pub struct BatchRows<'a> {
+    accounting: Vec<AccountingRow<'a>>,
+    events: Vec<super::run_events::StoredRow<'a>>,
+}
+
+impl<'a> BatchRows<'a> {
+    pub fn of(batch: &'a crate::store::RunBatch) -> Self {
+        Self {
+            accounting: accounting_rows(&batch.runs),
+            events: super::run_events::rows_of(&batch.events),
+        }
+    }
+
+    /// The batch's statements, in the order they are written: run rows (a run's row before
+    /// its accounting), accounting rows, events; each of at most its row count and, past its
+    /// first row, [`super::STATEMENT_DATA_BYTES`] of large values.
+    pub fn statements<'s>(
+        &'s self,
+        batch: &'s crate::store::RunBatch,
+    ) -> impl Iterator<Item = BatchStatement<'s>> {
+        let runs = super::statements(&batch.runs, RUNS_PER_INSERT, run_row_bytes)
+            .map(BatchStatement::Runs);
+        let accounting = super::statements(&self.accounting, super::ROWS_PER_INSERT, |row| {
+            row.2.entry.as_str().len()
+        })
+        .map(BatchStatement::Accounting);
+        let events = super::run_events::statements(&self.events, super::ROWS_PER_INSERT)
+            .map(BatchStatement::Events);
+        runs.chain(accounting).chain(events)
+    }
+}
+
+/// The large values of one run row: its result, final report and error.
+fn run_row_bytes(write: &RunWrite) -> usize {
+    write.outcome.as_ref().map_or(0, |end| {
+        end.result.as_ref().map_or(0, |r| r.as_str().len())
+            + end.final_report.as_ref().map_or(0, |r| r.as_str().len())
+            + end.error.as_ref().map_or(0, String::len)
+    })
+}
+
+/// The accounting rows of the finished runs among `writes`.
+fn accounting_rows(writes: &[RunWrite]) -> Vec<AccountingRow<'_>> {
     writes
         .iter()
         .filter_map(|write| write.outcome.as_ref().map(|end| (&write.run, end)))
@@ -99,105 +152,130 @@ pub fn accounting_rows(writes: &[RunWrite]) -> Vec<(&str, i64, &crate::store::Ac
 macro_rules! impl_run_batch_store {
     ($store:ty, $db:ty) => {
         impl $store {
+            /// Appends one multi-row INSERT of packed event rows to `sql`.
+            fn push_event_rows<'q>(
+                sql: &mut sqlx::QueryBuilder<$db>,
+                rows: &'q [$crate::store::sql::run_events::StoredRow<'q>],
+            ) {
+                use $crate::store::sql::{at, run_events as events};
+                sql.push(events::INSERT_EVENTS);
+                sql.push_values(rows, |mut row, stored| {
+                    row.push_bind(stored.run_id)
+                        .push_bind(stored.seq)
+                        .push_bind(stored.last_seq)
+                        .push_bind(stored.event_type)
+                        .push_bind(sqlx::types::Json(&stored.data))
+                        .push_bind(at(stored.ts));
+                });
+                sql.push(events::INSERT_EVENTS_END);
+            }
+
+            /// Appends one multi-row INSERT of accounting rows (run id, index, record).
+            fn push_accounting_rows<'q>(
+                sql: &mut sqlx::QueryBuilder<$db>,
+                rows: &'q [$crate::store::sql::run_batch::AccountingRow<'q>],
+            ) {
+                use $crate::store::sql::{at, runs};
+                sql.push(runs::INSERT_ACCOUNTING);
+                sql.push_values(rows, |mut row, (run_id, idx, entry)| {
+                    row.push_bind(*run_id)
+                        .push_bind(*idx)
+                        .push_bind(&entry.entry_type)
+                        .push_bind(&entry.provider)
+                        .push_bind(&entry.model)
+                        .push_bind(&entry.tool)
+                        .push_bind(&entry.status)
+                        .push_bind(at(entry.ts))
+                        .push_bind(sqlx::types::Json(&entry.entry))
+                        .push_bind(entry.usage.input_tokens)
+                        .push_bind(entry.usage.output_tokens)
+                        .push_bind(entry.usage.cached_tokens)
+                        .push_bind(entry.usage.reasoning_tokens)
+                        .push_bind(entry.usage.cost_usd);
+                });
+                sql.push(runs::INSERT_ACCOUNTING_END);
+            }
+
+            /// Appends one multi-row upsert of run rows.
+            fn push_run_rows(
+                sql: &mut sqlx::QueryBuilder<$db>,
+                writes: &[$crate::store::RunWrite],
+            ) {
+                use $crate::store::sql::at;
+                use $crate::store::sql::run_batch::{EndColumns, UPSERT_RUNS, UPSERT_RUNS_END};
+                sql.push(UPSERT_RUNS);
+                sql.push_values(writes, |mut row, write| {
+                    let run = &write.run;
+                    let end = EndColumns::of(write.outcome.as_ref());
+                    row.push_bind(&run.id)
+                        .push_bind(&run.agent)
+                        .push_bind(&run.user_id)
+                        .push_bind(&run.conversation_id)
+                        .push_bind(at(run.created_at))
+                        .push_bind(end.status)
+                        .push_bind(end.exit_reason)
+                        .push_bind(end.success)
+                        .push_bind(end.error)
+                        .push_bind(end.final_report)
+                        .push_bind(end.tokens[0])
+                        .push_bind(end.tokens[1])
+                        .push_bind(end.tokens[2])
+                        .push_bind(end.tokens[3])
+                        .push_bind(end.cost_usd)
+                        .push_bind(end.turns)
+                        .push_bind(end.finished_at)
+                        .push_bind(end.duration_ms)
+                        .push_bind(end.result)
+                        .push_bind(&run.owner)
+                        .push_bind(&run.acted_by)
+                        .push_bind(&run.key_id);
+                });
+                sql.push(UPSERT_RUNS_END);
+            }
+
+            /// Appends `statement` to `sql`.
+            fn push_batch_statement<'q>(
+                sql: &mut sqlx::QueryBuilder<$db>,
+                statement: $crate::store::sql::run_batch::BatchStatement<'q>,
+            ) {
+                use $crate::store::sql::run_batch::BatchStatement;
+                match statement {
+                    BatchStatement::Runs(writes) => Self::push_run_rows(sql, writes),
+                    BatchStatement::Accounting(rows) => Self::push_accounting_rows(sql, rows),
+                    BatchStatement::Events(rows) => Self::push_event_rows(sql, rows),
+                }
+            }
+
+            /// Writes the batch's statements one by one in a transaction, with the webhook
+            /// messages and the run notifications of the backend.
+            async fn write_run_batch_statements(
+                &self,
+                batch: &$crate::store::RunBatch,
+            ) -> Result<(), sqlx::Error> {
+                let rows = $crate::store::sql::run_batch::BatchRows::of(batch);
+                let mut tx = self.begin_write().await?;
+                for statement in rows.statements(batch) {
+                    let mut sql = sqlx::QueryBuilder::<$db>::new("");
+                    Self::push_batch_statement(&mut sql, statement);
+                    sql.build().execute(&mut *tx).await?;
+                }
+                for end in batch.runs.iter().filter_map(|write| write.outcome.as_ref()) {
+                    Self::insert_delivery_rows(&mut tx, &end.notices).await?;
+                }
+                Self::notify_runs(&mut tx, &batch.run_ids()).await?;
+                tx.commit().await
+            }
+
             async fn insert_event_rows(
                 tx: &mut sqlx::Transaction<'static, $db>,
                 events: &[$crate::store::NewRunEvent],
             ) -> Result<(), sqlx::Error> {
-                use $crate::store::sql::{ROWS_PER_INSERT, at, run_events as sql};
-                let rows = sql::rows_of(events);
-                for chunk in sql::statements(&rows, ROWS_PER_INSERT) {
-                    let mut insert = sqlx::QueryBuilder::<$db>::new(sql::INSERT_EVENTS);
-                    insert.push_values(chunk, |mut row, stored| {
-                        row.push_bind(stored.run_id)
-                            .push_bind(stored.seq)
-                            .push_bind(stored.last_seq)
-                            .push_bind(stored.event_type)
-                            .push_bind(sqlx::types::Json(&stored.data))
-                            .push_bind(at(stored.ts));
-                    });
-                    insert.push(sql::INSERT_EVENTS_END);
-                    insert.build().execute(&mut **tx).await?;
-                }
-                Ok(())
-            }
-
-            async fn insert_accounting_rows(
-                tx: &mut sqlx::Transaction<'static, $db>,
-                rows: &[(&str, i64, &$crate::store::AccountingRecord)],
-            ) -> Result<(), sqlx::Error> {
-                use $crate::store::sql::{ROWS_PER_INSERT, at, runs};
-                let large = |row: &(&str, i64, &$crate::store::AccountingRecord)| {
-                    row.2.entry.as_str().len()
-                };
-                for chunk in $crate::store::sql::statements(rows, ROWS_PER_INSERT, large) {
-                    let mut insert = sqlx::QueryBuilder::<$db>::new(runs::INSERT_ACCOUNTING);
-                    insert.push_values(chunk, |mut row, (run_id, idx, entry)| {
-                        row.push_bind(*run_id)
-                            .push_bind(*idx)
-                            .push_bind(&entry.entry_type)
-                            .push_bind(&entry.provider)
-                            .push_bind(&entry.model)
-                            .push_bind(&entry.tool)
-                            .push_bind(&entry.status)
-                            .push_bind(at(entry.ts))
-                            .push_bind(sqlx::types::Json(&entry.entry))
-                            .push_bind(entry.usage.input_tokens)
-                            .push_bind(entry.usage.output_tokens)
-                            .push_bind(entry.usage.cached_tokens)
-                            .push_bind(entry.usage.reasoning_tokens)
-                            .push_bind(entry.usage.cost_usd);
-                    });
-                    insert.push(runs::INSERT_ACCOUNTING_END);
-                    insert.build().execute(&mut **tx).await?;
-                }
-                Ok(())
-            }
-
-            async fn upsert_run_rows(
-                tx: &mut sqlx::Transaction<'static, $db>,
-                writes: &[$crate::store::RunWrite],
-            ) -> Result<(), sqlx::Error> {
-                use $crate::store::sql::at;
-                use $crate::store::sql::run_batch::{
-                    EndColumns, RUNS_PER_INSERT, UPSERT_RUNS, UPSERT_RUNS_END,
-                };
-                let large = |write: &$crate::store::RunWrite| {
-                    write.outcome.as_ref().map_or(0, |end| {
-                        end.result.as_ref().map_or(0, |r| r.as_str().len())
-                            + end.final_report.as_ref().map_or(0, |r| r.as_str().len())
-                            + end.error.as_ref().map_or(0, String::len)
-                    })
-                };
-                for chunk in $crate::store::sql::statements(writes, RUNS_PER_INSERT, large) {
-                    let mut upsert = sqlx::QueryBuilder::<$db>::new(UPSERT_RUNS);
-                    upsert.push_values(chunk, |mut row, write| {
-                        let run = &write.run;
-                        let end = EndColumns::of(write.outcome.as_ref());
-                        row.push_bind(&run.id)
-                            .push_bind(&run.agent)
-                            .push_bind(&run.user_id)
-                            .push_bind(&run.conversation_id)
-                            .push_bind(at(run.created_at))
-                            .push_bind(end.status)
-                            .push_bind(end.exit_reason)
-                            .push_bind(end.success)
-                            .push_bind(end.error)
-                            .push_bind(end.final_report)
-                            .push_bind(end.tokens[0])
-                            .push_bind(end.tokens[1])
-                            .push_bind(end.tokens[2])
-                            .push_bind(end.tokens[3])
-                            .push_bind(end.cost_usd)
-                            .push_bind(end.turns)
-                            .push_bind(end.finished_at)
-                            .push_bind(end.duration_ms)
-                            .push_bind(end.result)
-                            .push_bind(&run.owner)
-                            .push_bind(&run.acted_by)
-                            .push_bind(&run.key_id);
-                    });
-                    upsert.push(UPSERT_RUNS_END);
-                    upsert.build().execute(&mut **tx).await?;
+                use $crate::store::sql::{ROWS_PER_INSERT, run_events};
+                let rows = run_events::rows_of(events);
+                for chunk in run_events::statements(&rows, ROWS_PER_INSERT) {
+                    let mut sql = sqlx::QueryBuilder::<$db>::new("");
+                    Self::push_event_rows(&mut sql, chunk);
+                    sql.build().execute(&mut **tx).await?;
                 }
                 Ok(())
             }
@@ -212,16 +290,7 @@ macro_rules! impl_run_batch_store {
                 if batch.runs.is_empty() && batch.events.is_empty() {
                     return Ok(());
                 }
-                let mut tx = self.begin_write().await?;
-                Self::upsert_run_rows(&mut tx, &batch.runs).await?;
-                let accounting = $crate::store::sql::run_batch::accounting_rows(&batch.runs);
-                Self::insert_accounting_rows(&mut tx, &accounting).await?;
-                Self::insert_event_rows(&mut tx, &batch.events).await?;
-                for end in batch.runs.iter().filter_map(|write| write.outcome.as_ref()) {
-                    Self::insert_delivery_rows(&mut tx, &end.notices).await?;
-                }
-                Self::notify_runs(&mut tx, &batch.run_ids()).await?;
-                tx.commit().await?;
+                self.write_run_rows(batch).await?;
                 for end in batch.runs.iter().filter_map(|write| write.outcome.as_ref()) {
                     self.deliveries_added(&end.notices);
                 }
