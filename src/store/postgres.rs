@@ -59,6 +59,13 @@ impl PostgresStore {
         })
     }
 
+    /// Any replica may store a push-notification config: always asked.
+    fn may_hold_push_configs(&self) -> bool {
+        true
+    }
+
+    fn push_config_stored(&self) {}
+
     /// A run batch, statement by statement in one transaction (PostgreSQL prepares one
     /// statement per query).
     async fn write_run_rows(&self, batch: &super::RunBatch) -> Result<(), sqlx::Error> {

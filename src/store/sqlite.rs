@@ -10,7 +10,7 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::sqlite::{
@@ -36,6 +36,11 @@ pub struct SqliteStore {
     page_cap: Arc<AtomicU64>,
     /// Wakes this replica's webhook and schedule loops when their work changes.
     signals: super::StoreSignals,
+    /// Whether the database may hold A2A push-notification configs: read at open, set before
+    /// one is stored, never cleared while running. Every run's end asks for its task's
+    /// configs; while none can exist (one process owns a SQLite database) the answer is
+    /// known without a statement on the writer connection the run's end then waits for.
+    may_hold_push_configs: Arc<AtomicBool>,
 }
 
 impl SqliteStore {
@@ -90,12 +95,28 @@ impl SqliteStore {
                 .await
                 .map_err(open_error)?
         };
+        let holds_push_configs: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM a2a_push_configs)")
+                .fetch_one(&writer)
+                .await
+                .map_err(open_error)?;
         Ok(Self {
             reader,
             writer,
             page_cap,
             signals: super::StoreSignals::default(),
+            may_hold_push_configs: Arc::new(AtomicBool::new(holds_push_configs)),
         })
+    }
+
+    /// Whether a push-notification config may be stored (the field of the same name).
+    fn may_hold_push_configs(&self) -> bool {
+        self.may_hold_push_configs.load(Ordering::Acquire)
+    }
+
+    /// Called before a push-notification config is stored.
+    fn push_config_stored(&self) {
+        self.may_hold_push_configs.store(true, Ordering::Release);
     }
 
     /// Caps the database at `pages` pages (SQLite's `max_page_count`; `None` lifts the cap):

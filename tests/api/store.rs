@@ -109,6 +109,7 @@ on_both_backends!(
 on_both_backends!(
     push_config_conformance => push_configs_sqlite, push_configs_postgres:
     push_configs_are_kept_per_owner_replaced_and_deleted_once,
+    configs_stored_before_or_after_a_store_opens_are_listed,
 );
 
 on_both_backends!(

@@ -70,6 +70,7 @@ macro_rules! impl_push_config_store {
                 config: &$crate::store::PushConfig,
             ) -> Result<(), $crate::store::StoreError> {
                 use $crate::store::sql::{at, push_configs as sql};
+                self.push_config_stored();
                 sqlx::query(sql::UPSERT)
                     .bind(&config.task_id)
                     .bind(&config.owner)
@@ -107,6 +108,9 @@ macro_rules! impl_push_config_store {
                 owner: Option<&str>,
             ) -> Result<Vec<$crate::store::PushConfig>, $crate::store::StoreError> {
                 use $crate::store::sql::push_configs as sql;
+                if !self.may_hold_push_configs() {
+                    return Ok(Vec::new());
+                }
                 let query = match owner {
                     Some(owner) => sqlx::query_as::<_, sql::PushConfigRow>(sql::LIST_OWNERS)
                         .bind(task_id)

@@ -114,3 +114,36 @@ pub async fn push_configs_are_kept_per_owner_replaced_and_deleted_once(backend: 
     assert_eq!(leased[0].headers, message.headers);
     assert_eq!(leased[0].signer, Some(agentd::store::Signer::Unsigned));
 }
+
+/// A store opened on a database that holds a config lists it, and one opened on a database
+/// without any lists a config stored after it opened: SQLite answers "no configs" from memory
+/// until one is stored, so this is what keeps that answer honest.
+pub async fn configs_stored_before_or_after_a_store_opens_are_listed(backend: &Backend) {
+    let before = backend.open().await;
+    assert!(
+        before
+            .list_push_configs("task-1", None)
+            .await
+            .expect("listed")
+            .is_empty()
+    );
+    let first = config("alice", "a", "https://example.com/a");
+    before.put_push_config(&first).await.expect("stored");
+    assert_eq!(
+        before
+            .list_push_configs("task-1", None)
+            .await
+            .expect("listed"),
+        vec![first.clone()],
+        "stored after the store opened"
+    );
+    let reopened = backend.open().await;
+    assert_eq!(
+        reopened
+            .list_push_configs("task-1", None)
+            .await
+            .expect("listed"),
+        vec![first],
+        "stored before the store opened"
+    );
+}
