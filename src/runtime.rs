@@ -321,16 +321,19 @@ impl Runtime {
     }
 
     /// How many input tokens the first model call of a run of `agent` would be sent: its
-    /// system prompt with the MCP servers' instructions, `history`, `prompt` and the tools it
-    /// offers, counted with the tokenizer of its first model target.
+    /// system prompt with the MCP servers' instructions, `history`, `prompt` with its
+    /// attachments and the tools it offers, counted with the tokenizer of its first model
+    /// target (images as its vendor bills them).
     pub async fn count_input_tokens(
         &self,
         agent: &Arc<AgentSpec>,
         history: Vec<ChatMessage>,
         prompt: String,
+        prompt_attachments: Vec<crate::vocabulary::Attachment>,
     ) -> u64 {
         let mut request = SessionRequest::for_prompt(String::new(), agent.clone(), prompt);
         request.history = history;
+        request.attachments = prompt_attachments;
         let conversation = opening_conversation(&request, &self.tools.instructions_for(agent));
         let tokenizer = tokenizer_of(agent, &self.catalog);
         let tools = self.tools.registry_for(agent).definitions().await;

@@ -211,6 +211,21 @@ where
     Ok(inspector)
 }
 
+/// What [`receive_bytes`] checks (limits, content sniffed against the declared type), without
+/// writing anything: for a request that only measures its files (a token count).
+pub fn inspect_bytes(
+    content: &[u8],
+    part: &str,
+    declared: Option<&str>,
+    name: &str,
+    limits: &AttachmentLimits,
+    budget: &mut RequestBudget,
+) -> Result<Inspected, AttachmentError> {
+    let mut inspector = Inspector::new(part, limits);
+    inspector.feed(content, budget)?;
+    inspector.finish(declared, name)
+}
+
 /// [`receive`] for content already in memory (a data URL, base64 in JSON, a fetched URL).
 pub async fn receive_bytes(
     store: &(impl FileStore + ?Sized),

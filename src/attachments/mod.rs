@@ -17,7 +17,8 @@ use crate::store::{FileRecord, FileStore, StoreError, read_blob};
 use crate::vocabulary::Attachment;
 
 pub use intake::{
-    Inspected, Received, RequestBudget, discard_abandoned_uploads, receive, receive_bytes, save,
+    Inspected, Received, RequestBudget, discard_abandoned_uploads, inspect_bytes, receive,
+    receive_bytes, save,
 };
 
 /// The `purpose` of files stored from a message's inline content (OpenAI's for user input).

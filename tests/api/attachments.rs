@@ -990,3 +990,51 @@ async fn the_context_guard_counts_an_image_by_its_size() {
         requests[1]
     );
 }
+
+/// `count_tokens` counts a Messages request's images by their size, as the run would send
+/// them, checks them as `messages` does (a bad part is named), and stores nothing.
+#[tokio::test]
+async fn count_tokens_counts_images_by_their_size_and_stores_nothing() {
+    use base64::Engine;
+    let app = crate::support::spawn_app().await;
+    let count = |image: Option<&[u8]>| {
+        let mut content = vec![json!({"type": "text", "text": "What is this?"})];
+        if let Some(png) = image {
+            let data = base64::engine::general_purpose::STANDARD.encode(png);
+            content.push(json!({"type": "image", "source":
+                {"type": "base64", "media_type": "image/png", "data": data}}));
+        }
+        json!({"model": "tight", "messages": [{"role": "user", "content": content}]})
+    };
+    let tokens = |body: Value| {
+        let app = &app;
+        async move {
+            let response = app.post_json("/v1/messages/count_tokens", &body).await;
+            assert_eq!(response.status(), 200);
+            let count: Value = response.json().await.expect("json");
+            count["input_tokens"].as_u64().expect("a count")
+        }
+    };
+    let text_only = tokens(count(None)).await;
+    let pixel = tokens(count(Some(PNG))).await;
+    let mut square = PNG.to_vec();
+    // The header's width and height (bytes 16..24): 1024×1024.
+    square[16..24].copy_from_slice(&[0, 0, 4, 0, 0, 0, 4, 0]);
+    let large = tokens(count(Some(&square))).await;
+    assert!(pixel > text_only, "{pixel} > {text_only}");
+    assert!(
+        large >= text_only + 765,
+        "a 1024×1024 image is at least 765 tokens with any vendor: {large} against {text_only}"
+    );
+    let mut bad = count(Some(PNG));
+    bad["messages"][0]["content"][1]["source"]["data"] = json!("not base64!");
+    let refused = app.post_json("/v1/messages/count_tokens", &bad).await;
+    assert_eq!(refused.status(), 400);
+    let refused: Value = refused.json().await.expect("json");
+    assert!(
+        refused.to_string().contains("messages[0].content[1]"),
+        "{refused}"
+    );
+    let files: Value = app.get("/v1/files").await.json().await.expect("json");
+    assert_eq!(files["data"], json!([]), "counting stores no file: {files}");
+}

@@ -1,6 +1,7 @@
 //! The attachments of a Messages request (SPEC §11): `image` and `document` blocks whose source
-//! is `base64`, `url`, `text` or a Files API `file`, each stored, by the index of its message;
-//! the error of a refused one names `messages[i].content[j]`.
+//! is `base64`, `url`, `text` or a Files API `file`, each stored (or, for a token count, only
+//! measured), by the index of its message; the error of a refused one names
+//! `messages[i].content[j]`.
 
 use bytes::Bytes;
 
@@ -21,7 +22,26 @@ pub async fn of_messages(
     agent: &AgentSpec,
     messages: &[AnthropicMessage],
 ) -> Result<Attachments, ApiError> {
-    let mut intake = AttachmentIntake::new(runtime, caller, agent);
+    let intake = AttachmentIntake::new(runtime, caller, agent);
+    taken_in(intake, messages).await
+}
+
+/// The `image` and `document` blocks of every message, checked and loaded as for a run but not
+/// stored: what `count_tokens` counts.
+pub async fn measured_of_messages(
+    runtime: &Runtime,
+    caller: &Caller,
+    agent: &AgentSpec,
+    messages: &[AnthropicMessage],
+) -> Result<Attachments, ApiError> {
+    let intake = AttachmentIntake::measuring(runtime, caller, agent);
+    taken_in(intake, messages).await
+}
+
+async fn taken_in(
+    mut intake: AttachmentIntake<'_>,
+    messages: &[AnthropicMessage],
+) -> Result<Attachments, ApiError> {
     let mut stored = Attachments::new();
     for (index, message) in messages.iter().enumerate() {
         let TextOrBlocks::Blocks(blocks) = &message.content else {

@@ -185,7 +185,8 @@ pub async fn messages(
 
 /// Anthropic's token count: the input tokens a `messages` request would send on its first model
 /// call — the agent's system prompt and tools included — with its model's tokenizer (exact for
-/// OpenAI models, an estimate for others).
+/// OpenAI models, an estimate for others). Images and documents count as the vendor bills them
+/// (an image by its size); they are checked as for `messages` and never stored.
 #[utoipa::path(
     post,
     path = "/v1/messages/count_tokens",
@@ -204,8 +205,14 @@ pub async fn count_tokens(
 ) -> Result<axum::Json<TokenCount>, AnthropicError> {
     let ApiJson(body) = body?;
     let agent = caller.model_agent(&runtime, &body.model)?;
-    let (history, prompt) = split_messages(&body, &mut Default::default())?;
-    let input_tokens = runtime.count_input_tokens(&agent, history, prompt).await;
+    let mut measured =
+        attachments::measured_of_messages(&runtime, &caller, &agent, &body.messages).await?;
+    let last = body.messages.len().saturating_sub(1);
+    let prompt_attachments = measured.remove(&last).unwrap_or_default();
+    let (history, prompt) = split_messages(&body, &mut measured)?;
+    let input_tokens = runtime
+        .count_input_tokens(&agent, history, prompt, prompt_attachments)
+        .await;
     Ok(axum::Json(TokenCount { input_tokens }))
 }
 

@@ -141,7 +141,9 @@ pub async fn count_input_tokens(
         }
         _ => String::new(),
     };
-    let input_tokens = runtime.count_input_tokens(&agent, history, prompt).await;
+    let input_tokens = runtime
+        .count_input_tokens(&agent, history, prompt, Vec::new())
+        .await;
     Ok(axum::Json(InputTokenCount {
         object: InputTokensKind::InputTokens,
         input_tokens,
@@ -173,12 +175,12 @@ pub async fn compact_response(
         .with_param("input"));
     }
     let input_tokens = runtime
-        .count_input_tokens(&agent, messages.clone(), String::new())
+        .count_input_tokens(&agent, messages.clone(), String::new(), Vec::new())
         .await;
     let id = format!("cmp_{}", uuid::Uuid::now_v7().simple());
     let (output, kept) = compacted(&messages, &id);
     let output_tokens = runtime
-        .count_input_tokens(&agent, kept, String::new())
+        .count_input_tokens(&agent, kept, String::new(), Vec::new())
         .await;
     Ok(axum::Json(CompactedResponse {
         id,

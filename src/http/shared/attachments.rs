@@ -75,6 +75,16 @@ pub fn owner_of(caller: &Caller) -> String {
     caller.owner().unwrap_or_default()
 }
 
+/// What an intake does with inline content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keeping {
+    /// Stored once by SHA-256 and recorded as the caller's file: a request that runs.
+    Stored,
+    /// Checked (limits, sniffed type) and held in memory for the request only: a request that
+    /// measures its files (a token count) stores nothing.
+    Measured,
+}
+
 /// Turns the attachments of one request into stored ones, keeping the request's budget, and
 /// refuses those the agent's models cannot read.
 pub struct AttachmentIntake<'a> {
@@ -83,6 +93,7 @@ pub struct AttachmentIntake<'a> {
     budget: RequestBudget,
     /// The agent the request runs: every one of its models must read each attachment.
     agent: &'a AgentSpec,
+    keeping: Keeping,
 }
 
 impl<'a> AttachmentIntake<'a> {
@@ -92,6 +103,17 @@ impl<'a> AttachmentIntake<'a> {
             caller,
             budget: RequestBudget::new(&runtime.config().limits.attachments),
             agent,
+            keeping: Keeping::Stored,
+        }
+    }
+
+    /// An intake for a request that only counts its tokens: inline content is checked as for
+    /// a run but never stored (a file of the Files API is still read, with the same
+    /// authorization).
+    pub fn measuring(runtime: &'a Runtime, caller: &'a Caller, agent: &'a AgentSpec) -> Self {
+        Self {
+            keeping: Keeping::Measured,
+            ..Self::new(runtime, caller, agent)
         }
     }
 
@@ -155,6 +177,26 @@ impl<'a> AttachmentIntake<'a> {
         name: &str,
     ) -> Result<Attachment, ApiError> {
         let limits = &self.runtime.config().limits.attachments;
+        if self.keeping == Keeping::Measured {
+            let inspected = attachments::inspect_bytes(
+                &content,
+                part,
+                declared,
+                name,
+                limits,
+                &mut self.budget,
+            )?;
+            let attachment = Attachment {
+                name: name.to_string(),
+                media_type: inspected.media_type,
+                bytes: inspected.bytes,
+                sha256: inspected.sha256,
+                file_id: String::new(),
+                content: Some(std::sync::Arc::from(content.as_ref())),
+                text_form: None,
+            };
+            return self.readable(attachment, part).await;
+        }
         let store = self.runtime.store().as_ref();
         let received = attachments::receive_bytes(
             store,
