@@ -75,6 +75,9 @@ async fn an_approval_is_input_required_and_answered_through_the_result_streams_e
 #[tokio::test]
 async fn a_task_is_cancelled_once_and_a_second_cancel_is_refused() {
     let (app, _dir) = app().await;
+    // The model never answers, so the task is still working when the cancel comes (with the
+    // default reply the run could end first).
+    app.llm.push(Reply::hang());
     let out = run_client(&app, "cancel").await;
     assert!(out.contains("working: working"), "{out}");
     assert!(out.contains("cancel answered: True"), "{out}");
