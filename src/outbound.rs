@@ -15,6 +15,9 @@ use futures_util::StreamExt;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::{Method, RequestBuilder, Url};
 
+/// How long [`check_url_for_another`] waits for a name to resolve.
+const NAME_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// How far outbound requests may reach and how much they may read.
 #[derive(Debug, Clone, Copy)]
 pub struct OutboundPolicy {
@@ -92,15 +95,7 @@ impl GuardedClient {
 
     /// Parses and checks a URL a caller gave: http(s) only, and no refused IP literal.
     pub fn check_url(&self, url: &str) -> Result<Url, OutboundError> {
-        let parsed = Url::parse(url).map_err(|_| OutboundError::InvalidUrl(url.to_owned()))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(OutboundError::Scheme(parsed.scheme().to_owned()));
-        }
-        if parsed.host_str().is_none() {
-            return Err(OutboundError::InvalidUrl(url.to_owned()));
-        }
-        check_literal_host(&parsed, self.policy.allow_private)?;
-        Ok(parsed)
+        parse_caller_url(url, self.policy.allow_private)
     }
 
     /// A request to a checked URL; names are checked again when the connection resolves them.
@@ -183,6 +178,41 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         source = inner.source();
     }
     text
+}
+
+/// Parses a URL a caller gave: http(s) only, with a host, and no refused IP literal.
+fn parse_caller_url(url: &str, allow_private: bool) -> Result<Url, OutboundError> {
+    let parsed = Url::parse(url).map_err(|_| OutboundError::InvalidUrl(url.to_owned()))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(OutboundError::Scheme(parsed.scheme().to_owned()));
+    }
+    if parsed.host_str().is_none() {
+        return Err(OutboundError::InvalidUrl(url.to_owned()));
+    }
+    check_literal_host(&parsed, allow_private)?;
+    Ok(parsed)
+}
+
+/// Checks a URL another server will fetch (a vendor given an attachment's URL): as a caller's
+/// URL, and a name that resolves here to a refused address is refused too (a name that does
+/// not resolve here is the fetching server's to resolve).
+pub async fn check_url_for_another(url: &str, allow_private: bool) -> Result<Url, OutboundError> {
+    let parsed = parse_caller_url(url, allow_private)?;
+    if allow_private {
+        return Ok(parsed);
+    }
+    let host = parsed.host_str().unwrap_or_default().to_owned();
+    let lookup = tokio::net::lookup_host((host.clone(), 0));
+    let Ok(Ok(mut addresses)) = tokio::time::timeout(NAME_CHECK_TIMEOUT, lookup).await else {
+        return Ok(parsed);
+    };
+    match addresses.find(|address| !is_public(address.ip())) {
+        Some(refused) => Err(OutboundError::RefusedAddress {
+            host,
+            ip: refused.ip(),
+        }),
+        None => Ok(parsed),
+    }
 }
 
 fn check_literal_host(url: &Url, allow_private: bool) -> Result<(), OutboundError> {
@@ -287,6 +317,29 @@ mod tests {
             max_bytes: 16,
         })
         .expect("client")
+    }
+
+    #[tokio::test]
+    async fn a_url_another_server_fetches_is_checked_but_not_fetched() {
+        assert!(matches!(
+            check_url_for_another("http://169.254.169.254/latest", false).await,
+            Err(OutboundError::RefusedAddress { .. })
+        ));
+        assert!(matches!(
+            check_url_for_another("http://localhost:9/x.png", false).await,
+            Err(OutboundError::RefusedAddress { .. })
+        ));
+        assert!(matches!(
+            check_url_for_another("ftp://x.test/a.png", false).await,
+            Err(OutboundError::Scheme(_))
+        ));
+        let unresolved = check_url_for_another("https://nothing.invalid/cat.png", false).await;
+        assert!(unresolved.is_ok());
+        assert!(
+            check_url_for_another("http://127.0.0.1/x.png", true)
+                .await
+                .is_ok()
+        );
     }
 
     #[test]

@@ -43,5 +43,6 @@ pub(super) fn joined_event(agent: &str, joined: &JoinedMessage) -> AgentEvent {
         now: None,
         call_id: None,
         joined_run_id: Some(joined.sender.clone()),
+        attachments: Vec::new(),
     }))
 }

@@ -107,6 +107,7 @@ pub(super) async fn record_task_status(
                     now: status.now.clone(),
                     call_id: None,
                     joined_run_id: None,
+                    attachments: Vec::new(),
                 })))
                 .await;
             if status.completes_the_task() {

@@ -1,7 +1,8 @@
 //! Sub-agent calls: an agent's `agents:` become `agent__{name}` tools. A call runs a child
 //! session with its own limits through a [`ChildRunner`] (the runtime), below a depth limit; the
 //! child's lineage continues the parent's (`callPath`, `parentTxnId`, `originTxnId`) and its
-//! accounting is rolled into the parent's.
+//! accounting is rolled into the parent's. The files the child's tools gave it (SPEC §11) reach
+//! the parent's model with the child's reply, and its `agent_finished` progress as metadata.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,7 +18,8 @@ use super::session::RunControl;
 use super::tool_phase::{ToolRunner, agent_tool_entry, failed};
 use super::{AgentResult, SessionRequest};
 use crate::config::AgentSpec;
-use crate::llm::{ToolCall, ToolDefinition};
+use crate::llm::{Role, ToolCall, ToolDefinition};
+use crate::vocabulary::Attachment;
 use crate::vocabulary::result::AccountingEntry;
 
 /// Sessions nested deeper than this are refused.
@@ -30,6 +32,9 @@ pub const SUB_AGENT_CONCURRENCY: usize = 4;
 pub(super) struct SubAgentReply {
     /// What the model is told.
     pub reply: String,
+    /// The files the child's tools gave it (kept already), which the parent's model gets with
+    /// the reply.
+    pub files: Vec<Attachment>,
     /// The child's own accounting, rolled into the parent's totals.
     pub child_accounting: Vec<AccountingEntry>,
     /// The parent's entry for the call itself.
@@ -122,6 +127,10 @@ pub(super) async fn call_sub_agent(
         Ok(result) => result.accounting.clone(),
         Err(_) => Vec::new(),
     };
+    let files = match &outcome {
+        Ok(result) if result.success => files_of(result),
+        _ => Vec::new(),
+    };
     let (reply, error) = match outcome {
         Ok(result) if result.success => (result.answer_text(), None),
         Ok(result) => {
@@ -147,21 +156,33 @@ pub(super) async fn call_sub_agent(
     );
     SubAgentReply {
         reply,
+        files,
         child_accounting,
         entry,
     }
 }
 
-/// Records a sub-agent call in the parent: the child's work, then the call's own entry.
+/// The files a finished child's tools gave it: the attachments of its `tool` messages.
+fn files_of(result: &AgentResult) -> Vec<Attachment> {
+    result
+        .conversation
+        .iter()
+        .filter(|message| message.role == Role::Tool)
+        .flat_map(|message| message.attachments.iter().cloned())
+        .collect()
+}
+
+/// Records a sub-agent call in the parent: the child's work, then the call's own entry; gives
+/// back what the parent's model is told and the files that go with it.
 pub(super) async fn record_sub_agent(
     events: &EventSink,
     transcript: &mut Transcript,
     reply: SubAgentReply,
-) -> String {
+) -> (String, Vec<Attachment>) {
     // The child's own work counts toward the parent's totals.
     transcript.accounting.extend(reply.child_accounting);
     transcript.record(events, reply.entry).await;
-    reply.reply
+    (reply.reply, reply.files)
 }
 
 /// Runs the child session.
@@ -175,12 +196,16 @@ async fn run_child(
 ) -> AgentResult {
     let call_path = format!("{}:{}", facts.call_path, child.name);
     let request = facts.request.child(&facts.call_path, child.clone(), prompt);
-    let progress = |kind: &str, message: Option<String>| {
+    let progress = |kind: &str, message: Option<String>, attachments: Vec<Attachment>| {
         let mut progress = agent_progress(&child.name, &call_path, kind, message);
         progress.call_id = Some(call.id.clone());
+        progress.attachments = attachments;
         AgentEvent::Progress(Box::new(progress))
     };
-    runner.events.emit(progress("agent_started", None)).await;
+    runner
+        .events
+        .emit(progress("agent_started", None, Vec::new()))
+        .await;
     let control = runner.control.for_child();
     let result = sub_agents.runner.run_child(request, control).await;
     let status = if result.success {
@@ -190,7 +215,15 @@ async fn run_child(
     };
     runner
         .events
-        .emit(progress("agent_finished", Some(status.to_string())))
+        .emit(progress(
+            "agent_finished",
+            Some(status.to_string()),
+            if result.success {
+                files_of(&result)
+            } else {
+                Vec::new()
+            },
+        ))
         .await;
     result
 }
@@ -222,5 +255,6 @@ fn agent_progress(agent: &str, call_path: &str, kind: &str, message: Option<Stri
         now: None,
         call_id: None,
         joined_run_id: None,
+        attachments: Vec::new(),
     }
 }

@@ -355,6 +355,7 @@ impl ToolRunner<'_> {
                         now: None,
                         call_id: None,
                         joined_run_id: None,
+                        attachments: Vec::new(),
                     })))
                     .await;
             }

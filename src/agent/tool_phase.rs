@@ -275,17 +275,29 @@ impl ToolRunner<'_> {
             async move {
                 let _place = places.acquire().await;
                 let reply = call_sub_agent(self, facts, call, child, arguments).await;
-                (index, reply)
+                (index, call.id.clone(), reply)
             }
         });
-        let child_replies: Vec<(usize, SubAgentReply)> = tokio::select! {
+        let child_replies: Vec<(usize, String, SubAgentReply)> = tokio::select! {
             biased;
             _ = self.control.abort.cancelled() => return Err(Handled::End(self.control.aborted())),
             replies = futures_util::future::join_all(child_calls) => replies,
         };
-        for (index, child_reply) in child_replies {
-            let reply = record_sub_agent(self.events, &mut run.transcript, child_reply).await;
-            replies.admit(&mut run.context, index, reply);
+        for (index, call_id, child_reply) in child_replies {
+            let (reply, files) =
+                record_sub_agent(self.events, &mut run.transcript, child_reply).await;
+            if files.is_empty() {
+                replies.admit(&mut run.context, index, reply);
+                continue;
+            }
+            // The child's files go to the model with its reply, counted like a tool's.
+            match run.context.admit_tool_reply(&reply, &files) {
+                Ok(()) => {
+                    run.tool_files.insert(call_id, files);
+                    replies.set_admitted(index, reply);
+                }
+                Err(_) => replies.set_admitted(index, BUDGET_EXCEEDED_STUB.to_string()),
+            }
         }
         Ok(())
     }

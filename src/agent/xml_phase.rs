@@ -344,6 +344,7 @@ async fn emit_progress(runner: &ToolRunner<'_>, facts: &RunFacts, message: Strin
             now: None,
             call_id: None,
             joined_run_id: None,
+            attachments: Vec::new(),
         })))
         .await;
 }

@@ -84,6 +84,7 @@ impl From<&FileRecord> for Attachment {
             sha256: file.sha256.clone(),
             file_id: file.id.clone(),
             content: None,
+            url: None,
             text_form: None,
         }
     }
@@ -195,7 +196,10 @@ pub async fn load_attachments(
     store: &(impl FileStore + ?Sized),
     attachments: &mut [Attachment],
 ) -> Result<(), StoreError> {
-    for attachment in attachments.iter_mut().filter(|a| a.content.is_none()) {
+    let stored = attachments
+        .iter_mut()
+        .filter(|a| a.content.is_none() && a.url.is_none());
+    for attachment in stored {
         if let Some(content) = read_blob(store, &attachment.sha256).await? {
             attachment.content = Some(Arc::from(content));
         }

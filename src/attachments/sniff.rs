@@ -20,6 +20,21 @@ pub fn media_type(head: &[u8], is_utf8: bool, declared: Option<&str>, name: &str
     text_type_of_name(name).to_string()
 }
 
+/// The image or PDF type a remote URL's path names by its extension (`…/cat.png?x=1`), for a
+/// URL passed to a vendor unread; `None` for anything else (such a URL is fetched and sniffed).
+pub fn media_type_of_url(url: &str) -> Option<&'static str> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    let (_, extension) = parsed.path().rsplit_once('/')?.1.rsplit_once('.')?;
+    match extension.to_ascii_lowercase().as_str() {
+        "png" => Some("image/png"),
+        "jpg" | "jpeg" => Some("image/jpeg"),
+        "gif" => Some("image/gif"),
+        "webp" => Some("image/webp"),
+        "pdf" => Some("application/pdf"),
+        _ => None,
+    }
+}
+
 /// Text types whose content is UTF-8 and a client may name.
 fn is_text_type(media_type: &str) -> bool {
     media_type.starts_with("text/") || media_type == "application/json"
@@ -104,6 +119,21 @@ mod tests {
             media_type(b"hello", true, Some("image/png"), "a.png"),
             "text/plain"
         );
+    }
+
+    #[test]
+    fn urls_name_images_and_pdfs_by_their_extension() {
+        assert_eq!(
+            media_type_of_url("https://x.test/a/Cat.PNG?size=2#top"),
+            Some("image/png")
+        );
+        assert_eq!(
+            media_type_of_url("https://x.test/r.pdf"),
+            Some("application/pdf")
+        );
+        assert_eq!(media_type_of_url("https://x.test/notes.txt"), None);
+        assert_eq!(media_type_of_url("https://x.test/image"), None);
+        assert_eq!(media_type_of_url("https://x.png"), None);
     }
 
     #[test]

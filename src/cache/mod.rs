@@ -87,7 +87,14 @@ impl CacheKey {
         let attachments: String = request
             .attachments
             .iter()
-            .map(|a| format!("{}:{};", a.sha256, a.name))
+            .map(|a| {
+                format!(
+                    "{}:{}:{};",
+                    a.sha256,
+                    a.url.as_deref().unwrap_or(""),
+                    a.name
+                )
+            })
             .collect();
         let schema = schema.map(ToString::to_string).unwrap_or_default();
         let history = serde_json::to_string(&request.history).unwrap_or_default();

@@ -80,6 +80,7 @@ fn identical_requests_share_a_key_and_any_difference_changes_it() {
         sha256: "00".repeat(32),
         file_id: "file-1".into(),
         content: None,
+        url: None,
         text_form: None,
     }];
     for (what, changed) in [

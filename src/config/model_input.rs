@@ -50,6 +50,42 @@ pub fn model_input(config: &Config, provider: &str, model: &str) -> Vec<Attachme
     default_input(settings.kind, model).to_vec()
 }
 
+/// The kinds of remote attachment a provider's wire can carry as a URL: OpenAI-shaped chat
+/// takes image URLs, Anthropic image and PDF URLs; the others take content only.
+fn url_kinds(kind: ProviderKind) -> &'static [AttachmentKind] {
+    match kind {
+        ProviderKind::Openai | ProviderKind::OpenaiCompatible | ProviderKind::Openrouter => {
+            &[AttachmentKind::Image]
+        }
+        ProviderKind::Anthropic => &[AttachmentKind::Image, AttachmentKind::Pdf],
+        ProviderKind::Google | ProviderKind::Ollama | ProviderKind::Scripted => &[],
+    }
+}
+
+/// Whether `provider` fetches a remote attachment of `kind` itself, so it gets the URL: its
+/// wire carries such URLs and `fetchesUrls` (default: the vendor's own API, which does) says so.
+pub fn fetches_url(config: &Config, provider: &str, kind: AttachmentKind) -> bool {
+    let Some(settings) = config.providers.get(provider) else {
+        return false;
+    };
+    let fetches = settings.fetches_urls.unwrap_or(matches!(
+        settings.kind,
+        ProviderKind::Openai | ProviderKind::Openrouter | ProviderKind::Anthropic
+    ));
+    fetches && url_kinds(settings.kind).contains(&kind)
+}
+
+/// Whether every model of `agent` gets a remote attachment of `kind` as its URL: then agentd
+/// does not fetch it (a PDF some model reads as text is fetched, for its text).
+pub fn passes_urls(config: &Config, agent: &AgentSpec, kind: AttachmentKind) -> bool {
+    !wants_text_form(config, agent, kind)
+        && !agent.targets.is_empty()
+        && agent
+            .targets
+            .iter()
+            .all(|target| fetches_url(config, &target.provider, kind))
+}
+
 /// Whether some model of `agent` gets the text form of a `kind` file: the agent says
 /// `attachments: text`, `kind` is PDF, and one of its models does not read it.
 pub fn wants_text_form(config: &Config, agent: &AgentSpec, kind: AttachmentKind) -> bool {
@@ -87,6 +123,36 @@ mod tests {
             TEXT_AND_IMAGES
         );
         assert_eq!(default_input(ProviderKind::Ollama, "qwen3:8b"), TEXT);
+    }
+
+    #[test]
+    fn urls_go_to_the_vendors_that_fetch_them_unless_told_otherwise() {
+        let config = crate::config::parse_config(
+            serde_json::json!({"providers": {
+                "o": {"type": "openai"},
+                "a": {"type": "anthropic"},
+                "v": {"type": "openai-compatible", "fetchesUrls": true},
+                "c": {"type": "openai-compatible"},
+                "g": {"type": "google", "fetchesUrls": true},
+                "n": {"type": "anthropic", "fetchesUrls": false},
+            }}),
+            "test",
+        )
+        .expect("config");
+        let (image, pdf) = (AttachmentKind::Image, AttachmentKind::Pdf);
+        assert!(fetches_url(&config, "o", image) && !fetches_url(&config, "o", pdf));
+        assert!(fetches_url(&config, "a", image) && fetches_url(&config, "a", pdf));
+        assert!(fetches_url(&config, "v", image));
+        assert!(
+            !fetches_url(&config, "c", image),
+            "unknown servers get bytes"
+        );
+        assert!(
+            !fetches_url(&config, "g", image),
+            "Gemini's wire takes no URL"
+        );
+        assert!(!fetches_url(&config, "n", image));
+        assert!(!fetches_url(&config, "missing", image));
     }
 
     #[test]

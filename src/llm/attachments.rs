@@ -3,8 +3,9 @@
 //! go as text everywhere (wrapped with their name), and so does what a vendor cannot take (a PDF
 //! to Ollama) or an attachment whose content is no longer stored: a note naming it, never a
 //! silent drop. A file the model cannot read goes in its text form when it has one (a PDF's
-//! text under `attachments: text`). Pure functions of a message's attachments; the providers
-//! place them.
+//! text under `attachments: text`). A remote attachment goes as its URL to the vendors that
+//! fetch URLs (OpenAI images, Anthropic images and PDFs). Pure functions of a message's
+//! attachments; the providers place them.
 
 use std::sync::Arc;
 
@@ -37,10 +38,43 @@ pub fn as_text(attachment: &Attachment) -> String {
 
 /// What a model is told in place of an attachment it cannot be sent.
 pub fn note(attachment: &Attachment, why: &str) -> String {
-    format!(
-        "[attachment {} ({}, {} bytes): {why}]",
-        attachment.name, attachment.media_type, attachment.bytes
-    )
+    match &attachment.url {
+        Some(url) => format!(
+            "[attachment {} ({}) at {url}: {why}]",
+            attachment.name, attachment.media_type
+        ),
+        None => format!(
+            "[attachment {} ({}, {} bytes): {why}]",
+            attachment.name, attachment.media_type, attachment.bytes
+        ),
+    }
+}
+
+/// Where an attachment's content comes from for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source<'a> {
+    /// Loaded from the store: sent inline.
+    Loaded,
+    /// A remote file the vendor fetches from this URL.
+    Remote(&'a str),
+    /// Neither: its file was deleted.
+    Gone,
+}
+
+fn source(attachment: &Attachment) -> Source<'_> {
+    match (attachment.content.is_some(), attachment.remote_url()) {
+        (true, _) => Source::Loaded,
+        (false, Some(url)) => Source::Remote(url),
+        (false, None) => Source::Gone,
+    }
+}
+
+/// The note for an attachment that cannot be sent from `source`.
+fn unsent(attachment: &Attachment, source: Source<'_>) -> String {
+    match source {
+        Source::Remote(_) => note(attachment, "a remote file this vendor does not fetch"),
+        Source::Loaded | Source::Gone => note(attachment, "no longer stored"),
+    }
 }
 
 /// The content parts of an OpenAI Chat Completions message: its text, then each attachment.
@@ -51,16 +85,21 @@ pub fn openai_parts(text: Option<&str>, attachments: &[Attachment]) -> Value {
         .into_iter()
         .collect();
     for attachment in attachments {
-        parts.push(match (attachment.content.is_some(), attachment.kind()) {
-            (false, _) => json!({"type": "text", "text": note(attachment, "no longer stored")}),
-            (true, AttachmentKind::Image) => {
+        parts.push(match (source(attachment), attachment.kind()) {
+            (Source::Loaded, AttachmentKind::Image) => {
                 json!({"type": "image_url", "image_url": {"url": attachment.data_url()}})
             }
-            (true, AttachmentKind::Pdf) => json!({"type": "file", "file": {
+            (Source::Remote(url), AttachmentKind::Image) => {
+                json!({"type": "image_url", "image_url": {"url": url}})
+            }
+            (Source::Loaded, AttachmentKind::Pdf) => json!({"type": "file", "file": {
                 "filename": attachment.name,
                 "file_data": attachment.data_url(),
             }}),
-            (true, AttachmentKind::Text) => json!({"type": "text", "text": as_text(attachment)}),
+            (Source::Loaded, AttachmentKind::Text) => {
+                json!({"type": "text", "text": as_text(attachment)})
+            }
+            (source, _) => json!({"type": "text", "text": unsent(attachment, source)}),
         });
     }
     Value::Array(parts)
@@ -71,28 +110,32 @@ pub fn openai_parts(text: Option<&str>, attachments: &[Attachment]) -> Value {
 pub fn anthropic_blocks(attachments: &[Attachment]) -> Vec<Value> {
     attachments
         .iter()
-        .map(
-            |attachment| match (attachment.content.is_some(), attachment.kind()) {
-                (false, _) => json!({"type": "text", "text": note(attachment, "no longer stored")}),
-                (true, AttachmentKind::Image) => json!({"type": "image", "source": {
-                    "type": "base64",
-                    "media_type": attachment.media_type,
-                    "data": attachment.base64(),
-                }}),
-                (true, AttachmentKind::Pdf) => json!({"type": "document", "source": {
-                    "type": "base64",
-                    "media_type": "application/pdf",
-                    "data": attachment.base64(),
-                }}),
-                (true, AttachmentKind::Text) => {
-                    json!({"type": "document", "title": attachment.name, "source": {
-                        "type": "text",
-                        "media_type": "text/plain",
-                        "data": attachment.text(),
-                    }})
-                }
-            },
-        )
+        .map(|attachment| match (source(attachment), attachment.kind()) {
+            (Source::Loaded, AttachmentKind::Image) => json!({"type": "image", "source": {
+                "type": "base64",
+                "media_type": attachment.media_type,
+                "data": attachment.base64(),
+            }}),
+            (Source::Remote(url), AttachmentKind::Image) => {
+                json!({"type": "image", "source": {"type": "url", "url": url}})
+            }
+            (Source::Loaded, AttachmentKind::Pdf) => json!({"type": "document", "source": {
+                "type": "base64",
+                "media_type": "application/pdf",
+                "data": attachment.base64(),
+            }}),
+            (Source::Remote(url), AttachmentKind::Pdf) => {
+                json!({"type": "document", "source": {"type": "url", "url": url}})
+            }
+            (Source::Loaded, AttachmentKind::Text) => {
+                json!({"type": "document", "title": attachment.name, "source": {
+                    "type": "text",
+                    "media_type": "text/plain",
+                    "data": attachment.text(),
+                }})
+            }
+            (source, _) => json!({"type": "text", "text": unsent(attachment, source)}),
+        })
         .collect()
 }
 
@@ -100,16 +143,16 @@ pub fn anthropic_blocks(attachments: &[Attachment]) -> Vec<Value> {
 pub fn gemini_parts(attachments: &[Attachment]) -> Vec<Value> {
     attachments
         .iter()
-        .map(
-            |attachment| match (attachment.content.is_some(), attachment.kind()) {
-                (false, _) => json!({"text": note(attachment, "no longer stored")}),
-                (true, AttachmentKind::Image | AttachmentKind::Pdf) => json!({"inline_data": {
+        .map(|attachment| match (source(attachment), attachment.kind()) {
+            (Source::Loaded, AttachmentKind::Image | AttachmentKind::Pdf) => {
+                json!({"inline_data": {
                     "mime_type": attachment.media_type,
                     "data": attachment.base64(),
-                }}),
-                (true, AttachmentKind::Text) => json!({"text": as_text(attachment)}),
-            },
-        )
+                }})
+            }
+            (Source::Loaded, AttachmentKind::Text) => json!({"text": as_text(attachment)}),
+            (source, _) => json!({"text": unsent(attachment, source)}),
+        })
         .collect()
 }
 
@@ -118,14 +161,14 @@ pub fn ollama_parts(attachments: &[Attachment]) -> (Vec<Value>, Vec<String>) {
     let mut images = Vec::new();
     let mut texts = Vec::new();
     for attachment in attachments {
-        match (attachment.content.is_some(), attachment.kind()) {
-            (false, _) => texts.push(note(attachment, "no longer stored")),
-            (true, AttachmentKind::Image) => images.push(json!(attachment.base64())),
-            (true, AttachmentKind::Pdf) => texts.push(note(
+        match (source(attachment), attachment.kind()) {
+            (Source::Loaded, AttachmentKind::Image) => images.push(json!(attachment.base64())),
+            (Source::Loaded, AttachmentKind::Pdf) => texts.push(note(
                 attachment,
                 "Ollama takes no PDF; send it with `attachments: text`",
             )),
-            (true, AttachmentKind::Text) => texts.push(as_text(attachment)),
+            (Source::Loaded, AttachmentKind::Text) => texts.push(as_text(attachment)),
+            (source, _) => texts.push(unsent(attachment, source)),
         }
     }
     (images, texts)
@@ -143,6 +186,7 @@ mod tests {
             sha256: "00".repeat(32),
             file_id: "file-1".into(),
             content: content.map(Arc::from),
+            url: None,
             text_form: None,
         }
     }
@@ -189,6 +233,41 @@ mod tests {
         let parts = openai_parts(None, &text_only[0].attachments);
         let text = parts[0]["text"].as_str().expect("text");
         assert!(text.contains("name=\"r.pdf\"") && text.ends_with("hello\n</file>"));
+    }
+
+    #[test]
+    fn a_remote_file_goes_as_its_url_to_vendors_that_fetch_and_as_a_note_elsewhere() {
+        let remote = [
+            Attachment::remote(
+                "cat.png".into(),
+                "image/png".into(),
+                "https://x.test/cat.png".into(),
+            ),
+            Attachment::remote(
+                "r.pdf".into(),
+                "application/pdf".into(),
+                "https://x.test/r.pdf".into(),
+            ),
+        ];
+        let openai = openai_parts(None, &remote);
+        assert_eq!(openai[0]["image_url"]["url"], "https://x.test/cat.png");
+        assert!(openai[1]["text"].as_str().expect("note").contains("r.pdf"));
+        let anthropic = anthropic_blocks(&remote);
+        assert_eq!(
+            anthropic[0]["source"],
+            json!({"type": "url", "url": "https://x.test/cat.png"})
+        );
+        assert_eq!(anthropic[1]["type"], "document");
+        assert_eq!(anthropic[1]["source"]["url"], "https://x.test/r.pdf");
+        let gemini = gemini_parts(&remote);
+        assert!(
+            gemini[0]["text"]
+                .as_str()
+                .expect("note")
+                .contains("https://x.test/cat.png")
+        );
+        let (images, texts) = ollama_parts(&remote);
+        assert!(images.is_empty() && texts.len() == 2);
     }
 
     #[test]

@@ -386,6 +386,7 @@ mod tests {
             sha256: String::new(),
             file_id: String::new(),
             content: Some(std::sync::Arc::from(content)),
+            url: None,
             text_form: None,
         };
         let tokenizer = Tokenizer::APPROXIMATE.billing_images(ImageBilling::OpenAi);

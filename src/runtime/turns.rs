@@ -268,6 +268,7 @@ fn queued_event(agent: &str, ahead: usize) -> AgentEvent {
         now: None,
         call_id: None,
         joined_run_id: None,
+        attachments: Vec::new(),
     }))
 }
 

@@ -1,6 +1,8 @@
 //! An attachment as runs speak of it (SPEC §11): its metadata — name, media type, size, SHA-256
 //! and the file record naming it — which messages, stored conversations and events carry, and
 //! its content, loaded from the store when a request to a model is built and never serialised.
+//! A remote attachment the agent's vendors fetch themselves carries its URL instead: agentd
+//! stores no content for it.
 
 use std::sync::Arc;
 
@@ -19,6 +21,10 @@ pub struct Attachment {
     pub sha256: String,
     /// The file record (`file-…`) of the Files API that names it.
     pub file_id: String,
+    /// For a remote attachment passed to vendors that fetch it themselves: its URL (no bytes,
+    /// SHA-256 or file record, since agentd never read it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// The content, present once loaded for a request; never written anywhere.
     #[serde(skip)]
     pub content: Option<Arc<[u8]>>,
@@ -37,6 +43,7 @@ impl std::fmt::Debug for Attachment {
             .field("bytes", &self.bytes)
             .field("sha256", &self.sha256)
             .field("file_id", &self.file_id)
+            .field("url", &self.url)
             .field("loaded", &self.content.is_some())
             .field("text_form", &self.text_form.is_some())
             .finish()
@@ -74,6 +81,25 @@ impl AttachmentKind {
 }
 
 impl Attachment {
+    /// A remote file at `url` that the vendors fetch themselves.
+    pub fn remote(name: String, media_type: String, url: String) -> Self {
+        Self {
+            name,
+            media_type,
+            bytes: 0,
+            sha256: String::new(),
+            file_id: String::new(),
+            url: Some(url),
+            content: None,
+            text_form: None,
+        }
+    }
+
+    /// The URL of a remote attachment no content of which is loaded: the vendor fetches it.
+    pub fn remote_url(&self) -> Option<&str> {
+        self.url.as_deref().filter(|_| self.content.is_none())
+    }
+
     pub fn kind(&self) -> AttachmentKind {
         AttachmentKind::of(&self.media_type)
     }

@@ -88,6 +88,10 @@ pub struct Progress {
     /// answer, which follows it as its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub joined_run_id: Option<String>,
+    /// For a sub-agent's `agent_finished`: the files its tools gave it, which reached the
+    /// parent's model with its reply (metadata only, like `tool.finished`'s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<super::Attachment>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -1038,3 +1038,44 @@ async fn count_tokens_counts_images_by_their_size_and_stores_nothing() {
     let files: Value = app.get("/v1/files").await.json().await.expect("json");
     assert_eq!(files["data"], json!([]), "counting stores no file: {files}");
 }
+
+/// `/v1/responses/input_tokens` counts `input_image` parts by their size like `count_tokens`,
+/// names a bad part, and stores nothing.
+#[tokio::test]
+async fn responses_input_tokens_counts_images_by_their_size_and_stores_nothing() {
+    use base64::Engine;
+    let app = crate::support::spawn_app().await;
+    let input = |image: Option<&[u8]>| {
+        let mut content = vec![json!({"type": "input_text", "text": "What is this?"})];
+        if let Some(png) = image {
+            let data = base64::engine::general_purpose::STANDARD.encode(png);
+            content.push(json!({"type": "input_image", "image_url": format!("data:image/png;base64,{data}")}));
+        }
+        json!({"model": "tight", "input": [{"type": "message", "role": "user", "content": content}]})
+    };
+    let tokens = |body: Value| {
+        let app = &app;
+        async move {
+            let response = app.post_json("/v1/responses/input_tokens", &body).await;
+            assert_eq!(response.status(), 200);
+            let count: Value = response.json().await.expect("json");
+            count["input_tokens"].as_u64().expect("a count")
+        }
+    };
+    let text_only = tokens(input(None)).await;
+    let mut square = PNG.to_vec();
+    square[16..24].copy_from_slice(&[0, 0, 4, 0, 0, 0, 4, 0]);
+    let large = tokens(input(Some(&square))).await;
+    assert!(
+        large >= text_only + 765,
+        "a 1024×1024 image is at least 765 tokens: {large} against {text_only}"
+    );
+    let mut bad = input(Some(PNG));
+    bad["input"][0]["content"][1]["image_url"] = json!("data:image/png;base64,not base64!");
+    let refused = app.post_json("/v1/responses/input_tokens", &bad).await;
+    assert_eq!(refused.status(), 400);
+    let refused: Value = refused.json().await.expect("json");
+    assert_eq!(refused["error"]["param"], "input[0].content[1].image_url");
+    let files: Value = app.get("/v1/files").await.json().await.expect("json");
+    assert_eq!(files["data"], json!([]), "counting stores no file: {files}");
+}

@@ -20,6 +20,7 @@ mod approvals;
 mod attachments;
 mod attachments_image_only;
 mod attachments_refused_forms;
+mod attachments_remote;
 mod attachments_replays;
 mod attachments_text;
 mod auth;

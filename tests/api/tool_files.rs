@@ -15,6 +15,9 @@ use crate::support::{TestApp, spawn_app_with};
 
 const SNAP_AGENT: &str = "---\ndescription: Looks at pages\nmodels: llm/upstream-model\ntools: [pictures]\nfinalization: text\n---\nYou look.\n";
 
+/// An agent that has `snap` look for it.
+const LEAD_AGENT: &str = "---\ndescription: Delegates looking\nmodels: llm/upstream-model\nagents: [snap]\nfinalization: text\n---\nYou delegate.\n";
+
 /// The app with the `pictures` MCP server, `snap` on the OpenAI-compatible upstream, `snapc`
 /// on an Anthropic one, `snapg` on Gemini and `snapo` on Ollama (all served by the mock).
 async fn app_with_pictures() -> (TestApp, tempfile::TempDir) {
@@ -31,6 +34,7 @@ async fn app_with_pictures_limited(max_file_bytes: Option<usize>) -> (TestApp, t
     let png = dir.path().join("pixel.png");
     std::fs::write(&png, PNG).expect("png");
     std::fs::write(dir.path().join("snap.ai"), SNAP_AGENT).expect("agent");
+    std::fs::write(dir.path().join("lead.ai"), LEAD_AGENT).expect("agent");
     for (file, model) in [
         ("snapc.ai", "claude/claude-x"),
         ("snapg.ai", "gemini/gemini-x"),
@@ -72,8 +76,8 @@ fn png_base64() -> String {
     base64::engine::general_purpose::STANDARD.encode(PNG)
 }
 
-/// The `tool.finished` events of a run.
-async fn tool_finished(app: &TestApp, run_id: &str) -> Vec<Value> {
+/// The events of a run, which never carry a file's bytes.
+async fn run_events(app: &TestApp, run_id: &str) -> Vec<Value> {
     let events = app
         .get(&format!("/v1/runs/{run_id}/events"))
         .await
@@ -88,6 +92,14 @@ async fn tool_finished(app: &TestApp, run_id: &str) -> Vec<Value> {
         .lines()
         .filter_map(|line| line.strip_prefix("data:"))
         .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .collect()
+}
+
+/// The `tool.finished` events of a run.
+async fn tool_finished(app: &TestApp, run_id: &str) -> Vec<Value> {
+    run_events(app, run_id)
+        .await
+        .into_iter()
         .filter(|event| event["call_id"].is_string() && event["status"].is_string())
         .collect()
 }
@@ -204,6 +216,88 @@ async fn second_request_after_a_screenshot(app: &TestApp, agent: &str) -> (Strin
     let requests = app.llm.requests();
     assert_eq!(requests.len(), 2, "{requests:?}");
     (run_id, requests[1].clone())
+}
+
+/// The page shows a tool's image under its result (tests/web/tool_files.py, headless Chromium).
+#[tokio::test]
+async fn the_page_shows_a_tools_image_under_its_result() {
+    let (app, _dir) = app_with_pictures().await;
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "call-1",
+        "pictures__screenshot",
+        r#"{"page": "home"}"#,
+    )]));
+    app.llm.push(Reply::text("A single pixel."));
+    let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/web-screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let out = crate::web::run_python(
+        "tests/web/tool_files.py",
+        &[
+            app.address.clone(),
+            shots.display().to_string(),
+            "snap".into(),
+        ],
+    )
+    .await;
+    assert!(out.lines().any(|l| l == "tool files ok"), "{out}");
+    app.runtime.close().await;
+}
+
+/// A sub-agent's tool image reaches the parent's model with the sub-agent's reply, and the
+/// parent's `agent_finished` progress names it (metadata, never bytes).
+#[tokio::test]
+async fn a_sub_agents_tool_image_reaches_the_parent_model() {
+    let (app, _dir) = app_with_pictures().await;
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "call-lead",
+        "agent__snap",
+        r#"{"prompt": "Look at home"}"#,
+    )]));
+    app.llm.push(Reply::tool_calls(vec![ToolCall::new(
+        "call-1",
+        "pictures__screenshot",
+        r#"{"page": "home"}"#,
+    )]));
+    app.llm.push(Reply::text("A single pixel."));
+    app.llm.push(Reply::text("snap saw a single pixel."));
+    let (run_id, response) = app
+        .start_run(
+            "/v1/chat/completions",
+            &json!({"model": "lead", "messages": [{"role": "user", "content": "What is on home?"}]}),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let requests = app.llm.requests();
+    assert_eq!(requests.len(), 4, "{requests:?}");
+    let messages = requests[3]["messages"].as_array().expect("messages");
+    let at = messages
+        .iter()
+        .position(|m| m["role"] == "tool")
+        .expect("the sub-agent's reply");
+    assert!(
+        messages[at]["content"]
+            .as_str()
+            .is_some_and(|reply| reply.contains("A single pixel.")),
+        "{messages:?}"
+    );
+    let follow = &messages[at + 1];
+    assert_eq!(
+        follow["content"][0]["text"],
+        "The files of tool call call-lead: screenshot-1.png"
+    );
+    assert_eq!(
+        follow["content"][1]["image_url"]["url"],
+        format!("data:image/png;base64,{}", png_base64())
+    );
+
+    let finished = run_events(&app, &run_id)
+        .await
+        .into_iter()
+        .find(|event| event["kind"] == "agent_finished")
+        .expect("agent_finished");
+    assert_eq!(finished["attachments"][0]["name"], "screenshot-1.png");
+    assert_eq!(finished["attachments"][0]["media_type"], "image/png");
+    app.runtime.close().await;
 }
 
 /// Gemini: the tool's image follows its `functionResponse` as `inline_data` in the same turn.

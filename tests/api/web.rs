@@ -917,6 +917,12 @@ async fn the_page_shows_a_message_sent_while_answering_as_queued_then_answers_it
     )
     .await;
     assert!(out.lines().any(|l| l == "queue ok"), "{out}");
+    let requests = app.llm.requests();
+    let queued = crate::attachments::last_user_content(&requests[1]);
+    assert!(
+        queued.to_string().contains("the queued file arrived"),
+        "the queued message's file reached the upstream: {queued}"
+    );
 }
 
 /// SPEC §13 on the console (tests/web/schedules.py): the Schedules tab lists the schedules, a

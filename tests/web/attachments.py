@@ -11,27 +11,17 @@ to find at the upstream) and one `NAME ok` line per step; any failure raises.
 Usage: attachments.py BASE_URL KEY SCREENSHOT_DIR
 """
 import base64
-import json
 import os
-import shutil
 import struct
 import sys
 import zlib
-from pathlib import Path
 
 from playwright.sync_api import expect, sync_playwright
 
+from pagekit import axe, launch, open_page, TIMEOUT
+
 BASE, KEY, SHOTS = sys.argv[1:4]
-TIMEOUT = 20_000
-AXE = Path(__file__).resolve().parents[1] / "node" / "node_modules" / "axe-core" / "axe.min.js"
 NOTES = "Meeting notes: the square is red.\n"
-
-
-def chromium_path():
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        sys.exit("Chromium is missing: run scripts/test --setup-only")
-    return found
 
 
 def png(width, height, rgb):
@@ -43,17 +33,6 @@ def png(width, height, rgb):
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
             + chunk(b"IDAT", zlib.compress(row * height)) + chunk(b"IEND", b""))
-
-
-def axe(page, where):
-    """axe-core (npm, injected through DevTools: the page's CSP refuses inline script)."""
-    if not page.evaluate("typeof axe !== 'undefined'"):
-        page.evaluate(AXE.read_text())
-    result = page.evaluate(
-        "async () => { const r = await axe.run(document); return r.violations.map(v => ({id: v.id, nodes: v.nodes.map(n => n.target.join(' ') + ' ' + n.failureSummary).slice(0, 3)})); }"
-    )
-    assert not result, f"axe violations ({where}): {json.dumps(result, indent=1)}"
-    print(f"axe {where} ok")
 
 
 def shown_images(locator):
@@ -109,10 +88,8 @@ def main():
     blue = png(12, 12, (30, 30, 220))
     print("png " + base64.b64encode(red).decode())
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        errors = []
-        page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+        browser = launch(p)
+        page, errors = open_page(browser)
         page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
         page.goto(BASE + "/")
         expect(page.locator("#notice")).to_contain_text("401", timeout=TIMEOUT)

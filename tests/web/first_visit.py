@@ -5,28 +5,19 @@ press (the page chats as user `local`). Prints `first visit ok`; any failure rai
 Usage: first_visit.py BASE_URL SCREENSHOT_DIR
 """
 import os
-import shutil
 import sys
 
 from playwright.sync_api import expect, sync_playwright
 
+from pagekit import launch, open_page, TIMEOUT
+
 BASE, SHOTS = sys.argv[1:3]
-TIMEOUT = 20_000
-
-
-def chromium_path():
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        sys.exit("Chromium is missing: run scripts/test --setup-only")
-    return found
 
 
 def main():
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        browser = launch(p)
+        page, errors = open_page(browser)
         page.goto(BASE + "/")
         expect(page.locator("#agent option[value=chat]")).to_have_count(1, timeout=TIMEOUT)
         page.fill("#prompt", "hello there")

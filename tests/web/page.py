@@ -6,27 +6,15 @@ order the steps below ask for them, after 30 runs of user `bob` (for paging).
 
 Usage: page.py BASE_URL ADMIN_KEY RELOAD_ANSWER SCREENSHOT_DIR
 """
-import json
 import os
-import shutil
 import sys
-from pathlib import Path
 
 from playwright.sync_api import expect, sync_playwright
 
+from pagekit import axe, DESKTOP, launch, send, TIMEOUT
+
 BASE, KEY, RELOAD_ANSWER, SHOTS = sys.argv[1:5]
-TIMEOUT = 20_000
-AXE = Path(__file__).resolve().parents[1] / "node" / "node_modules" / "axe-core" / "axe.min.js"
-DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
-
-
-def chromium_path():
-    for candidate in ("chromium", "chromium-browser"):
-        found = shutil.which(candidate)
-        if found:
-            return found
-    sys.exit("Chromium is missing: run scripts/test --setup-only")
 
 
 def shot(page, name, full=False):
@@ -41,13 +29,6 @@ def wait_finished(page):
     expect(last_answer(page).locator(".footer")).to_be_visible(timeout=TIMEOUT)
 
 
-def send(page, text):
-    """Types a message and sends it with Enter, as a keyboard user does."""
-    page.fill("#prompt", text)
-    page.focus("#prompt")
-    page.keyboard.press("Enter")
-
-
 def stored(page, conversation_id):
     response = page.request.get(
         f"{BASE}/api/ada/conversations/{conversation_id}",
@@ -58,17 +39,6 @@ def stored(page, conversation_id):
 
 def current_conversation(page):
     return page.evaluate("sessionStorage.getItem('agentd.conversation')")
-
-
-def axe(page, where):
-    """axe-core (npm, injected) finds no violation on what the page shows now."""
-    if not page.evaluate("typeof axe !== 'undefined'"):
-        page.evaluate(AXE.read_text())  # through DevTools: the page's CSP rightly refuses inline script
-    result = page.evaluate(
-        "async () => { const r = await axe.run(document); return r.violations.map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' ') + ' ' + n.failureSummary).slice(0, 3)})); }"
-    )
-    assert not result, f"axe violations ({where}): {json.dumps(result, indent=1)}"
-    print(f"axe {where} ok")
 
 
 def no_sideways_scroll(page, where):
@@ -427,7 +397,7 @@ def phone(browser, errors):
 
 def main():
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        browser = launch(p)
         errors = []
         desktop(browser, errors)
         phone(browser, errors)

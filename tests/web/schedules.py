@@ -6,33 +6,14 @@ on a phone. Prints `schedules ok`; any failure raises.
 
 Usage: schedules.py BASE_URL SCREENSHOT_DIR
 """
-import json
 import os
-import shutil
 import sys
-from pathlib import Path
 
 from playwright.sync_api import expect, sync_playwright
 
+from pagekit import axe, launch, open_page, TIMEOUT
+
 BASE, SHOTS = sys.argv[1:3]
-TIMEOUT = 20_000
-AXE = Path(__file__).resolve().parents[1] / "node" / "node_modules" / "axe-core" / "axe.min.js"
-
-
-def chromium_path():
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        sys.exit("Chromium is missing: run scripts/test --setup-only")
-    return found
-
-
-def axe(page, where):
-    if not page.evaluate("typeof axe !== 'undefined'"):
-        page.evaluate(AXE.read_text())
-    result = page.evaluate(
-        "async () => { const r = await axe.run(document); return r.violations.map(v => ({id: v.id, nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 3)})); }"
-    )
-    assert not result, f"axe violations ({where}): {json.dumps(result, indent=1)}"
 
 
 def no_sideways_scroll(page, where):
@@ -49,10 +30,8 @@ def no_sideways_scroll(page, where):
 
 def main():
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        browser = launch(p)
+        page, errors = open_page(browser)
         page.goto(BASE + "/")
         expect(page.locator("#agent option[value=chat]")).to_have_count(1, timeout=TIMEOUT)
         page.click("#tab-schedules")

@@ -6,28 +6,19 @@ Prints `signed in ok`, `chat ok`, `signed out ok`; any failure raises.
 Usage: signin.py BASE_URL USER SCREENSHOT_DIR
 """
 import os
-import shutil
 import sys
 
 from playwright.sync_api import expect, sync_playwright
 
+from pagekit import launch, open_page, TIMEOUT
+
 BASE, USER, SHOTS = sys.argv[1:4]
-TIMEOUT = 20_000
-
-
-def chromium_path():
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        sys.exit("Chromium is missing: run scripts/test --setup-only")
-    return found
 
 
 def main():
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        browser = launch(p)
+        page, errors = open_page(browser)
         page.goto(BASE + "/")
         page.click("#sign-in", timeout=TIMEOUT)
         # The provider's development interactions: a login form, then a consent form.

@@ -1,8 +1,10 @@
 // One assistant answer as it streams: Markdown text, thinking and tool calls (collapsible, with
 // arguments, result and duration), live sub-agent progress, approvals (Approve / Deny / edit the
-// arguments), and a footer with tokens, cost, time and a link to the run.
+// arguments), and a footer with tokens, cost, time and a link to the run. Files a tool (or a
+// sub-agent's tools) gave the model show under its result, like a message's files.
 import { api, describe, state } from "./api.js";
 import { $, button, el, formatCost, formatDuration } from "./dom.js";
+import { showAttachments } from "./hooks.js";
 import { MarkdownView } from "./markdown.js";
 
 export function advice(exitReason) {
@@ -119,6 +121,8 @@ export class AnswerView {
     const what = data.message || data.now || "";
     const counts = data.done !== undefined && data.done !== null ? ` (${data.done} done${data.pending ? `, ${data.pending} pending` : ""})` : "";
     if (what || counts) row.note.textContent = what + counts;
+    const files = finished && showAttachments(data.attachments);
+    if (files) row.item.append(files);
   }
 
   toolStarted(data) {
@@ -149,6 +153,8 @@ export class AnswerView {
     tool.result.append(el("div", "label", ok ? "Result" : "Error"));
     const shown = ok ? data.output : (data.error || data.output || "failed");
     tool.result.append(el("pre", "output", (shown === undefined ? "" : String(shown)) + (data.output_truncated ? "\n… (cut)" : "")));
+    const files = showAttachments(data.attachments);
+    if (files) tool.result.append(el("div", "label", "Files"), files);
   }
 
   approvalRequested(data) {

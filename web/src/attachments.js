@@ -3,7 +3,8 @@
 // (`POST /v1/files`) and shown as a pending thumbnail (images) or chip (other files) with a
 // Remove button; the message names the uploaded files by `file_id`. A sent message shows its
 // files: images as thumbnails whose bytes come from `GET /v1/files/{id}/content` with the
-// page's own authorization, other files as a chip with name and size. A refused file (413,
+// page's own authorization, other files as a chip with name and size, a remote file (passed to
+// the vendor as its URL, never stored) as a link. A refused file (413,
 // 415) is dropped from the pending list with the server's reason.
 import { api, apiJson, ApiError, describe } from "./api.js";
 import { $, button, el, formatBytes } from "./dom.js";
@@ -41,6 +42,17 @@ function thumbnail(blob, name) {
   img.addEventListener("error", release, { once: true });
   img.src = url;
   return img;
+}
+
+// A remote file: a chip linking to where it lives (the page never loads it itself).
+function link(name, url) {
+  const node = el("span", "file-chip");
+  const anchor = el("a", "file-name", name);
+  anchor.href = url;
+  anchor.target = "_blank";
+  anchor.rel = "noopener noreferrer";
+  node.append(anchor, el("span", "file-size", "link"));
+  return node;
 }
 
 function chip(name, bytes, note) {
@@ -131,7 +143,9 @@ function show(attachments) {
   for (const attachment of attachments) {
     const item = el("li", "message-file");
     const name = attachment.name || "attachment";
-    if (isImage(attachment.media_type)) {
+    if (attachment.url && !attachment.file_id) {
+      item.append(link(name, attachment.url));
+    } else if (isImage(attachment.media_type)) {
       item.classList.add("image");
       if (attachment.file) item.append(thumbnail(attachment.file, name));
       else fetchThumbnail(item, attachment, name);

@@ -18,13 +18,8 @@ export async function send(event) {
   // Files alone make a message (an image to describe); nothing at all sends nothing.
   if (!text.trim() && !hasPendingAttachments()) return;
   if (!userId()) return notify("Enter a user name under Key first.", "info");
-  if (state.active) {
-    const queue = hooks.get("queue");
-    if (queue && (await queue.sendWhileBusy(text))) $("prompt").value = "";
-    else if (!queue) notify("An answer is still coming: wait for it, or press Stop (Escape).", "info");
-    return;
-  }
   if (collecting) return;
+  if (state.active) return sendQueued(text);
   notify("");
   // Uploads still in progress end first; a second Enter meanwhile sends nothing twice.
   collecting = true;
@@ -127,9 +122,23 @@ async function finishActive() {
   if (queue && queue.answerFinished) await queue.answerFinished();
 }
 
+// A message sent while an answer is coming goes to the queue hook (§13) with its files.
+async function sendQueued(text) {
+  const queue = hooks.get("queue");
+  if (!queue) return notify("An answer is still coming: wait for it, or press Stop (Escape).", "info");
+  collecting = true;
+  const files = await pendingAttachments();
+  collecting = false;
+  if (!text.trim() && !files.length) return;
+  if (await queue.sendWhileBusy(text, files)) {
+    $("prompt").value = "";
+    clearAttachments();
+  }
+}
+
 // Follows the answer to a message that waited for its turn (the queue hook, §13).
-export async function followQueuedRun(runId, conversationId, text) {
-  const bubble = userBubble(text);
+export async function followQueuedRun(runId, conversationId, text, files) {
+  const bubble = userBubble(text, undefined, files);
   $("messages").append(bubble);
   state.active = { runId, conversationId, seq: 0, events: [] };
   state.controller = new AbortController();

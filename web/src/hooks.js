@@ -8,8 +8,9 @@
 //                the files to send ({file_id, name, media_type, bytes} each; empty: none);
 //                clear() after sending; show(files) → the node showing a message's files;
 //                count() → how many files are pending (a message of files alone is sent).
-//   queue        (§13) sendWhileBusy(text) → true when the message was sent and is shown as
-//                queued (render it with showQueued(text) / clearQueued()); answerFinished()
+//   queue        (§13) sendWhileBusy(text, files) → true when the message (and its files) was
+//                sent and is shown as queued (render it with showQueued(text, files) /
+//                clearQueued()); answerFinished()
 //                when the answer in progress ended (the queued one's answer follows).
 //   schedules    (§13) mount(view) in #schedules-view, shown by the Schedules tab; show() (re)loads
 //                it.
@@ -77,9 +78,11 @@ export function clearAttachments() {
 }
 
 // A message shown as queued behind the answer in progress (§13).
-export function showQueued(text) {
+export function showQueued(text, files) {
   const box = $("queued");
   box.replaceChildren(el("span", "queued-label", "Queued"), el("span", "queued-text", text));
+  const shown = showAttachments(files);
+  if (shown) box.append(shown);
   box.hidden = false;
 }
 

@@ -1,15 +1,16 @@
 // Messages sent while an answer is coming (SPEC §13): the message is sent at once with
 // `busy: enqueue` and shown as queued (with Withdraw); the server stores and answers it after
-// the answer in progress, and the page follows that answer when the current one ends.
+// the answer in progress, and the page follows that answer when the current one ends. Files
+// attached before sending go with the queued message and show with it.
 import { api, describe, state, userPath } from "./api.js";
 import { followQueuedRun } from "./chat.js";
 import { button } from "./dom.js";
-import { clearQueued, hooks, showQueued } from "./hooks.js";
+import { attachmentFields, clearQueued, hooks, showQueued } from "./hooks.js";
 import { notify } from "./ui.js";
 
-let waiting = null; // {runId, conversationId, text}
+let waiting = null; // {runId, conversationId, text, files}
 
-async function sendWhileBusy(text) {
+async function sendWhileBusy(text, files = []) {
   if (waiting) {
     notify("A message is already queued: withdraw it or wait for its answer.", "info");
     return false;
@@ -20,7 +21,10 @@ async function sendWhileBusy(text) {
   try {
     response = await api(userPath("/chat"), {
       method: "POST",
-      json: { message: text, conversation_id: conversationId, stream: true, on_disconnect: "continue", busy: "enqueue" },
+      json: Object.assign(
+        { message: text, conversation_id: conversationId, stream: true, on_disconnect: "continue", busy: "enqueue" },
+        attachmentFields(files),
+      ),
     });
   } catch (error) {
     notify(describe(error));
@@ -29,8 +33,8 @@ async function sendWhileBusy(text) {
   const runId = response.headers.get("x-agentd-run-id");
   // The run goes on without this stream (on_disconnect: continue); it is followed in its turn.
   response.body.cancel().catch(() => {});
-  waiting = { runId, conversationId, text };
-  showQueued(text);
+  waiting = { runId, conversationId, text, files };
+  showQueued(text, files);
   const withdraw = button("withdraw", "Withdraw", "Withdraw the queued message");
   withdraw.addEventListener("click", () => withdrawQueued());
   document.getElementById("queued").append(withdraw);
@@ -56,7 +60,7 @@ async function answerFinished() {
   const next = waiting;
   waiting = null;
   clearQueued();
-  if (next.conversationId === state.conversationId) await followQueuedRun(next.runId, next.conversationId, next.text);
+  if (next.conversationId === state.conversationId) await followQueuedRun(next.runId, next.conversationId, next.text, next.files);
 }
 
 hooks.register("queue", { sendWhileBusy, answerFinished });

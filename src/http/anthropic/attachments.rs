@@ -93,7 +93,11 @@ async fn attachment_of(
         }
         "url" => {
             let url = source.url.as_deref().ok_or_else(|| missing("source.url"))?;
-            intake.url(url, &format!("{field}.url"), name).await
+            // A `document` block's URL is a PDF (Anthropic's URL documents are).
+            let declared = (block.kind == "document").then_some("application/pdf");
+            intake
+                .url(url, &format!("{field}.url"), name, declared)
+                .await
         }
         "file" => {
             let id = source

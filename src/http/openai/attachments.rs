@@ -56,7 +56,7 @@ async fn attachment_of(
                 .ok_or_else(|| missing(at, "image_url"))?;
             Ok(Some(
                 intake
-                    .url(&image.url, &format!("{at}.image_url.url"), None)
+                    .url(&image.url, &format!("{at}.image_url.url"), None, None)
                     .await?,
             ))
         }
@@ -68,7 +68,7 @@ async fn attachment_of(
                     let field = format!("{at}.file.file_data");
                     let name = file.filename.as_deref();
                     if data.starts_with("data:") {
-                        intake.url(data, &field, name).await?
+                        intake.url(data, &field, name, None).await?
                     } else {
                         intake
                             .base64(data, &field, None, name.unwrap_or("file"))

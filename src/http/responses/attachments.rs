@@ -2,8 +2,8 @@
 //! `data:` URL, or `file_id`) and `input_file` (`file_data` with `filename`, `file_url` or
 //! `file_id`) parts, stored; the prompt's are sent with it, and those of earlier items (a
 //! `store: false` client replaying its conversation) go on the history message read from
-//! their item, so the model sees them where they were. The error of a refused one names
-//! `input[i].content[j]`.
+//! their item, so the model sees them where they were. A token count measures them the same
+//! way and stores nothing. The error of a refused one names `input[i].content[j]`.
 
 use serde_json::Value;
 
@@ -26,17 +26,7 @@ pub async fn of_input(
     let mut intake = AttachmentIntake::new(runtime, caller, agent);
     let mut prompt = Vec::new();
     for (index, item) in read.items.iter().enumerate() {
-        let Some(Value::Array(parts)) = item.get("content") else {
-            continue;
-        };
-        let mut stored = Vec::new();
-        for (position, part) in parts.iter().enumerate() {
-            let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
-            if FILE_PARTS.contains(&kind) {
-                let at = format!("input[{index}].content[{position}]");
-                stored.push(attachment_of(&mut intake, kind, part, &at).await?);
-            }
-        }
+        let stored = files_of_item(&mut intake, item, index).await?;
         if stored.is_empty() {
             continue;
         }
@@ -47,6 +37,42 @@ pub async fn of_input(
         }
     }
     Ok(prompt)
+}
+
+/// The files of every item of `items`, checked as a run would take them but never stored: what
+/// a token count measures.
+pub async fn measured_of_items(
+    runtime: &Runtime,
+    caller: &Caller,
+    agent: &AgentSpec,
+    items: &[Value],
+) -> Result<Vec<Attachment>, ApiError> {
+    let mut intake = AttachmentIntake::measuring(runtime, caller, agent);
+    let mut measured = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        measured.extend(files_of_item(&mut intake, item, index).await?);
+    }
+    Ok(measured)
+}
+
+/// The files of item `index`'s content parts, taken in by `intake`.
+async fn files_of_item(
+    intake: &mut AttachmentIntake<'_>,
+    item: &Value,
+    index: usize,
+) -> Result<Vec<Attachment>, ApiError> {
+    let Some(Value::Array(parts)) = item.get("content") else {
+        return Ok(Vec::new());
+    };
+    let mut files = Vec::new();
+    for (position, part) in parts.iter().enumerate() {
+        let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
+        if FILE_PARTS.contains(&kind) {
+            let at = format!("input[{index}].content[{position}]");
+            files.push(attachment_of(intake, kind, part, &at).await?);
+        }
+    }
+    Ok(files)
 }
 
 async fn attachment_of(
@@ -63,11 +89,15 @@ async fn attachment_of(
     match kind {
         "input_image" => {
             let url = field("image_url").ok_or_else(|| missing(at, "image_url"))?;
-            intake.url(url, &format!("{at}.image_url"), name).await
+            intake
+                .url(url, &format!("{at}.image_url"), name, None)
+                .await
         }
         _ => match (field("file_data"), field("file_url")) {
             (Some(data), _) if data.starts_with("data:") => {
-                intake.url(data, &format!("{at}.file_data"), name).await
+                intake
+                    .url(data, &format!("{at}.file_data"), name, None)
+                    .await
             }
             (Some(data), _) => {
                 let name = name.unwrap_or("file");
@@ -75,7 +105,7 @@ async fn attachment_of(
                     .base64(data, &format!("{at}.file_data"), None, name)
                     .await
             }
-            (None, Some(url)) => intake.url(url, &format!("{at}.file_url"), name).await,
+            (None, Some(url)) => intake.url(url, &format!("{at}.file_url"), name, None).await,
             (None, None) => Err(missing(at, "file_data")),
         },
     }

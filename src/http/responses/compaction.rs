@@ -1,6 +1,7 @@
 //! The two Responses routes that read a conversation without running it (SPEC §15):
 //! `POST /v1/responses/input_tokens` counts what a request would send the model on its first
-//! call, and `POST /v1/responses/compact` shortens a conversation to its user messages and one
+//! call (its `input_image` and `input_file` parts measured as the run would send them, never
+//! stored), and `POST /v1/responses/compact` shortens a conversation to its user messages and one
 //! `compaction` item. agentd's compaction item keeps the assistant's answers as text (tool
 //! calls, their results and reasoning are dropped); sent back as input it expands to those
 //! answers, so the next response reads the conversation without the tool traffic.
@@ -15,7 +16,7 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::wire::{InputTokensDetails, OutputTokensDetails, ResponseUsage};
-use super::{conversations, input, instructions_and_previous, user_key};
+use super::{attachments, conversations, input, instructions_and_previous, user_key};
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiJson, ErrorBody};
 use crate::http::wire::string_constant;
@@ -141,8 +142,11 @@ pub async fn count_input_tokens(
         }
         _ => String::new(),
     };
+    // Every file of the input counts the same wherever it sits, so all go with the prompt.
+    let items = input::input_items(body.input.as_ref())?;
+    let files = attachments::measured_of_items(&runtime, &caller, &agent, &items).await?;
     let input_tokens = runtime
-        .count_input_tokens(&agent, history, prompt, Vec::new())
+        .count_input_tokens(&agent, history, prompt, files)
         .await;
     Ok(axum::Json(InputTokenCount {
         object: InputTokensKind::InputTokens,

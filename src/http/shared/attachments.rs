@@ -7,11 +7,12 @@ use axum::http::StatusCode;
 use base64::Engine;
 use bytes::Bytes;
 
-use crate::attachments::{self, AttachmentError, INLINE_PURPOSE, RequestBudget};
+use crate::attachments::{self, AttachmentError, INLINE_PURPOSE, RequestBudget, sniff};
 use crate::config::AgentSpec;
-use crate::config::model_input::{model_input, wants_text_form};
+use crate::config::model_input::{model_input, passes_urls, wants_text_form};
 use crate::http::auth::Caller;
 use crate::http::error::ApiError;
+use crate::outbound::check_url_for_another;
 use crate::runtime::Runtime;
 use crate::store::FileRecord;
 use crate::vocabulary::{Attachment, AttachmentKind};
@@ -193,6 +194,7 @@ impl<'a> AttachmentIntake<'a> {
                 sha256: inspected.sha256,
                 file_id: String::new(),
                 content: Some(std::sync::Arc::from(content.as_ref())),
+                url: None,
                 text_form: None,
             };
             return self.readable(attachment, part).await;
@@ -227,23 +229,63 @@ impl<'a> AttachmentIntake<'a> {
         self.content(content, part, declared, name).await
     }
 
-    /// A `data:` URL, or an `http(s)` URL fetched through the address guard.
+    /// A `data:` URL, or an `http(s)` URL: passed on unread to vendors that fetch it
+    /// ([`Self::passed_through`]), else fetched through the address guard. `declared` is the
+    /// media type the request gave, if any.
     pub async fn url(
         &mut self,
         url: &str,
         part: &str,
         name: Option<&str>,
+        declared: Option<&str>,
     ) -> Result<Attachment, ApiError> {
         if let Some(data_url) = url.strip_prefix("data:") {
             let (declared, data) = parse_data_url(data_url, part)?;
             let name = name.map_or_else(|| default_name(declared.as_deref()), str::to_string);
             return self.base64(data, part, declared.as_deref(), &name).await;
         }
+        if let Some(remote) = self.passed_through(url, part, name, declared).await? {
+            return self.readable(remote, part).await;
+        }
         let limits = &self.runtime.config().limits.attachments;
         let (content, declared) = attachments::fetch_url(limits, url, part).await?;
         let name = name.map_or_else(|| name_of_url(url), str::to_string);
         self.content(content, part, declared.as_deref(), &name)
             .await
+    }
+
+    /// The remote attachment at `url` when every model of the agent gets it as its URL (SPEC
+    /// §11): an image or PDF by its declared type or its path's extension, of a type
+    /// `limits.attachments` allows, at an address the guard allows (checked, never fetched).
+    async fn passed_through(
+        &self,
+        url: &str,
+        part: &str,
+        name: Option<&str>,
+        declared: Option<&str>,
+    ) -> Result<Option<Attachment>, ApiError> {
+        let config = self.runtime.config();
+        let limits = &config.limits.attachments;
+        let media_type = declared
+            .map(|d| d.split(';').next().unwrap_or(d).trim().to_ascii_lowercase())
+            .filter(|d| AttachmentKind::of(d) != AttachmentKind::Text && !d.ends_with("/*"))
+            .or_else(|| sniff::media_type_of_url(url).map(str::to_string));
+        let Some(media_type) = media_type else {
+            return Ok(None);
+        };
+        let kind = AttachmentKind::of(&media_type);
+        if !limits.allows(&media_type) || !passes_urls(config, self.agent, kind) {
+            return Ok(None);
+        }
+        if let Err(source) = check_url_for_another(url, limits.allow_private_urls).await {
+            return Err(AttachmentError::Fetch {
+                part: part.to_string(),
+                source,
+            }
+            .into());
+        }
+        let name = name.map_or_else(|| name_of_url(url), str::to_string);
+        Ok(Some(Attachment::remote(name, media_type, url.to_string())))
     }
 
     /// A file of the Files API the caller may read.
@@ -286,7 +328,7 @@ impl AttachmentIntake<'_> {
                 self.base64(data, &format!("{part}.data"), declared, &name)
                     .await
             }
-            (None, None, Some(url)) => self.url(url, &format!("{part}.url"), name).await,
+            (None, None, Some(url)) => self.url(url, &format!("{part}.url"), name, declared).await,
             _ => Err(ApiError::invalid_request(format!(
                 "`{part}` needs exactly one of `data`, `url` or `file_id`"
             ))

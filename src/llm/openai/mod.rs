@@ -395,6 +395,7 @@ mod tests {
             sha256: "00".repeat(32),
             file_id: "file-1".into(),
             content: Some(std::sync::Arc::from(b"PNG".as_slice())),
+            url: None,
             text_form: None,
         };
         let mut first = ChatMessage::new(Role::Tool, "[image image/png]");

@@ -47,6 +47,9 @@ pub struct ProviderConfig {
     pub tool_choice: Option<String>,
     /// `none` turns prompt caching off (Anthropic `cache_control`); anything else leaves it on.
     pub cache_strategy: Option<String>,
+    /// Whether remote attachment URLs go to this provider as URLs, for it to fetch (default:
+    /// yes for `openai`, `openrouter` and `anthropic`; `false` has agentd fetch them).
+    pub fetches_urls: Option<bool>,
     pub custom: Option<Value>,
     /// Per-model settings, keyed by the upstream model id.
     #[serde(default)]
