@@ -351,17 +351,32 @@ async fn the_readme_a2a_snippet_runs_as_written() {
     assert_eq!(stdout.trim(), "Hello from the README.", "{stdout}");
 }
 
-/// A FilePart (raw bytes, mediaType, filename) from the a2a-sdk reaches the model as an image.
+/// FileParts from the a2a-sdk reach the model as images: raw bytes (mediaType, filename) as
+/// their bytes, and a URL, on a provider that says it fetches URLs (`fetchesUrls`), as that URL.
 #[tokio::test]
 async fn an_a2a_sdk_file_part_reaches_the_upstream_as_an_image() {
     use base64::Engine;
-    let (app, _agents) = app_with_agents().await;
+    let app = crate::support::spawn_app_with(|config| {
+        config["auth"] = json!({"keys": [{"key": "admin-key", "admin": true}]});
+        config["providers"]["llm"]["fetchesUrls"] = json!(true);
+    })
+    .await;
     app.llm.push(Reply::text("one pixel"));
+    app.llm.push(Reply::text("a cat, by URL"));
     let png = crate::attachments::PNG;
     let png_hex: String = png.iter().map(|b| format!("{b:02x}")).collect();
-    let args = [app.address.clone(), "admin-key".to_string(), png_hex];
+    let image_url = "https://images.example.invalid/cat.png";
+    let args = [
+        app.address.clone(),
+        "admin-key".to_string(),
+        png_hex,
+        image_url.to_string(),
+    ];
     let stdout = run_python("a2a", A2A_SDK, "a2a_file.py", &args).await;
     assert!(stdout.lines().any(|l| l == "file part ok"), "{stdout}");
+    assert!(stdout.lines().any(|l| l == "url part ok"), "{stdout}");
+    let by_url = crate::attachments::last_user_content(&app.llm.requests()[1]);
+    assert_eq!(by_url[1]["image_url"]["url"], image_url, "{by_url}");
     let sent = &app.llm.requests()[0];
     let parts = crate::attachments::last_user_content(sent);
     let png64 = base64::engine::general_purpose::STANDARD.encode(png);

@@ -495,6 +495,9 @@ async fn the_openai_sdk_sends_images_and_files_that_reach_the_upstream() {
     llm.push(crate::support::mock_llm::Reply::text("a single pixel"));
     llm.push(crate::support::mock_llm::Reply::text("on friday"));
     llm.push(crate::support::mock_llm::Reply::text(
+        "a pixel, via responses",
+    ));
+    llm.push(crate::support::mock_llm::Reply::text(
         "a pixel, says claude",
     ));
     llm.push(crate::support::mock_llm::Reply::text("an empty PDF"));
@@ -509,7 +512,7 @@ async fn the_openai_sdk_sends_images_and_files_that_reach_the_upstream() {
     let stdout = crate::sdk_clients::run_sdk_script("attachments.py", &args).await;
     assert_eq!(
         stdout.lines().filter(|l| l.ends_with(" ok")).count(),
-        8,
+        9,
         "{stdout}"
     );
     let requests = llm.requests();
@@ -525,14 +528,20 @@ async fn the_openai_sdk_sends_images_and_files_that_reach_the_upstream() {
         text.contains("notes.md") && text.contains("ship on friday"),
         "{text}"
     );
-    // The Anthropic SDK's blocks, to the OpenAI-compatible upstream of agent `chat`.
+    // Responses `input_image`, in OpenAI's chat form upstream.
     let image = last_user_content(&requests[2]);
     assert_eq!(
         image[1]["image_url"]["url"],
         format!("data:image/png;base64,{png64}")
     );
+    // The Anthropic SDK's blocks, to the OpenAI-compatible upstream of agent `chat`.
+    let image = last_user_content(&requests[3]);
+    assert_eq!(
+        image[1]["image_url"]["url"],
+        format!("data:image/png;base64,{png64}")
+    );
     assert_eq!(image[0]["text"], "what is this image?");
-    let document = last_user_content(&requests[3]);
+    let document = last_user_content(&requests[4]);
     let pdf64 = base64::engine::general_purpose::STANDARD
         .encode(b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n");
     assert_eq!(

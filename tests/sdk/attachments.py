@@ -1,7 +1,7 @@
 """The OpenAI and Anthropic Python SDKs sending attachments to a running agentd (SPEC §11): an
 `image_url` data URL on chat completions, `files.create` then a `file` part naming its `file_id`,
-the rest of the Files API (list, retrieve, content, delete), and Anthropic `image` and `document`
-blocks on /v1/messages. Usage: attachments.py BASE_URL API_KEY PNG_HEX.
+the rest of the Files API (list, retrieve, content, delete), a Responses `input_image` (and its
+`input_tokens` count), and Anthropic `image` and `document` blocks on /v1/messages. Usage: attachments.py BASE_URL API_KEY PNG_HEX.
 Prints one line per check and exits non-zero on the first failure."""
 import base64
 import sys
@@ -54,6 +54,19 @@ print("openai refused attachment ok")
 deleted = oa.files.delete(uploaded.id)
 assert deleted.deleted and deleted.id == uploaded.id, deleted
 print("openai files.delete ok")
+
+response = oa.responses.create(model="chat", input=[{"role": "user", "content": [
+    {"type": "input_text", "text": "and in the Responses API?"},
+    {"type": "input_image", "image_url": data_url, "detail": "auto"},
+]}])
+assert response.output_text == "a pixel, via responses", response
+text_only = oa.responses.input_tokens.count(model="chat", input="and in the Responses API?")
+with_image = oa.responses.input_tokens.count(model="chat", input=[{"role": "user", "content": [
+    {"type": "input_text", "text": "and in the Responses API?"},
+    {"type": "input_image", "image_url": data_url, "detail": "auto"},
+]}])
+assert with_image.input_tokens > text_only.input_tokens, (with_image, text_only)
+print("openai responses input_image ok")
 
 an = anthropic.Anthropic(base_url=base, api_key=key, max_retries=0)
 message = an.messages.create(model="chat", max_tokens=100, messages=[{"role": "user", "content": [
