@@ -3,32 +3,38 @@
 //! handlers decide who may do what and shape the answers; they reach keys only through
 //! [`Runtime::api_keys`].
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 
 use super::Runtime;
 use crate::audit::Actor;
 use crate::identity::audit::{self, KeyChange};
+use crate::identity::keys::KeyCache;
 use crate::store::{Rotation, Store, StoreError, StoredApiKey};
 
 /// The runtime's keys: a view over the store that audits every change.
 pub struct ApiKeys<'a> {
-    store: &'a dyn Store,
+    store: &'a Arc<dyn Store>,
 }
 
 impl Runtime {
     /// The run-time API keys.
     pub fn api_keys(&self) -> ApiKeys<'_> {
-        ApiKeys {
-            store: self.store.as_ref(),
-        }
+        ApiKeys { store: &self.store }
     }
 }
 
 impl ApiKeys<'_> {
+    /// A cache of the stored keys, for the authenticator to look keys up through.
+    pub fn cache(&self) -> KeyCache {
+        KeyCache::new(Arc::clone(self.store))
+    }
+
     /// Stores a new key and audits its creation by `actor`.
     pub async fn create(&self, key: &StoredApiKey, actor: Actor) -> Result<(), StoreError> {
         self.store.insert_api_key(key).await?;
-        audit::record(self.store, actor, KeyChange::Created, &key.id).await;
+        audit::record(self.store.as_ref(), actor, KeyChange::Created, &key.id).await;
         Ok(())
     }
 
@@ -53,7 +59,7 @@ impl ApiKeys<'_> {
     pub async fn rotate(&self, rotation: &Rotation<'_>, actor: Actor) -> Result<bool, StoreError> {
         let rotated = self.store.rotate_api_key(rotation).await?;
         if rotated {
-            audit::record(self.store, actor, KeyChange::Rotated, rotation.id).await;
+            audit::record(self.store.as_ref(), actor, KeyChange::Rotated, rotation.id).await;
         }
         Ok(rotated)
     }
@@ -67,7 +73,7 @@ impl ApiKeys<'_> {
     ) -> Result<bool, StoreError> {
         let revoked = self.store.revoke_api_key(key_id, at).await?;
         if revoked {
-            audit::record(self.store, actor, KeyChange::Revoked, key_id).await;
+            audit::record(self.store.as_ref(), actor, KeyChange::Revoked, key_id).await;
         }
         Ok(revoked)
     }

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, header};
 use futures_util::TryStreamExt;
 use serde_json::{Map, Value};
 
-use crate::attachments::{self, AttachmentError, INLINE_PURPOSE, RequestBudget};
+use crate::attachments::{AttachmentError, INLINE_PURPOSE, RequestBudget};
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, parse_json_body};
 use crate::http::shared::attachments::owner_of;
@@ -190,19 +190,13 @@ async fn receive_file(
     }
     let declared = field.content_type().map(|m| m.essence_str().to_string());
     let chunks = field.map_err(|error| error.to_string());
-    let store = runtime.store().as_ref();
-    let received = attachments::receive(
-        store,
-        chunks,
-        part,
-        declared.as_deref(),
-        &name,
-        limits,
-        budget,
-    )
-    .await
-    .map_err(|error| past_the_form_limit(error, limits.max_request_bytes))?;
-    let file = attachments::save(store, &owner_of(caller), &name, INLINE_PURPOSE, received).await?;
+    let received = runtime
+        .receive_file(chunks, part, declared.as_deref(), &name, budget)
+        .await
+        .map_err(|error| past_the_form_limit(error, limits.max_request_bytes))?;
+    let file = runtime
+        .save_file(&owner_of(caller), &name, INLINE_PURPOSE, received)
+        .await?;
     Ok(Attachment::from(&file))
 }
 

@@ -87,17 +87,10 @@ pub async fn upload_file(
                 check_field("file", &name)?;
                 let declared = field.content_type().map(|m| m.essence_str().to_string());
                 let chunks = field.map_err(|error| error.to_string());
-                let received = attachments::receive(
-                    runtime.store().as_ref(),
-                    chunks,
-                    "file",
-                    declared.as_deref(),
-                    &name,
-                    limits,
-                    &mut budget,
-                )
-                .await
-                .map_err(|error| too_large_from_form(error, limits.max_file_bytes))?;
+                let received = runtime
+                    .receive_file(chunks, "file", declared.as_deref(), &name, &mut budget)
+                    .await
+                    .map_err(|error| too_large_from_form(error, limits.max_file_bytes))?;
                 file = Some((name, received));
             }
             Some("purpose") => {
@@ -112,8 +105,9 @@ pub async fn upload_file(
         ApiError::invalid_request("The form has no `file` field").with_param("file")
     })?;
     let purpose = purpose.unwrap_or_else(|| attachments::INLINE_PURPOSE.to_string());
-    let store = runtime.store().as_ref();
-    let record = attachments::save(store, &owner_of(&caller), &name, &purpose, received).await?;
+    let record = runtime
+        .save_file(&owner_of(&caller), &name, &purpose, received)
+        .await?;
     Ok(axum::Json(FileObject::from(&record)).into_response())
 }
 

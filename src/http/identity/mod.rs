@@ -67,7 +67,7 @@ impl Authenticator {
         Self {
             config_keys: KeyTable::from_config(auth),
             issuers,
-            stored_keys: KeyCache::new(Arc::clone(runtime.store())),
+            stored_keys: runtime.api_keys().cache(),
             enforced: auth.is_enforced(),
         }
     }

@@ -140,9 +140,7 @@ impl<'a> AttachmentIntake<'a> {
         }
         let config = self.runtime.config();
         if wants_text_form(config, self.agent, kind) {
-            let store = self.runtime.store().as_ref();
-            let max = config.limits.attachments.max_text_bytes();
-            return Ok(attachments::with_text_form(store, attachment, part, max).await?);
+            return Ok(self.runtime.with_text_form(attachment, part).await?);
         }
         for target in &self.agent.targets {
             let input = model_input(config, &target.provider, &target.model);
@@ -199,19 +197,15 @@ impl<'a> AttachmentIntake<'a> {
             };
             return self.readable(attachment, part).await;
         }
-        let store = self.runtime.store().as_ref();
-        let received = attachments::receive_bytes(
-            store,
-            content.clone(),
-            part,
-            declared,
-            name,
-            limits,
-            &mut self.budget,
-        )
-        .await?;
+        let received = self
+            .runtime
+            .receive_file_bytes(content.clone(), part, declared, name, &mut self.budget)
+            .await?;
         let owner = owner_of(self.caller);
-        let file = attachments::save(store, &owner, name, INLINE_PURPOSE, received).await?;
+        let file = self
+            .runtime
+            .save_file(&owner, name, INLINE_PURPOSE, received)
+            .await?;
         let mut attachment = Attachment::from(&file);
         attachment.content = Some(std::sync::Arc::from(content.as_ref()));
         self.readable(attachment, part).await
@@ -290,10 +284,11 @@ impl<'a> AttachmentIntake<'a> {
 
     /// A file of the Files API the caller may read.
     pub async fn file_id(&mut self, file_id: &str, part: &str) -> Result<Attachment, ApiError> {
-        let store = self.runtime.store().as_ref();
         let caller = self.caller;
-        let attachment =
-            attachments::from_file_id(store, file_id, part, |file| may_read(caller, file)).await?;
+        let attachment = self
+            .runtime
+            .file_attachment(file_id, part, |file| may_read(caller, file))
+            .await?;
         self.readable(attachment, part).await
     }
 }
