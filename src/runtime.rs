@@ -76,7 +76,7 @@ pub use follow::{CancelMode, CancelOutcome, FollowError};
 pub use ownership::ReplicaIdentity;
 pub use pipeline::{RunHandle, RunSubmission, StartError};
 pub use reload::{ReloadError, ReloadReport};
-pub use turns::{ContinueError, QUEUED_PROGRESS_KIND};
+pub use turns::ContinueError;
 pub use waits::{WaitAnswerError, WaitPoint, WaitingCallRef};
 
 /// The longest a clean stop waits for each store step (writing what is queued, leaving the

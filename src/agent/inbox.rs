@@ -9,9 +9,6 @@ use async_trait::async_trait;
 use super::events::{AgentEvent, Progress};
 use crate::llm::ChatMessage;
 
-/// The `progress` kind a session emits for each message that joined it.
-pub const MESSAGE_JOINED_PROGRESS_KIND: &str = "message_joined";
-
 /// A message sent to a running session.
 #[derive(Debug, Clone)]
 pub struct JoinedMessage {
@@ -34,7 +31,7 @@ pub trait Inbox: Send + Sync {
 /// joined the answer in progress.
 pub(super) fn joined_event(agent: &str, joined: &JoinedMessage) -> AgentEvent {
     AgentEvent::Progress(Box::new(Progress {
-        kind: MESSAGE_JOINED_PROGRESS_KIND.to_string(),
+        kind: crate::vocabulary::events::ProgressKind::MessageJoined,
         agent: agent.to_string(),
         call_path: agent.to_string(),
         message: Some("A message sent while this answer was running joined it".to_string()),

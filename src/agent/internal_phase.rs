@@ -98,7 +98,7 @@ pub(super) async fn record_task_status(
         Ok(status) => {
             events
                 .emit(AgentEvent::Progress(Box::new(Progress {
-                    kind: "task_status".into(),
+                    kind: crate::vocabulary::events::ProgressKind::TaskStatus,
                     agent: facts.request.agent.name.clone(),
                     call_path: facts.call_path.clone(),
                     message: status.now.clone(),

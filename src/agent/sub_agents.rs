@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::ending::Transcript;
 use super::events::EventSink;
-use super::events::{AgentEvent, Progress};
+use super::events::{AgentEvent, Progress, ProgressKind};
 use super::run::RunFacts;
 use super::session::RunControl;
 use super::tool_phase::{ToolRunner, agent_tool_entry, failed};
@@ -196,7 +196,7 @@ async fn run_child(
 ) -> AgentResult {
     let call_path = format!("{}:{}", facts.call_path, child.name);
     let request = facts.request.child(&facts.call_path, child.clone(), prompt);
-    let progress = |kind: &str, message: Option<String>, attachments: Vec<Attachment>| {
+    let progress = |kind: ProgressKind, message: Option<String>, attachments: Vec<Attachment>| {
         let mut progress = agent_progress(&child.name, &call_path, kind, message);
         progress.call_id = Some(call.id.clone());
         progress.attachments = attachments;
@@ -204,7 +204,7 @@ async fn run_child(
     };
     runner
         .events
-        .emit(progress("agent_started", None, Vec::new()))
+        .emit(progress(ProgressKind::AgentStarted, None, Vec::new()))
         .await;
     let control = runner.control.for_child();
     let result = sub_agents.runner.run_child(request, control).await;
@@ -216,7 +216,7 @@ async fn run_child(
     runner
         .events
         .emit(progress(
-            "agent_finished",
+            ProgressKind::AgentFinished,
             Some(status.to_string()),
             if result.success {
                 files_of(&result)
@@ -233,7 +233,7 @@ pub async fn emit_agent_progress(
     events: &EventSink,
     agent: &str,
     call_path: &str,
-    kind: &str,
+    kind: ProgressKind,
     message: Option<String>,
 ) {
     events
@@ -244,9 +244,14 @@ pub async fn emit_agent_progress(
 }
 
 /// The `progress` event `kind` of a child agent at `call_path`.
-fn agent_progress(agent: &str, call_path: &str, kind: &str, message: Option<String>) -> Progress {
+fn agent_progress(
+    agent: &str,
+    call_path: &str,
+    kind: ProgressKind,
+    message: Option<String>,
+) -> Progress {
     Progress {
-        kind: kind.into(),
+        kind,
         agent: agent.into(),
         call_path: call_path.into(),
         message,

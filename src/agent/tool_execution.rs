@@ -346,7 +346,7 @@ impl ToolRunner<'_> {
             while let Some(line) = lines.recv().await {
                 events
                     .emit(AgentEvent::Progress(Box::new(Progress {
-                        kind: "task_status".into(),
+                        kind: crate::vocabulary::events::ProgressKind::TaskStatus,
                         agent: tool.clone(),
                         call_path: call_path.clone(),
                         message: Some(line),

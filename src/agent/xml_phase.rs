@@ -335,7 +335,7 @@ async fn emit_progress(runner: &ToolRunner<'_>, facts: &RunFacts, message: Strin
     runner
         .events
         .emit(AgentEvent::Progress(Box::new(Progress {
-            kind: "agent_update".into(),
+            kind: crate::vocabulary::events::ProgressKind::AgentUpdate,
             agent: facts.request.agent.name.clone(),
             call_path: facts.call_path.clone(),
             message: Some(message),

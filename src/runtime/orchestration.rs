@@ -20,6 +20,7 @@ use crate::agent::{AgentEvent, AgentResult, EventSink, ExitReason, RunControl, S
 use crate::config::AgentSpec;
 use crate::llm::ChatMessage;
 use crate::store::NewRun;
+use crate::vocabulary::events::ProgressKind;
 use crate::vocabulary::result::UsageTotals;
 
 /// Events of a session whose answer is not the run's: its answer, report and end are left out.
@@ -132,7 +133,7 @@ impl Runtime {
             let name = advisor.name.clone();
             let child = self.child_request(&advisor, request.prompt.clone(), request);
             let call_path = child_call_path(request, &name);
-            emit_progress(sink, &name, &call_path, "agent_started", None).await;
+            emit_progress(sink, &name, &call_path, ProgressKind::AgentStarted, None).await;
             let created_at = chrono::Utc::now();
             let result = self
                 .session_for(&advisor, EventSink::discard(), control.for_child())
@@ -140,7 +141,14 @@ impl Runtime {
                 .await;
             self.record_child(&child, &result, created_at).await;
             let status = status_of(&result);
-            emit_progress(sink, &name, &call_path, "agent_finished", Some(status)).await;
+            emit_progress(
+                sink,
+                &name,
+                &call_path,
+                ProgressKind::AgentFinished,
+                Some(status),
+            )
+            .await;
             (name, result)
         });
         join_all(runs).await
@@ -164,7 +172,7 @@ impl Runtime {
             );
         };
         let call_path = child_call_path(request, name);
-        emit_progress(sink, name, &call_path, "agent_started", None).await;
+        emit_progress(sink, name, &call_path, ProgressKind::AgentStarted, None).await;
         let (child_sink, forwarder) = filtered(sink, keeps_child_answer);
         let child = self.child_request(&agent, prompt, request);
         let created_at = chrono::Utc::now();
@@ -178,7 +186,7 @@ impl Runtime {
             sink,
             name,
             &call_path,
-            "agent_finished",
+            ProgressKind::AgentFinished,
             Some(status_of(&result)),
         )
         .await;

@@ -16,12 +16,13 @@ use futures_util::StreamExt;
 use super::Runtime;
 use super::turns::ConversationSeat;
 use crate::agent::events::{AgentEvent, EventSink};
-use crate::agent::inbox::{Inbox, JoinedMessage, MESSAGE_JOINED_PROGRESS_KIND};
+use crate::agent::inbox::{Inbox, JoinedMessage};
 use crate::agent::{AgentResult, ExitReason, RunControl};
 use crate::config::AgentSpec;
 use crate::llm::ChatMessage;
 use crate::store::Turn;
 use crate::vocabulary::Attachment;
+use crate::vocabulary::events::ProgressKind;
 use crate::vocabulary::result::{FinalReport, RunSummary};
 
 /// The store's queue of one conversation, as the inbox of the run holding its turn.
@@ -125,7 +126,7 @@ impl Runtime {
             };
             match event {
                 AgentEvent::Progress(progress)
-                    if progress.kind == MESSAGE_JOINED_PROGRESS_KIND
+                    if progress.kind == ProgressKind::MessageJoined
                         && progress.joined_run_id.as_deref() == Some(run_id) =>
                 {
                     joined = true;

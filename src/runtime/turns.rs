@@ -25,8 +25,6 @@ use crate::vocabulary::{Attachment, ExitReason};
 
 /// How often a queued run looks at its conversation's queue in the store.
 const TURN_POLL: Duration = Duration::from_millis(50);
-/// The `progress` kind that tells a client its message waits for its turn.
-pub const QUEUED_PROGRESS_KIND: &str = "queued";
 
 /// A message's conversation, for the run that answers it.
 #[derive(Debug, Clone)]
@@ -257,7 +255,7 @@ impl Runtime {
 /// The `progress` event of a message waiting behind `ahead` others.
 fn queued_event(agent: &str, ahead: usize) -> AgentEvent {
     AgentEvent::Progress(Box::new(Progress {
-        kind: QUEUED_PROGRESS_KIND.to_string(),
+        kind: crate::vocabulary::events::ProgressKind::Queued,
         agent: agent.to_string(),
         call_path: agent.to_string(),
         message: Some(format!(

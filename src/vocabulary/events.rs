@@ -67,9 +67,45 @@ impl TextDelta {
     }
 }
 
+/// What a `progress` event reports; stored and sent by its snake_case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProgressKind {
+    /// A child agent (a sub-agent, an advisor, a router's destination, a handoff) started.
+    AgentStarted,
+    /// A child agent ended; `message` says how (`completed`, or its exit reason).
+    AgentFinished,
+    /// The model's `agent__task_status` report, or a tool's own progress line.
+    TaskStatus,
+    /// The XML transport's progress slot.
+    AgentUpdate,
+    /// A message sent while the answer was running joined it (SPEC §13 `busy: steer`).
+    MessageJoined,
+    /// The run waits for earlier messages of its conversation (SPEC §13 `busy: enqueue`).
+    Queued,
+}
+
+impl ProgressKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AgentStarted => "agent_started",
+            Self::AgentFinished => "agent_finished",
+            Self::TaskStatus => "task_status",
+            Self::AgentUpdate => "agent_update",
+            Self::MessageJoined => "message_joined",
+            Self::Queued => "queued",
+        }
+    }
+
+    /// The kind in words (`agent started`), for protocols that show progress as text.
+    pub fn in_words(self) -> String {
+        self.as_str().replace('_', " ")
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Progress {
-    pub kind: String,
+    pub kind: ProgressKind,
     pub agent: String,
     pub call_path: String,
     #[serde(skip_serializing_if = "Option::is_none")]

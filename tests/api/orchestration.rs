@@ -112,7 +112,7 @@ async fn advisors_answer_first_and_reach_the_agent_as_advisories() {
     );
     let started = count(
         &events,
-        |e| matches!(e, AgentEvent::Progress(p) if p.kind == "agent_started"),
+        |e| matches!(e, AgentEvent::Progress(p) if p.kind.as_str() == "agent_started"),
     );
     assert_eq!(started, 2);
     app.runtime.close().await;

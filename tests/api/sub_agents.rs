@@ -109,7 +109,7 @@ async fn a_sub_agent_call_runs_the_child_and_returns_its_answer() {
         .iter()
         .filter_map(|e| {
             if let AgentEvent::Progress(p) = e {
-                Some((p.kind.clone(), p.call_path.clone()))
+                Some((p.kind.as_str().to_string(), p.call_path.clone()))
             } else {
                 None
             }
@@ -187,7 +187,7 @@ async fn sub_agent_calls_of_one_turn_run_at_once_and_answer_in_call_order() {
     let mut progress = Vec::new();
     while let Some(event) = handle.events.recv().await {
         if let AgentEvent::Progress(p) = event.event {
-            progress.push(p.kind.clone());
+            progress.push(p.kind.as_str().to_string());
         }
     }
     let result = handle.result.await.expect("result");
@@ -253,9 +253,9 @@ async fn at_most_four_sub_agents_run_at_once() {
     let mut lifecycle = Vec::new();
     while let Some(event) = handle.events.recv().await {
         if let AgentEvent::Progress(p) = event.event
-            && p.kind.starts_with("agent_")
+            && p.kind.as_str().starts_with("agent_")
         {
-            lifecycle.push(p.kind.clone());
+            lifecycle.push(p.kind.as_str().to_string());
         }
     }
     assert!(handle.result.await.expect("result").success);

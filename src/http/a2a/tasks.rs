@@ -146,7 +146,7 @@ pub fn frame_of_event(
         AgentEvent::TurnStarted(turn) => working(format!("turn {}", turn.turn)),
         AgentEvent::ToolStarted(tool) => working(format!("calling {}", tool.tool)),
         AgentEvent::Progress(progress) => {
-            let what = progress.kind.replace('_', " ");
+            let what = progress.kind.in_words();
             working(match &progress.message {
                 Some(message) => format!("{} {what}: {message}", progress.agent),
                 None => format!("{} {what}", progress.agent),

@@ -10,13 +10,12 @@ use serde_json::{Value, json};
 
 use crate::http::shared::ui::RunEnd;
 use crate::vocabulary::RunStatus;
+use crate::vocabulary::events::{Progress, ProgressKind};
 
 /// The `forwardedProps` field that asks for the events.
 pub const REQUEST_FIELD: &str = "subagentEvents";
 
 /// The `progress` kinds that open and close a sub-agent.
-const STARTED: &str = "agent_started";
-const FINISHED: &str = "agent_finished";
 /// The `message` of an `agent_finished` that ended well.
 const COMPLETED: &str = "completed";
 
@@ -49,24 +48,21 @@ impl Subagents {
         }
     }
 
-    /// The lifecycle events one `progress` event (as the run event serialises) stands for:
-    /// none for progress of another kind.
-    pub fn progress(&mut self, progress: &Value) -> Vec<Value> {
-        let text = |key: &str| progress.get(key).and_then(Value::as_str);
-        let (Some(kind), Some(agent), Some(call_path)) =
-            (text("kind"), text("agent"), text("call_path"))
-        else {
-            return Vec::new();
-        };
-        let call_id = text("call_id").map(str::to_string);
-        match kind {
-            STARTED => vec![self.started(agent, call_path, call_id)],
-            FINISHED => self
+    /// The lifecycle events one `progress` event stands for: none for progress of another kind.
+    pub fn progress(&mut self, progress: &Progress) -> Vec<Value> {
+        let (agent, call_path) = (progress.agent.as_str(), progress.call_path.as_str());
+        let call_id = progress.call_id.clone();
+        match progress.kind {
+            ProgressKind::AgentStarted => vec![self.started(agent, call_path, call_id)],
+            ProgressKind::AgentFinished => self
                 .finished(call_path, call_id.as_deref())
-                .map(|id| finished_event(&id, agent, text("message")))
+                .map(|id| finished_event(&id, agent, progress.message.as_deref()))
                 .into_iter()
                 .collect(),
-            _ => Vec::new(),
+            ProgressKind::TaskStatus
+            | ProgressKind::AgentUpdate
+            | ProgressKind::MessageJoined
+            | ProgressKind::Queued => Vec::new(),
         }
     }
 
@@ -149,15 +145,22 @@ mod tests {
     use super::*;
     use crate::vocabulary::ExitReason;
 
-    fn progress(kind: &str, call_id: Option<&str>, message: Option<&str>) -> Value {
-        let mut progress = json!({"kind": kind, "agent": "helper", "call_path": "lead:helper"});
-        if let Some(call_id) = call_id {
-            progress["call_id"] = json!(call_id);
+    const STARTED: ProgressKind = ProgressKind::AgentStarted;
+    const FINISHED: ProgressKind = ProgressKind::AgentFinished;
+
+    fn progress(kind: ProgressKind, call_id: Option<&str>, message: Option<&str>) -> Progress {
+        Progress {
+            kind,
+            agent: "helper".into(),
+            call_path: "lead:helper".into(),
+            message: message.map(str::to_string),
+            done: None,
+            pending: None,
+            now: None,
+            call_id: call_id.map(str::to_string),
+            joined_run_id: None,
+            attachments: Vec::new(),
         }
-        if let Some(message) = message {
-            progress["message"] = json!(message);
-        }
-        progress
     }
 
     #[test]
@@ -189,10 +192,9 @@ mod tests {
         );
         assert!(
             subagents
-                .progress(&progress("tool_started", None, None))
+                .progress(&progress(ProgressKind::TaskStatus, None, None))
                 .is_empty()
         );
-        assert!(subagents.progress(&json!({"kind": STARTED})).is_empty());
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub(super) fn progress_message(event: &AgentEvent) -> Option<String> {
             tool.tool, tool.status, tool.latency_ms
         )),
         AgentEvent::Progress(progress) => {
-            let what = progress.kind.replace('_', " ");
+            let what = progress.kind.in_words();
             Some(match &progress.message {
                 Some(message) => format!("{} {what}: {message}", progress.agent),
                 None => format!("{} {what}", progress.agent),

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::agent::AgentEvent;
 use crate::agent::events::{
-    ApprovalDecided, ApprovalRequested, RunStarted, TextDelta, ToolFinished, ToolStarted,
+    ApprovalDecided, ApprovalRequested, Progress, RunStarted, TextDelta, ToolFinished, ToolStarted,
     TurnStarted,
 };
 use crate::http::shared::drive::{Frame, StreamEnd, Translator};
@@ -89,8 +89,9 @@ pub enum UiPart {
         call_id: String,
         decision: String,
     },
-    /// Sub-agent progress, as the run event carries it.
-    Progress(Value),
+    /// Progress (sub-agents, task status, a queued or joined message), as the run event
+    /// carries it.
+    Progress(Box<Progress>),
     Finished(RunEnd),
 }
 
@@ -195,9 +196,7 @@ impl UiTranslator {
             AgentEvent::TurnStarted(turn) => self.turn_started(turn, &mut parts),
             AgentEvent::Output(delta) => self.delta(OpenBlock::Text, delta, &mut parts),
             AgentEvent::Thinking(delta) => self.delta(OpenBlock::Reasoning, delta, &mut parts),
-            AgentEvent::Progress(progress) => parts.push(UiPart::Progress(
-                serde_json::to_value(progress).unwrap_or(Value::Null),
-            )),
+            AgentEvent::Progress(progress) => parts.push(UiPart::Progress(progress.clone())),
             AgentEvent::ToolStarted(tool) => self.tool_started(tool, &mut parts),
             AgentEvent::ToolFinished(tool) => self.tool_finished(tool, &mut parts),
             AgentEvent::ApprovalRequested(waiting) => self.approval_requested(waiting, &mut parts),
