@@ -36,8 +36,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::agent::events::{
-    ApprovalDecided, ApprovalRequested, ErrorEvent, Progress, RunStarted, TextDelta, ToolFinished,
-    ToolStarted, TurnStarted,
+    ApprovalDecided, ApprovalRequested, ErrorEvent, Progress, ProgressKind, RunStarted, TextDelta,
+    ToolFinished, ToolStarted, TurnStarted,
 };
 pub use crate::agent::inbox::{Inbox, JoinedMessage};
 pub use crate::agent::{AgentEvent, AgentResult};
