@@ -59,8 +59,17 @@ impl Runtime {
             let mut wakes = SelectAll::new();
             for run in runs {
                 if !run.status.is_terminal() && !watched.contains_key(&run.id) {
+                    // Wake-ups come from events after what is stored now: the run's history
+                    // says nothing about its status that `run` does not.
+                    let from = match runtime.store.last_run_event_seq(&run.id).await {
+                        Ok(last) => last,
+                        Err(error) => {
+                            yield Err(error);
+                            return;
+                        }
+                    };
                     watched.insert(run.id.clone(), Watched { status: run.status, settling: 0 });
-                    wakes.push(runtime.status_wakes(run.id.clone()).boxed());
+                    wakes.push(runtime.status_wakes(run.id.clone(), from).boxed());
                 }
                 yield Ok(run);
             }
@@ -111,10 +120,14 @@ impl Runtime {
         }
     }
 
-    /// The run's id after each of its events that may change its status, until it ends; a
-    /// follow error ends it (the idle looks go on).
-    fn status_wakes(self: &Arc<Self>, run_id: String) -> impl Stream<Item = String> + Send + use<> {
-        self.follow_run_events(run_id.clone(), 0)
+    /// The run's id after each of its events past seq `after` that may change its status,
+    /// until it ends; a follow error ends it (the idle looks go on).
+    fn status_wakes(
+        self: &Arc<Self>,
+        run_id: String,
+        after: i64,
+    ) -> impl Stream<Item = String> + Send + use<> {
+        self.follow_run_events(run_id.clone(), after)
             .take_while(|event| std::future::ready(event.is_ok()))
             .filter_map(move |event| {
                 let wake = event

@@ -44,4 +44,6 @@ pub trait RunEventStore: Send + Sync {
         after_seq: i64,
         limit: u32,
     ) -> Result<Vec<RunEventRecord>, StoreError>;
+    /// The seq of the run's last stored event; 0 when none is stored.
+    async fn last_run_event_seq(&self, run_id: &str) -> Result<i64, StoreError>;
 }

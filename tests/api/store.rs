@@ -129,6 +129,7 @@ on_both_backends!(
     concurrent_appenders_get_unique_ordered_seqs,
     run_events_are_listed_in_seq_order_after_a_seq,
     events_sharing_rows_replay_event_for_event_from_any_seq,
+    the_last_stored_event_seq_is_found_past_packed_and_retried_rows,
     concurrent_sessions_append_events_without_losing_any,
     data_survives_close_and_reopen,
     page_sizes_are_checked_at_and_past_the_limit,

@@ -33,6 +33,12 @@ const PACKED: &str = "";
 pub const LIST_EVENTS: &str = "SELECT run_id, seq, last_seq, type, data, ts FROM run_events \
      WHERE run_id = $1 AND seq > $2 - 64 AND COALESCE(last_seq, seq) > $2 ORDER BY seq LIMIT $3";
 
+/// The seq of a run's last stored event: the end of the row that starts last, found among the
+/// rows that start within a row's span of it (an index range of at most 64 rows, however long
+/// the run).
+pub const LAST_EVENT_SEQ: &str = "SELECT MAX(COALESCE(last_seq, seq)) FROM run_events \
+     WHERE run_id = $1 AND seq > (SELECT MAX(seq) FROM run_events WHERE run_id = $1) - 64";
+
 /// One row to insert: a single event, or several of one run packed.
 pub struct StoredRow<'a> {
     pub run_id: &'a str,
@@ -221,6 +227,18 @@ macro_rules! impl_run_event_store {
                     after_seq,
                     usize::try_from(limit).unwrap_or(usize::MAX),
                 )
+            }
+
+            async fn last_run_event_seq(
+                &self,
+                run_id: &str,
+            ) -> Result<i64, $crate::store::StoreError> {
+                use $crate::store::sql::run_events as sql;
+                let last: Option<i64> = sqlx::query_scalar(sql::LAST_EVENT_SEQ)
+                    .bind(run_id)
+                    .fetch_one(&self.reader)
+                    .await?;
+                Ok(last.unwrap_or(0))
             }
         }
     };

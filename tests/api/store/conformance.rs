@@ -324,6 +324,30 @@ pub async fn run_events_are_listed_in_seq_order_after_a_seq(backend: &Backend) {
     );
 }
 
+/// A run's last stored seq (where following its new events starts) is found whatever rows hold
+/// its events: packed, single, re-appended by a retried write; 0 for a run with none.
+pub async fn the_last_stored_event_seq_is_found_past_packed_and_retried_rows(backend: &Backend) {
+    let store = backend.open().await;
+    assert_eq!(store.last_run_event_seq("run-x").await.expect("last"), 0);
+    let x: Vec<_> = (1..=200).map(|seq| event("run-x", seq)).collect();
+    store.append_run_events(&x[..150]).await.expect("append");
+    assert_eq!(store.last_run_event_seq("run-x").await.expect("last"), 150);
+    store.append_run_events(&x[150..151]).await.expect("append");
+    assert_eq!(store.last_run_event_seq("run-x").await.expect("last"), 151);
+    store.append_run_events(&x[151..]).await.expect("append");
+    store
+        .append_run_events(&x[140..190])
+        .await
+        .expect("re-append");
+    assert_eq!(store.last_run_event_seq("run-x").await.expect("last"), 200);
+    store
+        .append_run_events(&[event("run-y", 1)])
+        .await
+        .expect("append");
+    assert_eq!(store.last_run_event_seq("run-y").await.expect("last"), 1);
+    assert_eq!(store.last_run_event_seq("run-x").await.expect("last"), 200);
+}
+
 /// A run's events that reach one write share a row (migration 0011); every replay position and
 /// page size still gives each event once, as appended, whatever mix of rows holds them.
 pub async fn events_sharing_rows_replay_event_for_event_from_any_seq(backend: &Backend) {
