@@ -438,27 +438,12 @@ fn started_recently(run_id: &str) -> bool {
 fn running_record(live: &LiveRun) -> RunRecord {
     let run = &live.run;
     RunRecord {
-        id: run.id.clone(),
-        agent: run.agent.clone(),
         user_id: run.user_id.clone(),
         conversation_id: run.conversation_id.clone(),
-        status: RunStatus::Running,
-        exit_reason: None,
-        success: None,
-        error: None,
-        final_report: None,
-        input_tokens: 0,
-        output_tokens: 0,
-        cached_tokens: 0,
-        total_tokens: 0,
-        cost_usd: 0.0,
-        turns: 0,
         created_at: run.created_at,
-        finished_at: None,
-        duration_ms: None,
-        result: None,
         owner: run.owner.clone(),
         acted_by: run.acted_by.clone(),
+        ..RunRecord::new(&run.id, &run.agent, RunStatus::Running)
     }
 }
 
@@ -470,27 +455,18 @@ mod tests {
 
     fn ended_run(exit_reason: &str, result: Option<serde_json::Value>) -> RunRecord {
         RunRecord {
-            id: "r".into(),
-            agent: "a".into(),
-            user_id: None,
-            conversation_id: None,
-            status: RunStatus::Failed,
             exit_reason: Some(exit_reason.into()),
             success: Some(false),
             error: Some("it went wrong".into()),
-            final_report: None,
             input_tokens: 3,
             output_tokens: 4,
-            cached_tokens: 0,
             total_tokens: 7,
             cost_usd: 0.5,
             turns: 2,
-            created_at: chrono::Utc::now(),
             finished_at: Some(chrono::Utc::now()),
             duration_ms: Some(9),
             result,
-            owner: None,
-            acted_by: None,
+            ..RunRecord::new("r", "a", RunStatus::Failed)
         }
     }
 

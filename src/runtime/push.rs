@@ -176,27 +176,8 @@ mod tests {
 
     fn waiting_run() -> RunRecord {
         RunRecord {
-            id: "run-1".into(),
-            agent: "approver".into(),
             user_id: Some("alice".into()),
-            conversation_id: None,
-            status: RunStatus::WaitingApproval,
-            exit_reason: None,
-            success: None,
-            error: None,
-            final_report: None,
-            input_tokens: 0,
-            output_tokens: 0,
-            cached_tokens: 0,
-            total_tokens: 0,
-            cost_usd: 0.0,
-            turns: 0,
-            created_at: Utc::now(),
-            finished_at: None,
-            duration_ms: None,
-            result: None,
-            owner: None,
-            acted_by: None,
+            ..RunRecord::new("run-1", "approver", RunStatus::WaitingApproval)
         }
     }
 

@@ -58,6 +58,34 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// A run of `agent` in `status` with nothing else known yet: no user, conversation or
+    /// outcome, no usage, created now. Other fields are set with struct update syntax.
+    pub fn new(id: &str, agent: &str, status: RunStatus) -> Self {
+        Self {
+            id: id.to_string(),
+            agent: agent.to_string(),
+            user_id: None,
+            conversation_id: None,
+            status,
+            exit_reason: None,
+            success: None,
+            error: None,
+            final_report: None,
+            input_tokens: 0,
+            output_tokens: 0,
+            cached_tokens: 0,
+            total_tokens: 0,
+            cost_usd: 0.0,
+            turns: 0,
+            created_at: Utc::now(),
+            finished_at: None,
+            duration_ms: None,
+            result: None,
+            owner: None,
+            acted_by: None,
+        }
+    }
+
     /// The record `run` has once `outcome` is stored: what a notice put in the outbox in the
     /// same transaction reads.
     pub fn ended(run: &NewRun, outcome: &RunOutcome) -> Self {

@@ -279,27 +279,10 @@ mod tests {
 
     fn running() -> RunRecord {
         RunRecord {
-            id: RUN_ID.into(),
-            agent: "helper".into(),
             user_id: Some("ada".into()),
             conversation_id: Some("conv-1".into()),
-            status: RunStatus::Running,
-            exit_reason: None,
-            success: None,
-            error: None,
-            final_report: None,
-            input_tokens: 0,
-            output_tokens: 0,
-            cached_tokens: 0,
-            total_tokens: 0,
-            cost_usd: 0.0,
-            turns: 0,
             created_at: chrono::DateTime::UNIX_EPOCH,
-            finished_at: None,
-            duration_ms: None,
-            result: None,
-            owner: None,
-            acted_by: None,
+            ..RunRecord::new(RUN_ID, "helper", RunStatus::Running)
         }
     }
 
