@@ -117,6 +117,17 @@ impl RunStatus {
         serde_json::from_value(serde_json::Value::String(text.to_string())).ok()
     }
 
+    /// Every status, in a run's order.
+    pub const ALL: [RunStatus; 7] = [
+        Self::Queued,
+        Self::Running,
+        Self::WaitingApproval,
+        Self::WaitingBudget,
+        Self::Completed,
+        Self::Failed,
+        Self::Cancelled,
+    ];
+
     /// The statuses of a run that has not ended: one in progress or waiting.
     pub const NOT_ENDED: [RunStatus; 4] = [
         Self::Queued,

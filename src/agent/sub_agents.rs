@@ -209,7 +209,7 @@ async fn run_child(
     let control = runner.control.for_child();
     let result = sub_agents.runner.run_child(request, control).await;
     let status = if result.success {
-        "completed"
+        crate::vocabulary::RunStatus::Completed.as_str()
     } else {
         result.exit_reason.as_str()
     };

@@ -250,7 +250,7 @@ fn child_call_path(request: &SessionRequest, child: &str) -> String {
 
 fn status_of(result: &AgentResult) -> String {
     if result.success {
-        "completed".into()
+        crate::vocabulary::RunStatus::Completed.as_str().into()
     } else {
         result.exit_reason.as_str().into()
     }

@@ -118,7 +118,7 @@ impl Runtime {
                 "agent": run.agent,
                 "user_id": run.user_id,
                 "conversation_id": run.conversation_id,
-                "status": result.map_or("waiting_approval", |r| r.status().as_str()),
+                "status": result.map_or(RunStatus::WaitingApproval.as_str(), |r| r.status().as_str()),
                 "exit_reason": result.map(|r| r.exit_reason.as_str()),
                 "error": result.and_then(|r| r.error.clone()),
             },

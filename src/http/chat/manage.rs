@@ -12,30 +12,12 @@ use super::check_user;
 use super::wire::{ConversationPatch, ConversationPath, ConversationSummary, QueuedMessagePath};
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiJson, ApiPath, ErrorBody};
+use crate::http::shared::titles::checked_title;
 use crate::runtime::Runtime;
 use crate::store::StoreError;
 
-/// The longest title a conversation takes (and the longest title search), in characters.
-pub const MAX_TITLE_CHARS: usize = 200;
-
 /// The not-found message of every conversation route.
 const NO_SUCH_CONVERSATION: &str = "I couldn't find that conversation. It may have been deleted.";
-
-/// A title or a search text: trimmed, 1 to [`MAX_TITLE_CHARS`] characters, no NUL.
-pub(crate) fn checked_title<'a>(text: &'a str, param: &str) -> Result<&'a str, ApiError> {
-    let trimmed = text.trim();
-    if trimmed.contains('\0') {
-        return Err(ApiError::nul_in(param));
-    }
-    let length = trimmed.chars().count();
-    if (1..=MAX_TITLE_CHARS).contains(&length) {
-        return Ok(trimmed);
-    }
-    Err(ApiError::invalid_request(format!(
-        "`{param}` must be 1 to {MAX_TITLE_CHARS} characters (not only white space); it has {length}"
-    ))
-    .with_param(param))
-}
 
 #[utoipa::path(
     patch,
@@ -160,23 +142,5 @@ pub(crate) async fn rewind_for_edit(
         Ok(_) => Ok(()),
         Err(StoreError::NotFound { .. }) => Err(ApiError::not_found(NO_SUCH_CONVERSATION)),
         Err(error) => Err(ApiError::store(error)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn titles_are_trimmed_and_bounded_at_and_past_the_limit() {
-        assert_eq!(checked_title("  Trip  ", "title"), Ok("Trip"));
-        let longest = "é".repeat(MAX_TITLE_CHARS);
-        assert_eq!(checked_title(&longest, "title"), Ok(longest.as_str()));
-        let too_long = "é".repeat(MAX_TITLE_CHARS + 1);
-        let error = checked_title(&too_long, "title").expect_err("too long");
-        assert_eq!(error.param.as_deref(), Some("title"));
-        assert!(error.message.contains("201"), "{}", error.message);
-        assert!(checked_title("   ", "q").is_err());
-        assert!(checked_title("a\0b", "title").is_err());
     }
 }

@@ -274,7 +274,7 @@ pub async fn list_conversations(
     let text = query
         .q
         .as_deref()
-        .map(|text| manage::checked_title(text, "q"))
+        .map(|text| crate::http::shared::titles::checked_title(text, "q"))
         .transpose()?;
     let page = runtime
         .conversations(&user_id, text, before.as_ref(), limit)

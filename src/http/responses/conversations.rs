@@ -214,7 +214,7 @@ fn title_of(metadata: Option<&Value>) -> Result<Option<String>, ApiError> {
     }
     match pairs.get("title").and_then(Value::as_str) {
         Some(title) => Ok(Some(
-            crate::http::chat::manage::checked_title(title, "metadata.title")?.to_string(),
+            crate::http::shared::titles::checked_title(title, "metadata.title")?.to_string(),
         )),
         None => Ok(None),
     }

@@ -15,17 +15,7 @@ use crate::http::error::{ApiError, ApiQuery, ErrorBody};
 use crate::http::wire::ListObject;
 use crate::runtime::Runtime;
 use crate::store::{RunCursor, RunFilter, RunOwnerFilter, RunRecord};
-
-/// Every status a run can have (`GET /v1/runs/{id}`).
-pub const RUN_STATUSES: [&str; 7] = [
-    "queued",
-    "running",
-    "waiting_approval",
-    "waiting_budget",
-    "completed",
-    "failed",
-    "cancelled",
-];
+use crate::vocabulary::RunStatus;
 
 /// The page size when `limit` is not given, and the largest one may ask for.
 const DEFAULT_LIMIT: u32 = 50;
@@ -217,16 +207,13 @@ fn statuses(text: Option<&str>) -> Result<Vec<String>, ApiError> {
     };
     text.split(',')
         .map(str::trim)
-        .map(|status| {
-            if RUN_STATUSES.contains(&status) {
-                Ok(status.to_string())
-            } else {
-                Err(ApiError::invalid_request(format!(
-                    "`status` `{status}` is not one of {}",
-                    RUN_STATUSES.join(", ")
-                ))
-                .with_param("status"))
-            }
+        .map(|status| match RunStatus::parse(status) {
+            Some(known) => Ok(known.as_str().to_string()),
+            None => Err(ApiError::invalid_request(format!(
+                "`status` `{status}` is not one of {}",
+                RunStatus::ALL.map(|s| s.as_str()).join(", ")
+            ))
+            .with_param("status")),
         })
         .collect()
 }

@@ -47,7 +47,7 @@ impl<'a> EndColumns<'a> {
     pub fn of(outcome: Option<&'a RunOutcome>) -> Self {
         match outcome {
             None => Self {
-                status: "running",
+                status: crate::vocabulary::RunStatus::Running.as_str(),
                 exit_reason: None,
                 success: None,
                 error: None,
