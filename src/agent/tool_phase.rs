@@ -291,13 +291,9 @@ impl ToolRunner<'_> {
                 continue;
             }
             // The child's files go to the model with its reply, counted like a tool's.
-            match run.context.admit_tool_reply(&reply, &files) {
-                Ok(()) => {
-                    run.tool_files.insert(call_id, files);
-                    replies.set_admitted(index, reply);
-                }
-                Err(_) => replies.set_admitted(index, BUDGET_EXCEEDED_STUB.to_string()),
-            }
+            let reply = admit_reply(run, call_id, reply, files)
+                .unwrap_or_else(|_| BUDGET_EXCEEDED_STUB.to_string());
+            replies.set_admitted(index, reply);
         }
         Ok(())
     }
@@ -321,34 +317,38 @@ impl ToolRunner<'_> {
             executed = futures_util::future::join_all(executions) => executed,
         };
         executed.sort_by_key(|e| e.index);
-        for Executed {
-            index,
+        for executed in executed {
+            let index = executed.index;
+            let message = self.record_executed(run, executed).await;
+            replies.set_admitted(index, message);
+        }
+        Ok(())
+    }
+
+    /// Records an executed call (its failed tries, then its entry) and admits its reply and
+    /// files through the guard's `tool_preflight`; gives back what the model is told (the
+    /// budget notice when the reply was refused).
+    async fn record_executed(&self, run: &mut Run, executed: Executed) -> String {
+        let Executed {
             call_id,
             message,
             attachments,
             mut entry,
             failed_tries,
-        } in executed
-        {
-            for failed_try in failed_tries {
-                run.transcript.record(self.events, failed_try).await;
-            }
-            let message = match run.context.admit_tool_reply(&message, &attachments) {
-                Ok(()) => {
-                    if !attachments.is_empty() {
-                        run.tool_files.insert(call_id, attachments);
-                    }
-                    message
-                }
-                Err(refusal) => {
-                    mark_dropped(&mut entry, &refusal);
-                    BUDGET_EXCEEDED_STUB.to_string()
-                }
-            };
-            run.transcript.record(self.events, entry).await;
-            replies.set_admitted(index, message);
+            ..
+        } = executed;
+        for failed_try in failed_tries {
+            run.transcript.record(self.events, failed_try).await;
         }
-        Ok(())
+        let message = match admit_reply(run, call_id, message, attachments) {
+            Ok(message) => message,
+            Err(refusal) => {
+                mark_dropped(&mut entry, &refusal);
+                BUDGET_EXCEEDED_STUB.to_string()
+            }
+        };
+        run.transcript.record(self.events, entry).await;
+        message
     }
 
     /// Emits `tool.approval_requested` for each parked call; they wait until `approvalTimeout`.
@@ -422,31 +422,7 @@ impl ToolRunner<'_> {
                     let executed = self
                         .execute_tool(index, &waiting.calls[index], arguments, &context)
                         .await;
-                    let Executed {
-                        call_id,
-                        message,
-                        attachments,
-                        mut entry,
-                        failed_tries,
-                        ..
-                    } = executed;
-                    for failed_try in failed_tries {
-                        run.transcript.record(self.events, failed_try).await;
-                    }
-                    let message = match run.context.admit_tool_reply(&message, &attachments) {
-                        Ok(()) => {
-                            if !attachments.is_empty() {
-                                run.tool_files.insert(call_id, attachments);
-                            }
-                            message
-                        }
-                        Err(refusal) => {
-                            mark_dropped(&mut entry, &refusal);
-                            BUDGET_EXCEEDED_STUB.to_string()
-                        }
-                    };
-                    run.transcript.record(self.events, entry).await;
-                    message
+                    self.record_executed(run, executed).await
                 }
                 denied => {
                     let reply = denied.denial_reply().unwrap_or_default();
@@ -579,6 +555,21 @@ pub(super) fn truncate_output(tool: &str, text: String, max_bytes: usize) -> Str
         text.len(),
         &text[..cut]
     )
+}
+
+/// Admits a call's reply and the files that go with it through the guard's `tool_preflight`;
+/// the files wait for the call's `tool` message.
+fn admit_reply(
+    run: &mut Run,
+    call_id: String,
+    reply: String,
+    files: Vec<crate::vocabulary::Attachment>,
+) -> Result<String, Refusal> {
+    run.context.admit_tool_reply(&reply, &files)?;
+    if !files.is_empty() {
+        run.tool_files.insert(call_id, files);
+    }
+    Ok(reply)
 }
 
 /// Records a guard drop in the tool's accounting entry (contract §2 and §4).
