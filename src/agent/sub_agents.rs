@@ -123,13 +123,13 @@ pub(super) async fn call_sub_agent(
             Ok(run_child(runner, sub_agents, facts, call, child.clone(), prompt).await)
         }
     };
+    let (outcome, files) = match outcome {
+        Ok((result, files)) => (Ok(result), files),
+        Err(reason) => (Err(reason), Vec::new()),
+    };
     let child_accounting = match &outcome {
         Ok(result) => result.accounting.clone(),
         Err(_) => Vec::new(),
-    };
-    let files = match &outcome {
-        Ok(result) if result.success => files_of(result),
-        _ => Vec::new(),
     };
     let (reply, error) = match outcome {
         Ok(result) if result.success => (result.answer_text(), None),
@@ -162,8 +162,12 @@ pub(super) async fn call_sub_agent(
     }
 }
 
-/// The files a finished child's tools gave it: the attachments of its `tool` messages.
+/// The files a child that succeeded got from its tools: the attachments of its `tool`
+/// messages (none for a child that failed).
 fn files_of(result: &AgentResult) -> Vec<Attachment> {
+    if !result.success {
+        return Vec::new();
+    }
     result
         .conversation
         .iter()
@@ -185,7 +189,7 @@ pub(super) async fn record_sub_agent(
     (reply.reply, reply.files)
 }
 
-/// Runs the child session.
+/// Runs the child session; gives back its result and the files its tools gave it.
 async fn run_child(
     runner: &ToolRunner<'_>,
     sub_agents: &SubAgents,
@@ -193,7 +197,7 @@ async fn run_child(
     call: &ToolCall,
     child: Arc<AgentSpec>,
     prompt: String,
-) -> AgentResult {
+) -> (AgentResult, Vec<Attachment>) {
     let call_path = format!("{}:{}", facts.call_path, child.name);
     let request = facts.request.child(&facts.call_path, child.clone(), prompt);
     let progress = |kind: ProgressKind, message: Option<String>, attachments: Vec<Attachment>| {
@@ -213,19 +217,16 @@ async fn run_child(
     } else {
         result.exit_reason.as_str()
     };
+    let files = files_of(&result);
     runner
         .events
         .emit(progress(
             ProgressKind::AgentFinished,
             Some(status.to_string()),
-            if result.success {
-                files_of(&result)
-            } else {
-                Vec::new()
-            },
+            files.clone(),
         ))
         .await;
-    result
+    (result, files)
 }
 
 /// Emits the `progress` event `kind` (`agent_started`, `agent_finished`) of a child agent.

@@ -50,9 +50,17 @@ impl Runtime {
         name: &str,
         budget: &mut RequestBudget,
     ) -> Result<Received, AttachmentError> {
-        let stream = futures_util::stream::iter([Ok::<_, std::convert::Infallible>(content)]);
-        self.receive_file(stream, part, declared, name, budget)
-            .await
+        let limits = &self.config().limits.attachments;
+        attachments::receive_bytes(
+            self.store.as_ref(),
+            content,
+            part,
+            declared,
+            name,
+            limits,
+            budget,
+        )
+        .await
     }
 
     /// Records a received file as `owner`'s, with its `purpose`.
