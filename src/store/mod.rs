@@ -39,6 +39,7 @@ mod secrets;
 mod signals;
 mod sql;
 mod sqlite;
+mod sqlite_checkpoint;
 mod turns;
 mod usage;
 mod user_data;

@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Postgres, Transaction};
+use sqlx::{Connection, Postgres, Transaction};
 
 use super::StoreError;
 
@@ -13,6 +13,10 @@ use super::StoreError;
 /// with 503 `store_unavailable` in about this time instead of hanging (under load, 16
 /// connections serve a query long before this).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A pooled connection idle longer than this is pinged before use (the server may have closed
+/// it meanwhile); one used more recently is known to be alive.
+const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
 
 pub struct PostgresStore {
     /// The same pool as `writer`: PostgreSQL serves concurrent readers and writers itself.
@@ -47,6 +51,17 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            // A connection is pinged before use only when it sat idle: under load a ping per
+            // statement doubled the round trips to the server (sqlx still pings on release).
+            .test_before_acquire(false)
+            .before_acquire(|connection, meta| {
+                Box::pin(async move {
+                    if meta.idle_for > PING_WHEN_IDLE_FOR {
+                        connection.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(options)
             .await
             .map_err(open_error)?;

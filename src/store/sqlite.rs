@@ -41,6 +41,8 @@ pub struct SqliteStore {
     /// configs; while none can exist (one process owns a SQLite database) the answer is
     /// known without a statement on the writer connection the run's end then waits for.
     may_hold_push_configs: Arc<AtomicBool>,
+    /// The WAL's checkpoint task (a file database); stops with the store.
+    _checkpoints: Option<super::sqlite_checkpoint::Checkpoints>,
 }
 
 impl SqliteStore {
@@ -67,30 +69,55 @@ impl SqliteStore {
             .statement_cache_capacity(super::sql::STATEMENT_CACHE_CAPACITY);
         let page_cap = Arc::new(AtomicU64::new(NO_PAGE_CAP));
         let cap = page_cap.clone();
-        let mut writer =
-            SqlitePoolOptions::new()
-                .max_connections(1)
-                .after_connect(move |connection, _| {
-                    let pages = cap.load(Ordering::Relaxed);
-                    Box::pin(async move { set_max_page_count(connection, pages).await })
-                });
+        let in_memory = is_in_memory(url);
+        // The writer never checkpoints: a task does, on a connection of its own
+        // (`sqlite_checkpoint`), so a checkpoint's fsyncs do not hold up commits.
+        let writer_options = if in_memory {
+            options.clone()
+        } else {
+            let (key, value) = super::sqlite_checkpoint::WRITER_AUTOCHECKPOINT;
+            options.clone().pragma(key, value)
+        };
+        // No ping before handing a connection out: a SQLite connection is a file handle that
+        // does not break while idle, and each ping is a round trip to the connection's thread
+        // (two context switches) before every statement. sqlx still pings on release.
+        let mut writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .test_before_acquire(false)
+            .after_connect(move |connection, _| {
+                let pages = cap.load(Ordering::Relaxed);
+                Box::pin(async move { set_max_page_count(connection, pages).await })
+            });
+        let written = Arc::new(AtomicBool::new(true));
         // An in-memory database lives in its one connection: closing it would lose everything.
-        if !is_in_memory(url) {
-            writer = writer.after_release(|connection, _| {
+        if !in_memory {
+            let written = written.clone();
+            writer = writer.after_release(move |connection, _| {
+                super::sqlite_checkpoint::Checkpoints::mark_written(&written);
                 Box::pin(async move { leaves_no_transaction(connection).await })
             });
         }
         let writer = writer
-            .connect_with(options.clone().create_if_missing(true))
+            .connect_with(writer_options.create_if_missing(true))
             .await
             .map_err(open_error)?;
         sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
+        let checkpoints = if in_memory {
+            None
+        } else {
+            let checkpoints =
+                super::sqlite_checkpoint::Checkpoints::start(options.clone(), written)
+                    .await
+                    .map_err(open_error)?;
+            Some(checkpoints)
+        };
         // An in-memory database exists once per connection: it can only be served by the writer.
         let reader = if is_in_memory(url) {
             writer.clone()
         } else {
             SqlitePoolOptions::new()
                 .max_connections(READERS)
+                .test_before_acquire(false)
                 .connect_with(options.read_only(true))
                 .await
                 .map_err(open_error)?
@@ -106,6 +133,7 @@ impl SqliteStore {
             page_cap,
             signals: super::StoreSignals::default(),
             may_hold_push_configs: Arc::new(AtomicBool::new(holds_push_configs)),
+            _checkpoints: checkpoints,
         })
     }
 

@@ -60,6 +60,48 @@ pub struct Measured {
     /// Events whose `data` bytes differ between A and B while the JSON is the same (B reads
     /// them back from the store, which may reorder keys and re-space them).
     pub reformatted: usize,
+    /// Events A delivered, over all runs (each one a stored event B read back).
+    pub events: usize,
+    /// From the earliest 202 to the latest event at A: the time those events were written in.
+    pub window: Option<(Instant, Instant)>,
+}
+
+impl Measured {
+    /// Events per second over [`Self::window`].
+    pub fn events_per_second(&self) -> f64 {
+        match self.window {
+            Some((from, until)) if until > from => {
+                self.events as f64 / (until - from).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// The runs of `other` (measured at the same time on other replicas) added to these.
+    pub fn absorb(&mut self, other: Measured) {
+        self.concurrent += other.concurrent;
+        self.runs += other.runs;
+        self.delays.extend(other.delays);
+        self.burst_max.extend(other.burst_max);
+        self.complete += other.complete;
+        self.defects.extend(other.defects);
+        self.attach_max_ms = self.attach_max_ms.max(other.attach_max_ms);
+        self.first_output_min_ms = self.first_output_min_ms.min(other.first_output_min_ms);
+        self.output_events_per_run = (
+            self.output_events_per_run
+                .0
+                .min(other.output_events_per_run.0),
+            self.output_events_per_run
+                .1
+                .max(other.output_events_per_run.1),
+        );
+        self.reformatted += other.reformatted;
+        self.events += other.events;
+        self.window = match (self.window, other.window) {
+            (Some(x), Some(y)) => Some((x.0.min(y.0), x.1.max(y.1))),
+            (x, y) => x.or(y),
+        };
+    }
 }
 
 pub fn summarize(values: &[f64]) -> Summary {
@@ -288,6 +330,8 @@ fn analyse(concurrent: usize, results: Vec<RunResult>) -> Measured {
         first_output_min_ms: f64::INFINITY,
         output_events_per_run: (usize::MAX, 0),
         reformatted: 0,
+        events: 0,
+        window: None,
     };
     for (index, result) in results.into_iter().enumerate() {
         let run = match result {
@@ -297,6 +341,13 @@ fn analyse(concurrent: usize, results: Vec<RunResult>) -> Measured {
                 continue;
             }
         };
+        m.events += run.a.frames.len();
+        if let Some(last) = run.a.frames.last() {
+            m.window = Some(match m.window {
+                Some((from, until)) => (from.min(run.accepted), until.max(last.at)),
+                None => (run.accepted, last.at),
+            });
+        }
         let mut defects = Vec::new();
         for (side, f) in [("A", &run.a), ("B", &run.b)] {
             if let Some(error) = &f.error {

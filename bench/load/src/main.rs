@@ -5,7 +5,9 @@
 //! line and the order of the scenarios.
 
 mod capacity;
+mod ceiling;
 mod follow;
+mod head_of_line;
 mod load;
 mod mcp_probe;
 mod mock;
@@ -129,8 +131,8 @@ struct RunArgs {
     /// Runs of the multi-turn agent in scenario 4.
     #[arg(long, default_value_t = 200)]
     runs: usize,
-    /// Scenarios to run (1-4 and 6-9; 5 is store_events, run by bench/run.sh; 6 needs
-    /// --postgres). Without it: 1,2,3,4,7,8,9 with scenario 9's idle RSS only; the soak (9 b)
+    /// Scenarios to run (1-4 and 6-10; 5 is store_events, run by bench/run.sh; 6 needs
+    /// --postgres). Without it: 1,2,3,4,7,8,10,9 with scenario 9's idle RSS only; the soak (9 b)
     /// runs only when --only names 9.
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<u8>>,
@@ -177,6 +179,25 @@ struct RunArgs {
     /// Scenario 8: warm-up seconds before each measurement (not counted).
     #[arg(long, default_value_t = 2.0)]
     closed_warmup_seconds: f64,
+    /// Scenario 11: how many replicas write, one ladder each (needs --postgres).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    ceiling_replicas: Vec<usize>,
+    /// Scenario 11: runs started per step (over one second, spread over the writers).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "25,50,75,100,150,200,300,400,600,800"
+    )]
+    ceiling_runs: Vec<usize>,
+    /// Scenario 10: small paced streams open at once (scenario 7's, 50 frames/s each).
+    #[arg(long, default_value_t = 200)]
+    hol_streams: usize,
+    /// Scenario 10: connections sending the large request back to back.
+    #[arg(long, default_value_t = 1)]
+    hol_senders: usize,
+    /// Scenario 10: words in the large prompt (about one token each).
+    #[arg(long, default_value_t = 100_000)]
+    hol_prompt_words: usize,
     /// Scenario 9: soak rate, req/s (default: half of scenario 1's agentd maximum when
     /// scenario 1 ran, else 2000).
     #[arg(long)]
@@ -459,7 +480,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     };
     let (only, soak_requested) = match &args.only {
         Some(only) => (only.clone(), only.contains(&9)),
-        None => (vec![1, 2, 3, 4, 7, 8, 9], false),
+        None => (vec![1, 2, 3, 4, 7, 8, 10, 9], false),
     };
     let limit = open_file_limit();
     // Descriptors agentd holds besides the streams: its store, MCP server and listener, and
@@ -485,8 +506,12 @@ async fn run(args: RunArgs) -> Result<(), String> {
         .collect();
     capacity_steps.dedup();
 
-    if only.contains(&6) && args.postgres.is_none() {
-        return Err("scenario 6 needs --postgres postgres://user@host:port".into());
+    for scenario in [6, 11] {
+        if only.contains(&scenario) && args.postgres.is_none() {
+            return Err(format!(
+                "scenario {scenario} needs --postgres postgres://user@host:port"
+            ));
+        }
     }
     // A store for each agentd the bench starts: a fresh PostgreSQL database with --postgres,
     // else a SQLite file of its own (AGENTD_BENCH_STORE_URL overrides agentd's).
@@ -679,24 +704,19 @@ async fn run(args: RunArgs) -> Result<(), String> {
         );
         let mut replicas = Vec::new();
         for (name, listen) in [("replica-a", &a_listen), ("replica-b", &b_listen)] {
-            replicas.push(procs::start_agentd(
-                &procs::Instance {
-                    binary: &agentd_bin,
-                    name,
-                    listen,
-                    store_url: &store_url,
-                },
-                &mcp_server,
-                &dir,
-                &args.mock_listen,
-                &shapes,
-            )?);
-            procs::wait_ready(
-                &bench.client,
-                &format!("http://{listen}/health"),
-                Duration::from_secs(60),
-            )
-            .await?;
+            let instance = procs::Instance {
+                binary: &agentd_bin,
+                name,
+                listen,
+                store_url: &store_url,
+            };
+            let around = (
+                mcp_server.as_path(),
+                dir.as_path(),
+                args.mock_listen.as_str(),
+            );
+            replicas
+                .push(procs::start_agentd_ready(&instance, around, &shapes, &bench.client).await?);
         }
         report.note(format!(
             "6. replica A pid {} on {a_listen}, replica B pid {} on {b_listen}, one fresh PostgreSQL database; upstream `{}`",
@@ -740,6 +760,79 @@ async fn run(args: RunArgs) -> Result<(), String> {
             replica.check_alive()?;
         }
     }
+    if only.contains(&11) {
+        eprintln!("scenario 11: event-write ceiling of one PostgreSQL");
+        let port: u16 = port_of(&args.agentd_listen)?;
+        let store_url = store("ceiling")?;
+        let count = args
+            .ceiling_replicas
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(1)
+            .max(2);
+        let mut replicas = Vec::new();
+        let mut listens = Vec::new();
+        for index in 0..count {
+            let listen = format!("127.0.0.1:{}", port + 3 + index as u16);
+            let instance = procs::Instance {
+                binary: &agentd_bin,
+                name: &format!("ceiling-{index}"),
+                listen: &listen,
+                store_url: &store_url,
+            };
+            let around = (
+                mcp_server.as_path(),
+                dir.as_path(),
+                args.mock_listen.as_str(),
+            );
+            replicas
+                .push(procs::start_agentd_ready(&instance, around, &shapes, &bench.client).await?);
+            listens.push(listen);
+        }
+        report.note(format!(
+            "11. {count} replicas (pids {}) on one fresh PostgreSQL database; upstream `{}`; each step's runs started over 1 s",
+            replicas.iter().map(|r| r.pid().to_string()).collect::<Vec<_>>().join(", "),
+            shapes.follow.model()
+        ));
+        // Warm every replica (connections, statements).
+        ceiling::climb(&bench.client, &listens, count, &[3 * count], |_| {}).await;
+        for &writers in &args.ceiling_replicas {
+            let start = std::time::Instant::now();
+            let cpu = || {
+                [
+                    replicas
+                        .iter()
+                        .map(procs::Process::cpu_seconds)
+                        .sum::<f64>(),
+                    procs::cpu_seconds_named("postgres"),
+                    procs::machine_busy_seconds(),
+                    start.elapsed().as_secs_f64(),
+                ]
+            };
+            let mut before = cpu();
+            let mut rows = Vec::new();
+            let steps = ceiling::climb(
+                &bench.client,
+                &listens,
+                writers,
+                &args.ceiling_runs,
+                |step| {
+                    let now = cpu();
+                    rows.push((step.measured.runs, [0, 1, 2, 3].map(|i| now[i] - before[i])));
+                    before = now;
+                },
+            )
+            .await;
+            for (step, (_, cpu)) in steps.iter().zip(&rows) {
+                report.ceiling_row(step, *cpu);
+            }
+            report.ceiling_summary(writers, &steps);
+        }
+        for replica in &mut replicas {
+            replica.check_alive()?;
+        }
+    }
     if only.contains(&7) {
         eprintln!("scenario 7: streaming capacity");
         scenarios::capacity(
@@ -757,6 +850,24 @@ async fn run(args: RunArgs) -> Result<(), String> {
             &bench,
             (&shapes.single, &shapes.burst64),
             (&mock, &relay, nginx.as_ref(), &agentd),
+            &mut report,
+        )
+        .await;
+        agentd.check_alive()?;
+    }
+    if only.contains(&10) {
+        eprintln!("scenario 10: head-of-line");
+        let settings = head_of_line::Settings {
+            streams: args.hol_streams.min(capacity_cap.max(1)),
+            senders: args.hol_senders,
+            prompt_words: args.hol_prompt_words,
+            pacing: bench.capacity_pacing,
+        };
+        scenarios::head_of_line(
+            &bench,
+            (&shapes.paced, &shapes.single),
+            (&mock, &agentd),
+            settings,
             &mut report,
         )
         .await;

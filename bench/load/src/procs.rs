@@ -112,6 +112,44 @@ pub fn cpu_seconds_of(pid: u32) -> f64 {
     ticks as f64 / CLOCK_TICKS_PER_SECOND
 }
 
+/// CPU time of every process whose command name is `name` (e.g. `postgres`: the server and
+/// its backends), in seconds; processes that ended meanwhile no longer count.
+pub fn cpu_seconds_named(name: &str) -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim() == name)
+        })
+        .map(cpu_seconds_of)
+        .sum()
+}
+
+/// The whole machine's busy CPU time (every CPU, all but idle and iowait), in seconds.
+pub fn machine_busy_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return 0.0;
+    };
+    let Some(line) = stat.lines().next() else {
+        return 0.0;
+    };
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let busy: u64 = ticks
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, t)| t)
+        .sum();
+    busy as f64 / CLOCK_TICKS_PER_SECOND
+}
+
 /// This process's own CPU time (the load generator's), in seconds.
 pub fn own_cpu_seconds() -> f64 {
     cpu_seconds_of(std::process::id())
@@ -324,6 +362,23 @@ pub fn start_agentd(
 }
 
 /// Polls `url` until it answers 2xx, or fails after `limit`.
+/// [`start_agentd`], then waits (up to 60 s) until its `/health` answers.
+pub async fn start_agentd_ready(
+    instance: &Instance<'_>,
+    (mcp_server, dir, upstream): (&Path, &Path, &str),
+    agents: &Agents,
+    client: &reqwest::Client,
+) -> Result<Process, String> {
+    let process = start_agentd(instance, mcp_server, dir, upstream, agents)?;
+    wait_ready(
+        client,
+        &format!("http://{}/health", instance.listen),
+        Duration::from_secs(60),
+    )
+    .await?;
+    Ok(process)
+}
+
 pub async fn wait_ready(
     client: &reqwest::Client,
     url: &str,

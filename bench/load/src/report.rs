@@ -12,6 +12,8 @@ pub struct Report {
     follow: Vec<String>,
     capacity: Vec<String>,
     closed: Vec<String>,
+    head_of_line: Vec<String>,
+    ceiling: Vec<String>,
     memory: Vec<String>,
     notes: Vec<String>,
 }
@@ -22,6 +24,11 @@ fn percent(a: f64, b: f64) -> f64 {
 
 fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+/// CPUs of this machine.
+fn cpus() -> f64 {
+    std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
 }
 
 fn ms(value: f64) -> String {
@@ -223,6 +230,99 @@ impl Report {
                 target.map_or(String::new(), |t| format!(" {}", verdict(ratio >= t)))
             ));
         }
+    }
+
+    /// Scenario 11: one step of one replica count; `cpu` is the CPU seconds of the replicas,
+    /// of PostgreSQL and of the whole machine in it, and its wall-clock seconds.
+    pub fn ceiling_row(&mut self, step: &crate::ceiling::Step, cpu: [f64; 4]) {
+        let m = &step.measured;
+        let delay = crate::follow::summarize(&m.delays);
+        let line = format!(
+            "| {} | {} | {:.0} | {} | {} | {} | {}/{} | {:.2} / {:.2} / {:.2} of {:.2} | {} |",
+            step.writers,
+            m.runs,
+            m.events_per_second(),
+            ms(delay.p50),
+            ms(delay.p99),
+            ms(delay.max),
+            m.complete,
+            m.runs,
+            cpu[0],
+            cpu[1],
+            cpu[2],
+            cpu[3] * cpus(),
+            if step.passed() { "yes" } else { "no" }
+        );
+        eprintln!("{line}");
+        self.ceiling.push(line);
+        for defect in m.defects.iter().take(3) {
+            self.notes.push(format!(
+                "11. {} writer(s), {} runs: {defect}",
+                step.writers, m.runs
+            ));
+        }
+    }
+
+    /// Scenario 11's headline: the highest passing step of each replica count.
+    pub fn ceiling_summary(&mut self, writers: usize, steps: &[crate::ceiling::Step]) {
+        let best = steps
+            .iter()
+            .filter(|s| s.passed())
+            .max_by_key(|s| s.measured.runs);
+        let failed = steps.last().filter(|s| !s.passed());
+        self.summary.push(format!(
+            "| 11. event-write ceiling, {writers} replica(s) writing to one PostgreSQL: highest step with follow p99 ≤ 100 ms | {} | — | {} |",
+            best.map_or("none passed".into(), |s| format!(
+                "{:.0} events/s ({} runs/s)",
+                s.measured.events_per_second(),
+                s.measured.runs
+            )),
+            failed.map_or("every step passed".into(), |s| format!(
+                "next step {:.0} events/s: p99 {} ms",
+                s.measured.events_per_second(),
+                ms(crate::follow::summarize(&s.measured.delays).p99)
+            ))
+        ));
+    }
+
+    /// Scenario 10: one target, its small streams alone and beside the large requests.
+    pub fn head_of_line_rows(&mut self, m: &crate::head_of_line::Measured, words: usize) {
+        let large = format!(
+            "{} answered, {} errors; p50 {} / p99 {} ms; {} ms CPU each",
+            m.large.count - m.large.errors,
+            m.large.errors,
+            ms(m.large.p50),
+            ms(m.large.p99),
+            m.cpu_per_large
+                .map_or("—".into(), |cpu| format!("{:.1}", cpu * 1e3))
+        );
+        for (case, step, large) in [
+            ("alone", &m.alone, "—".to_string()),
+            ("with large requests", &m.with_large, large),
+        ] {
+            let line = format!(
+                "| {} | {case} | {} | {:.0} | {} | {} | {} | {}/{} | {large} |",
+                m.target,
+                step.streams,
+                step.chunks_per_second(),
+                ms(step.gap_p50),
+                ms(step.gap_p99),
+                ms(step.gap_max),
+                step.failed,
+                step.started,
+            );
+            eprintln!("{line}");
+            self.head_of_line.push(line);
+        }
+        self.summary.push(format!(
+            "| 10. head-of-line, {}: small streams' gap p99 alone → beside ~{words}-token requests | {} → {} ms (max {} → {}) | ≤ 100 ms, no failed stream | {} |",
+            m.target,
+            ms(m.alone.gap_p99),
+            ms(m.with_large.gap_p99),
+            ms(m.alone.gap_max),
+            ms(m.with_large.gap_max),
+            verdict(m.with_large.gap_p99 <= crate::capacity::GAP_P99_LIMIT_MS && m.with_large.failed == 0)
+        ));
     }
 
     /// Scenario 9 (a): a fresh agentd's RSS, 2 s after /health answered.
@@ -474,30 +574,37 @@ impl Report {
                 out.push('\n');
             }
         }
-        if !self.follow.is_empty() {
-            out.push_str(
-                "\n## 6. Cross-replica follow: delay of each `output` event on B after A (ms)\n\n",
-            );
-            out.push_str("| runs followed at once | runs | output events | p50 | p90 | p99 | max | p50 of each B batch's largest delay | runs complete on B |\n|---|---|---|---|---|---|---|---|---|\n");
-            for line in &self.follow {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        if !self.capacity.is_empty() {
-            out.push_str("\n## 7. Streaming capacity: N streams of 50 chunks/s each (gaps between content frames in ms)\n\n");
-            out.push_str("| target | streams | chunks/s delivered / expected | gap p50 | gap p99 | gap max | failed/started streams | server CPU µs per chunk | generator CPU µs per chunk | passed |\n|---|---|---|---|---|---|---|---|---|---|\n");
-            for line in &self.capacity {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        if !self.closed.is_empty() {
-            out.push_str("\n## 8. Closed loop (latency in ms)\n\n");
-            out.push_str("| case | target | connections | req/s | p50 | p99 | max | errors | server CPU µs per request |\n|---|---|---|---|---|---|---|---|---|\n");
-            for line in &self.closed {
-                out.push_str(line);
-                out.push('\n');
+        let tables: [(&str, &str, &[String]); 5] = [
+            (
+                "6. Cross-replica follow: delay of each `output` event on B after A (ms)",
+                "| runs followed at once | runs | output events | p50 | p90 | p99 | max | p50 of each B batch's largest delay | runs complete on B |",
+                &self.follow,
+            ),
+            (
+                "7. Streaming capacity: N streams of 50 chunks/s each (gaps between content frames in ms)",
+                "| target | streams | chunks/s delivered / expected | gap p50 | gap p99 | gap max | failed/started streams | server CPU µs per chunk | generator CPU µs per chunk | passed |",
+                &self.capacity,
+            ),
+            (
+                "8. Closed loop (latency in ms)",
+                "| case | target | connections | req/s | p50 | p99 | max | errors | server CPU µs per request |",
+                &self.closed,
+            ),
+            (
+                "10. Head-of-line: paced small streams alone and beside large requests (gaps in ms)",
+                "| target | case | streams | chunks/s delivered | gap p50 | gap p99 | gap max | failed/started streams | large requests in the window |",
+                &self.head_of_line,
+            ),
+            (
+                "11. Event-write ceiling of one PostgreSQL (follow delay on another replica, ms)",
+                "| replicas writing | runs started in 1 s | events written/s | delay p50 | delay p99 | delay max | runs complete | CPU s: replicas / PostgreSQL / machine, of the machine's | passed |",
+                &self.ceiling,
+            ),
+        ];
+        for (title, header, rows) in tables {
+            if !rows.is_empty() {
+                out.push_str(&format!("\n## {title}\n\n"));
+                push_table(&mut out, header, rows);
             }
         }
         if !self.memory.is_empty() {
@@ -514,5 +621,18 @@ impl Report {
             out.push('\n');
         }
         out
+    }
+}
+
+/// A markdown table: `header`, its separator row, then `rows`.
+fn push_table(out: &mut String, header: &str, rows: &[String]) {
+    out.push_str(header);
+    out.push('\n');
+    let columns = header.matches('|').count().saturating_sub(1);
+    out.push_str(&"|---".repeat(columns));
+    out.push_str("|\n");
+    for line in rows {
+        out.push_str(line);
+        out.push('\n');
     }
 }

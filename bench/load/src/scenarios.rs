@@ -514,6 +514,43 @@ pub async fn capacity(
     report.capacity_summary(&best, highest_step);
 }
 
+/// Scenario 10: head-of-line, the mock directly and then agentd (`head_of_line.rs`).
+pub async fn head_of_line(
+    bench: &Bench,
+    (paced, single): (&Shape, &Shape),
+    (mock, agentd): (&Process, &Process),
+    settings: crate::head_of_line::Settings,
+    report: &mut Report,
+) {
+    report.note(format!(
+        "10. {} small streams of `{}` ({} content frames {} ms apart), {:.1} s measured after a {:.1} s ramp; {} connection(s) sending non-streamed prompts of {} words back to back",
+        settings.streams,
+        paced.model(),
+        paced.chunks,
+        paced.gap_ms,
+        settings.pacing.hold.as_secs_f64(),
+        settings.pacing.ramp.as_secs_f64(),
+        settings.senders,
+        settings.prompt_words
+    ));
+    for (through_agentd, process) in [(false, mock), (true, agentd)] {
+        let small = bench.call(through_agentd, paced, "paced", true);
+        let (target, model) = if through_agentd {
+            ("agentd", "single".to_string())
+        } else {
+            ("direct", single.model())
+        };
+        let large = crate::head_of_line::large_call(
+            &bench.call(through_agentd, single, "single", false),
+            &model,
+            settings.prompt_words,
+        );
+        let measured =
+            crate::head_of_line::measure(target, (&small, &large), process, settings).await;
+        report.head_of_line_rows(&measured, settings.prompt_words);
+    }
+}
+
 /// Scenario 8: closed loop, `closed_connections` connections each sending its next request as
 /// soon as its answer is complete; every target alone, one after the other: the non-streaming
 /// single turn (peers too) and 64-chunk streams.
