@@ -75,8 +75,12 @@ impl SqliteStore {
         let writer_options = if in_memory {
             options.clone()
         } else {
-            let (key, value) = super::sqlite_checkpoint::WRITER_AUTOCHECKPOINT;
-            options.clone().pragma(key, value)
+            let pragmas = super::sqlite_checkpoint::CheckpointPolicy::SERVER.writer_pragmas();
+            pragmas
+                .into_iter()
+                .fold(options.clone(), |options, (key, value)| {
+                    options.pragma(key, value)
+                })
         };
         // No ping before handing a connection out: a SQLite connection is a file handle that
         // does not break while idle, and each ping is a round trip to the connection's thread
@@ -105,10 +109,14 @@ impl SqliteStore {
         let checkpoints = if in_memory {
             None
         } else {
-            let checkpoints =
-                super::sqlite_checkpoint::Checkpoints::start(options.clone(), written)
-                    .await
-                    .map_err(open_error)?;
+            let checkpoints = super::sqlite_checkpoint::Checkpoints::start(
+                options.clone(),
+                writer.clone(),
+                written,
+                super::sqlite_checkpoint::CheckpointPolicy::SERVER,
+            )
+            .await
+            .map_err(open_error)?;
             Some(checkpoints)
         };
         // An in-memory database exists once per connection: it can only be served by the writer.
@@ -349,6 +357,39 @@ mod tests {
             !steps.iter().any(|s| s.starts_with("SCAN runs")),
             "{steps:?}"
         );
+    }
+
+    /// The retention sweep finds expired runs through the creation-time index (there is no
+    /// index on `finished_at`): it never scans `runs`.
+    #[tokio::test]
+    async fn the_retention_sweep_finds_expired_runs_through_an_index() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("store.db").display());
+        let store = SqliteStore::open(&url).await.expect("open");
+        for statement in [
+            crate::store::sql::retention::DELETE_RUNS,
+            crate::store::sql::retention::DELETE_RUN_ACCOUNTING,
+        ] {
+            let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "EXPLAIN QUERY PLAN {statement}"
+            )))
+            .bind(crate::store::sql::at(chrono::Utc::now()))
+            .bind(100_i64)
+            .fetch_all(&store.reader)
+            .await
+            .expect("plan");
+            let steps: Vec<&str> = plan.iter().map(|step| step.3.as_str()).collect();
+            assert!(
+                steps
+                    .iter()
+                    .any(|s| s.starts_with("SEARCH runs USING INDEX runs_created_id")),
+                "{steps:?}"
+            );
+            assert!(
+                !steps.iter().any(|s| s.starts_with("SCAN runs")),
+                "{steps:?}"
+            );
+        }
     }
 
     /// Every multi-row shape the recorder writes stays prepared: a batch of each size of event
