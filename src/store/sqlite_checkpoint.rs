@@ -16,9 +16,14 @@
 //! commits wait), and the next commit starts the WAL over, within the file it already has
 //! (`journal_size_limit` trims it to that size). When a look finds nothing written since the
 //! last one and the WAL file larger than [`CheckpointPolicy::idle_wal_bytes`], the WAL is
-//! truncated to nothing, on the writer connection too, so no commit sleeps in SQLite's busy
-//! handler behind it. (Idle means between two looks: the replica's heartbeat writes every few
-//! seconds even with no run.)
+//! truncated to nothing, holding the writer connection too. (Idle means between two looks:
+//! the replica's heartbeat writes every few seconds even with no run.)
+//!
+//! Holding the writer connection (taken from its pool) keeps commits waiting on the pool
+//! rather than sleeping in SQLite's busy handler; the checkpoints themselves run on the task's
+//! connection, whose busy timeout is zero: a truncation that would have to wait for a reader
+//! (a long export, say) gives up at once and is tried at the next quiet look, instead of
+//! holding the writer, and every response waiting on it, for the busy timeout.
 //!
 //! The task ends when the store drops its [`Checkpoints`].
 
@@ -93,14 +98,16 @@ impl Checkpoints {
         written: Arc<AtomicBool>,
         policy: CheckpointPolicy,
     ) -> Result<Self, sqlx::Error> {
-        let connection = SqliteConnection::connect_with(&options).await?;
+        let wal_file = options.get_filename().with_extension("db-wal");
+        let connection =
+            SqliteConnection::connect_with(&options.busy_timeout(Duration::ZERO)).await?;
         let stop = CancellationToken::new();
         let task = CheckpointTask {
             connection,
             writer,
             written,
             policy,
-            wal_file: options.get_filename().with_extension("db-wal"),
+            wal_file,
             warned: false,
         };
         tokio::spawn(task.run(stop.clone()));
@@ -151,11 +158,16 @@ impl CheckpointTask {
             .await
             .map_or(0, |metadata| metadata.len());
         if wal_bytes > self.policy.idle_wal_bytes {
-            let mut writer = self.writer.acquire().await?;
-            checkpoint(&mut *writer, Mode::Truncate).await?;
+            let writer = self.writer.acquire().await?;
+            let truncated = checkpoint(&mut self.connection, Mode::Truncate).await;
             drop(writer);
             // The borrowed writer marked the database written on its way back.
             self.written.store(false, Ordering::Relaxed);
+            if let Err(error) = truncated
+                && !is_busy(&error)
+            {
+                return Err(error);
+            }
         }
         Ok(())
     }
@@ -165,9 +177,10 @@ impl CheckpointTask {
     /// next commit writes the WAL from its beginning.
     async fn restart_on_writer(&mut self) -> Result<(), sqlx::Error> {
         let started = std::time::Instant::now();
-        let mut writer = self.writer.acquire().await?;
-        let status = checkpoint(&mut *writer, Mode::Passive).await?;
+        let writer = self.writer.acquire().await?;
+        let status = checkpoint(&mut self.connection, Mode::Passive).await;
         drop(writer);
+        let status = status?;
         let held_ms = started.elapsed().as_secs_f64() * 1e3;
         if status.busy != 0 || status.checkpointed < status.log {
             // A reader still reads an older snapshot: the next look tries again.
@@ -193,6 +206,14 @@ impl CheckpointTask {
             Err(_) => {}
         }
     }
+}
+
+/// Whether SQLite answered `SQLITE_BUSY` (a reader or writer the checkpoint would wait for).
+fn is_busy(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|db| db.code())
+        .is_some_and(|code| code == "5")
 }
 
 /// SQLite's checkpoint modes used here.
@@ -272,6 +293,22 @@ mod tests {
         std::fs::metadata(path).map_or(0, |m| m.len())
     }
 
+    /// Polls `condition` for up to 5 s; fails with `what` if it never holds.
+    async fn eventually(what: &str, condition: impl Fn() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !condition() {
+            assert!(tokio::time::Instant::now() < deadline, "{what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Looks every 10 ms, truncates a quiet WAL past 100 KiB.
+    const TRUNCATING: CheckpointPolicy = CheckpointPolicy {
+        every: Duration::from_millis(10),
+        restart_frames: 8_192,
+        idle_wal_bytes: 100 * 1024,
+    };
+
     #[tokio::test]
     async fn writes_reach_the_database_file_without_the_writer_checkpointing() {
         let dir = tempfile::tempdir().expect("dir");
@@ -288,11 +325,7 @@ mod tests {
         let _checkpoints = Checkpoints::start(options, writer, written.clone(), policy)
             .await
             .expect("start");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while size(&path) < 200 * 4096 {
-            assert!(tokio::time::Instant::now() < deadline, "no checkpoint");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually("no checkpoint", || size(&path) >= 200 * 4096).await;
         tokio::time::sleep(policy.every * 2).await;
         // Nothing written since: the task runs no statement.
         assert!(!written.load(Ordering::Relaxed));
@@ -327,25 +360,14 @@ mod tests {
     #[tokio::test]
     async fn a_quiet_database_gets_a_large_wal_truncated() {
         let dir = tempfile::tempdir().expect("dir");
-        let policy = CheckpointPolicy {
-            every: Duration::from_millis(10),
-            restart_frames: 8_192,
-            idle_wal_bytes: 100 * 1024,
-        };
+        let policy = TRUNCATING;
         let (path, options, writer, written) = writer_pool(dir.path(), policy).await;
         let _checkpoints = Checkpoints::start(options, writer.clone(), written, policy)
             .await
             .expect("start");
         insert_pages(&writer, 50).await;
         let wal = path.with_extension("db-wal");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while size(&wal) > 0 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the WAL was not truncated"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        eventually("the WAL was not truncated", || size(&wal) == 0).await;
         assert!(
             size(&path) >= 50 * 4096,
             "the rows are in the database file"
@@ -354,5 +376,52 @@ mod tests {
         insert_pages(&writer, 1).await;
         tokio::time::sleep(policy.every * 10).await;
         assert!(size(&wal) > 0, "a small WAL was truncated");
+    }
+
+    /// A truncation that would have to wait for a reader gives up at once: the writer, held
+    /// meanwhile, is never held for the busy timeout (5 s) behind a long read.
+    #[tokio::test]
+    async fn a_truncation_never_holds_the_writer_waiting_for_a_reader() {
+        let dir = tempfile::tempdir().expect("dir");
+        let policy = TRUNCATING;
+        let (path, options, writer, written) = writer_pool(dir.path(), policy).await;
+        let mut reader = SqliteConnection::connect_with(&options)
+            .await
+            .expect("reader");
+        let _checkpoints = Checkpoints::start(options, writer.clone(), written, policy)
+            .await
+            .expect("start");
+        insert_pages(&writer, 50).await;
+        // A long read: its snapshot needs the WAL's frames, so the WAL cannot be truncated.
+        sqlx::query("BEGIN")
+            .execute(&mut reader)
+            .await
+            .expect("begin");
+        let _: i64 = sqlx::query_scalar("SELECT count(*) FROM t")
+            .fetch_one(&mut reader)
+            .await
+            .expect("read");
+        insert_pages(&writer, 50).await;
+        // Quiet looks try to truncate meanwhile.
+        tokio::time::sleep(policy.every * 20).await;
+        for _ in 0..5 {
+            let started = std::time::Instant::now();
+            insert_pages(&writer, 1).await;
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "a commit waited {:?} behind the truncation",
+                started.elapsed()
+            );
+            tokio::time::sleep(policy.every * 5).await;
+        }
+        sqlx::query("COMMIT")
+            .execute(&mut reader)
+            .await
+            .expect("end");
+        let wal = path.with_extension("db-wal");
+        eventually("the WAL was not truncated once the read ended", || {
+            size(&wal) == 0
+        })
+        .await;
     }
 }
