@@ -75,12 +75,7 @@ impl SqliteStore {
         let writer_options = if in_memory {
             options.clone()
         } else {
-            let pragmas = super::sqlite_checkpoint::CheckpointPolicy::SERVER.writer_pragmas();
-            pragmas
-                .into_iter()
-                .fold(options.clone(), |options, (key, value)| {
-                    options.pragma(key, value)
-                })
+            super::sqlite_checkpoint::CheckpointPolicy::SERVER.writer_options(options.clone())
         };
         // No ping before handing a connection out: a SQLite connection is a file handle that
         // does not break while idle, and each ping is a round trip to the connection's thread

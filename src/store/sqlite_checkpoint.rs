@@ -56,20 +56,18 @@ impl CheckpointPolicy {
         idle_wal_bytes: 4 * 1024 * 1024,
     };
 
-    /// The writer's settings: no checkpoints of its own, and a WAL that starts over is trimmed
-    /// to about the size it reaches before it does (`journal_size_limit`, in bytes).
-    pub fn writer_pragmas(&self) -> [(&'static str, String); 2] {
+    /// `options` with the writer's settings: no checkpoints of its own, and a WAL that starts
+    /// over is trimmed to about the size it reaches before it does (`journal_size_limit`, in
+    /// bytes).
+    pub fn writer_options(&self, options: SqliteConnectOptions) -> SqliteConnectOptions {
         const FRAME_BYTES: i64 = 4_096 + 24;
-        [
-            ("wal_autocheckpoint", "0".to_string()),
-            (
-                "journal_size_limit",
-                self.restart_frames
-                    .saturating_add(1_024)
-                    .saturating_mul(FRAME_BYTES)
-                    .to_string(),
-            ),
-        ]
+        let journal_limit = self
+            .restart_frames
+            .saturating_add(1_024)
+            .saturating_mul(FRAME_BYTES);
+        options
+            .pragma("wal_autocheckpoint", "0")
+            .pragma("journal_size_limit", journal_limit.to_string())
     }
 }
 
@@ -263,14 +261,7 @@ mod tests {
                 Checkpoints::mark_written(&marked);
                 Box::pin(async { Ok(true) })
             })
-            .connect_with(
-                policy
-                    .writer_pragmas()
-                    .into_iter()
-                    .fold(options.clone(), |options, (key, value)| {
-                        options.pragma(key, value)
-                    }),
-            )
+            .connect_with(policy.writer_options(options.clone()))
             .await
             .expect("writer");
         sqlx::query("CREATE TABLE t (v BLOB)")
