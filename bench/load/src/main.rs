@@ -29,6 +29,11 @@ use mock::Shape;
 const CLIENT_IDLE: usize = 512;
 /// Descriptors left to agentd for everything but scenario 3's streams.
 const AGENTD_OTHER_FDS: usize = 512;
+/// Connections the driver holds to agentd besides scenario 3's streams (its shared client's
+/// keep-alive connection for `/health` and `/metrics`): agentd's automatic
+/// `server.maxConnections` is the same half of the open-file limit, so scenario 3 leaves these
+/// room instead of having its last stream refused 503 at that limit.
+const DRIVER_OTHER_CONNECTIONS: usize = 8;
 
 #[derive(Parser)]
 struct Cli {
@@ -488,7 +493,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     // idle client connections of the earlier scenarios count.
     let open_streams = args
         .open_streams
-        .min(limit.saturating_sub(AGENTD_OTHER_FDS) / 2);
+        .min((limit.saturating_sub(AGENTD_OTHER_FDS) / 2).saturating_sub(DRIVER_OTHER_CONNECTIONS));
     // The slow upstream holds every stream until all are open, plus a margin to sample RSS.
     let hold_ms = (open_streams as u64 * 1000 / 1000) + 8000;
     let slow = Shape {
@@ -655,7 +660,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     }
     if only.contains(&3) && open_streams < args.open_streams {
         report.note(format!(
-            "scenario 3 holds {open_streams} streams, not {}: the open-file limit is {limit}, agentd needs two descriptors per stream and keeps {AGENTD_OTHER_FDS} for the rest",
+            "scenario 3 holds {open_streams} streams, not {}: the open-file limit is {limit}, agentd needs two descriptors per stream and keeps {AGENTD_OTHER_FDS} for the rest (its `maxConnections` is that half), less {DRIVER_OTHER_CONNECTIONS} connections for the driver's own requests",
             args.open_streams,
         ));
     }
