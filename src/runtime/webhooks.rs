@@ -109,6 +109,9 @@ impl Runtime {
         result: Option<&AgentResult>,
         run_webhook: Option<&str>,
     ) -> Vec<NewDelivery> {
+        if !self.any_receiver_of(event.as_str(), run_webhook) {
+            return Vec::new();
+        }
         let now = Utc::now();
         let body = json!({
             "type": event.as_str(),
@@ -129,6 +132,14 @@ impl Runtime {
             run_id: Some(&run.id),
         };
         self.deliveries(event.as_str(), &body, about, run_webhook)
+    }
+
+    /// Whether a message about `event` would go anywhere: a configured receiver takes it, or the
+    /// run has its own URL and the server a secret to sign it with. Without one, no message is
+    /// built (most runs on most servers).
+    fn any_receiver_of(&self, event: &str, own_url: Option<&str>) -> bool {
+        (own_url.is_some() && self.config.webhook_delivery.secret.is_some())
+            || self.config.webhooks.iter().any(|w| w.subscribes_to(event))
     }
 
     /// `body` addressed to every configured receiver of `event` and to `own_url` (signed with
@@ -192,6 +203,9 @@ impl Runtime {
             RunStatus::Cancelled => "response.cancelled",
             _ => "response.completed",
         };
+        if !self.any_receiver_of(event, own_url) {
+            return Vec::new();
+        }
         let body = json!({
             "object": "event",
             "id": format!("evt_{}", uuid::Uuid::now_v7().simple()),
