@@ -506,3 +506,35 @@ async fn the_default_agent_answers_model_names_that_are_no_agent_on_every_headen
         "the tight agent ran: {system}"
     );
 }
+
+/// An error put in Anthropic's shape keeps the headers the layers inside set: a 405 names the
+/// methods the route takes (RFC 9110 `Allow`), and every answer carries its request id.
+#[tokio::test]
+async fn a_wrong_method_on_an_anthropic_route_is_anthropic_shaped_and_keeps_its_allow_header() {
+    let app = spawn_app().await;
+    for path in ["/v1/messages", "/v1/messages/count_tokens"] {
+        let response = app
+            .client
+            .put(app.url(path))
+            .header("x-request-id", "req-405")
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(response.status(), 405, "{path}");
+        let allow = response.headers().get("allow").map(|v| v.to_str().ok());
+        assert_eq!(allow, Some(Some("POST")), "{path}");
+        assert_eq!(
+            response.headers().get("x-request-id").map(|v| v.as_bytes()),
+            Some(&b"req-405"[..]),
+            "{path}"
+        );
+        assert_eq!(
+            response.headers().get("content-type").map(|v| v.as_bytes()),
+            Some(&b"application/json"[..]),
+            "{path}"
+        );
+        let body: Value = response.json().await.expect("json");
+        assert_eq!(body["type"], "error", "{body}");
+        assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+    }
+}

@@ -41,9 +41,23 @@ pub async fn errors_in_anthropic_shape(request: Request, next: Next) -> Response
     let anthropic = request.uri().path().starts_with("/v1/messages");
     let mut response = next.run(request).await;
     if anthropic && let Some(error) = response.extensions_mut().remove::<ApiError>() {
-        return AnthropicError(error).into_response();
+        return reshaped(response, AnthropicError(error).into_response());
     }
     response
+}
+
+/// `shaped`'s status, headers and body, with the headers of `original` it does not set: what the
+/// layers inside added (`Allow` on a 405, the request id, the run's ids) is kept.
+fn reshaped(original: Response, shaped: Response) -> Response {
+    let (mut parts, _) = original.into_parts();
+    let (shaped_parts, body) = shaped.into_parts();
+    parts.status = shaped_parts.status;
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    for name in shaped_parts.headers.keys() {
+        parts.headers.remove(name);
+    }
+    parts.headers.extend(shaped_parts.headers);
+    Response::from_parts(parts, body)
 }
 
 /// An [`ApiError`] rendered in Anthropic's error shape.
