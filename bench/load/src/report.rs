@@ -195,11 +195,18 @@ impl Report {
         case: &str,
         target: &str,
         m: &crate::load::Closed,
-        cpu: Option<f64>,
+        (cpu, driver_cpu): (Option<f64>, f64),
     ) {
         let total = m.sent as f64;
+        let per_request = |cpu: f64| {
+            if total > 0.0 {
+                format!("{:.0}", cpu * 1e6 / total)
+            } else {
+                "—".into()
+            }
+        };
         let line = format!(
-            "| {case} | {target} | {} | {:.0} | {} | {} | {} | {}/{} | {} |",
+            "| {case} | {target} | {} | {:.0} | {} | {} | {} | {}/{} | {} | {} |",
             m.connections,
             m.per_second(),
             ms(m.latency.p50),
@@ -207,11 +214,8 @@ impl Report {
             ms(m.latency.max),
             m.errors,
             m.completed + m.errors,
-            cpu.map_or("—".into(), |cpu| if total > 0.0 {
-                format!("{:.0}", cpu * 1e6 / total)
-            } else {
-                "—".into()
-            })
+            cpu.map_or("—".into(), per_request),
+            per_request(driver_cpu),
         );
         eprintln!("{line}");
         self.closed.push(line);
@@ -587,7 +591,7 @@ impl Report {
             ),
             (
                 "8. Closed loop (latency in ms)",
-                "| case | target | connections | req/s | p50 | p99 | max | errors | server CPU µs per request |",
+                "| case | target | connections | req/s | p50 | p99 | max | errors | server CPU µs per request | driver CPU µs per request |",
                 &self.closed,
             ),
             (
