@@ -109,46 +109,37 @@ impl Runtime {
         result: Option<&AgentResult>,
         run_webhook: Option<&str>,
     ) -> Vec<NewDelivery> {
-        if !self.any_receiver_of(event.as_str(), run_webhook) {
-            return Vec::new();
-        }
-        let now = Utc::now();
-        let body = json!({
-            "type": event.as_str(),
-            "timestamp": now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            "data": {
-                "run_id": run.id,
-                "agent": run.agent,
-                "user_id": run.user_id,
-                "conversation_id": run.conversation_id,
-                "status": result.map_or(RunStatus::WaitingApproval.as_str(), |r| r.status().as_str()),
-                "exit_reason": result.map(|r| r.exit_reason.as_str()),
-                "error": result.and_then(|r| r.error.clone()),
-            },
-        })
-        .to_string();
+        let body = || {
+            json!({
+                "type": event.as_str(),
+                "timestamp": Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                "data": {
+                    "run_id": run.id,
+                    "agent": run.agent,
+                    "user_id": run.user_id,
+                    "conversation_id": run.conversation_id,
+                    "status": result.map_or(RunStatus::WaitingApproval.as_str(), |r| r.status().as_str()),
+                    "exit_reason": result.map(|r| r.exit_reason.as_str()),
+                    "error": result.and_then(|r| r.error.clone()),
+                },
+            })
+            .to_string()
+        };
         let about = Subject {
             user_id: run.user_id.as_ref(),
             run_id: Some(&run.id),
         };
-        self.deliveries(event.as_str(), &body, about, run_webhook)
+        self.deliveries(event.as_str(), body, about, run_webhook)
     }
 
-    /// Whether a message about `event` would go anywhere: a configured receiver takes it, or the
-    /// run has its own URL and the server a secret to sign it with. Without one, no message is
-    /// built (most runs on most servers).
-    fn any_receiver_of(&self, event: &str, own_url: Option<&str>) -> bool {
-        (own_url.is_some() && self.config.webhook_delivery.secret.is_some())
-            || self.config.webhooks.iter().any(|w| w.subscribes_to(event))
-    }
-
-    /// `body` addressed to every configured receiver of `event` and to `own_url` (signed with
-    /// `webhookDelivery.secret`, which a request's own URL needs); no secret is kept with
-    /// them ([`Signer`]).
+    /// The message `body` builds addressed to every configured receiver of `event` and to
+    /// `own_url` (signed with `webhookDelivery.secret`, which a request's own URL needs); no
+    /// secret is kept with them ([`Signer`]). Without a receiver (most runs on most servers)
+    /// the message is not built.
     fn deliveries(
         &self,
         event: &str,
-        body: &str,
+        body: impl FnOnce() -> String,
         about: Subject<'_>,
         own_url: Option<&str>,
     ) -> Vec<NewDelivery> {
@@ -162,6 +153,10 @@ impl Runtime {
         if let (Some(url), Some(_)) = (own_url, &self.config.webhook_delivery.secret) {
             receivers.push((url.to_string(), Signer::Server));
         }
+        if receivers.is_empty() {
+            return Vec::new();
+        }
+        let body = body();
         let now = Utc::now();
         receivers
             .into_iter()
@@ -170,7 +165,7 @@ impl Runtime {
                 url,
                 signer,
                 event: event.to_string(),
-                payload: body.to_string(),
+                payload: body.clone(),
                 user_id: about.user_id.cloned(),
                 run_id: about.run_id.cloned(),
                 headers: None,
@@ -203,22 +198,21 @@ impl Runtime {
             RunStatus::Cancelled => "response.cancelled",
             _ => "response.completed",
         };
-        if !self.any_receiver_of(event, own_url) {
-            return Vec::new();
-        }
-        let body = json!({
-            "object": "event",
-            "id": format!("evt_{}", uuid::Uuid::now_v7().simple()),
-            "type": event,
-            "created_at": Utc::now().timestamp(),
-            "data": {"id": response_id(&run.id)},
-        })
-        .to_string();
+        let body = || {
+            json!({
+                "object": "event",
+                "id": format!("evt_{}", uuid::Uuid::now_v7().simple()),
+                "type": event,
+                "created_at": Utc::now().timestamp(),
+                "data": {"id": response_id(&run.id)},
+            })
+            .to_string()
+        };
         let about = Subject {
             user_id: run.user_id.as_ref(),
             run_id: Some(&run.id),
         };
-        self.deliveries(event, &body, about, own_url)
+        self.deliveries(event, body, about, own_url)
     }
 
     /// `schedule.failed` about schedule `schedule_id` (its run could not start).
@@ -230,18 +224,19 @@ impl Runtime {
         schedule_webhook: Option<&str>,
     ) {
         let event = "schedule.failed";
-        let now = Utc::now();
-        let body = json!({
-            "type": event,
-            "timestamp": now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            "data": {"schedule_id": schedule_id, "agent": run.agent, "user_id": run.user_id, "error": error},
-        })
-        .to_string();
+        let body = || {
+            json!({
+                "type": event,
+                "timestamp": Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                "data": {"schedule_id": schedule_id, "agent": run.agent, "user_id": run.user_id, "error": error},
+            })
+            .to_string()
+        };
         let about = Subject {
             user_id: run.user_id.as_ref(),
             run_id: None,
         };
-        let deliveries = self.deliveries(event, &body, about, schedule_webhook);
+        let deliveries = self.deliveries(event, body, about, schedule_webhook);
         self.enqueue(event, &deliveries).await;
     }
 
